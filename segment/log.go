@@ -1,0 +1,671 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/annal-db/annal/eventid"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Durability says when an append returns relative to stable storage.
+type Durability int8
+
+const (
+	// DefaultDurability means the Log's Options.Durability (for a Batch) or
+	// Sync (for Options).
+	DefaultDurability Durability = iota
+	// Sync: Append returns after the records are on stable storage (fsync).
+	Sync
+	// Interval: Append returns after the write; a background fsync runs at
+	// most every Options.SyncInterval. A crash loses at most the appends of
+	// the last interval (plus the one in progress).
+	Interval
+	// None: Append returns after the write to the OS; the OS decides when
+	// the data reaches the disk. A crash of the process loses nothing; a
+	// crash of the machine may lose any appends since the last sync.
+	None
+)
+
+func (d Durability) String() string {
+	switch d {
+	case DefaultDurability:
+		return "default"
+	case Sync:
+		return "sync"
+	case Interval:
+		return "interval"
+	case None:
+		return "none"
+	}
+	return fmt.Sprintf("Durability(%d)", int8(d))
+}
+
+// Options configures a Log. The zero value is safe: Sync durability, 64 MiB
+// segments, the real file system.
+type Options struct {
+	// FS is the file system; nil means vfs.Default.
+	FS vfs.FS
+	// Ledger is the ID of the ledger the segments hold.
+	Ledger eventid.LedgerID
+	// SegmentSize is the size after which the Log starts a new segment
+	// (a batch is never split, so a segment may exceed it by one batch).
+	// 0 means 64 MiB; at most 1 GiB.
+	SegmentSize int64
+	// Durability is the default for appends; DefaultDurability means Sync.
+	Durability Durability
+	// SyncInterval is the longest time between syncs in Interval mode.
+	// 0 means 50 ms.
+	SyncInterval time.Duration
+	// MaxRecordSize bounds the meta and data of one entry together, in
+	// bytes. 0 means 16 MiB.
+	MaxRecordSize int
+	// Now is the time source of the ledger's clock; nil means time.Now.
+	Now func() time.Time
+}
+
+const (
+	defaultSegmentSize   = 64 << 20
+	maxSegmentSize       = 1 << 30
+	defaultSyncInterval  = 50 * time.Millisecond
+	defaultMaxRecordSize = 16 << 20
+	// maxBatchBytes bounds one batch, so that offsets fit the format.
+	maxBatchBytes = 1 << 30
+)
+
+func (o *Options) withDefaults() (Options, error) {
+	r := *o
+	if r.FS == nil {
+		r.FS = vfs.Default
+	}
+	if r.SegmentSize == 0 {
+		r.SegmentSize = defaultSegmentSize
+	}
+	if r.SegmentSize < headerSize+minFrame || r.SegmentSize > maxSegmentSize {
+		return r, fmt.Errorf("segment: SegmentSize %d out of range [%d, %d]", r.SegmentSize, headerSize+minFrame, maxSegmentSize)
+	}
+	if r.Durability == DefaultDurability {
+		r.Durability = Sync
+	}
+	if r.Durability < Sync || r.Durability > None {
+		return r, fmt.Errorf("segment: unknown durability %v", r.Durability)
+	}
+	if r.SyncInterval <= 0 {
+		r.SyncInterval = defaultSyncInterval
+	}
+	if r.MaxRecordSize <= 0 {
+		r.MaxRecordSize = defaultMaxRecordSize
+	}
+	return r, nil
+}
+
+// Entry is an event to append. Meta and Data must be canonical JSON (meta
+// an object), as package canon writes them; the Log stores and hashes them
+// as given.
+type Entry struct {
+	Entity, Key, Event string
+	Meta, Data         []byte
+	// Micros, if not 0, is the event's timestamp (an import keeps the
+	// timestamps it is given); it must be after the ledger head's. If 0,
+	// the ledger's clock assigns one.
+	Micros uint64
+	// ID, if not zero, is the ID the entry must get: the append fails with
+	// ErrIDMismatch otherwise (an import verifies every ID this way).
+	ID eventid.ID
+}
+
+// Head is the last record of a ledger.
+type Head struct {
+	ID  eventid.ID // the genesis ID of the ledger while Seq == 0
+	Seq uint64     // 0 for an empty ledger
+	Loc Location   // where the record is; zero while Seq == 0
+}
+
+// Location is where a record's frame is.
+type Location struct {
+	Segment uint64
+	Offset  int64
+	Size    int64 // frame bytes
+}
+
+// End returns the offset just after the record.
+func (l Location) End() int64 { return l.Offset + l.Size }
+
+// Batch is a group of entries appended all or nothing.
+type Batch struct {
+	Entries []Entry
+	// Durability overrides the Log's default for this batch.
+	Durability Durability
+	// Check, if not nil, is called in commit order with the head that the
+	// batch would follow, before any of its IDs is computed; an error
+	// rejects this batch alone and Append returns it. It must be quick:
+	// other appends wait while it runs.
+	Check func(head Head) error
+
+	// Set by a successful Append:
+	IDs       []eventid.ID
+	Locations []Location
+	FirstSeq  uint64
+}
+
+// Log is the segment log of one ledger: appends with group commit,
+// reads, and verification. It is safe for concurrent use.
+type Log struct {
+	dir    string
+	fs     vfs.FS
+	opts   Options
+	ledger eventid.LedgerID
+	clock  *eventid.Clock
+
+	mu      sync.Mutex
+	cond    sync.Cond
+	queue   []*pending
+	leading bool  // an Append is committing a group
+	closed  bool  // guarded by mu
+	failed  error // guarded by mu; once set, appends fail with it
+
+	// ioMu is held by whoever writes or syncs the active segment: the
+	// committing leader, the interval syncer, Close.
+	ioMu sync.Mutex
+	// The fields below are guarded by ioMu.
+	file   vfs.File // the active (last) segment, open for writing
+	segNum uint64   // its number
+	// size is the bytes written to the active segment.
+	// Invariant: synced <= size; size is the end of the last whole record.
+	size   int64
+	synced int64 // bytes of the active segment known to be durable
+	head   Head  // the last record written
+	buf    []byte
+	dirty  bool // written but not synced (Interval mode)
+
+	// committed is what readers may see: the head and the end of the
+	// active segment after the last complete commit.
+	committed atomic.Pointer[position]
+
+	readMu  sync.Mutex
+	readers map[uint64]vfs.File // open read handles by segment
+
+	stopSync chan struct{}
+	syncDone chan struct{}
+}
+
+// position is a committed state of the log.
+type position struct {
+	head   Head
+	segNum uint64 // the active segment
+	end    int64  // its committed size
+}
+
+type pending struct {
+	b    *Batch
+	err  error
+	done bool
+}
+
+// Create creates the first segment of a new ledger in dir (made if
+// missing) and returns the Log, ready for the ledger's genesis entry.
+func Create(dir string, opts Options) (*Log, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := o.FS.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("segment: create %s: %w", dir, err)
+	}
+	names, err := o.FS.List(dir)
+	if err != nil {
+		return nil, fmt.Errorf("segment: list %s: %w", dir, err)
+	}
+	for _, name := range names {
+		if _, ok := parseSegmentName(name); ok {
+			return nil, fmt.Errorf("%w in %s", ErrExists, dir)
+		}
+	}
+	l := newLog(dir, o)
+	genesis := Head{ID: eventid.Genesis(o.Ledger)}
+	if err := l.createSegment(1, genesis); err != nil {
+		return nil, err
+	}
+	l.head = genesis
+	l.publish()
+	l.start()
+	return l, nil
+}
+
+func newLog(dir string, o Options) *Log {
+	l := &Log{dir: dir, fs: o.FS, opts: o, ledger: o.Ledger, readers: map[uint64]vfs.File{}}
+	l.cond.L = &l.mu
+	return l
+}
+
+// start begins the background work of an open Log.
+func (l *Log) start() {
+	l.clock = eventid.NewClock(l.head.ID.Micros(), l.opts.Now)
+	if l.opts.Durability == Interval {
+		l.stopSync = make(chan struct{})
+		l.syncDone = make(chan struct{})
+		go l.syncLoop()
+	}
+}
+
+// Dir returns the directory of the segments.
+func (l *Log) Dir() string { return l.dir }
+
+// Ledger returns the ledger ID.
+func (l *Log) Ledger() eventid.LedgerID { return l.ledger }
+
+// Head returns the last committed record.
+func (l *Log) Head() Head { return l.committed.Load().head }
+
+// createSegment creates segment n, following prev, writes and syncs its
+// header and the directory, and makes it the active segment. On error
+// the partly created file is removed and the active segment is unchanged.
+func (l *Log) createSegment(n uint64, prev Head) error {
+	path := l.fs.PathJoin(l.dir, segmentName(n))
+	if _, err := l.fs.Stat(path); err == nil {
+		return &CorruptionError{File: path, Problem: "segment to be created already exists"}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("segment: stat %s: %w", path, err)
+	}
+	f, err := l.fs.OpenReadWrite(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("segment: create %s: %w", path, err)
+	}
+	h := header{ledger: l.ledger, number: n, prevID: prev.ID, prevSeq: prev.Seq, created: uint64(time.Now().UnixMicro())}
+	err = writeFull(f, h.encode(), 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = syncDir(l.fs, l.dir)
+	}
+	if err != nil {
+		f.Close()
+		if rmErr := l.fs.Remove(path); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
+			// A header-less last segment is removed by recovery; but
+			// we cannot go on writing after it here.
+			l.setFailed(fmt.Errorf("%w: creating %s: %v; removing it: %v", ErrFailed, path, err, rmErr))
+		}
+		return fmt.Errorf("segment: create %s: %w", path, err)
+	}
+	if l.file != nil {
+		l.file.Close()
+	}
+	l.file, l.segNum, l.size, l.synced = f, n, headerSize, headerSize
+	return nil
+}
+
+func writeFull(f vfs.File, b []byte, off int64) error {
+	n, err := f.WriteAt(b, off)
+	if err == nil && n < len(b) {
+		err = fmt.Errorf("short write: %d of %d bytes", n, len(b))
+	}
+	return err
+}
+
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return fmt.Errorf("open directory %s: %w", dir, err)
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return d.Close()
+}
+
+func (l *Log) setFailed(err error) {
+	l.mu.Lock()
+	if l.failed == nil {
+		l.failed = err
+	}
+	l.mu.Unlock()
+}
+
+func (l *Log) failure() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failed
+}
+
+// publish makes the state after the last commit visible to readers.
+// Called with ioMu held (or before the Log is shared).
+func (l *Log) publish() {
+	l.committed.Store(&position{head: l.head, segNum: l.segNum, end: l.size})
+}
+
+// Append appends the batch's entries, all or nothing, and returns when
+// they are as durable as the batch's durability asks. Concurrent appends
+// are committed together: one write and one sync serve all the batches
+// waiting at that moment. On success the batch's IDs, Locations and
+// FirstSeq are set. An error fails this batch alone, except for a failed
+// write or sync, which fails every batch of its group; after a failed sync
+// the Log refuses all further appends (ErrFailed).
+func (l *Log) Append(b *Batch) error {
+	if err := l.validate(b); err != nil {
+		return err
+	}
+	p := &pending{b: b}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	if l.failed != nil {
+		l.mu.Unlock()
+		return l.failed
+	}
+	l.queue = append(l.queue, p)
+	for l.leading && !p.done {
+		l.cond.Wait()
+	}
+	if p.done {
+		l.mu.Unlock()
+		return p.err
+	}
+	// Lead: commit everything queued, our batch included.
+	l.leading = true
+	group := l.queue
+	l.queue = nil
+	failed := l.failed
+	if l.closed {
+		failed = ErrClosed
+	}
+	l.mu.Unlock()
+
+	if failed != nil {
+		for _, q := range group {
+			q.err = failed
+		}
+	} else {
+		l.commit(group)
+	}
+
+	l.mu.Lock()
+	for _, q := range group {
+		q.done = true
+	}
+	l.leading = false
+	l.cond.Broadcast()
+	l.mu.Unlock()
+	return p.err
+}
+
+// validate checks what can be checked of a batch before it is queued.
+func (l *Log) validate(b *Batch) error {
+	if len(b.Entries) == 0 {
+		return fmt.Errorf("segment: empty batch")
+	}
+	if b.Durability < DefaultDurability || b.Durability > None {
+		return fmt.Errorf("segment: unknown durability %v", b.Durability)
+	}
+	total := 0
+	for i := range b.Entries {
+		e := &b.Entries[i]
+		for _, name := range [...]struct {
+			what string
+			n    int
+		}{{"entity", len(e.Entity)}, {"key", len(e.Key)}, {"event name", len(e.Event)}} {
+			if name.n > MaxNameLen {
+				return fmt.Errorf("%w: entry %d: %s is %d bytes, the limit is %d", ErrTooLarge, i, name.what, name.n, MaxNameLen)
+			}
+		}
+		if n := len(e.Meta) + len(e.Data); n > l.opts.MaxRecordSize {
+			return fmt.Errorf("%w: entry %d: meta and data are %d bytes, the limit is %d", ErrTooLarge, i, n, l.opts.MaxRecordSize)
+		}
+		total += frameLen(e.Entity, e.Key, e.Event, e.Meta, e.Data)
+	}
+	if total > maxBatchBytes {
+		return fmt.Errorf("%w: batch of %d bytes, the limit is %d", ErrTooLarge, total, maxBatchBytes)
+	}
+	return nil
+}
+
+// commit writes a group of batches with one write and at most one sync.
+// It is called by the leader only, so it runs alone.
+func (l *Log) commit(group []*pending) {
+	l.ioMu.Lock()
+	defer l.ioMu.Unlock()
+
+	size := 0
+	for _, p := range group {
+		for i := range p.b.Entries {
+			e := &p.b.Entries[i]
+			size += frameLen(e.Entity, e.Key, e.Event, e.Meta, e.Data)
+		}
+	}
+	if l.size > headerSize && l.size+int64(size) > l.opts.SegmentSize {
+		if err := l.rotate(); err != nil {
+			for _, p := range group {
+				p.err = err
+			}
+			return
+		}
+	}
+
+	// Encode every batch whose check passes, chained from the head.
+	l.buf = l.buf[:0]
+	head := l.head
+	var accepted []*pending
+	var sync bool
+	for _, p := range group {
+		start, before := len(l.buf), head
+		var err error
+		head, err = l.encode(p.b, head)
+		if err != nil {
+			p.err = err
+			l.buf, head = l.buf[:start], before
+			continue
+		}
+		accepted = append(accepted, p)
+		if l.durability(p.b) == Sync {
+			sync = true
+		}
+	}
+	if len(accepted) == 0 {
+		return
+	}
+
+	base := l.size
+	if err := writeFull(l.file, l.buf, base); err != nil {
+		err = l.undo(base, fmt.Errorf("segment: write %d bytes to %s at %d: %w", len(l.buf), segmentName(l.segNum), base, err))
+		for _, p := range accepted {
+			p.err = err
+		}
+		return
+	}
+	l.size += int64(len(l.buf))
+	if sync {
+		if err := l.file.Sync(); err != nil {
+			// After a failed fsync the kernel may have dropped the dirty
+			// pages and cleared the error, so a later fsync could succeed
+			// without the data: never report anything durable again.
+			err = fmt.Errorf("%w: fsync %s: %v", ErrFailed, segmentName(l.segNum), err)
+			l.setFailed(err)
+			l.undo(base, err)
+			for _, p := range accepted {
+				p.err = err
+			}
+			return
+		}
+		l.synced = l.size
+		l.dirty = false
+	} else {
+		l.dirty = true
+	}
+	head.Loc.Segment = l.segNum
+	head.Loc.Offset += base
+	l.head = head
+	for _, p := range accepted {
+		for i := range p.b.Locations {
+			p.b.Locations[i].Segment = l.segNum
+			p.b.Locations[i].Offset += base
+		}
+	}
+	l.publish()
+}
+
+func (l *Log) durability(b *Batch) Durability {
+	if b.Durability == DefaultDurability {
+		return l.opts.Durability
+	}
+	return b.Durability
+}
+
+// encode appends the frames of b's entries to l.buf, following head, and
+// returns the new head. Locations are set relative to the start of l.buf.
+func (l *Log) encode(b *Batch, head Head) (Head, error) {
+	if b.Check != nil {
+		if err := b.Check(head); err != nil {
+			return head, err
+		}
+	}
+	b.IDs = b.IDs[:0]
+	b.Locations = b.Locations[:0]
+	b.FirstSeq = head.Seq + 1
+	for i := range b.Entries {
+		e := &b.Entries[i]
+		c := eventid.Content{Entity: e.Entity, Key: e.Key, Event: e.Event, Meta: e.Meta, Data: e.Data}
+		if head.Seq == 0 {
+			if got := c.LedgerID(); got != l.ledger {
+				return head, fmt.Errorf("%w: entry %d hashes to ledger %s, not %s", ErrNotGenesis, i, got, l.ledger)
+			}
+		}
+		micros := e.Micros
+		if micros == 0 {
+			if micros = l.clock.Next(); micros == 0 {
+				return head, ErrClockExhausted
+			}
+		} else {
+			if micros <= head.ID.Micros() {
+				return head, fmt.Errorf("%w: entry %d at %d µs, head at %d µs", ErrTimeOrder, i, micros, head.ID.Micros())
+			}
+			l.clock.Observe(micros)
+		}
+		id := c.ID(l.ledger, micros, head.ID)
+		if !e.ID.IsZero() && e.ID != id {
+			return head, fmt.Errorf("%w: entry %d: expected %s, given %s", ErrIDMismatch, i, id, e.ID)
+		}
+		off := len(l.buf)
+		l.buf = appendFrame(l.buf, uint32(l.synced), id, head.ID, head.Seq+1, e.Entity, e.Key, e.Event, e.Meta, e.Data)
+		loc := Location{Offset: int64(off), Size: int64(len(l.buf) - off)}
+		b.IDs = append(b.IDs, id)
+		b.Locations = append(b.Locations, loc)
+		head = Head{ID: id, Seq: head.Seq + 1, Loc: loc}
+	}
+	return head, nil
+}
+
+// undo removes a failed write from the end of the active segment. If that
+// is impossible the Log fails. It returns the error to report.
+func (l *Log) undo(size int64, cause error) error {
+	if err := truncate(l.fs, l.fs.PathJoin(l.dir, segmentName(l.segNum)), &l.file, size); err != nil {
+		err = fmt.Errorf("%w: %v; then removing the partial write failed: %v", ErrFailed, cause, err)
+		l.setFailed(err)
+		return err
+	}
+	l.size = size
+	l.synced = min(l.synced, size)
+	return cause
+}
+
+// rotate seals the active segment and starts the next. Called with ioMu.
+func (l *Log) rotate() error {
+	if err := l.file.Sync(); err != nil {
+		err = fmt.Errorf("%w: fsync %s: %v", ErrFailed, segmentName(l.segNum), err)
+		l.setFailed(err)
+		return err
+	}
+	l.synced = l.size
+	l.dirty = false
+	return l.createSegment(l.segNum+1, l.head)
+}
+
+// Sync makes every record written so far durable.
+func (l *Log) Sync() error {
+	if err := l.failure(); err != nil {
+		return err
+	}
+	l.ioMu.Lock()
+	defer l.ioMu.Unlock()
+	return l.syncLocked()
+}
+
+func (l *Log) syncLocked() error {
+	if l.synced == l.size || l.file == nil {
+		return nil
+	}
+	if err := l.file.Sync(); err != nil {
+		err = fmt.Errorf("%w: fsync %s: %v", ErrFailed, segmentName(l.segNum), err)
+		l.setFailed(err)
+		return err
+	}
+	l.synced = l.size
+	l.dirty = false
+	return nil
+}
+
+func (l *Log) syncLoop() {
+	defer close(l.syncDone)
+	t := time.NewTicker(l.opts.SyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stopSync:
+			return
+		case <-t.C:
+			if l.failure() != nil {
+				continue
+			}
+			l.ioMu.Lock()
+			if l.dirty {
+				l.syncLocked()
+			}
+			l.ioMu.Unlock()
+		}
+	}
+}
+
+// Close syncs what was written (in every durability mode) and closes the
+// files. Appends after Close fail with ErrClosed.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	l.closed = true
+	for l.leading {
+		l.cond.Wait()
+	}
+	failed := l.failed
+	l.mu.Unlock()
+	if l.stopSync != nil {
+		close(l.stopSync)
+		<-l.syncDone
+	}
+	l.ioMu.Lock()
+	var err error
+	if failed == nil {
+		err = l.syncLocked()
+	}
+	if l.file != nil {
+		if cerr := l.file.Close(); err == nil {
+			err = cerr
+		}
+		l.file = nil
+	}
+	l.ioMu.Unlock()
+	l.readMu.Lock()
+	for n, f := range l.readers {
+		f.Close()
+		delete(l.readers, n)
+	}
+	l.readMu.Unlock()
+	return err
+}

@@ -1,0 +1,336 @@
+package segment
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/annal-db/annal/eventid"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Recovery reports what Open found and did.
+type Recovery struct {
+	Segments      int   // segment files of the ledger
+	Records       int64 // records verified (those after the checkpoint)
+	VerifiedBytes int64 // bytes of those records
+	// TruncatedBytes is the size of the torn write cut from the end of the
+	// last segment, and TornAt where it began; 0 and zero if none.
+	TruncatedBytes int64
+	TornAt         Location
+	// RemovedSegment is the number of a last segment whose header was
+	// never completely written (a crash while it was being created) and
+	// that Open removed; 0 if none.
+	RemovedSegment uint64
+	Head           Head // the ledger's last record after recovery
+}
+
+// Open opens the segments of an existing ledger in dir, verifying and
+// repairing its tail, and returns the Log ready for appends.
+//
+// Every record after the checkpoint is verified: frame CRC, ledger, event
+// checksum, chain link, increasing timestamps and sequence numbers, across
+// segment boundaries. checkpoint is a Head known to be verified before
+// (Loc, ID and Seq of a record), or the zero Head to verify everything.
+// A checkpoint that does not match the record at its location gives
+// ErrCheckpoint.
+//
+// A record that fails verification at the end of the last segment and was
+// never synced (it runs past the end of the file, or holds the zeros of
+// unwritten blocks, and no later record vouches for it) is a torn write:
+// Open cuts it and whatever follows it off, syncs, and says so in the
+// Recovery. Anything else is corruption: Open returns a *CorruptionError
+// and changes nothing. See docs/recovery.md.
+func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, nil, err
+	}
+	names, err := o.FS.List(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("segment: list %s: %w", dir, err)
+	}
+	if err := removeStaleTemp(o.FS, dir, names); err != nil {
+		return nil, nil, err
+	}
+	var nums []uint64
+	for _, name := range names {
+		if n, ok := parseSegmentName(name); ok {
+			nums = append(nums, n)
+		}
+	}
+	slices.Sort(nums)
+	rec := &Recovery{}
+	if len(nums) == 0 {
+		return nil, rec, fmt.Errorf("%w in %s", ErrNoLog, dir)
+	}
+	for i, n := range nums {
+		if n != uint64(i)+1 {
+			return nil, rec, &CorruptionError{File: o.FS.PathJoin(dir, segmentName(uint64(i)+1)), Problem: "segment missing", Expected: segmentName(uint64(i) + 1), Found: segmentName(n)}
+		}
+	}
+
+	var segs []*segmentFile
+	defer func() {
+		for _, s := range segs {
+			s.file.Close()
+		}
+	}()
+	for i, n := range nums {
+		s, err := readHeader(o.FS, dir, n, o.Ledger)
+		if err == errShortHeader && i == len(nums)-1 {
+			// A crash while the segment was being created: its header
+			// was never synced, so no record can be in it.
+			s.file.Close()
+			if err := o.FS.Remove(s.name); err != nil {
+				return nil, rec, fmt.Errorf("segment: remove unfinished %s: %w", s.name, err)
+			}
+			if err := syncDir(o.FS, dir); err != nil {
+				return nil, rec, fmt.Errorf("segment: %w", err)
+			}
+			rec.RemovedSegment = n
+			break
+		}
+		if err == errShortHeader {
+			s.file.Close()
+			return nil, rec, &CorruptionError{File: s.name, Problem: "segment header missing in a sealed segment", Expected: fmt.Sprintf("%d header bytes", headerSize), Found: fmt.Sprintf("%d zero or missing", headerSize)}
+		}
+		if err != nil {
+			return nil, rec, err
+		}
+		segs = append(segs, s)
+	}
+	if len(segs) == 0 {
+		return nil, rec, fmt.Errorf("%w in %s (the first segment was never completely created)", ErrNoLog, dir)
+	}
+	rec.Segments = len(segs)
+	if h := segs[0].hdr; h.prevSeq != 0 || h.prevID != eventid.Genesis(o.Ledger) {
+		return nil, rec, &CorruptionError{File: segs[0].name, Offset: 24, Problem: "first segment does not start at the genesis", Expected: eventid.Genesis(o.Ledger).String() + " #0", Found: fmt.Sprintf("%s #%d", h.prevID, h.prevSeq)}
+	}
+	for i := 1; i < len(segs); i++ {
+		if segs[i].hdr.prevSeq <= segs[i-1].hdr.prevSeq {
+			return nil, rec, &CorruptionError{File: segs[i].name, Offset: 40, Problem: "segment does not follow the one before",
+				Expected: fmt.Sprintf("previous seq > %d", segs[i-1].hdr.prevSeq), Found: fmt.Sprint(segs[i].hdr.prevSeq)}
+		}
+	}
+
+	// Where verification starts.
+	first, start := 0, int64(headerSize)
+	c := chain{ledger: o.Ledger, id: eventid.Genesis(o.Ledger)}
+	head := Head{ID: c.id}
+	if checkpoint.Seq != 0 {
+		i := int(checkpoint.Loc.Segment) - 1
+		if i < 0 || i >= len(segs) {
+			return nil, rec, fmt.Errorf("%w: segment %d of the checkpoint does not exist", ErrCheckpoint, checkpoint.Loc.Segment)
+		}
+		r, err := readRecord(segs[i].file, segs[i].name, checkpoint.Loc, segs[i].size)
+		if err != nil || r.ID != checkpoint.ID || r.Seq != checkpoint.Seq {
+			return nil, rec, fmt.Errorf("%w: no record %s #%d at %s offset %d (%v)", ErrCheckpoint, checkpoint.ID, checkpoint.Seq, segs[i].name, checkpoint.Loc.Offset, err)
+		}
+		first, start = i, checkpoint.Loc.End()
+		c.id, c.seq = checkpoint.ID, checkpoint.Seq
+		head = checkpoint
+	}
+
+	last := len(segs) - 1
+	for i := first; i < len(segs); i++ {
+		s := segs[i]
+		if i > first {
+			start = headerSize
+			if s.hdr.prevID != c.id || s.hdr.prevSeq != c.seq {
+				return nil, rec, &CorruptionError{File: s.name, Offset: 24, Problem: "segment does not continue the chain of the segment before",
+					Expected: fmt.Sprintf("%s #%d", c.id, c.seq), Found: fmt.Sprintf("%s #%d", s.hdr.prevID, s.hdr.prevSeq)}
+			}
+		}
+		sc := newScanner(s.file, s.name, start, s.size, c)
+		for {
+			ok, bad, err := sc.next()
+			if err != nil {
+				return nil, rec, err
+			}
+			if ok {
+				rec.Records++
+				loc := sc.location(s.number)
+				rec.VerifiedBytes += loc.Size
+				head = Head{ID: sc.chain.id, Seq: sc.chain.seq, Loc: loc}
+				continue
+			}
+			if bad == nil {
+				break
+			}
+			if i != last {
+				return nil, rec, bad.corruption(s.name)
+			}
+			if cerr := classify(s, bad, sc.synced, sc.chain); cerr != nil {
+				return nil, rec, cerr
+			}
+			rec.TornAt = Location{Segment: s.number, Offset: bad.offset}
+			rec.TruncatedBytes = s.size - bad.offset
+			break
+		}
+		c = sc.chain
+	}
+	rec.Head = head
+
+	// Open the last segment for writing, cut the torn write, and sync, so
+	// that everything in it now is durable (a process crash leaves its
+	// writes in the OS's cache, not on disk).
+	ls := segs[last]
+	l := newLog(dir, o)
+	f, err := o.FS.OpenReadWrite(ls.name, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return nil, rec, fmt.Errorf("segment: open %s: %w", ls.name, err)
+	}
+	size := ls.size
+	if rec.TruncatedBytes > 0 {
+		size = rec.TornAt.Offset
+		if err := truncate(o.FS, ls.name, &f, size); err != nil {
+			f.Close()
+			return nil, rec, fmt.Errorf("segment: cutting the torn write: %w", err)
+		}
+	} else if err := f.Sync(); err != nil {
+		f.Close()
+		return nil, rec, fmt.Errorf("segment: sync %s: %w", ls.name, err)
+	}
+	l.file, l.segNum, l.size, l.synced = f, ls.number, size, size
+	l.head = head
+	l.publish()
+	l.start()
+	return l, rec, nil
+}
+
+// classify decides whether the bad record at the end of the last segment s
+// is a torn write (nil) or corruption. synced is the largest offset that a
+// record verified before it vouches was on stable storage; c is the chain
+// up to it.
+func classify(s *segmentFile, bad *badRecord, synced int64, c chain) *CorruptionError {
+	cerr := bad.corruption(s.name)
+	if bad.crcOK {
+		// A torn write does not produce a frame with a good CRC.
+		return cerr
+	}
+	if bad.offset < synced {
+		cerr.Problem += fmt.Sprintf("; an earlier record vouches that the file was synced up to offset %d", synced)
+		return cerr
+	}
+	tail := make([]byte, s.size-bad.offset)
+	if _, err := s.file.ReadAt(tail, bad.offset); err != nil {
+		cerr.Problem += fmt.Sprintf("; reading the rest of the file failed: %v", err)
+		return cerr
+	}
+	later, vouched := laterRecords(tail, bad.offset, c)
+	if vouched >= 0 {
+		cerr.Problem += fmt.Sprintf("; a later record at offset %d vouches that this offset was synced", vouched)
+		return cerr
+	}
+	extent := int64(len(tail))
+	if len(tail) >= frameSize {
+		if n := int64(frameSize) + int64(binary.BigEndian.Uint32(tail)); n < extent {
+			extent = n
+		}
+	}
+	switch {
+	case bad.cut && lengthDamaged(tail):
+		cerr.Problem += "; the length field of the last record is damaged (its bytes up to the end of the file have a good CRC)"
+		return cerr
+	case bad.cut && later < 0:
+		return nil
+	case unwritten(tail[:extent], bad.offset):
+		return nil
+	}
+	if later >= 0 {
+		cerr.Problem += fmt.Sprintf("; a good record follows at offset %d", later)
+	}
+	return cerr
+}
+
+// laterRecords looks for good frames after the bad one at the start of
+// tail (which begins at file offset base). It returns the offset of the
+// first good frame (or -1), and the offset of the first that vouches that
+// base was synced (or -1).
+func laterRecords(tail []byte, base int64, c chain) (first, vouched int64) {
+	first, vouched = -1, -1
+	var r Record
+	for p := 1; p+minFrame <= len(tail); p++ {
+		b := tail[p:]
+		fi := readFrameInfo(b)
+		size := frameSize + int(fi.length)
+		if fi.length < payloadFixed || size > len(b) || int64(fi.synced) > base+int64(p) {
+			continue
+		}
+		pl := b[frameSize:size]
+		if pl[0] != recordKind || pl[1] != 0 || binary.BigEndian.Uint32(pl[36:40]) != uint32(c.ledger) {
+			continue
+		}
+		if binary.BigEndian.Uint64(pl[16:]) <= c.seq || frameCRC(b[:size]) != fi.crc || decodePayload(pl, &r) != nil {
+			continue
+		}
+		if first < 0 {
+			first = base + int64(p)
+		}
+		if int64(fi.synced) > base {
+			return first, base + int64(p)
+		}
+		p += size - 1
+	}
+	return first, vouched
+}
+
+// lengthDamaged reports whether the frame at the start of tail, which runs
+// past the end of the file, would have a good CRC if its length reached
+// exactly to the end: then its bytes are all there and its length field
+// was altered.
+func lengthDamaged(tail []byte) bool {
+	if len(tail) < frameSize+payloadFixed {
+		return false
+	}
+	f := slices.Clone(tail)
+	binary.BigEndian.PutUint32(f, uint32(len(f)-frameSize))
+	return frameCRC(f) == binary.BigEndian.Uint32(tail[4:])
+}
+
+// sector is the unit in which a disk loses unsynced writes, for unwritten.
+const sector = 512
+
+// unwritten reports whether the frame bytes b, at file offset off, show
+// the mark of a write that never reached the disk: a frame header of
+// zeros, or a run of zeros from a sector boundary to the next boundary or
+// the end of the frame (at least 16 bytes). Unsynced blocks read back as
+// zeros after a crash; no record holds such a run (its JSON has no NUL
+// bytes, and its fixed fields are never 16 zeros).
+func unwritten(b []byte, off int64) bool {
+	if allZero(b[:min(len(b), 16)]) {
+		return true
+	}
+	for a := (off/sector + 1) * sector; a < off+int64(len(b)); a += sector {
+		run := b[a-off : min(int64(len(b)), a-off+sector)]
+		if len(run) >= 16 && allZero(run) {
+			return true
+		}
+	}
+	return false
+}
+
+// readRecord reads and decodes the record at loc of a segment whose size
+// is size, checking its frame CRC.
+func readRecord(f vfs.File, name string, loc Location, size int64) (*Record, error) {
+	if loc.Offset < headerSize || loc.Size < frameSize+payloadFixed || loc.End() > size {
+		return nil, fmt.Errorf("segment: location %d+%d outside %s (%d bytes)", loc.Offset, loc.Size, name, size)
+	}
+	b := make([]byte, loc.Size)
+	if _, err := f.ReadAt(b, loc.Offset); err != nil {
+		return nil, fmt.Errorf("segment: read %s at %d: %w", name, loc.Offset, err)
+	}
+	fi := readFrameInfo(b)
+	if int64(fi.length)+frameSize != loc.Size {
+		return nil, &CorruptionError{File: name, Offset: loc.Offset, Problem: "frame length differs from the location's", Expected: fmt.Sprint(loc.Size - frameSize), Found: fmt.Sprint(fi.length)}
+	}
+	if got := frameCRC(b); got != fi.crc {
+		return nil, &CorruptionError{File: name, Offset: loc.Offset, Problem: "frame CRC mismatch", Expected: fmt.Sprintf("%08x", got), Found: fmt.Sprintf("%08x", fi.crc)}
+	}
+	r := &Record{}
+	if err := decodePayload(b[frameSize:], r); err != nil {
+		return nil, &CorruptionError{File: name, Offset: loc.Offset, Problem: err.Error()}
+	}
+	return r, nil
+}

@@ -1,0 +1,128 @@
+package segment
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/annal-db/annal/eventid"
+)
+
+// Verify checks every committed record of the ledger: frame CRC, ledger,
+// event checksum, chain link, increasing timestamps and consecutive
+// sequence numbers, within and across segments, and that the last record
+// is the committed head. Segments are verified in parallel on all cores.
+// progress, if not nil, is called now and then with the records and bytes
+// verified so far (never concurrently). It returns the verified head, or
+// the first *CorruptionError (by position in the ledger) found.
+func (l *Log) Verify(ctx context.Context, progress func(records, bytes int64)) (Head, error) {
+	pos := l.committed.Load()
+	n := int(pos.segNum)
+	type result struct {
+		first chain // from the header
+		last  chain
+		head  Head
+		err   error
+	}
+	results := make([]result, n)
+	var records, bytes atomic.Int64
+	var progressMu sync.Mutex
+	report := func() {
+		if progress != nil && progressMu.TryLock() {
+			progress(records.Load(), bytes.Load())
+			progressMu.Unlock()
+		}
+	}
+
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				r := &results[i]
+				r.first, r.last, r.head, r.err = l.verifySegment(ctx, uint64(i)+1, pos, &records, &bytes, report)
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+
+	head := Head{ID: results[0].first.id}
+	for i := range results {
+		r := &results[i]
+		if r.err != nil {
+			return head, r.err
+		}
+		name := l.fs.PathJoin(l.dir, segmentName(uint64(i)+1))
+		if i == 0 {
+			if r.first.seq != 0 || r.first.id != eventid.Genesis(l.ledger) {
+				return head, &CorruptionError{File: name, Offset: 24, Problem: "first segment does not start at the genesis", Expected: eventid.Genesis(l.ledger).String() + " #0", Found: fmt.Sprintf("%s #%d", r.first.id, r.first.seq)}
+			}
+		} else if prev := results[i-1].last; r.first != prev {
+			return head, &CorruptionError{File: name, Offset: 24, Problem: "segment does not continue the chain of the segment before",
+				Expected: fmt.Sprintf("%s #%d", prev.id, prev.seq), Found: fmt.Sprintf("%s #%d", r.first.id, r.first.seq)}
+		}
+		if r.head.Seq != 0 {
+			head = r.head
+		}
+	}
+	if head.ID != pos.head.ID || head.Seq != pos.head.Seq {
+		return head, fmt.Errorf("%w: verified head %s #%d is not the committed head %s #%d", ErrCorruption, head.ID, head.Seq, pos.head.ID, pos.head.Seq)
+	}
+	if progress != nil {
+		progressMu.Lock()
+		progress(records.Load(), bytes.Load())
+		progressMu.Unlock()
+	}
+	return head, nil
+}
+
+// verifySegment verifies segment n up to its committed end and returns
+// the chain its header starts from, the chain at its last record, and the
+// head there (zero if the segment has no record).
+func (l *Log) verifySegment(ctx context.Context, n uint64, pos *position, records, bytes *atomic.Int64, report func()) (first, last chain, head Head, err error) {
+	s, err := readHeader(l.fs, l.dir, n, l.ledger)
+	if err != nil {
+		if err == errShortHeader {
+			s.file.Close()
+			err = &CorruptionError{File: s.name, Problem: "segment header missing"}
+		}
+		return first, last, head, err
+	}
+	defer s.file.Close()
+	end := s.size
+	if n == pos.segNum {
+		end = pos.end
+	}
+	first = chain{ledger: l.ledger, id: s.hdr.prevID, seq: s.hdr.prevSeq}
+	sc := newScanner(s.file, s.name, headerSize, end, first)
+	for i := 0; ; i++ {
+		if i%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return first, sc.chain, head, err
+			}
+			report()
+		}
+		ok, bad, err := sc.next()
+		if err != nil {
+			return first, sc.chain, head, err
+		}
+		if bad != nil {
+			return first, sc.chain, head, bad.corruption(s.name)
+		}
+		if !ok {
+			return first, sc.chain, head, nil
+		}
+		loc := sc.location(n)
+		records.Add(1)
+		bytes.Add(loc.Size)
+		head = Head{ID: sc.chain.id, Seq: sc.chain.seq, Loc: loc}
+	}
+}
