@@ -191,6 +191,31 @@ type Log struct {
 
 	stopSync chan struct{}
 	syncDone chan struct{}
+
+	stats struct {
+		writes, syncs, batches, records, bytes atomic.Int64
+	}
+}
+
+// Stats counts what a Log did since it was opened.
+type Stats struct {
+	Writes  int64 // write system calls for groups of batches
+	Syncs   int64 // fsyncs of segments
+	Batches int64 // batches committed
+	Records int64 // records committed
+	Bytes   int64 // bytes of committed records
+}
+
+// Stats returns the Log's counters. Records/Syncs is how many records
+// shared an fsync (group commit).
+func (l *Log) Stats() Stats {
+	return Stats{
+		Writes:  l.stats.writes.Load(),
+		Syncs:   l.stats.syncs.Load(),
+		Batches: l.stats.batches.Load(),
+		Records: l.stats.records.Load(),
+		Bytes:   l.stats.bytes.Load(),
+	}
 }
 
 // position is a committed state of the log.
@@ -480,7 +505,9 @@ func (l *Log) commit(group []*pending) {
 		return
 	}
 	l.size += int64(len(l.buf))
+	l.stats.writes.Add(1)
 	if sync {
+		l.stats.syncs.Add(1)
 		if err := l.file.Sync(); err != nil {
 			// After a failed fsync the kernel may have dropped the dirty
 			// pages and cleared the error, so a later fsync could succeed
@@ -501,7 +528,10 @@ func (l *Log) commit(group []*pending) {
 	head.Loc.Segment = l.segNum
 	head.Loc.Offset += base
 	l.head = head
+	l.stats.batches.Add(int64(len(accepted)))
+	l.stats.bytes.Add(int64(len(l.buf)))
 	for _, p := range accepted {
+		l.stats.records.Add(int64(len(p.b.IDs)))
 		for i := range p.b.Locations {
 			p.b.Locations[i].Segment = l.segNum
 			p.b.Locations[i].Offset += base
@@ -576,6 +606,7 @@ func (l *Log) undo(size int64, cause error) error {
 
 // rotate seals the active segment and starts the next. Called with ioMu.
 func (l *Log) rotate() error {
+	l.stats.syncs.Add(1)
 	if err := l.file.Sync(); err != nil {
 		err = fmt.Errorf("%w: fsync %s: %v", ErrFailed, segmentName(l.segNum), err)
 		l.setFailed(err)
@@ -600,6 +631,7 @@ func (l *Log) syncLocked() error {
 	if l.synced == l.size || l.file == nil {
 		return nil
 	}
+	l.stats.syncs.Add(1)
 	if err := l.file.Sync(); err != nil {
 		err = fmt.Errorf("%w: fsync %s: %v", ErrFailed, segmentName(l.segNum), err)
 		l.setFailed(err)
