@@ -62,12 +62,14 @@ func decodeHeader(b []byte) (header, error) {
 	if string(b[:8]) != magic {
 		return h, fmt.Errorf("bad magic %q", b[:8])
 	}
+	// The CRC comes first: a damaged version field is corruption, and a
+	// newer format keeps its header CRC at bytes 60-63.
+	if want, got := crc32.Checksum(b[:60], castagnoli), binary.BigEndian.Uint32(b[60:]); want != got {
+		return h, fmt.Errorf("header CRC %08x, computed %08x", got, want)
+	}
 	h.version = binary.BigEndian.Uint16(b[8:])
 	if h.version > formatVersion {
 		return h, fmt.Errorf("%w %d (this annal reads up to %d)", ErrFormatVersion, h.version, formatVersion)
-	}
-	if want, got := crc32.Checksum(b[:60], castagnoli), binary.BigEndian.Uint32(b[60:]); want != got {
-		return h, fmt.Errorf("header CRC %08x, computed %08x", got, want)
 	}
 	if h.version == 0 {
 		return h, fmt.Errorf("format version 0")
