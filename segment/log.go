@@ -241,6 +241,11 @@ func Create(dir string, opts Options) (*Log, error) {
 	if err := o.FS.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("segment: create %s: %w", dir, err)
 	}
+	// The directory's own entry must be durable too, or a crash can lose
+	// the whole ledger however well its files were synced.
+	if err := syncDir(o.FS, o.FS.PathDir(dir)); err != nil {
+		return nil, fmt.Errorf("segment: create %s: %w", dir, err)
+	}
 	names, err := o.FS.List(dir)
 	if err != nil {
 		return nil, fmt.Errorf("segment: list %s: %w", dir, err)

@@ -86,7 +86,7 @@ type scanner struct {
 func newScanner(f vfs.File, name string, start, end int64, c chain) *scanner {
 	return &scanner{
 		name:  name,
-		r:     bufio.NewReaderSize(io.NewSectionReader(f, start, end-start), 256<<10),
+		r:     bufio.NewReaderSize(io.NewSectionReader(f, start, end-start), int(min(256<<10, max(end-start, 16)))),
 		off:   start,
 		end:   end,
 		chain: c,
