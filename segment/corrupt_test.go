@@ -195,6 +195,33 @@ func TestUnwrittenBlocks(t *testing.T) {
 		}
 	}
 
+	// A crash that kept some unsynced blocks but not others: zeros from
+	// inside a record (the file's old end) to the next sector boundary,
+	// then intact records that no sync ever covered. A torn write.
+	fsNone := vfs.NewMem()
+	ln := newTestLog(t, fsNone, "led", Options{Durability: None})
+	var noneLocs []Location
+	for i := 0; i < 30; i++ {
+		b := &Batch{Entries: []Entry{entry(i)}}
+		if err := ln.Append(b); err != nil {
+			t.Fatal(err)
+		}
+		noneLocs = append(noneLocs, b.Locations[0])
+	}
+	ln.Close()
+	for _, r := range noneLocs[:25] {
+		boundary := (r.Offset/sector + 1) * sector
+		if boundary >= r.End() || boundary-(r.Offset+20) < 16 {
+			continue
+		}
+		contents := files(t, fsNone, "led")
+		clear(contents[name][r.Offset+20 : boundary])
+		rec, err, _ := openFiles(t, contents)
+		if err != nil || rec.TornAt.Offset != r.Offset {
+			t.Fatalf("zeros from inside the record at %d to the sector boundary %d, good records after: torn at %d, err %v; want torn at %d", r.Offset, boundary, rec.TornAt.Offset, err, r.Offset)
+		}
+	}
+
 	// A single zeroed sector in the middle, with good records after it
 	// that were written after a sync that covered it: corruption.
 	fs := vfs.NewMem()

@@ -318,7 +318,7 @@ func (l *Log) createSegment(n uint64, prev Head) error {
 		if rmErr := l.fs.Remove(path); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
 			// A header-less last segment is removed by recovery; but
 			// we cannot go on writing after it here.
-			l.setFailed(fmt.Errorf("%w: creating %s: %v; removing it: %v", ErrFailed, path, err, rmErr))
+			l.setFailed(fmt.Errorf("%w: creating %s: %w; removing it: %w", ErrFailed, path, err, rmErr))
 		}
 		return fmt.Errorf("segment: create %s: %w", path, err)
 	}
@@ -517,7 +517,7 @@ func (l *Log) commit(group []*pending) {
 			// After a failed fsync the kernel may have dropped the dirty
 			// pages and cleared the error, so a later fsync could succeed
 			// without the data: never report anything durable again.
-			err = fmt.Errorf("%w: fsync %s: %v", ErrFailed, segmentName(l.segNum), err)
+			err = fmt.Errorf("%w: fsync %s: %w", ErrFailed, segmentName(l.segNum), err)
 			l.setFailed(err)
 			l.undo(base, err)
 			for _, p := range accepted {
@@ -600,7 +600,7 @@ func (l *Log) encode(b *Batch, head Head) (Head, error) {
 // is impossible the Log fails. It returns the error to report.
 func (l *Log) undo(size int64, cause error) error {
 	if err := truncate(l.fs, l.fs.PathJoin(l.dir, segmentName(l.segNum)), &l.file, size); err != nil {
-		err = fmt.Errorf("%w: %v; then removing the partial write failed: %v", ErrFailed, cause, err)
+		err = fmt.Errorf("%w: %w; then removing the partial write failed: %w", ErrFailed, cause, err)
 		l.setFailed(err)
 		return err
 	}
@@ -613,7 +613,7 @@ func (l *Log) undo(size int64, cause error) error {
 func (l *Log) rotate() error {
 	l.stats.syncs.Add(1)
 	if err := l.file.Sync(); err != nil {
-		err = fmt.Errorf("%w: fsync %s: %v", ErrFailed, segmentName(l.segNum), err)
+		err = fmt.Errorf("%w: fsync %s: %w", ErrFailed, segmentName(l.segNum), err)
 		l.setFailed(err)
 		return err
 	}
@@ -638,7 +638,7 @@ func (l *Log) syncLocked() error {
 	}
 	l.stats.syncs.Add(1)
 	if err := l.file.Sync(); err != nil {
-		err = fmt.Errorf("%w: fsync %s: %v", ErrFailed, segmentName(l.segNum), err)
+		err = fmt.Errorf("%w: fsync %s: %w", ErrFailed, segmentName(l.segNum), err)
 		l.setFailed(err)
 		return err
 	}

@@ -2,7 +2,9 @@ package segment
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"os"
 	"slices"
 
 	"github.com/annal-db/annal/eventid"
@@ -47,6 +49,9 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 		return nil, nil, err
 	}
 	names, err := o.FS.List(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, &Recovery{}, fmt.Errorf("%w: %s does not exist", ErrNoLog, dir)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("segment: list %s: %w", dir, err)
 	}
@@ -235,7 +240,7 @@ func classify(s *segmentFile, bad *badRecord, synced int64, c chain) *Corruption
 		return cerr
 	case bad.cut && later < 0:
 		return nil
-	case unwritten(tail[:extent], bad.offset):
+	case unwritten(tail, bad.offset, int(extent)):
 		return nil
 	}
 	if later >= 0 {
@@ -292,21 +297,29 @@ func lengthDamaged(tail []byte) bool {
 // sector is the unit in which a disk loses unsynced writes, for unwritten.
 const sector = 512
 
-// unwritten reports whether the frame bytes b, at file offset off, show
-// the mark of a write that never reached the disk: a frame header of
-// zeros, or a run of zeros from a sector boundary to the next boundary or
-// the end of the frame (at least 16 bytes). Unsynced blocks read back as
-// zeros after a crash; no record holds such a run (its JSON has no NUL
-// bytes, and its fixed fields are never 16 zeros).
-func unwritten(b []byte, off int64) bool {
-	if allZero(b[:min(len(b), 16)]) {
-		return true
-	}
-	for a := (off/sector + 1) * sector; a < off+int64(len(b)); a += sector {
-		run := b[a-off : min(int64(len(b)), a-off+sector)]
-		if len(run) >= 16 && allZero(run) {
+// unwritten reports whether the frame at the start of tail (at file offset
+// base, extent bytes long) shows the mark of a write that never reached the
+// disk. After a crash, unsynced blocks read back as zeros: whole sectors
+// (a run of zeros from a sector boundary), the part of a sector after the
+// file's old end (a run that ends at a sector boundary), or the end of the
+// file. So a run of at least 16 zeros that touches the frame and starts or
+// ends at a sector boundary, or reaches the end of the file, is that mark.
+// No record holds such a run: its JSON has no NUL bytes, and its fixed
+// fields never put 16 zero bytes in a row.
+func unwritten(tail []byte, base int64, extent int) bool {
+	for i := 0; i < extent; {
+		if tail[i] != 0 {
+			i++
+			continue
+		}
+		j := i
+		for j < len(tail) && tail[j] == 0 {
+			j++
+		}
+		if j-i >= 16 && ((base+int64(i))%sector == 0 || (base+int64(j))%sector == 0 || j == len(tail) || i == 0) {
 			return true
 		}
+		i = j
 	}
 	return false
 }
