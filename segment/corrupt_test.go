@@ -48,7 +48,9 @@ func memDir(t testing.TB, dir string, contents map[string][]byte) vfs.FS {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.Write(b); err != nil {
+		// vfs.File.Write may scribble on its argument (Pebble's memory
+		// file system does under the race detector): give it a copy.
+		if _, err := f.Write(bytes.Clone(b)); err != nil {
 			t.Fatal(err)
 		}
 		f.Close()

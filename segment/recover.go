@@ -235,6 +235,9 @@ func classify(s *segmentFile, bad *badRecord, synced int64, c chain) *Corruption
 		}
 	}
 	switch {
+	case bitFlipped(tail):
+		cerr.Problem += "; a single changed bit explains it (damage after the write, not a torn write)"
+		return cerr
 	case bad.cut && lengthDamaged(tail):
 		cerr.Problem += "; the length field of the last record is damaged (its bytes up to the end of the file have a good CRC)"
 		return cerr
@@ -298,14 +301,12 @@ func lengthDamaged(tail []byte) bool {
 const sector = 512
 
 // unwritten reports whether the frame at the start of tail (at file offset
-// base, extent bytes long) shows the mark of a write that never reached the
-// disk. After a crash, unsynced blocks read back as zeros: whole sectors
-// (a run of zeros from a sector boundary), the part of a sector after the
-// file's old end (a run that ends at a sector boundary), or the end of the
-// file. So a run of at least 16 zeros that touches the frame and starts or
-// ends at a sector boundary, or reaches the end of the file, is that mark.
-// No record holds such a run: its JSON has no NUL bytes, and its fixed
-// fields never put 16 zero bytes in a row.
+// base, extent bytes long) shows the mark of a write that never reached
+// the disk. After a crash, a block of unsynced data that was lost reads
+// back as zeros: the whole block, or its part after the file's old end.
+// Either way the zeros run up to a block boundary (a multiple of the
+// sector size), where data that did reach the disk resumes, or to the end
+// of the file: a run of zeros that reaches a sector boundary.
 func unwritten(tail []byte, base int64, extent int) bool {
 	for i := 0; i < extent; {
 		if tail[i] != 0 {
@@ -316,10 +317,65 @@ func unwritten(tail []byte, base int64, extent int) bool {
 		for j < len(tail) && tail[j] == 0 {
 			j++
 		}
-		if j-i >= 16 && ((base+int64(i))%sector == 0 || (base+int64(j))%sector == 0 || j == len(tail) || i == 0) {
+		// The lost block ends at a boundary inside the run (the data that
+		// resumes there may itself begin with zeros), or at the end.
+		if end := base + int64(j); end/sector*sector > base+int64(i) || j == len(tail) {
 			return true
 		}
 		i = j
+	}
+	return false
+}
+
+// maxBitFixFrame bounds the frames whose single-bit errors bitFlipped
+// looks for.
+const maxBitFixFrame = 1 << 20
+
+// bitFlipped reports whether the frame at the start of tail would be good
+// with one bit changed (in its length field, or anywhere in the frame as
+// its length field gives it): then it was written whole and damaged later,
+// which is corruption, whatever zeros it may also hold.
+func bitFlipped(tail []byte) bool {
+	if len(tail) < frameSize+payloadFixed {
+		return false
+	}
+	stored := binary.BigEndian.Uint32(tail[4:])
+	length := binary.BigEndian.Uint32(tail)
+	for b := range 32 {
+		n := int64(frameSize) + int64(length^1<<b)
+		if n <= int64(len(tail)) && n >= frameSize+payloadFixed {
+			f := slices.Clone(tail[:n])
+			binary.BigEndian.PutUint32(f, length^1<<b)
+			if frameCRC(f) == stored {
+				return true
+			}
+		}
+	}
+	n := int64(frameSize) + int64(length)
+	if n > int64(len(tail)) || n > maxBitFixFrame {
+		return false
+	}
+	f := tail[:n]
+	diff := frameCRC(f) ^ stored
+	if diff&(diff-1) == 0 {
+		return true // one bit of the stored CRC itself
+	}
+	// The CRC is linear: flipping bit b of message byte i changes it by
+	// the CRC (with zero initial and final values) of that bit followed by
+	// the message's remaining bytes as zeros. Walk the message from its
+	// end, advancing the eight syndromes by one zero byte per step.
+	msgLen := len(f) - 4 // the CRC field is not part of the message
+	var syn [8]uint32
+	for b := range 8 {
+		syn[b] = castagnoli[1<<b]
+	}
+	for k := msgLen - 1; k >= 0; k-- {
+		for b := range 8 {
+			if syn[b] == diff {
+				return true
+			}
+			syn[b] = castagnoli[syn[b]&0xff] ^ syn[b]>>8
+		}
 	}
 	return false
 }
