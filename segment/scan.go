@@ -81,6 +81,7 @@ type scanner struct {
 	synced int64
 	buf    []byte
 	rec    Record
+	hdr    [frameSize]byte // in the struct, not on the stack: io.ReadFull would make it escape
 }
 
 func newScanner(f vfs.File, name string, start, end int64, c chain) *scanner {
@@ -103,11 +104,11 @@ func (s *scanner) next() (ok bool, bad *badRecord, err error) {
 	if s.end-s.off < frameSize {
 		return false, &badRecord{offset: s.off, problem: fmt.Sprintf("frame header cut short: %d bytes left", s.end-s.off), cut: true}, nil
 	}
-	var hdr [frameSize]byte
-	if _, err := io.ReadFull(s.r, hdr[:]); err != nil {
+	hdr := s.hdr[:]
+	if _, err := io.ReadFull(s.r, hdr); err != nil {
 		return false, nil, fmt.Errorf("segment: read %s at %d: %w", s.name, s.off, err)
 	}
-	fi := readFrameInfo(hdr[:])
+	fi := readFrameInfo(hdr)
 	size := int64(frameSize) + int64(fi.length)
 	if fi.length < payloadFixed {
 		return false, &badRecord{offset: s.off, problem: "frame length too small", expected: fmt.Sprintf(">= %d", payloadFixed), found: fmt.Sprint(fi.length)}, nil
@@ -119,7 +120,7 @@ func (s *scanner) next() (ok bool, bad *badRecord, err error) {
 		s.buf = make([]byte, size)
 	}
 	s.buf = s.buf[:size]
-	copy(s.buf, hdr[:])
+	copy(s.buf, hdr)
 	if _, err := io.ReadFull(s.r, s.buf[frameSize:]); err != nil {
 		return false, nil, fmt.Errorf("segment: read %s at %d: %w", s.name, s.off, err)
 	}
