@@ -162,7 +162,7 @@ type Log struct {
 	clock  *eventid.Clock
 
 	mu      sync.Mutex
-	cond    sync.Cond
+	idle    sync.Cond // signalled when leading turns false (Close waits on it)
 	queue   []*pending
 	leading bool  // an Append is committing a group
 	closed  bool  // guarded by mu
@@ -225,10 +225,12 @@ type position struct {
 	end    int64  // its committed size
 }
 
+// pending is a batch waiting in Append.
 type pending struct {
 	b    *Batch
 	err  error
-	done bool
+	wake chan struct{} // signalled once: committed (err set), or lead is set
+	lead bool          // this Append is to commit the next group
 }
 
 // Create creates the first segment of a new ledger in dir (made if
@@ -268,7 +270,7 @@ func Create(dir string, opts Options) (*Log, error) {
 
 func newLog(dir string, o Options) *Log {
 	l := &Log{dir: dir, fs: o.FS, opts: o, ledger: o.Ledger, readers: map[uint64]vfs.File{}}
-	l.cond.L = &l.mu
+	l.idle.L = &l.mu
 	return l
 }
 
@@ -380,7 +382,7 @@ func (l *Log) Append(b *Batch) error {
 	if err := l.validate(b); err != nil {
 		return err
 	}
-	p := &pending{b: b}
+	p := &pending{b: b, wake: make(chan struct{}, 1)}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -390,18 +392,29 @@ func (l *Log) Append(b *Batch) error {
 		l.mu.Unlock()
 		return l.failed
 	}
-	l.queue = append(l.queue, p)
-	for l.leading && !p.done {
-		l.cond.Wait()
-	}
-	if p.done {
+	if l.leading {
+		// Another Append is committing: wait to be committed by a later
+		// group, or to be handed the lead.
+		l.queue = append(l.queue, p)
 		l.mu.Unlock()
-		return p.err
+		<-p.wake
+		if !p.lead {
+			return p.err
+		}
+		l.mu.Lock()
 	}
-	// Lead: commit everything queued, our batch included.
 	l.leading = true
-	group := l.queue
-	l.queue = nil
+	l.lead(p)
+	return p.err
+}
+
+// lead commits p and everything queued behind it as one group, then hands
+// the lead to the first batch queued meanwhile, if any. Each waiter is
+// woken once, by its own channel: no herd of 64 goroutines on every
+// commit. Called with mu held and leading set; returns with mu released.
+func (l *Log) lead(p *pending) {
+	group := append([]*pending{p}, l.queue...)
+	l.queue = l.queue[:0]
 	failed := l.failed
 	if l.closed {
 		failed = ErrClosed
@@ -417,13 +430,22 @@ func (l *Log) Append(b *Batch) error {
 	}
 
 	l.mu.Lock()
-	for _, q := range group {
-		q.done = true
+	var next *pending
+	if len(l.queue) > 0 {
+		next = l.queue[0]
+		l.queue = l.queue[1:]
+		next.lead = true
+	} else {
+		l.leading = false
+		l.idle.Broadcast()
 	}
-	l.leading = false
-	l.cond.Broadcast()
 	l.mu.Unlock()
-	return p.err
+	for _, q := range group[1:] {
+		q.wake <- struct{}{}
+	}
+	if next != nil {
+		next.wake <- struct{}{}
+	}
 }
 
 // validate checks what can be checked of a batch before it is queued.
@@ -678,7 +700,7 @@ func (l *Log) Close() error {
 	}
 	l.closed = true
 	for l.leading {
-		l.cond.Wait()
+		l.idle.Wait()
 	}
 	failed := l.failed
 	l.mu.Unlock()
