@@ -534,21 +534,16 @@ func (l *Log) commit(group []*pending) {
 	l.size += int64(len(l.buf))
 	l.stats.writes.Add(1)
 	if sync {
-		l.stats.syncs.Add(1)
-		if err := l.file.Sync(); err != nil {
-			// After a failed fsync the kernel may have dropped the dirty
-			// pages and cleared the error, so a later fsync could succeed
-			// without the data: never report anything durable again.
-			err = fmt.Errorf("%w: fsync %s: %w", ErrFailed, segmentName(l.segNum), err)
-			l.setFailed(err)
+		// After a failed fsync the kernel may have dropped the dirty
+		// pages and cleared the error, so a later fsync could succeed
+		// without the data: fsync fails the Log for good.
+		if err := l.fsync(); err != nil {
 			l.undo(base, err)
 			for _, p := range accepted {
 				p.err = err
 			}
 			return
 		}
-		l.synced = l.size
-		l.dirty = false
 	} else {
 		l.dirty = true
 	}
@@ -633,6 +628,15 @@ func (l *Log) undo(size int64, cause error) error {
 
 // rotate seals the active segment and starts the next. Called with ioMu.
 func (l *Log) rotate() error {
+	if err := l.fsync(); err != nil {
+		return err
+	}
+	return l.createSegment(l.segNum+1, l.head)
+}
+
+// fsync syncs the active segment. Its failure fails the Log (ErrFailed).
+// Called with ioMu.
+func (l *Log) fsync() error {
 	l.stats.syncs.Add(1)
 	if err := l.file.Sync(); err != nil {
 		err = fmt.Errorf("%w: fsync %s: %w", ErrFailed, segmentName(l.segNum), err)
@@ -641,7 +645,7 @@ func (l *Log) rotate() error {
 	}
 	l.synced = l.size
 	l.dirty = false
-	return l.createSegment(l.segNum+1, l.head)
+	return nil
 }
 
 // Sync makes every record written so far durable.
@@ -658,15 +662,7 @@ func (l *Log) syncLocked() error {
 	if l.synced == l.size || l.file == nil {
 		return nil
 	}
-	l.stats.syncs.Add(1)
-	if err := l.file.Sync(); err != nil {
-		err = fmt.Errorf("%w: fsync %s: %w", ErrFailed, segmentName(l.segNum), err)
-		l.setFailed(err)
-		return err
-	}
-	l.synced = l.size
-	l.dirty = false
-	return nil
+	return l.fsync()
 }
 
 func (l *Log) syncLoop() {
