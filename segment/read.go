@@ -69,7 +69,6 @@ type Iterator struct {
 	seg    uint64
 	off    int64
 	r      *blockReader
-	buf    []byte
 	rec    Record
 	loc    Location
 	err    error
