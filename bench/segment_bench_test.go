@@ -102,6 +102,42 @@ func TestWorkload(t *testing.T) {
 	}
 }
 
+// TestIdealGroupCommit checks that the ideal group commit appends n
+// records of annal's frame sizes, sharing fsyncs among concurrent writers
+// and fsyncing every record of a single writer.
+func TestIdealGroupCommit(t *testing.T) {
+	p := GetPool()
+	var want int64
+	for _, e := range p.Entries[:200] {
+		want += int64(FrameLen(e))
+	}
+	for _, g := range []int{1, 8} {
+		r, err := IdealGroupCommit(t.TempDir(), 200, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Records != 200 || r.Bytes != want || r.Syncs < 1 || r.Syncs > 200 || (g == 1 && r.Syncs != 200) {
+			t.Fatalf("G=%d: %+v, want 200 records, %d bytes, 1-200 fsyncs (200 for G=1)", g, r, want)
+		}
+	}
+	a, err := NewIdealGroup(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var total int64
+	for range 3 {
+		r, err := a.Run(100, 16)
+		if err != nil || r.Records != 100 || r.Syncs < 1 {
+			t.Fatalf("run: %+v %v", r, err)
+		}
+		total += r.Bytes
+	}
+	if fi, err := a.f.Stat(); err != nil || fi.Size() != total {
+		t.Fatalf("file of %v bytes (%v), wrote %d", fi.Size(), err, total)
+	}
+}
+
 // report adds the throughput figures of r to b.
 func report(b *testing.B, r Result) {
 	b.ReportMetric(r.RecordsPerSec(), "records/s")
@@ -198,7 +234,9 @@ func BenchmarkSingleAppendSync(b *testing.B) {
 // and one fsync among the appends waiting at that moment; records/fsync
 // says how many did. tidwall/wal needs the caller to serialize index
 // allocation and Write (see WALConcurrentMutex), so its 64-goroutine
-// variant is labelled -mutex.
+// variant is labelled -mutex. ideal-G is the disk's limit: an ideal group
+// commit on a plain *os.File (IdealGroup), records of annal's frame
+// sizes, no encoding or bookkeeping.
 func BenchmarkConcurrentSync(b *testing.B) {
 	p := GetPool()
 	for _, g := range []int{1, 64} {
@@ -225,6 +263,23 @@ func BenchmarkConcurrentSync(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			r, err := WALConcurrentMutex(w, p, b.N, g)
+			if err != nil {
+				b.Fatal(err)
+			}
+			report(b, r)
+		})
+	}
+	for _, g := range []int{1, 64} {
+		b.Run(fmt.Sprintf("ideal-%d", g), func(b *testing.B) {
+			a, err := NewIdealGroup(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer closeAfter(b, a.Close)
+			Settle()
+			b.ReportAllocs()
+			b.ResetTimer()
+			r, err := a.Run(b.N, g)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -514,3 +514,163 @@ func Settle() {
 	syscall.Sync()
 	time.Sleep(100 * time.Millisecond)
 }
+
+// IdealGroup is the disk's limit for concurrent synced appends: a group
+// commit with no encoding, checksums or bookkeeping, on a plain *os.File.
+// Each writer reserves the next offset, pwrites its own record there
+// (os.File.WriteAt) and waits for an fsync that started after its write
+// completed; at most one fsync is in flight, as in annal. The first
+// waiter that finds no fsync running runs the next one itself; the others
+// wait on a sync.Cond.
+//
+// Which fsync covers a write: fsync makes durable every write that has
+// completed when it is called, and none that is still running (a write
+// racing with an fsync may or may not be covered). So the writer must
+// wait for an fsync that started after its WriteAt returned. Fsyncs are
+// numbered in the order they start (started, incremented under mu just
+// before the syncer calls Sync), and, one at a time, complete in the same
+// order (done is the number of the last completed one). A writer whose
+// WriteAt has returned takes mu and reads started: every fsync numbered
+// above it starts after this moment, hence after the write, and so covers
+// it. The writer is durable once done >= started+1 (as read then). This
+// needs no ordering of the writes among themselves: writes that complete
+// out of order (a later offset first) are each covered by the first fsync
+// that starts after their own completion, and no fsync is trusted for a
+// write that was still running when it began, so there is no "durable up
+// to offset" to get wrong.
+type IdealGroup struct {
+	f     *os.File
+	buf   []byte // record i is buf[:sizes[i%PoolSize]]
+	sizes []int  // FrameLen of the pool's entries: the bytes annal writes
+	next  int    // record number of the next Run's first record
+	end   atomic.Int64
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	started int64 // fsyncs started; the number of the latest
+	done    int64 // number of the latest completed fsync
+	syncing bool  // an fsync is in flight
+	err     error // the first failed fsync; sticky
+}
+
+// NewIdealGroup creates a file in dir for an ideal group commit of
+// records of the sizes of annal's frames of the pool's entries.
+func NewIdealGroup(dir string) (*IdealGroup, error) {
+	f, err := os.CreateTemp(dir, "ideal-*.tmp")
+	if err != nil {
+		return nil, err
+	}
+	p := GetPool()
+	a := &IdealGroup{f: f, sizes: make([]int, len(p.Entries))}
+	size := 0
+	for i, e := range p.Entries {
+		a.sizes[i] = FrameLen(e)
+		size = max(size, a.sizes[i])
+	}
+	a.buf = make([]byte, size)
+	for i := range a.buf {
+		a.buf[i] = byte(i)
+	}
+	a.cond = sync.NewCond(&a.mu)
+	return a, nil
+}
+
+// Run appends n records from g goroutines in a closed loop, each record
+// written and made durable before its goroutine takes the next.
+func (a *IdealGroup) Run(n, g int) (Result, error) {
+	base := a.next
+	a.next += n
+	var claim, bytes atomic.Int64
+	var firstErr atomic.Pointer[error]
+	var wg sync.WaitGroup
+	a.mu.Lock()
+	syncs := a.started
+	a.mu.Unlock()
+	start := time.Now()
+	for range g {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := claim.Add(1) - 1
+				if i >= int64(n) || firstErr.Load() != nil {
+					return
+				}
+				rec := a.buf[:a.sizes[(base+int(i))%len(a.sizes)]]
+				off := a.end.Add(int64(len(rec))) - int64(len(rec))
+				if _, err := a.f.WriteAt(rec, off); err != nil {
+					firstErr.CompareAndSwap(nil, &err)
+					return
+				}
+				if err := a.waitDurable(); err != nil {
+					firstErr.CompareAndSwap(nil, &err)
+					return
+				}
+				bytes.Add(int64(len(rec)))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if e := firstErr.Load(); e != nil {
+		return Result{}, *e
+	}
+	a.mu.Lock()
+	syncs = a.started - syncs
+	a.mu.Unlock()
+	return Result{Records: int64(n), Bytes: bytes.Load(), Syncs: syncs, Elapsed: elapsed}, nil
+}
+
+// waitDurable returns once an fsync that started after the caller's
+// completed write has finished (see IdealGroup), running it if no fsync
+// is in flight.
+func (a *IdealGroup) waitDurable() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	need := a.started + 1 // the first fsync to start from now on
+	for a.done < need && a.err == nil {
+		if a.syncing {
+			a.cond.Wait()
+			continue
+		}
+		a.syncing = true
+		a.started++
+		gen := a.started
+		a.mu.Unlock()
+		err := a.f.Sync()
+		a.mu.Lock()
+		a.syncing = false
+		if err != nil {
+			a.err = err
+		} else {
+			a.done = gen
+		}
+		a.cond.Broadcast()
+	}
+	return a.err
+}
+
+// Close closes and removes the file.
+func (a *IdealGroup) Close() error {
+	err := a.f.Close()
+	if rerr := os.Remove(a.f.Name()); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// IdealGroupCommit appends n records of annal's frame sizes (260 bytes on
+// average) from g goroutines to a new IdealGroup in dir: the rate the disk
+// allows a group commit, without annal's encoding and bookkeeping. With
+// g = 1 it is one pwrite and one fsync per record.
+func IdealGroupCommit(dir string, n, g int) (Result, error) {
+	a, err := NewIdealGroup(dir)
+	if err != nil {
+		return Result{}, err
+	}
+	r, err := a.Run(n, g)
+	if cerr := a.Close(); err == nil {
+		err = cerr
+	}
+	return r, err
+}

@@ -5,7 +5,8 @@
 //	cd bench && go run ./cmd/segbench [-n 0] [-rounds 5] [-dir DIR]
 //
 // It first measures the machine's limit, a plain *os.File append + fsync
-// loop; with -n 0 (the default) the single-record workloads are sized from
+// loop (and, among the G-goroutine rows, an ideal group commit on a plain
+// *os.File, bench.IdealGroup, with 64 writers and with 1); with -n 0 (the default) the single-record workloads are sized from
 // it to take about 1 s each (500 to 5,000 records).
 //
 // The machine this was written for is shared and noisy: its fsync latency
@@ -35,7 +36,7 @@ import (
 type walLog = wal.Log
 
 func main() {
-	n := flag.Int("n", 0, "records of each single-record workload (the 64-goroutine annal one appends 20x as many); 0: sized from the measured fsync latency, about 1 s each, 500 to 5,000")
+	n := flag.Int("n", 0, "records of each single-record workload (the 64-goroutine annal and ideal ones append 20x as many); 0: sized from the measured fsync latency, about 1 s each, 500 to 5,000")
 	batches := flag.Int("batches", 300, "batches of 1,000 records in the batch workloads")
 	verifyN := flag.Int("verify", 200_000, "records of the ledger that Verify checks")
 	rounds := flag.Int("rounds", 5, "rounds; the table shows the median round of each workload")
@@ -122,6 +123,20 @@ func annalSide(name string, chunk, total int, work func(l *segment.Log, k int) (
 			return nil, nil, err
 		}
 		return func(k int) (bench.Result, error) { return work(l, k) }, l.Close, nil
+	}}
+}
+
+// idealSide is the ideal group commit (bench.IdealGroup) with g writers.
+func idealSide(name string, chunk, total, g int) side {
+	return side{log: name, chunk: chunk, total: total, open: func(dir string) (func(int) (bench.Result, error), func() error, error) {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, nil, err
+		}
+		a, err := bench.NewIdealGroup(dir)
+		if err != nil {
+			return nil, nil, err
+		}
+		return func(k int) (bench.Result, error) { return a.Run(k, g) }, a.Close, nil
 	}}
 }
 
@@ -235,11 +250,12 @@ func run(n, batches, verifyN, rounds int, dir string, keep bool) error {
 		n = min(max(int(time.Second/max(perSync, time.Microsecond)), 500), 5000)
 	}
 	n = max(chunk, n/chunk*chunk)
-	fmt.Printf("fsync probe: %v per 256-byte append + fsync (plain *os.File); single-record workloads: %d records, annal 64 goroutines: %d; %d rounds\n\n",
+	fmt.Printf("fsync probe: %v per 256-byte append + fsync (plain *os.File); single-record workloads: %d records, 64 goroutines (annal, ideal): %d; %d rounds\n\n",
 		perSync.Round(time.Microsecond), n, 20*n, rounds)
 
 	p := bench.GetPool()
 	const machine = "*os.File append+fsync"
+	const idealMany, idealOne = "ideal group commit G=64", "ideal group commit G=1"
 	groups := []group{
 		{"batch of 1000, 1 fsync", []side{
 			annalSide("annal", 10, batches, func(l *segment.Log, k int) (bench.Result, error) { return bench.AnnalBatches(l, p, k) }),
@@ -263,6 +279,8 @@ func run(n, batches, verifyN, rounds int, dir string, keep bool) error {
 			annalSide("annal G=64", 20*chunk, 20*n, func(l *segment.Log, k int) (bench.Result, error) { return bench.AnnalConcurrent(l, p, k, 64) }),
 			annalSide("annal G=1", chunk, n, func(l *segment.Log, k int) (bench.Result, error) { return bench.AnnalConcurrent(l, p, k, 1) }),
 			walSide("tidwall-wal+mutex G=64", chunk, n, func(w *walLog, k int) (bench.Result, error) { return bench.WALConcurrentMutex(w, p, k, 64) }),
+			idealSide(idealMany, 20*chunk, 20*n, 64),
+			idealSide(idealOne, chunk, n, 1),
 		}},
 	}
 
@@ -380,11 +398,13 @@ func run(n, batches, verifyN, rounds int, dir string, keep bool) error {
 		{"single record:  annal / *os.File append+fsync", get("single record, fsync each", "annal"), get("single record, fsync each", machine), false},
 		{"64 goroutines:  annal / tidwall-wal+mutex    ", many, get("Sync appends, G goroutines", "tidwall-wal+mutex G=64"), false},
 		{"group commit:   annal G=64 / annal G=1       ", many, get("Sync appends, G goroutines", "annal G=1"), true},
+		{"group commit:   ideal G=64 / ideal G=1       ", get("Sync appends, G goroutines", idealMany), get("Sync appends, G goroutines", idealOne), true},
+		{"64 goroutines:  annal / ideal group commit   ", many, get("Sync appends, G goroutines", idealMany), false},
 	} {
 		pr := pairedRatio(c.a, c.b)
 		fmt.Printf("  %s = %6.2fx  (%.2fx - %.2fx)", c.what, pr.median, pr.min, pr.max)
 		if c.perFsync {
-			fmt.Printf("  records/fsync %.1f (64 closed-loop writers: at most 64/2 = 32); target >= 20x", many.median().RecordsPerSync())
+			fmt.Printf("  records/fsync %.1f (64 closed-loop writers: at most 64/2 = 32); target >= 20x", c.a.median().RecordsPerSync())
 		}
 		fmt.Println()
 	}
