@@ -1,5 +1,75 @@
-// Package index will hold annal's Pebble index, all of it derivable from the
-// segment files: event ID to location, sequence number, entity stream, event
-// name and idempotency key (DESIGN.md, "Storage"). It is built with the
-// engine (issue 4); until then it has no API.
+// Package index is annal's Pebble index. Everything in it can be rebuilt
+// from the segment files (package segment), which stay the one source of
+// truth: for every ledger it maps an event ID to its sequence number and
+// location, a sequence number to its ID, an (entity, key) stream and an
+// event name to their events in order, an idempotency key to the batch it
+// appended, and it records how far the ledger has been indexed.
+//
+// # Keys and values
+//
+// Every key starts with a one-byte family tag and, except V, the ledger ID,
+// so one family of one ledger is one contiguous key range (which is how
+// [Index.DeleteLedger] removes a ledger). Integers are fixed-width and
+// big-endian, so byte order is numeric order. Every variable-length part
+// (entity, key, event name, idempotency key) is preceded by its length as a
+// uvarint: a uvarint is prefix-free, so no byte of a name can be read as a
+// boundary and two different tuples never share an encoding (entity "a" key
+// "bc" is 01 61 02 62 63, entity "ab" key "c" is 02 61 62 01 63). No
+// separator byte is ever relied on.
+//
+//	family  key                                                          value
+//	------  -----------------------------------------------------------  -----------------------------------------------
+//	V       'V'                                                          format version u32 (= 1)
+//	T       'T' ledger u32 | id [16]                                     seq u64 | segment u64 | offset u64 | size u32
+//	S       'S' ledger u32 | seq u64                                     id [16]
+//	E       'E' ledger u32 | uvarint n | entity [n] |                    id [16] | segment u64 | offset u64 | size u32
+//	               uvarint m | key [m] | seq u64
+//	A       'A' ledger u32 | uvarint n | entity [n] | seq u64            id [16] | segment u64 | offset u64 | size u32
+//	N       'N' ledger u32 | uvarint n | event name [n] | seq u64        id [16] | segment u64 | offset u64 | size u32
+//	K       'K' ledger u32 | uvarint n | idempotency key [n]             first seq u64 | count u32
+//	P       'P' ledger u32                                               head id [16] | seq u64 | segment u64 |
+//	                                                                         offset u64 | size u32
+//
+// (segment, offset, size) is a [segment.Location]: the segment number, the
+// offset of the record's frame in it and the frame's size. T values are 28
+// bytes, S 16, E, A and N 36, K 12, P 44; a value of any other size, or an
+// offset above the largest int64, is reported as [ErrCorruption] naming the
+// key, never a panic.
+//
+// E, A and N values repeat the ID and location of the event, so a stream or
+// event-name scan reads one key range and never looks up T (the price is 20
+// bytes an entry). The seq in their keys orders the entries; it is not
+// repeated in the value.
+//
+// # Order
+//
+//   - T: by ID within a ledger. The ID begins with its timestamp, so this is
+//     time order, and [Index.TimeRange] is one seek and a walk.
+//   - S: by sequence number.
+//   - E: grouped by entity, then by key, then by sequence number. Because the
+//     key is length-prefixed, keys are grouped in the byte order of their
+//     encoding (uvarint length, then bytes), not in lexical order: every
+//     key of length 1 comes before every key of length 2, and so on for
+//     lengths below 128. [Index.Stream] reads one (entity, key) group in
+//     sequence order; [Index.Entity] reads all the groups of an entity one
+//     after the other, in this order.
+//   - A: grouped by entity, then by sequence number: all keys of an entity
+//     in ledger order ([Index.EntityEvents]).
+//   - N: grouped by event name, then by sequence number.
+//
+// # Durability
+//
+// The index is written without fsync on the append path ([Batch.Commit]
+// with sync false): a crash may lose its tail, and reopening the engine
+// re-indexes from the segments. The progress marker P of a ledger is
+// written in the same Pebble batch as the entries it covers, and Pebble
+// applies a batch atomically and recovers a prefix of the batches it was
+// given. Invariant: every entry of a ledger is covered by its P; entries
+// beyond P never exist. [Index.Flush] makes everything written so far
+// durable; the engine calls it on Close and at checkpoints.
+//
+// # Version
+//
+// Open writes V when it creates an index and refuses one whose V is newer
+// than this package knows, with [ErrFormatVersion].
 package index

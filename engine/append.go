@@ -1,0 +1,99 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/annal-db/annal/canon"
+	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment"
+)
+
+// EventInput is an event to append. Meta must be a JSON object; Data may
+// be any JSON value. The engine stores and hashes their canonical form
+// (package canon), so any formatting of the same JSON gives the same ID.
+type EventInput struct {
+	Entity string // what the event is about, e.g. "order"
+	Key    string // which one, e.g. "order-42"
+	Event  string // what happened, e.g. "order-placed"
+	Meta   []byte // JSON object
+	Data   []byte // JSON value
+}
+
+// AppendOptions are the options of one append. The zero value appends
+// with the DB's durability and no condition.
+type AppendOptions struct {
+	// Durability overrides Options.Durability for this append.
+	Durability Durability
+	// ExpectedHead, if not zero, makes the append fail with a
+	// *ConditionError unless the ledger's last event is this one. Checked
+	// atomically with the append.
+	ExpectedHead eventid.ID
+}
+
+// Append appends events to the ledger, all or nothing, and returns their
+// IDs in order. It returns once they are as durable as asked and in the
+// index, so a read that follows sees them. Bad input fails with
+// ErrInvalid and an error that says which event and what; nothing is
+// stored then.
+func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput, opts *AppendOptions) ([]eventid.ID, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l, err := db.ledger(ledgerName)
+	if err != nil {
+		return nil, err
+	}
+	if len(events) == 0 {
+		return nil, invalid("no events to append")
+	}
+	var o AppendOptions
+	if opts != nil {
+		o = *opts
+	}
+	b := &segment.Batch{Entries: make([]segment.Entry, len(events)), Durability: o.Durability}
+	var c canon.Canonicalizer
+	for i := range events {
+		if b.Entries[i], err = db.entry(&c, i, &events[i]); err != nil {
+			return nil, err
+		}
+	}
+	if !o.ExpectedHead.IsZero() {
+		want := o.ExpectedHead
+		b.Check = func(h segment.Head) error {
+			if h.ID != want {
+				return &ConditionError{Condition: "expected head", Head: h.ID, Expected: want}
+			}
+			return nil
+		}
+	}
+	if err := l.log.Append(b); err != nil {
+		return nil, fmt.Errorf("engine: append to %s: %w", l.meta.Name, err)
+	}
+	// The events are stored, as durable as asked: an index failure does
+	// not undo that. It is kept by the ledger and its reads report it
+	// until a reopen rebuilds the index from the segments.
+	_ = l.index(b)
+	return b.IDs, nil
+}
+
+// entry validates and canonicalizes one event.
+func (db *DB) entry(c *canon.Canonicalizer, i int, e *EventInput) (segment.Entry, error) {
+	for _, f := range [...]struct{ what, v string }{{"entity", e.Entity}, {"key", e.Key}, {"event name", e.Event}} {
+		if err := checkName(fmt.Sprintf("event %d: %s", i, f.what), f.v); err != nil {
+			return segment.Entry{}, err
+		}
+	}
+	meta, err := c.AppendObject(nil, e.Meta)
+	if err != nil {
+		return segment.Entry{}, fmt.Errorf("%w: event %d: meta: %w", ErrInvalid, i, err)
+	}
+	data, err := c.Append(nil, e.Data)
+	if err != nil {
+		return segment.Entry{}, fmt.Errorf("%w: event %d: data: %w", ErrInvalid, i, err)
+	}
+	if n := len(meta) + len(data); n > db.opts.MaxEventSize {
+		return segment.Entry{}, invalid("event %d: meta and data are %d bytes in canonical form, the limit is %d", i, n, db.opts.MaxEventSize)
+	}
+	return segment.Entry{Entity: e.Entity, Key: e.Key, Event: e.Event, Meta: meta, Data: data}, nil
+}

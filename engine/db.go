@@ -1,0 +1,309 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/index"
+	"github.com/annal-db/annal/segment"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	bolt "go.etcd.io/bbolt"
+)
+
+// A data directory:
+//
+//	DIR/LOCK              held while a DB has the directory open
+//	DIR/meta.db           bbolt: one record per ledger (name, ID, genesis, checkpoint)
+//	DIR/index/            Pebble: the index of every ledger
+//	DIR/ledgers/LLLLLLLL/ the segment files of ledger LLLLLLLL (its ID in hex)
+const (
+	lockFile   = "LOCK"
+	metaFile   = "meta.db"
+	indexDir   = "index"
+	ledgersDir = "ledgers"
+)
+
+// DB is an open data directory. It is safe for concurrent use.
+type DB struct {
+	dir  string
+	opts Options
+	fs   vfs.FS
+	lock io.Closer
+	meta *bolt.DB
+	idx  *index.Index
+
+	mu       sync.RWMutex
+	closed   bool
+	byName   map[string]*ledger
+	byID     map[eventid.LedgerID]*ledger
+	broken   map[string]error // ledgers that failed recovery, by name or ID hex
+	creating sync.Mutex       // serializes CreateLedger
+}
+
+// Open opens the data directory dir, creating it if needed, and recovers
+// every ledger: it verifies each ledger's segments after the index's
+// checkpoint (all of them with Options.FullVerifyOnOpen), cuts a torn
+// write, and brings the index and the metadata up to the tail. A ledger
+// that fails verification is refused (ErrLedgerUnavailable, wrapping the
+// segment.ErrCorruption that says where) and the others open; see
+// Unavailable.
+//
+// Only one DB may have a directory open: a second Open, from this or
+// another process, fails with ErrLocked.
+func Open(dir string, opts *Options) (*DB, error) {
+	o := opts.withDefaults()
+	fs := privateFS{vfs.Default}
+	if err := fs.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("engine: create %s: %w", dir, err)
+	}
+	lockPath := filepath.Join(dir, lockFile)
+	lock, err := fs.Lock(lockPath)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrLocked, dir, err)
+	}
+	db := &DB{dir: dir, opts: o, fs: fs, lock: lock,
+		byName: map[string]*ledger{}, byID: map[eventid.LedgerID]*ledger{}, broken: map[string]error{}}
+	if err := db.open(); err != nil {
+		db.closeStores()
+		return nil, err
+	}
+	return db, nil
+}
+
+func (db *DB) open() error {
+	var err error
+	if err = db.fs.MkdirAll(filepath.Join(db.dir, ledgersDir), 0o700); err != nil {
+		return fmt.Errorf("engine: create %s: %w", ledgersDir, err)
+	}
+	if db.meta, err = openMeta(filepath.Join(db.dir, metaFile)); err != nil {
+		return err
+	}
+	if db.idx, err = index.Open(filepath.Join(db.dir, indexDir), index.Options{FS: db.fs}); err != nil {
+		return fmt.Errorf("engine: open index: %w", err)
+	}
+	metas, err := loadMeta(db.meta)
+	if err != nil {
+		return err
+	}
+	known := map[eventid.LedgerID]ledgerMeta{}
+	for _, m := range metas {
+		known[m.ID] = m
+	}
+	// Every ledger directory is a ledger, whether or not the metadata
+	// knows it (a crash may come between the two).
+	names, err := os.ReadDir(filepath.Join(db.dir, ledgersDir))
+	if err != nil {
+		return fmt.Errorf("engine: list ledgers: %w", err)
+	}
+	var ids []eventid.LedgerID
+	for _, e := range names {
+		id, err := eventid.ParseLedgerID(e.Name())
+		if err != nil || !e.IsDir() {
+			continue
+		}
+		ids = append(ids, id)
+	}
+	for id := range known {
+		if !containsLedger(ids, id) {
+			db.broken[id.String()] = fmt.Errorf("%w: ledger %s (%q): its segment directory is missing", ErrLedgerUnavailable, id, known[id].Name)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	var changed []ledgerMeta
+	for _, id := range ids {
+		m, ok := known[id]
+		l, err := db.recoverLedger(id, m, ok)
+		if err != nil {
+			key := id.String()
+			if ok {
+				key = m.Name
+			}
+			db.broken[key] = fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err)
+			continue
+		}
+		db.byName[l.meta.Name] = l
+		db.byID[id] = l
+		changed = append(changed, l.checkpointMeta())
+	}
+	if len(changed) > 0 {
+		if err := putMeta(db.meta, changed...); err != nil {
+			return fmt.Errorf("engine: write metadata: %w", err)
+		}
+	}
+	return nil
+}
+
+func containsLedger(ids []eventid.LedgerID, id eventid.LedgerID) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (db *DB) segmentOptions(id eventid.LedgerID) segment.Options {
+	return segment.Options{
+		FS:            db.fs,
+		Ledger:        id,
+		SegmentSize:   db.opts.SegmentSize,
+		Durability:    db.opts.Durability,
+		SyncInterval:  db.opts.SyncInterval,
+		MaxRecordSize: db.opts.MaxEventSize,
+		Now:           db.opts.Now,
+	}
+}
+
+func (db *DB) ledgerDir(id eventid.LedgerID) string {
+	return filepath.Join(db.dir, ledgersDir, id.String())
+}
+
+// recoverLedger opens one ledger's segments from the index's checkpoint,
+// and brings the index up to the tail.
+func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool) (*ledger, error) {
+	dir := db.ledgerDir(id)
+	so := db.segmentOptions(id)
+	var checkpoint segment.Head
+	if !db.opts.FullVerifyOnOpen {
+		head, ok, err := db.idx.Progress(id)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			checkpoint = head
+		}
+	}
+	log, _, err := segment.Open(dir, so, checkpoint)
+	if errors.Is(err, segment.ErrCheckpoint) {
+		// The index is ahead of the segments (their unsynced tail was
+		// lost while the index's was not) or wrong: rebuild it.
+		if err := db.idx.DeleteLedger(id); err != nil {
+			return nil, err
+		}
+		checkpoint = segment.Head{}
+		log, _, err = segment.Open(dir, so, checkpoint)
+	}
+	if err != nil {
+		return nil, err
+	}
+	l := &ledger{db: db, log: log}
+	l.cond.L = &l.idxMu
+	if err := l.catchUp(checkpoint); err != nil {
+		log.Close()
+		return nil, err
+	}
+	if !haveMeta || m.Genesis.IsZero() {
+		if m, err = metaFromGenesis(log); err != nil {
+			log.Close()
+			return nil, err
+		}
+	}
+	l.meta = m
+	return l, nil
+}
+
+// catchUp indexes every record after from (a checkpoint, or the zero Head
+// for all of them) up to the segment log's head.
+func (l *ledger) catchUp(from segment.Head) error {
+	seg, off := uint64(1), int64(segment.FirstOffset)
+	if from.Seq != 0 {
+		seg, off = from.Loc.Segment, from.Loc.End()
+	}
+	it := l.log.NewIterator(seg, off)
+	b := l.db.idx.NewBatch()
+	defer func() { b.Close() }()
+	n := 0
+	var head segment.Head
+	for it.Next() {
+		r := it.Record()
+		b.Add(l.log.Ledger(), &index.Record{ID: r.ID, Seq: r.Seq, Loc: it.Location(), Entity: r.Entity, Key: r.Key, Event: r.Event})
+		head = segment.Head{ID: r.ID, Seq: r.Seq, Loc: it.Location()}
+		if n++; n%4096 == 0 {
+			b.SetProgress(l.log.Ledger(), head)
+			if err := b.Commit(false); err != nil {
+				return err
+			}
+			b.Close()
+			b = l.db.idx.NewBatch()
+		}
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	if head.Seq != 0 {
+		b.SetProgress(l.log.Ledger(), head)
+		if err := b.Commit(false); err != nil {
+			return err
+		}
+	}
+	l.indexed = l.log.Head().Seq
+	return nil
+}
+
+// Unavailable returns the ledgers that failed recovery when the DB opened,
+// by name (or ledger ID, if the metadata did not know it), with why.
+func (db *DB) Unavailable() map[string]error {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	out := make(map[string]error, len(db.broken))
+	for k, v := range db.broken {
+		out[k] = v
+	}
+	return out
+}
+
+// Close syncs and closes every ledger, checkpoints the metadata and the
+// index, and releases the directory.
+func (db *DB) Close() error {
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		return ErrClosed
+	}
+	db.closed = true
+	ledgers := make([]*ledger, 0, len(db.byID))
+	for _, l := range db.byID {
+		ledgers = append(ledgers, l)
+	}
+	db.mu.Unlock()
+	var errs []error
+	var metas []ledgerMeta
+	for _, l := range ledgers {
+		if err := l.log.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("ledger %s: %w", l.meta.Name, err))
+		}
+		metas = append(metas, l.checkpointMeta())
+	}
+	if db.idx != nil {
+		if err := db.idx.Flush(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(metas) > 0 {
+		if err := putMeta(db.meta, metas...); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, db.closeStores())
+	return errors.Join(errs...)
+}
+
+func (db *DB) closeStores() error {
+	var errs []error
+	if db.idx != nil {
+		errs = append(errs, db.idx.Close())
+	}
+	if db.meta != nil {
+		errs = append(errs, db.meta.Close())
+	}
+	if db.lock != nil {
+		errs = append(errs, db.lock.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,75 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/annal-db/annal/eventid"
+)
+
+// Errors of package engine. Errors from the packages below (canon,
+// segment, index) reach the caller wrapped, so errors.Is still finds them
+// (segment.ErrCorruption, canon.ErrDuplicateKey, …).
+var (
+	// ErrLocked: another process (or another DB in this one) has the data
+	// directory open.
+	ErrLocked = errors.New("engine: data directory in use")
+	// ErrClosed: the DB was closed.
+	ErrClosed = errors.New("engine: closed")
+	// ErrLedgerNotFound: no ledger has that name or ID.
+	ErrLedgerNotFound = errors.New("engine: ledger not found")
+	// ErrLedgerExists: CreateLedger was given a name already in use.
+	ErrLedgerExists = errors.New("engine: ledger exists")
+	// ErrLedgerUnavailable: the ledger failed verification or recovery
+	// when the DB opened; the wrapped error says why. Other ledgers work.
+	ErrLedgerUnavailable = errors.New("engine: ledger unavailable")
+	// ErrNotFound: no event has that ID, prefix or sequence number.
+	ErrNotFound = errors.New("engine: event not found")
+	// ErrAmbiguous: a hex prefix matches more than one event; the error is
+	// an *AmbiguousError listing them.
+	ErrAmbiguous = errors.New("engine: ambiguous ID prefix")
+	// ErrInvalid: bad input (a name, a JSON value, an ID, an option); the
+	// message says what and where. Nothing was stored.
+	ErrInvalid = errors.New("engine: invalid input")
+	// ErrConditionFailed: a condition of an append did not hold; the
+	// error is a *ConditionError with the current head. Nothing was
+	// appended.
+	ErrConditionFailed = errors.New("engine: condition failed")
+)
+
+// invalid returns an error matching ErrInvalid.
+func invalid(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, a...))
+}
+
+// ConditionError says which condition of an append failed and what the
+// head it was checked against is. It matches ErrConditionFailed.
+type ConditionError struct {
+	Condition string     // which condition, e.g. "expected head"
+	Head      eventid.ID // the head the condition was checked against
+	Expected  eventid.ID // what the condition expected, if it names an ID
+}
+
+func (e *ConditionError) Error() string {
+	if e.Expected.IsZero() {
+		return fmt.Sprintf("engine: condition failed: %s (head %s)", e.Condition, e.Head)
+	}
+	return fmt.Sprintf("engine: condition failed: %s: expected %s, head is %s", e.Condition, e.Expected, e.Head)
+}
+
+// Is reports whether target is ErrConditionFailed.
+func (e *ConditionError) Is(target error) bool { return target == ErrConditionFailed }
+
+// AmbiguousError lists the events a hex prefix matches. It matches
+// ErrAmbiguous.
+type AmbiguousError struct {
+	Prefix     string
+	Candidates []eventid.ID // at most a few
+}
+
+func (e *AmbiguousError) Error() string {
+	return fmt.Sprintf("engine: ID prefix %q is ambiguous: it matches %v", e.Prefix, e.Candidates)
+}
+
+// Is reports whether target is ErrAmbiguous.
+func (e *AmbiguousError) Is(target error) bool { return target == ErrAmbiguous }

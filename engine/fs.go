@@ -1,0 +1,52 @@
+package engine
+
+import (
+	"io"
+	"os"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// privateFS is vfs.Default with files created for the owner only (0600)
+// and directories 0700, whatever the umask: a ledger is nobody else's to
+// read. vfs.Default creates files 0666 less the umask.
+type privateFS struct{ vfs.FS }
+
+func (fs privateFS) Create(name string, cat vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, cat)
+	if err == nil {
+		err = os.Chmod(name, 0o600)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	return f, err
+}
+
+func (fs privateFS) OpenReadWrite(name string, cat vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
+	f, err := fs.FS.OpenReadWrite(name, cat, opts...)
+	if err == nil {
+		if err = os.Chmod(name, 0o600); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	return f, err
+}
+
+func (fs privateFS) MkdirAll(dir string, _ os.FileMode) error { return fs.FS.MkdirAll(dir, 0o700) }
+
+// Unwrap returns vfs.Default.
+func (fs privateFS) Unwrap() vfs.FS { return fs.FS }
+
+func (fs privateFS) Lock(name string) (io.Closer, error) {
+	c, err := fs.FS.Lock(name)
+	if err == nil {
+		if err = os.Chmod(name, 0o600); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, err
+}

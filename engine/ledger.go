@@ -1,0 +1,310 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/annal-db/annal/canon"
+	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/index"
+	"github.com/annal-db/annal/segment"
+)
+
+// ledger is one open ledger.
+type ledger struct {
+	db   *DB
+	log  *segment.Log
+	meta ledgerMeta // name, ID, genesis, description: fixed once open
+
+	// Index writes are applied in sequence order, one batch after the
+	// other, so that the index's progress marker always covers a prefix.
+	// Invariant: indexed <= log.Head().Seq; every record up to indexed is
+	// in the index.
+	idxMu   sync.Mutex
+	cond    sync.Cond
+	indexed uint64
+	idxErr  error // a failed index write: reads fail until a reopen rebuilds
+}
+
+// LedgerSpec describes a ledger to create.
+type LedgerSpec struct {
+	Name        string // unique in the directory; 1 to 1024 bytes of UTF-8, no control characters
+	Description string
+	Actor       string // who creates it; "annal" if empty
+}
+
+// LedgerInfo describes a ledger and its current state.
+type LedgerInfo struct {
+	Name        string
+	ID          eventid.LedgerID
+	Genesis     eventid.ID // the ID of its first event
+	Description string
+	Actor       string
+	Created     time.Time
+	Count       uint64     // events, the genesis event included
+	Head        eventid.ID // the ID of its last event
+	First, Last time.Time  // times of its first and last events
+	Bytes       int64      // size of its segment files
+}
+
+// genesisEvent returns the genesis event of a ledger: entity "ledger",
+// key the name, event "ledger-created", meta with the actor and creation
+// time, data with name and description, as in the Event ID design.
+func genesisEvent(spec LedgerSpec, created time.Time) (segment.Entry, error) {
+	meta, err := json.Marshal(map[string]string{"actor": spec.Actor, "created": created.UTC().Format("2006-01-02T15:04:05.000000Z")})
+	if err != nil {
+		return segment.Entry{}, err
+	}
+	data, err := json.Marshal(map[string]string{"name": spec.Name, "description": spec.Description})
+	if err != nil {
+		return segment.Entry{}, err
+	}
+	e := segment.Entry{Entity: "ledger", Key: spec.Name, Event: "ledger-created"}
+	// encoding/json escapes <, > and &: canonicalize to JSON.stringify's form.
+	if e.Meta, err = canon.AppendObject(nil, meta); err != nil {
+		return e, err
+	}
+	if e.Data, err = canon.Append(nil, data); err != nil {
+		return e, err
+	}
+	return e, nil
+}
+
+func checkName(what, s string) error {
+	switch {
+	case s == "":
+		return invalid("%s is empty", what)
+	case len(s) > maxNameLen:
+		return invalid("%s is %d bytes, the limit is %d", what, len(s), maxNameLen)
+	case !utf8.ValidString(s):
+		return invalid("%s %q is not valid UTF-8", what, s)
+	}
+	if i := strings.IndexFunc(s, unicode.IsControl); i >= 0 {
+		return invalid("%s %q has a control character at byte %d", what, s, i)
+	}
+	return nil
+}
+
+// CreateLedger creates a ledger and appends its genesis event, which
+// determines the ledger's ID. If that ID is already taken in the
+// directory, the creation time moves on by a microsecond and the ID is
+// computed again.
+func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, error) {
+	if err := checkName("ledger name", spec.Name); err != nil {
+		return LedgerInfo{}, err
+	}
+	if spec.Actor == "" {
+		spec.Actor = "annal"
+	}
+	if err := ctx.Err(); err != nil {
+		return LedgerInfo{}, err
+	}
+	db.creating.Lock()
+	defer db.creating.Unlock()
+	db.mu.RLock()
+	closed := db.closed
+	_, exists := db.byName[spec.Name]
+	_, broken := db.broken[spec.Name]
+	db.mu.RUnlock()
+	switch {
+	case closed:
+		return LedgerInfo{}, ErrClosed
+	case exists || broken:
+		return LedgerInfo{}, fmt.Errorf("%w: %q", ErrLedgerExists, spec.Name)
+	}
+
+	created := db.opts.Now().UTC().Truncate(time.Microsecond)
+	var genesis segment.Entry
+	var id eventid.LedgerID
+	for {
+		var err error
+		if genesis, err = genesisEvent(spec, created); err != nil {
+			return LedgerInfo{}, err
+		}
+		c := eventid.Content{Entity: genesis.Entity, Key: genesis.Key, Event: genesis.Event, Meta: genesis.Meta, Data: genesis.Data}
+		id = c.LedgerID()
+		if !db.ledgerIDTaken(id) {
+			break
+		}
+		created = created.Add(time.Microsecond)
+	}
+
+	dir := db.ledgerDir(id)
+	log, err := segment.Create(dir, db.segmentOptions(id))
+	if err != nil {
+		return LedgerInfo{}, fmt.Errorf("engine: create ledger %q: %w", spec.Name, err)
+	}
+	l := &ledger{db: db, log: log, meta: ledgerMeta{Name: spec.Name, ID: id, Description: spec.Description, Actor: spec.Actor, Created: created}}
+	l.cond.L = &l.idxMu
+	b := &segment.Batch{Entries: []segment.Entry{genesis}, Durability: Sync}
+	err = log.Append(b)
+	if err == nil {
+		l.meta.Genesis = b.IDs[0]
+		err = l.index(b)
+	}
+	if err == nil {
+		err = putMeta(db.meta, l.checkpointMeta())
+	}
+	if err != nil {
+		log.Close()
+		os.RemoveAll(dir)
+		db.idx.DeleteLedger(id)
+		return LedgerInfo{}, fmt.Errorf("engine: create ledger %q: %w", spec.Name, err)
+	}
+	db.mu.Lock()
+	db.byName[spec.Name] = l
+	db.byID[id] = l
+	db.mu.Unlock()
+	return l.info(), nil
+}
+
+func (db *DB) ledgerIDTaken(id eventid.LedgerID) bool {
+	db.mu.RLock()
+	_, open := db.byID[id]
+	_, broken := db.broken[id.String()]
+	db.mu.RUnlock()
+	if open || broken {
+		return true
+	}
+	_, err := os.Stat(db.ledgerDir(id))
+	return err == nil
+}
+
+// metaFromGenesis rebuilds a ledger's metadata from its genesis event, for
+// a ledger the metadata file does not know (a crash between creating the
+// segments and writing the metadata, or a lost metadata file).
+func metaFromGenesis(log *segment.Log) (ledgerMeta, error) {
+	it := log.NewIterator(1, segment.FirstOffset)
+	if !it.Next() {
+		if it.Err() != nil {
+			return ledgerMeta{}, it.Err()
+		}
+		return ledgerMeta{}, fmt.Errorf("ledger %s has no genesis event", log.Ledger())
+	}
+	r := it.Record()
+	m := ledgerMeta{ID: log.Ledger(), Genesis: r.ID, Name: string(r.Key), Created: r.ID.Time()}
+	var data struct{ Name, Description string }
+	var meta struct {
+		Actor   string
+		Created string
+	}
+	if json.Unmarshal(r.Data, &data) == nil && data.Name != "" {
+		m.Name, m.Description = data.Name, data.Description
+	}
+	if json.Unmarshal(r.Meta, &meta) == nil {
+		m.Actor = meta.Actor
+		if t, err := time.Parse(time.RFC3339Nano, meta.Created); err == nil {
+			m.Created = t
+		}
+	}
+	return m, nil
+}
+
+// checkpointMeta returns the ledger's metadata with the current head.
+func (l *ledger) checkpointMeta() ledgerMeta {
+	m := l.meta
+	h := l.log.Head()
+	m.Head, m.Count, m.LastMicros = h.ID, h.Seq, h.ID.Micros()
+	return m
+}
+
+func (l *ledger) info() LedgerInfo {
+	h := l.log.Head()
+	info := LedgerInfo{
+		Name: l.meta.Name, ID: l.meta.ID, Genesis: l.meta.Genesis, Description: l.meta.Description,
+		Actor: l.meta.Actor, Created: l.meta.Created, Count: h.Seq, Head: h.ID,
+		First: l.meta.Genesis.Time(), Last: h.ID.Time(),
+	}
+	if entries, err := os.ReadDir(l.log.Dir()); err == nil {
+		for _, e := range entries {
+			if fi, err := e.Info(); err == nil && !e.IsDir() {
+				info.Bytes += fi.Size()
+			}
+		}
+	}
+	return info
+}
+
+// index adds a committed batch to the index, after every batch before it.
+func (l *ledger) index(b *segment.Batch) error {
+	l.idxMu.Lock()
+	defer l.idxMu.Unlock()
+	for l.indexed != b.FirstSeq-1 {
+		l.cond.Wait()
+	}
+	defer l.cond.Broadcast()
+	last := b.FirstSeq + uint64(len(b.IDs)) - 1
+	if l.idxErr != nil {
+		l.indexed = last
+		return l.idxErr
+	}
+	x := l.db.idx.NewBatch()
+	defer x.Close()
+	for i, id := range b.IDs {
+		e := &b.Entries[i]
+		x.Add(l.meta.ID, &index.Record{ID: id, Seq: b.FirstSeq + uint64(i), Loc: b.Locations[i],
+			Entity: []byte(e.Entity), Key: []byte(e.Key), Event: []byte(e.Event)})
+	}
+	x.SetProgress(l.meta.ID, segment.Head{ID: b.IDs[len(b.IDs)-1], Seq: last, Loc: b.Locations[len(b.Locations)-1]})
+	err := x.Commit(false)
+	l.indexed = last
+	if err != nil {
+		l.idxErr = fmt.Errorf("engine: index of ledger %s: %w (reopen the DB to rebuild it)", l.meta.Name, err)
+		return l.idxErr
+	}
+	return nil
+}
+
+// ledger returns the open ledger with that name, or that ID in hex.
+func (db *DB) ledger(name string) (*ledger, error) {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if db.closed {
+		return nil, ErrClosed
+	}
+	if l, ok := db.byName[name]; ok {
+		return l, nil
+	}
+	if id, err := eventid.ParseLedgerID(name); err == nil {
+		if l, ok := db.byID[id]; ok {
+			return l, nil
+		}
+	}
+	if err, ok := db.broken[name]; ok {
+		return nil, err
+	}
+	return nil, fmt.Errorf("%w: %q", ErrLedgerNotFound, name)
+}
+
+// Ledger returns the ledger with that name (or ID in hex).
+func (db *DB) Ledger(name string) (LedgerInfo, error) {
+	l, err := db.ledger(name)
+	if err != nil {
+		return LedgerInfo{}, err
+	}
+	return l.info(), nil
+}
+
+// Ledgers returns every open ledger, by name.
+func (db *DB) Ledgers() []LedgerInfo {
+	db.mu.RLock()
+	ls := make([]*ledger, 0, len(db.byName))
+	for _, l := range db.byName {
+		ls = append(ls, l)
+	}
+	db.mu.RUnlock()
+	out := make([]LedgerInfo, len(ls))
+	for i, l := range ls {
+		out[i] = l.info()
+	}
+	slices.SortFunc(out, func(a, b LedgerInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}

@@ -1,0 +1,69 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/annal-db/annal/segment"
+)
+
+// Durability says when an append returns relative to stable storage; see
+// segment.Durability.
+type Durability = segment.Durability
+
+// Durability modes.
+const (
+	// Sync: an append returns after its events are on stable storage.
+	Sync = segment.Sync
+	// Interval: an append returns after the write; a background fsync runs
+	// at most every Options.SyncInterval, so a machine crash loses at most
+	// that window. A process crash loses nothing.
+	Interval = segment.Interval
+	// None: an append returns after the write to the OS.
+	None = segment.None
+)
+
+// Options configures a DB. The zero value is safe: Sync durability, the
+// tail of every ledger verified on open, files only the owner can read.
+type Options struct {
+	// Durability is the default for appends (an append may override it).
+	// Zero means Sync.
+	Durability Durability
+	// SyncInterval is the longest time between syncs in Interval mode.
+	// Zero means 50 ms.
+	SyncInterval time.Duration
+	// SegmentSize is the size at which a ledger starts a new segment file.
+	// Zero means 64 MiB.
+	SegmentSize int64
+	// MaxEventSize bounds the canonical meta and data of one event
+	// together, in bytes. Zero means 1 MiB.
+	MaxEventSize int
+	// FullVerifyOnOpen verifies every record of every ledger when the DB
+	// opens, instead of only what follows the index's checkpoint.
+	FullVerifyOnOpen bool
+	// Now is the clock; nil means time.Now. For tests.
+	Now func() time.Time
+}
+
+const (
+	defaultMaxEventSize = 1 << 20
+	// maxNameLen bounds ledger names, entities, keys, event names and
+	// idempotency keys, in bytes.
+	maxNameLen = 1024
+)
+
+func (o *Options) withDefaults() Options {
+	r := Options{}
+	if o != nil {
+		r = *o
+	}
+	if r.Durability == segment.DefaultDurability {
+		r.Durability = Sync
+	}
+	if r.MaxEventSize <= 0 {
+		r.MaxEventSize = defaultMaxEventSize
+	}
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	return r
+}

@@ -1,0 +1,169 @@
+package index
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment"
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Record is one event to index, as the segment log appended it.
+type Record struct {
+	ID  eventid.ID
+	Seq uint64
+	Loc segment.Location
+	// Entity, Key and Event are the event's entity, key and event name;
+	// any bytes, empty included.
+	Entity, Key, Event []byte
+	// IdempotencyKey is set only on the first record of a batch appended
+	// with an idempotency key; nil otherwise. An empty, non-nil key is a
+	// key.
+	IdempotencyKey []byte
+	// BatchLen is the number of records of that batch; read only with
+	// IdempotencyKey, and then at least 1.
+	BatchLen uint32
+}
+
+// Batch is a group of index writes committed atomically. A Batch is not
+// safe for concurrent use. Close it when done.
+type Batch struct {
+	x   *Index
+	pb  *pebble.Batch
+	key []byte // scratch; pebble copies keys and values on Set
+	val []byte
+	err error // the first invalid Add or SetProgress; Commit returns it
+	n   int   // records added since the last Commit
+}
+
+// NewBatch returns an empty batch. After Close it returns a batch whose
+// Commit fails with ErrClosed.
+func (x *Index) NewBatch() *Batch {
+	if x.usable() != nil {
+		return &Batch{x: x}
+	}
+	return &Batch{x: x, pb: x.db.NewBatch()}
+}
+
+// Len returns the number of records added since the batch was created or
+// last committed.
+func (b *Batch) Len() int { return b.n }
+
+// Add adds the index entries of one event of ledger: T, S, E, N, and K
+// when r.IdempotencyKey is not nil (replacing any earlier entry of that
+// key: the caller checks Idempotency before appending). r is not retained. An invalid record
+// (see ErrInvalid) is not added; Commit then fails.
+func (b *Batch) Add(ledger eventid.LedgerID, r *Record) {
+	if b.err != nil {
+		return
+	}
+	switch {
+	case b.pb == nil:
+		b.err = errBatchClosed
+		return
+	case r.ID.Ledger() != ledger:
+		b.err = fmt.Errorf("%w: record %v (seq %d) is of ledger %v, added under ledger %v", ErrInvalid, r.ID, r.Seq, r.ID.Ledger(), ledger)
+		return
+	case !checkLoc(r.Loc):
+		b.err = fmt.Errorf("%w: record %v (seq %d) has location %+v", ErrInvalid, r.ID, r.Seq, r.Loc)
+		return
+	case r.IdempotencyKey != nil && r.BatchLen == 0:
+		b.err = fmt.Errorf("%w: record %v (seq %d) has an idempotency key and a batch length of 0", ErrInvalid, r.ID, r.Seq)
+		return
+	}
+	b.set(appendTimeKey(b.key[:0], ledger, r.ID),
+		appendLoc(binary.BigEndian.AppendUint64(b.val[:0], r.Seq), r.Loc))
+	b.set(appendSeqKey(b.key[:0], ledger, r.Seq), append(b.val[:0], r.ID[:]...))
+	pos := appendLoc(append(b.val[:0], r.ID[:]...), r.Loc)
+	b.set(binary.BigEndian.AppendUint64(appendStreamPrefix(b.key[:0], ledger, r.Entity, r.Key), r.Seq), pos)
+	b.set(binary.BigEndian.AppendUint64(appendEntitySeqPrefix(b.key[:0], ledger, r.Entity), r.Seq), pos)
+	b.set(binary.BigEndian.AppendUint64(appendEventPrefix(b.key[:0], ledger, r.Event), r.Seq), pos)
+	if r.IdempotencyKey != nil {
+		v := binary.BigEndian.AppendUint64(b.val[:0], r.Seq)
+		b.set(appendIdemKey(b.key[:0], ledger, r.IdempotencyKey), binary.BigEndian.AppendUint32(v, r.BatchLen))
+	}
+	b.n++
+}
+
+// set writes key and value to the batch and keeps their buffers as
+// scratch for the next call. val may alias b.val: pebble copies both.
+func (b *Batch) set(key, val []byte) {
+	// A Set on an un-applied batch with a nil WriteOptions cannot fail.
+	_ = b.pb.Set(key, val, nil)
+	b.key, b.val = key, val
+}
+
+// SetProgress records in the batch that ledger has been indexed up to and
+// including head. Add the records it covers to the same batch (or an
+// earlier one), so that the marker never runs ahead of the entries.
+func (b *Batch) SetProgress(ledger eventid.LedgerID, head segment.Head) {
+	if b.err != nil {
+		return
+	}
+	if b.pb == nil {
+		b.err = errBatchClosed
+		return
+	}
+	if !checkLoc(head.Loc) {
+		b.err = fmt.Errorf("%w: progress of ledger %v: head %v (seq %d) has location %+v", ErrInvalid, ledger, head.ID, head.Seq, head.Loc)
+		return
+	}
+	v := binary.BigEndian.AppendUint64(append(b.val[:0], head.ID[:]...), head.Seq)
+	b.set(appendProgressKey(b.key[:0], ledger), appendLoc(v, head.Loc))
+}
+
+// Commit applies the batch atomically: with sync, it returns once the
+// batch is on stable storage; without, once it is visible to readers (the
+// append path commits without sync; see Flush). If an Add or SetProgress
+// was invalid, Commit returns that error, wrapping ErrInvalid, and writes
+// nothing. Either way the batch is empty afterwards and can be reused.
+func (b *Batch) Commit(sync bool) error {
+	err := b.commit(sync)
+	b.err, b.n = nil, 0
+	if b.pb == nil {
+		return err
+	}
+	if err == nil {
+		// Pebble marks even an empty batch applied, and empties a large
+		// one it keeps as a memtable: Reset makes either reusable.
+		b.pb.Reset()
+		return nil
+	}
+	// Not applied, or a failed Apply that may have left the batch marked
+	// as committing: start afresh.
+	_ = b.pb.Close()
+	b.pb = nil
+	if b.x.usable() == nil {
+		b.pb = b.x.db.NewBatch()
+	}
+	return err
+}
+
+func (b *Batch) commit(sync bool) error {
+	if b.err != nil {
+		return b.err
+	}
+	if err := b.x.usable(); err != nil {
+		return err
+	}
+	if b.pb == nil {
+		return errBatchClosed
+	}
+	opts := pebble.NoSync
+	if sync {
+		opts = pebble.Sync
+	}
+	if err := b.x.db.Apply(b.pb, opts); err != nil {
+		return fmt.Errorf("index: commit: %w", err)
+	}
+	return nil
+}
+
+// Close releases the batch. Records added and not committed are dropped.
+func (b *Batch) Close() {
+	if b.pb != nil {
+		_ = b.pb.Close()
+		b.pb = nil
+	}
+}

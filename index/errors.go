@@ -1,0 +1,49 @@
+package index
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors of package index.
+var (
+	// ErrFormatVersion: Open found an index written with a format version
+	// this package does not know (a newer one, or 0). The error says which.
+	// Rebuild the index from the segments, or use a newer annal.
+	ErrFormatVersion = errors.New("index: unsupported format version")
+	// ErrCorruption: a stored key or value could not be decoded (wrong
+	// size, out-of-range field) or the format version key is missing from
+	// an index that holds data. The error names the key, the expected and
+	// the found values. The index can be rebuilt from the segments.
+	ErrCorruption = errors.New("index: corruption")
+	// ErrClosed: the Index was used after Close.
+	ErrClosed = errors.New("index: closed")
+	// ErrInvalid: an argument cannot be indexed: a location with a negative
+	// offset or a size above 2^32-1, a record added under a ledger other
+	// than its ID's, an idempotency key with a batch length of 0, a nibble
+	// outside 0-15. Batch.Commit returns it for the first bad Add or
+	// SetProgress and commits nothing.
+	ErrInvalid = errors.New("index: invalid argument")
+)
+
+// errBatchClosed is returned for a Batch used after its Close.
+var errBatchClosed = fmt.Errorf("%w: batch used after Close", ErrClosed)
+
+// corruptf returns an ErrCorruption error that names key.
+func corruptf(key []byte, format string, args ...any) error {
+	return fmt.Errorf("%w: key %s: %s", ErrCorruption, describeKey(key), fmt.Sprintf(format, args...))
+}
+
+// describeKey renders a key as its family tag and the rest in hex, e.g.
+// "T 00000001 0000018f...".
+func describeKey(key []byte) string {
+	switch {
+	case len(key) == 0:
+		return "(empty)"
+	case len(key) == 1:
+		return fmt.Sprintf("%q", key[0])
+	case len(key) <= ledgerPrefixLen:
+		return fmt.Sprintf("%q %x", key[0], key[1:])
+	}
+	return fmt.Sprintf("%q %x %x", key[0], key[1:ledgerPrefixLen], key[ledgerPrefixLen:])
+}

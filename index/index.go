@@ -1,0 +1,348 @@
+package index
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Options configures an Index. The zero value is safe: the real file
+// system, 64 MiB of memory for Pebble, read-write.
+type Options struct {
+	// FS is the file system; nil means vfs.Default.
+	FS vfs.FS
+	// CacheSize is Pebble's memory budget in bytes: its block cache, out
+	// of which it also takes its memtables (a quarter of the budget, at
+	// least 4 MiB and at most 64 MiB, each). 0 means 64 MiB.
+	CacheSize int64
+	// ReadOnly opens an existing index for reading only (Pebble's ReadOnly):
+	// nothing is created or written, and Commit, DeleteLedger and Flush
+	// fail.
+	ReadOnly bool
+	// Logger receives Pebble's messages. nil means Pebble's informational
+	// messages (WAL replay, compactions) are dropped and its errors go to
+	// the standard library's log.
+	Logger pebble.Logger
+}
+
+const (
+	defaultCacheSize = 64 << 20
+	// Pebble takes its memtables out of the block cache's budget; the
+	// memtable is a quarter of it, within these bounds. Pebble's default
+	// memtable, 4 MiB, flushes and compacts so often under a steady
+	// append load that appends run at a third of the speed.
+	minMemTableSize = 4 << 20
+	maxMemTableSize = 64 << 20
+)
+
+// Index is the Pebble index of every ledger of a data directory. It is safe
+// for concurrent use, except that Close must not run concurrently with
+// any other call or iteration.
+type Index struct {
+	db       *pebble.DB
+	readOnly bool
+	closed   atomic.Bool
+}
+
+// Open opens the index in dir, creating dir and an empty index if they do
+// not exist (unless opts.ReadOnly). It returns an error wrapping
+// ErrFormatVersion if the index was written by a newer format, and one
+// wrapping ErrCorruption if it holds data but no format version.
+//
+// Pebble locks the directory, so a second Open of the same directory, in
+// this process or another, fails until the first is closed.
+func Open(dir string, opts Options) (*Index, error) {
+	fs := opts.FS
+	if fs == nil {
+		fs = vfs.Default
+	}
+	size := opts.CacheSize
+	if size <= 0 {
+		size = defaultCacheSize
+	}
+	po := &pebble.Options{
+		FS:           fs,
+		ReadOnly:     opts.ReadOnly,
+		Logger:       opts.Logger,
+		MemTableSize: uint64(min(max(size/4, minMemTableSize), maxMemTableSize)),
+	}
+	if po.Logger == nil {
+		po.Logger = quietLogger{}
+	}
+	if !opts.ReadOnly {
+		if err := fs.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("index: create %s: %w", dir, err)
+		}
+		// Only a writer may ratchet an existing store's format.
+		po.FormatMajorVersion = pebble.FormatNewest
+	}
+	cache := pebble.NewCache(size)
+	po.Cache = cache
+	db, err := pebble.Open(dir, po)
+	cache.Unref() // the DB holds its own reference
+	if err != nil {
+		return nil, fmt.Errorf("index: open %s: %w", dir, err)
+	}
+	x := &Index{db: db, readOnly: opts.ReadOnly}
+	if err := x.checkVersion(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("index: open %s: %w", dir, err)
+	}
+	return x, nil
+}
+
+// quietLogger is the default Logger: a library should not fill its
+// caller's log with Pebble's routine messages, but errors are kept.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any) {}
+
+func (quietLogger) Errorf(format string, args ...any) {
+	pebble.DefaultLogger.Errorf(format, args...)
+}
+
+func (quietLogger) Fatalf(format string, args ...any) {
+	pebble.DefaultLogger.Fatalf(format, args...)
+}
+
+// checkVersion reads V; for a new, empty index it writes it.
+func (x *Index) checkVersion() error {
+	key := []byte{famVersion}
+	v, found, err := x.get(key)
+	if err != nil {
+		return err
+	}
+	if found {
+		if len(v) != versionLen {
+			return corruptf(key, "value is %d bytes, want %d", len(v), versionLen)
+		}
+		if got := binary.BigEndian.Uint32(v); got != formatVersion {
+			return fmt.Errorf("%w %d: this build reads version %d", ErrFormatVersion, got, formatVersion)
+		}
+		return nil
+	}
+	it, err := x.db.NewIter(nil)
+	if err != nil {
+		return err
+	}
+	hasData := it.First()
+	var first []byte
+	if hasData {
+		first = slices.Clone(it.Key())
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return err
+	}
+	if hasData {
+		return corruptf(key, "no format version, but the index holds data (first key %s)", describeKey(first))
+	}
+	if x.readOnly {
+		return nil // an empty index: every lookup finds nothing
+	}
+	return x.db.Set(key, binary.BigEndian.AppendUint32(nil, formatVersion), pebble.Sync)
+}
+
+// Close makes everything written durable (see Flush) and closes the index.
+// Closing twice returns ErrClosed.
+func (x *Index) Close() error {
+	if x.closed.Swap(true) {
+		return ErrClosed
+	}
+	var err error
+	if !x.readOnly {
+		err = x.flush()
+	}
+	return errors.Join(err, x.db.Close())
+}
+
+// Flush makes every batch committed so far durable: it writes an empty,
+// synced record to Pebble's write-ahead log, which syncs the log up to and
+// including every earlier (unsynced) batch. It does not flush memtables;
+// reopening replays the log.
+func (x *Index) Flush() error {
+	if err := x.usable(); err != nil {
+		return err
+	}
+	return x.flush()
+}
+
+func (x *Index) flush() error {
+	if err := x.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("index: flush: %w", err)
+	}
+	return nil
+}
+
+// usable returns ErrClosed after Close. Pebble panics when a closed DB is
+// used; this turns a late call into an error.
+func (x *Index) usable() error {
+	if x.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// get returns a copy of the value of key.
+func (x *Index) get(key []byte) (value []byte, found bool, err error) {
+	if err := x.usable(); err != nil {
+		return nil, false, err
+	}
+	v, closer, err := x.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("index: get %s: %w", describeKey(key), err)
+	}
+	value = slices.Clone(v)
+	return value, true, closer.Close()
+}
+
+// DeleteLedger removes every key of a ledger, its progress marker
+// included, so that it can be re-indexed from its segments. It is one
+// synced Pebble batch of range deletions, one per family.
+func (x *Index) DeleteLedger(ledger eventid.LedgerID) error {
+	if err := x.usable(); err != nil {
+		return err
+	}
+	b := x.db.NewBatch()
+	defer b.Close()
+	for _, fam := range ledgerFamilies {
+		start := appendLedgerPrefix(nil, fam, ledger)
+		// start begins with a family tag below 0xff, so it has a successor.
+		if err := b.DeleteRange(start, prefixSuccessor(start), nil); err != nil {
+			return fmt.Errorf("index: delete ledger %v: %w", ledger, err)
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("index: delete ledger %v: %w", ledger, err)
+	}
+	return nil
+}
+
+// Progress returns how far a ledger has been indexed: the head that the
+// last committed SetProgress recorded. found is false if the ledger has
+// never been indexed (or was deleted).
+func (x *Index) Progress(ledger eventid.LedgerID) (head segment.Head, found bool, err error) {
+	key := appendProgressKey(nil, ledger)
+	v, found, err := x.get(key)
+	if err != nil || !found {
+		return segment.Head{}, false, err
+	}
+	head, err = decodeHead(key, v)
+	return head, err == nil, err
+}
+
+// Lookup returns the sequence number and location of the event id, in the
+// ledger that the ID names.
+func (x *Index) Lookup(id eventid.ID) (seq uint64, loc segment.Location, found bool, err error) {
+	key := appendTimeKey(make([]byte, 0, timeKeyLen), id.Ledger(), id)
+	v, found, err := x.get(key)
+	if err != nil || !found {
+		return 0, segment.Location{}, false, err
+	}
+	seq, loc, err = decodeTimeValue(key, v)
+	return seq, loc, err == nil, err
+}
+
+// BySeq returns the ID of a ledger's event with sequence number seq.
+func (x *Index) BySeq(ledger eventid.LedgerID, seq uint64) (eventid.ID, bool, error) {
+	key := appendSeqKey(make([]byte, 0, seqKeyLen), ledger, seq)
+	v, found, err := x.get(key)
+	if err != nil || !found {
+		return eventid.ID{}, false, err
+	}
+	id, err := decodeIDValue(key, v)
+	return id, err == nil, err
+}
+
+// Idempotency returns the batch that an idempotency key appended in a
+// ledger: the sequence number of its first event and its number of events.
+func (x *Index) Idempotency(ledger eventid.LedgerID, key []byte) (firstSeq uint64, count uint32, found bool, err error) {
+	k := appendIdemKey(nil, ledger, key)
+	v, found, err := x.get(k)
+	if err != nil || !found {
+		return 0, 0, false, err
+	}
+	if len(v) != idemValueLen {
+		return 0, 0, false, corruptf(k, "value is %d bytes, want %d", len(v), idemValueLen)
+	}
+	return binary.BigEndian.Uint64(v[0:8]), binary.BigEndian.Uint32(v[8:12]), true, nil
+}
+
+// PrefixMatches returns the IDs, in the given ledgers, whose 32-digit hex
+// form starts with a given hex prefix: the whole bytes prefix, then, if
+// oddNibble is not -1, one more digit whose value is oddNibble (0-15). It
+// returns at most limit IDs (none if limit <= 0): the lowest matches, in ID
+// order. A prefix longer than an ID matches nothing. Resolving a short ID
+// asks for limit 2: one match is the event, two mean the prefix is
+// ambiguous.
+func (x *Index) PrefixMatches(ledgers []eventid.LedgerID, prefix []byte, oddNibble int, limit int) ([]eventid.ID, error) {
+	if oddNibble < -1 || oddNibble > 15 {
+		return nil, fmt.Errorf("%w: nibble %d, want -1 or 0-15", ErrInvalid, oddNibble)
+	}
+	if err := x.usable(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 || len(prefix) > eventid.Size || (len(prefix) == eventid.Size && oddNibble >= 0) {
+		return nil, nil
+	}
+	var out []eventid.ID
+	seen := make(map[eventid.LedgerID]bool, len(ledgers))
+	for _, ledger := range ledgers {
+		if seen[ledger] {
+			continue
+		}
+		seen[ledger] = true
+		lo := append(appendLedgerPrefix(nil, famTime, ledger), prefix...)
+		var hi []byte
+		if oddNibble >= 0 {
+			lo = append(lo, byte(oddNibble)<<4)
+			if oddNibble < 15 {
+				hi = slices.Clone(lo)
+				hi[len(hi)-1] += 0x10
+			} else {
+				hi = prefixSuccessor(lo[:len(lo)-1])
+			}
+		} else {
+			hi = prefixSuccessor(lo)
+		}
+		if err := x.collectIDs(lo, hi, limit, &out); err != nil {
+			return nil, err
+		}
+	}
+	slices.SortFunc(out, eventid.ID.Compare)
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// collectIDs appends to out the IDs of the first limit T keys in [lo, hi).
+func (x *Index) collectIDs(lo, hi []byte, limit int, out *[]eventid.ID) error {
+	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	n := 0
+	for ok := it.First(); ok && n < limit; ok = it.Next() {
+		k := it.Key()
+		if len(k) != timeKeyLen {
+			_ = it.Close()
+			return corruptf(k, "key is %d bytes, want %d", len(k), timeKeyLen)
+		}
+		*out = append(*out, eventid.ID(k[ledgerPrefixLen:]))
+		n++
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	return nil
+}
