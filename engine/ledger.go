@@ -32,6 +32,9 @@ type ledger struct {
 	cond    sync.Cond
 	indexed uint64
 	idxErr  error // a failed index write: reads fail until a reopen rebuilds
+	// notify is closed, and replaced, each time indexed advances: the
+	// wake-up of subscribers.
+	notify chan struct{}
 }
 
 // LedgerSpec describes a ledger to create.
@@ -241,6 +244,7 @@ func (l *ledger) index(b *segment.Batch) error {
 		l.cond.Wait()
 	}
 	defer l.cond.Broadcast()
+	defer l.wake()
 	last := b.FirstSeq + uint64(len(b.IDs)) - 1
 	if l.idxErr != nil {
 		l.indexed = last
@@ -261,6 +265,24 @@ func (l *ledger) index(b *segment.Batch) error {
 		return l.idxErr
 	}
 	return nil
+}
+
+// wake wakes the subscribers. Called with idxMu held.
+func (l *ledger) wake() {
+	if l.notify != nil {
+		close(l.notify)
+	}
+	l.notify = make(chan struct{})
+}
+
+// changed returns a channel closed at the next commit.
+func (l *ledger) changed() <-chan struct{} {
+	l.idxMu.Lock()
+	defer l.idxMu.Unlock()
+	if l.notify == nil {
+		l.notify = make(chan struct{})
+	}
+	return l.notify
 }
 
 // ledger returns the open ledger with that name, or that ID in hex.

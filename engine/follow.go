@@ -1,0 +1,116 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"iter"
+
+	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/index"
+	"github.com/annal-db/annal/segment"
+)
+
+// Subscribe follows a ledger: it yields every event after the event
+// after (every event, the genesis first, if after is zero), then each
+// newly committed event as it commits, once and in order, until ctx ends;
+// then it yields ctx's error and stops.
+func (db *DB) Subscribe(ctx context.Context, ledgerName string, after eventid.ID) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		l, err := db.ledger(ledgerName)
+		if err == nil {
+			err = l.readable()
+		}
+		if err != nil {
+			yield(Event{}, err)
+			return
+		}
+		seg, off := uint64(1), int64(segment.FirstOffset)
+		if !after.IsZero() {
+			if after.Ledger() != l.meta.ID {
+				yield(Event{}, invalid("subscribe after %s: an ID of another ledger", after))
+				return
+			}
+			_, loc, found, err := db.idx.Lookup(after)
+			if err == nil && !found {
+				err = fmt.Errorf("%w: subscribe after %s", ErrNotFound, after)
+			}
+			if err != nil {
+				yield(Event{}, err)
+				return
+			}
+			seg, off = loc.Segment, loc.End()
+		}
+		it := l.log.NewIterator(seg, off)
+		for {
+			changed := l.changed() // before reading, so no commit is missed
+			for it.Next() {
+				r := it.Record()
+				ev := Event{ID: r.ID, Ledger: l.meta.Name, Seq: r.Seq, Entity: string(r.Entity), Key: string(r.Key), Event: string(r.Event),
+					Meta: append([]byte(nil), r.Meta...), Data: append([]byte(nil), r.Data...)}
+				if !yield(ev, nil) {
+					return
+				}
+			}
+			if err := it.Err(); err != nil {
+				yield(Event{}, err)
+				return
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				yield(Event{}, ctx.Err())
+				return
+			}
+		}
+	}
+}
+
+// VerifyReport says what Verify checked.
+type VerifyReport struct {
+	Events uint64     // events verified
+	Head   eventid.ID // the ledger's last event
+}
+
+// Verify checks a whole ledger: every record of its segments (frame CRC,
+// event checksum, chain link, timestamps, sequence numbers; on all cores),
+// and that the index agrees with them (every event at its place, nothing
+// more). progress, if not nil, is called now and then with the records and
+// bytes verified so far. A failure is an error matching
+// segment.ErrCorruption that says where.
+func (db *DB) Verify(ctx context.Context, ledgerName string, progress func(records, bytes int64)) (VerifyReport, error) {
+	l, err := db.ledger(ledgerName)
+	if err != nil {
+		return VerifyReport{}, err
+	}
+	head, err := l.log.Verify(ctx, progress)
+	if err != nil {
+		return VerifyReport{}, fmt.Errorf("engine: verify %s: %w", l.meta.Name, err)
+	}
+	// The index: walk it in ID order beside the segments in ledger order.
+	// Records committed after the segment check are not compared.
+	next, stop := iter.Pull2(db.idx.TimeRange(ctx, l.meta.ID, eventid.ID{}, maxID, false))
+	defer stop()
+	it := l.log.NewIterator(1, segment.FirstOffset)
+	for it.Next() && it.Record().Seq <= head.Seq {
+		r := it.Record()
+		pos, err, ok := next()
+		if err != nil {
+			return VerifyReport{}, err
+		}
+		want := index.Position{ID: r.ID, Seq: r.Seq, Loc: it.Location()}
+		if !ok || pos != want {
+			return VerifyReport{}, fmt.Errorf("%w: ledger %s: the index has %+v where the segments have %+v", segment.ErrCorruption, l.meta.Name, pos, want)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return VerifyReport{}, err
+	}
+	if pos, err, ok := next(); err != nil {
+		return VerifyReport{}, err
+	} else if ok && pos.Seq <= head.Seq {
+		return VerifyReport{}, fmt.Errorf("%w: ledger %s: the index has %s #%d, which the segments do not", segment.ErrCorruption, l.meta.Name, pos.ID, pos.Seq)
+	}
+	return VerifyReport{Events: head.Seq, Head: head.ID}, nil
+}
+
+var maxID = eventid.ID{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}

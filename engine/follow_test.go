@@ -1,0 +1,109 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/index"
+	"github.com/annal-db/annal/segment"
+)
+
+// TestSubscribeSeesEveryCommitOnceInOrder: a subscriber started midway
+// receives every later event exactly once, in order, while 8 writers
+// append concurrently.
+func TestSubscribeSeesEveryCommitOnceInOrder(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, t.TempDir())
+	defer db.Close()
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := db.Append(ctx, "l", []EventInput{order(0)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers, each = 8, 40
+	total := writers * each
+	subCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	got := make(chan []Event, 1)
+	go func() {
+		var evs []Event
+		for ev, err := range db.Subscribe(subCtx, "l", first[0]) {
+			if err != nil {
+				break
+			}
+			evs = append(evs, ev)
+			if len(evs) == total {
+				break
+			}
+		}
+		got <- evs
+	}()
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if _, err := db.Append(ctx, "l", []EventInput{order(w*each + i)}, &AppendOptions{Durability: None}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	evs := <-got
+	if len(evs) != total {
+		t.Fatalf("subscriber got %d events, want %d", len(evs), total)
+	}
+	for i, ev := range evs {
+		if ev.Seq != uint64(i)+3 {
+			t.Fatalf("event %d has seq %d, want %d", i, ev.Seq, i+3)
+		}
+	}
+	// A cancelled subscription ends with the context's error.
+	c2, cancel2 := context.WithCancel(ctx)
+	cancel2()
+	var last error
+	for _, err := range db.Subscribe(c2, "l", evs[len(evs)-1].ID) {
+		last = err
+	}
+	if !errors.Is(last, context.Canceled) {
+		t.Fatalf("cancelled subscription ended with %v", last)
+	}
+}
+
+func TestVerifyLedgerAndIndex(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, t.TempDir())
+	defer db.Close()
+	info, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := db.Append(ctx, "l", []EventInput{order(1), order(2), order(3)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := db.Verify(ctx, "l", nil)
+	if err != nil || rep.Events != 4 || rep.Head != ids[2] {
+		t.Fatalf("Verify: %+v %v", rep, err)
+	}
+	// An index entry the segments do not have.
+	b := db.idx.NewBatch()
+	fake := eventid.New(ids[0].Micros()+1, 0xdead, info.ID)
+	b.Add(info.ID, &index.Record{ID: fake, Seq: 2, Loc: segment.Location{Segment: 1, Offset: 64, Size: 100}, Entity: []byte("x"), Key: []byte("y"), Event: []byte("z")})
+	if err := b.Commit(false); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if _, err := db.Verify(ctx, "l", nil); !errors.Is(err, segment.ErrCorruption) {
+		t.Fatalf("Verify with a bogus index entry: %v, want corruption", err)
+	}
+}
