@@ -281,7 +281,8 @@ func (db *DB) Close() error {
 		metas = append(metas, l.checkpointMeta())
 	}
 	if db.idx != nil {
-		if err := db.idx.Flush(); err != nil {
+		// Flush the memtables, so that the next Open does not replay them.
+		if err := db.idx.Checkpoint(); err != nil {
 			errs = append(errs, err)
 		}
 	}
