@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"syscall"
-	"time"
 	"testing"
+	"time"
 )
 
 // buildLedger creates a directory with one ledger of n events (plus the
