@@ -271,34 +271,19 @@ func WALSingles(w *wal.Log, p *Pool, n int) (Result, error) {
 // goroutines that take the next record number from a shared counter.
 // Group commit lets concurrent appends share a write and an fsync.
 func AnnalConcurrent(l *segment.Log, p *Pool, n, g int) (Result, error) {
-	var next atomic.Int64
-	var firstErr atomic.Pointer[error]
-	var wg sync.WaitGroup
 	before := l.Stats()
-	start := time.Now()
-	for range g {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			b := &segment.Batch{Entries: make([]segment.Entry, 1)}
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(n) || firstErr.Load() != nil {
-					return
-				}
-				b.Entries[0] = p.Entries[i%PoolSize]
-				if err := l.Append(b); err != nil {
-					err = fmt.Errorf("annal append %d: %w", i, err)
-					firstErr.CompareAndSwap(nil, &err)
-					return
-				}
+	elapsed, _, err := fanOut(n, g, func() func(i int64) (int64, error) {
+		b := &segment.Batch{Entries: make([]segment.Entry, 1)}
+		return func(i int64) (int64, error) {
+			b.Entries[0] = p.Entries[i%PoolSize]
+			if err := l.Append(b); err != nil {
+				return 0, fmt.Errorf("annal append %d: %w", i, err)
 			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	if e := firstErr.Load(); e != nil {
-		return Result{}, *e
+			return 0, nil
+		}
+	})
+	if err != nil {
+		return Result{}, err
 	}
 	return statsDelta(before, l.Stats(), elapsed), nil
 }
@@ -314,12 +299,37 @@ func WALConcurrentMutex(w *wal.Log, p *Pool, n, g int) (Result, error) {
 		return Result{}, err
 	}
 	var mu sync.Mutex
+	elapsed, bytes, err := fanOut(n, g, func() func(i int64) (int64, error) {
+		return func(i int64) (int64, error) {
+			rec := p.Records[i%PoolSize]
+			mu.Lock()
+			last++
+			err := w.Write(last, rec)
+			mu.Unlock()
+			if err != nil {
+				return 0, fmt.Errorf("tidwall/wal write %d: %w", i, err)
+			}
+			return int64(WALDiskLen(rec)), nil
+		}
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Records: int64(n), Bytes: bytes, Syncs: int64(n), Elapsed: elapsed}, nil
+}
+
+// fanOut runs n operations on g goroutines in a closed loop: each
+// goroutine gets its own operation from newOp and calls it with the next
+// index until n are done or one fails. It returns the elapsed time, the
+// sum of the byte counts the operations returned, and the first error.
+func fanOut(n, g int, newOp func() func(i int64) (int64, error)) (time.Duration, int64, error) {
 	var next, bytes atomic.Int64
 	var firstErr atomic.Pointer[error]
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range g {
 		wg.Add(1)
+		op := newOp()
 		go func() {
 			defer wg.Done()
 			for {
@@ -327,26 +337,21 @@ func WALConcurrentMutex(w *wal.Log, p *Pool, n, g int) (Result, error) {
 				if i >= int64(n) || firstErr.Load() != nil {
 					return
 				}
-				rec := p.Records[i%PoolSize]
-				mu.Lock()
-				last++
-				err := w.Write(last, rec)
-				mu.Unlock()
+				b, err := op(i)
 				if err != nil {
-					err = fmt.Errorf("tidwall/wal write %d: %w", i, err)
 					firstErr.CompareAndSwap(nil, &err)
 					return
 				}
-				bytes.Add(int64(WALDiskLen(rec)))
+				bytes.Add(b)
 			}
 		}()
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
 	if e := firstErr.Load(); e != nil {
-		return Result{}, *e
+		return elapsed, 0, *e
 	}
-	return Result{Records: int64(n), Bytes: bytes.Load(), Syncs: int64(n), Elapsed: elapsed}, nil
+	return elapsed, bytes.Load(), nil
 }
 
 // BuildLedger creates a ledger of n records after the genesis in dir
@@ -580,45 +585,29 @@ func NewIdealGroup(dir string) (*IdealGroup, error) {
 func (a *IdealGroup) Run(n, g int) (Result, error) {
 	base := a.next
 	a.next += n
-	var claim, bytes atomic.Int64
-	var firstErr atomic.Pointer[error]
-	var wg sync.WaitGroup
 	a.mu.Lock()
 	syncs := a.started
 	a.mu.Unlock()
-	start := time.Now()
-	for range g {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := claim.Add(1) - 1
-				if i >= int64(n) || firstErr.Load() != nil {
-					return
-				}
-				rec := a.buf[:a.sizes[(base+int(i))%len(a.sizes)]]
-				off := a.end.Add(int64(len(rec))) - int64(len(rec))
-				if _, err := a.f.WriteAt(rec, off); err != nil {
-					firstErr.CompareAndSwap(nil, &err)
-					return
-				}
-				if err := a.waitDurable(); err != nil {
-					firstErr.CompareAndSwap(nil, &err)
-					return
-				}
-				bytes.Add(int64(len(rec)))
+	elapsed, bytes, err := fanOut(n, g, func() func(i int64) (int64, error) {
+		return func(i int64) (int64, error) {
+			rec := a.buf[:a.sizes[(base+int(i))%len(a.sizes)]]
+			off := a.end.Add(int64(len(rec))) - int64(len(rec))
+			if _, err := a.f.WriteAt(rec, off); err != nil {
+				return 0, err
 			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	if e := firstErr.Load(); e != nil {
-		return Result{}, *e
+			if err := a.waitDurable(); err != nil {
+				return 0, err
+			}
+			return int64(len(rec)), nil
+		}
+	})
+	if err != nil {
+		return Result{}, err
 	}
 	a.mu.Lock()
 	syncs = a.started - syncs
 	a.mu.Unlock()
-	return Result{Records: int64(n), Bytes: bytes.Load(), Syncs: syncs, Elapsed: elapsed}, nil
+	return Result{Records: int64(n), Bytes: bytes, Syncs: syncs, Elapsed: elapsed}, nil
 }
 
 // waitDurable returns once an fsync that started after the caller's
