@@ -215,3 +215,31 @@ func TestDiskFullThenFreed(t *testing.T) {
 	l.Close()
 	checkExactly(t, "after a full disk", inner, acked)
 }
+
+// TestPreparedAndAborted: Prepared runs for each batch after its IDs are
+// set and before the next batch's Check; when the write fails, Aborted
+// runs for the prepared batches and the Log goes on.
+func TestPreparedAndAborted(t *testing.T) {
+	fs := faultfs.Wrap(vfs.NewMem())
+	l := newTestLog(t, fs, "led", Options{})
+	defer l.Close()
+	var events []string
+	b := &Batch{Entries: []Entry{entry(1)}}
+	b.Prepared = func(b *Batch) { events = append(events, fmt.Sprintf("prepared #%d %v", b.FirstSeq, !b.IDs[0].IsZero())) }
+	b.Aborted = func(b *Batch) { events = append(events, fmt.Sprintf("aborted #%d", b.FirstSeq)) }
+	if err := l.Append(b); err != nil {
+		t.Fatal(err)
+	}
+	fs.SetInjector(faultfs.OnKind(faultfs.WriteAt, 0, faultfs.EIO))
+	if err := l.Append(b); !errors.Is(err, faultfs.ErrInjected) {
+		t.Fatalf("append with a failed write: %v", err)
+	}
+	fs.SetInjector(nil)
+	if err := l.Append(b); err != nil {
+		t.Fatal(err)
+	}
+	want := "[prepared #2 true prepared #3 true aborted #3 prepared #3 true]"
+	if got := fmt.Sprint(events); got != want {
+		t.Fatalf("hooks ran %s, want %s", got, want)
+	}
+}

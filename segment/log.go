@@ -145,6 +145,16 @@ type Batch struct {
 	// rejects this batch alone and Append returns it. It must be quick:
 	// other appends wait while it runs.
 	Check func(head Head) error
+	// Prepared, if not nil, is called in commit order right after the
+	// batch's IDs, FirstSeq and (group-relative) Locations are set, before
+	// the group is written: the next batch's Check runs after it. With
+	// Aborted, it lets a caller keep state that Check needs about batches
+	// not yet committed (the heads of streams, say).
+	Prepared func(b *Batch)
+	// Aborted, if not nil, is called for a prepared batch that will not be
+	// committed (its group's write or sync failed), in reverse commit
+	// order, before any later batch is checked.
+	Aborted func(b *Batch)
 
 	// Set by a successful Append:
 	IDs       []eventid.ID
@@ -515,6 +525,9 @@ func (l *Log) commit(group []*pending) {
 			continue
 		}
 		accepted = append(accepted, p)
+		if p.b.Prepared != nil {
+			p.b.Prepared(p.b)
+		}
 		if l.durability(p.b) == Sync {
 			sync = true
 		}
@@ -526,9 +539,7 @@ func (l *Log) commit(group []*pending) {
 	base := l.size
 	if err := writeFull(l.file, l.buf, base); err != nil {
 		err = l.undo(base, fmt.Errorf("segment: write %d bytes to %s at %d: %w", len(l.buf), segmentName(l.segNum), base, err))
-		for _, p := range accepted {
-			p.err = err
-		}
+		abort(accepted, err)
 		return
 	}
 	l.size += int64(len(l.buf))
@@ -539,9 +550,7 @@ func (l *Log) commit(group []*pending) {
 		// without the data: fsync fails the Log for good.
 		if err := l.fsync(); err != nil {
 			l.undo(base, err)
-			for _, p := range accepted {
-				p.err = err
-			}
+			abort(accepted, err)
 			return
 		}
 	} else {
@@ -560,6 +569,18 @@ func (l *Log) commit(group []*pending) {
 		}
 	}
 	l.publish()
+}
+
+// abort fails the accepted batches of a group with err, telling each
+// prepared one, last first.
+func abort(accepted []*pending, err error) {
+	for i := len(accepted) - 1; i >= 0; i-- {
+		p := accepted[i]
+		p.err = err
+		if p.b.Aborted != nil {
+			p.b.Aborted(p.b)
+		}
+	}
 }
 
 func (l *Log) durability(b *Batch) Durability {
