@@ -225,7 +225,9 @@ func TestPreparedAndAborted(t *testing.T) {
 	defer l.Close()
 	var events []string
 	b := &Batch{Entries: []Entry{entry(1)}}
-	b.Prepared = func(b *Batch) { events = append(events, fmt.Sprintf("prepared #%d %v", b.FirstSeq, !b.IDs[0].IsZero())) }
+	b.Prepared = func(b *Batch) {
+		events = append(events, fmt.Sprintf("prepared #%d %v", b.FirstSeq, !b.IDs[0].IsZero()))
+	}
 	b.Aborted = func(b *Batch) { events = append(events, fmt.Sprintf("aborted #%d", b.FirstSeq)) }
 	if err := l.Append(b); err != nil {
 		t.Fatal(err)
