@@ -26,9 +26,19 @@ type AppendOptions struct {
 	// Durability overrides Options.Durability for this append.
 	Durability Durability
 	// ExpectedHead, if not zero, makes the append fail with a
-	// *ConditionError unless the ledger's last event is this one. Checked
-	// atomically with the append.
+	// *ConditionError unless the ledger's last event is this one.
 	ExpectedHead eventid.ID
+	// ExpectedStreams makes the append fail with a *ConditionError unless
+	// each stream's latest event is the one given (or, for a zero Head,
+	// the stream has none).
+	ExpectedStreams []ExpectedStream
+	// IfNoneSince makes the append fail with a *ConditionError if an event
+	// the selector matches was appended after Selector.After.
+	//
+	//
+	// Every condition is checked atomically with the append, inside the
+	// commit: against every event committed before it, indexed or not.
+	IfNoneSince *Selector
 }
 
 // Append appends events to the ledger, all or nothing, and returns their
@@ -58,15 +68,10 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 			return nil, err
 		}
 	}
-	if !o.ExpectedHead.IsZero() {
-		want := o.ExpectedHead
-		b.Check = func(h segment.Head) error {
-			if h.ID != want {
-				return &ConditionError{Condition: "expected head", Head: h.ID, Expected: want}
-			}
-			return nil
-		}
+	if b.Check, err = l.conditions(&o); err != nil {
+		return nil, err
 	}
+	b.Prepared, b.Aborted = l.prepared, l.aborted
 	if err := l.log.Append(b); err != nil {
 		return nil, fmt.Errorf("engine: append to %s: %w", l.meta.Name, err)
 	}

@@ -46,15 +46,20 @@ func invalid(format string, a ...any) error {
 // head it was checked against is. It matches ErrConditionFailed.
 type ConditionError struct {
 	Condition string     // which condition, e.g. "expected head"
-	Head      eventid.ID // the head the condition was checked against
-	Expected  eventid.ID // what the condition expected, if it names an ID
+	Head      eventid.ID // the ledger's head the condition was checked against
+	Expected  eventid.ID // what the condition expected (zero: no event)
+	Found     eventid.ID // what it found instead (zero: no event)
 }
 
 func (e *ConditionError) Error() string {
-	if e.Expected.IsZero() {
-		return fmt.Sprintf("engine: condition failed: %s (head %s)", e.Condition, e.Head)
+	return fmt.Sprintf("engine: condition failed: %s: expected %s, found %s (ledger head %s)", e.Condition, idOrNone(e.Expected), idOrNone(e.Found), e.Head)
+}
+
+func idOrNone(id eventid.ID) string {
+	if id.IsZero() {
+		return "no event"
 	}
-	return fmt.Sprintf("engine: condition failed: %s: expected %s, head is %s", e.Condition, e.Expected, e.Head)
+	return id.String()
 }
 
 // Is reports whether target is ErrConditionFailed.

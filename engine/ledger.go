@@ -35,6 +35,11 @@ type ledger struct {
 	// notify is closed, and replaced, each time indexed advances: the
 	// wake-up of subscribers.
 	notify chan struct{}
+
+	// pending holds the events prepared by the segment log but not yet
+	// indexed, in sequence order, for conditions checked in the commit.
+	pendMu  sync.Mutex
+	pending []inflight
 }
 
 // LedgerSpec describes a ledger to create.
@@ -248,6 +253,7 @@ func (l *ledger) index(b *segment.Batch) error {
 	last := b.FirstSeq + uint64(len(b.IDs)) - 1
 	if l.idxErr != nil {
 		l.indexed = last
+		l.indexedUpTo(last)
 		return l.idxErr
 	}
 	x := l.db.idx.NewBatch()
@@ -260,6 +266,7 @@ func (l *ledger) index(b *segment.Batch) error {
 	x.SetProgress(l.meta.ID, segment.Head{ID: b.IDs[len(b.IDs)-1], Seq: last, Loc: b.Locations[len(b.Locations)-1]})
 	err := x.Commit(false)
 	l.indexed = last
+	l.indexedUpTo(last)
 	if err != nil {
 		l.idxErr = fmt.Errorf("engine: index of ledger %s: %w (reopen the DB to rebuild it)", l.meta.Name, err)
 		return l.idxErr
