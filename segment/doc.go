@@ -44,6 +44,13 @@
 //	| u8 | u8 | u16  | u16  | u16  | u32    | u32    | u64   | 16 bytes  | 16 bytes  |                                |
 //	+----+----+------+------+------+--------+--------+-------+-----------+-----------+--------------------------------+
 //
+// Flags bit 0 (0x01) marks the first record of a batch appended with an
+// idempotency key; the payload then ends with a trailer: the batch's
+// record count (u32), the key's length (u16) and the key. The trailer is
+// not part of the event (the checksum does not cover it; the frame CRC
+// does); it is there so that the index of idempotency keys can be rebuilt
+// from the segments.
+//
 // meta and data are canonical JSON (package canon), so verifying a record
 // is CRC work: recompute the event checksum with package eventid over the
 // stored bytes and compare with the ID. A fixed layout was chosen over

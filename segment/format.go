@@ -99,6 +99,12 @@ type Record struct {
 	Event  []byte
 	Meta   []byte // canonical JSON object
 	Data   []byte // canonical JSON value
+	// IdempotencyKey is set on the first record of a batch appended with
+	// one, and BatchLen then says how many records the batch has. Neither
+	// is covered by the event checksum (they are not part of the event),
+	// only by the frame CRC.
+	IdempotencyKey []byte
+	BatchLen       uint32
 }
 
 // Content returns what the record's checksum covers. Its strings share
@@ -111,14 +117,27 @@ func (r *Record) Content() eventid.Content {
 func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // frameLen returns the size of the frame of a record with these fields.
-func frameLen(entity, key, event string, meta, data []byte) int {
-	return frameSize + payloadFixed + len(entity) + len(key) + len(event) + len(meta) + len(data)
+func frameLen(entity, key, event string, meta, data, idem []byte) int {
+	return frameSize + payloadFixed + len(entity) + len(key) + len(event) + len(meta) + len(data) + trailerLen(idem)
 }
 
-// appendFrame appends the frame of a record to dst.
-func appendFrame(dst []byte, synced uint32, id, prev eventid.ID, seq uint64, entity, key, event string, meta, data []byte) []byte {
+// trailerLen is the size of the idempotency trailer: batch length u32, key
+// length u16, key; none without a key.
+func trailerLen(idem []byte) int {
+	if idem == nil {
+		return 0
+	}
+	return 6 + len(idem)
+}
+
+// flagIdempotency marks a payload with an idempotency trailer.
+const flagIdempotency = 0x01
+
+// appendFrame appends the frame of a record to dst. idem, if not nil, is
+// the idempotency key of the batch the record begins, of batchLen records.
+func appendFrame(dst []byte, synced uint32, id, prev eventid.ID, seq uint64, entity, key, event string, meta, data, idem []byte, batchLen uint32) []byte {
 	start := len(dst)
-	n := frameLen(entity, key, event, meta, data)
+	n := frameLen(entity, key, event, meta, data, idem)
 	dst = append(dst, make([]byte, frameSize+payloadFixed)...)
 	b := dst[start:]
 	binary.BigEndian.PutUint32(b[0:], uint32(n-frameSize))
@@ -126,6 +145,9 @@ func appendFrame(dst []byte, synced uint32, id, prev eventid.ID, seq uint64, ent
 	p := b[frameSize:]
 	p[0] = recordKind
 	p[1] = 0
+	if idem != nil {
+		p[1] = flagIdempotency
+	}
 	binary.BigEndian.PutUint16(p[2:], uint16(len(entity)))
 	binary.BigEndian.PutUint16(p[4:], uint16(len(key)))
 	binary.BigEndian.PutUint16(p[6:], uint16(len(event)))
@@ -139,6 +161,11 @@ func appendFrame(dst []byte, synced uint32, id, prev eventid.ID, seq uint64, ent
 	dst = append(dst, event...)
 	dst = append(dst, meta...)
 	dst = append(dst, data...)
+	if idem != nil {
+		dst = binary.BigEndian.AppendUint32(dst, batchLen)
+		dst = binary.BigEndian.AppendUint16(dst, uint16(len(idem)))
+		dst = append(dst, idem...)
+	}
 	f := dst[start:]
 	crc := crc32.Update(0, castagnoli, f[0:4])
 	crc = crc32.Update(crc, castagnoli, f[8:])
@@ -176,7 +203,7 @@ func decodePayload(p []byte, r *Record) error {
 	if p[0] != recordKind {
 		return fmt.Errorf("unknown record kind %d", p[0])
 	}
-	if p[1] != 0 {
+	if p[1]&^flagIdempotency != 0 {
 		return fmt.Errorf("unknown record flags %#x", p[1])
 	}
 	le := int(binary.BigEndian.Uint16(p[2:]))
@@ -184,7 +211,21 @@ func decodePayload(p []byte, r *Record) error {
 	lv := int(binary.BigEndian.Uint16(p[6:]))
 	lm := int(binary.BigEndian.Uint32(p[8:]))
 	ld := int(binary.BigEndian.Uint32(p[12:]))
-	if total := payloadFixed + le + lk + lv + lm + ld; total != len(p) {
+	total := payloadFixed + le + lk + lv + lm + ld
+	r.IdempotencyKey, r.BatchLen = nil, 0
+	if p[1]&flagIdempotency != 0 {
+		if len(p) < total+6 {
+			return fmt.Errorf("idempotency trailer missing: payload is %d bytes, fields need %d", len(p), total+6)
+		}
+		r.BatchLen = binary.BigEndian.Uint32(p[total:])
+		n := int(binary.BigEndian.Uint16(p[total+4:]))
+		if r.BatchLen == 0 {
+			return fmt.Errorf("idempotency trailer with a batch of 0 records")
+		}
+		r.IdempotencyKey = p[total+6 : total+6+min(n, len(p)-total-6)]
+		total += 6 + n
+	}
+	if total != len(p) {
 		return fmt.Errorf("field lengths add up to %d bytes, payload is %d", total, len(p))
 	}
 	r.Seq = binary.BigEndian.Uint64(p[16:])

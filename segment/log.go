@@ -140,6 +140,12 @@ type Batch struct {
 	Entries []Entry
 	// Durability overrides the Log's default for this batch.
 	Durability Durability
+	// IdempotencyKey, if not nil, is stored with the batch's first record
+	// (with the batch's length), outside the event checksum, so that an
+	// index of idempotency keys can be rebuilt from the segments. At most
+	// MaxNameLen bytes. The Log does not check it for duplicates: Check
+	// can, and Prepared can record it.
+	IdempotencyKey []byte
 	// Check, if not nil, is called in commit order with the head that the
 	// batch would follow, before any of its IDs is computed; an error
 	// rejects this batch alone and Append returns it. It must be quick:
@@ -458,10 +464,22 @@ func (l *Log) lead(p *pending) {
 	}
 }
 
+// idemOf returns the idempotency key that entry i of b carries: the
+// batch's, on its first entry.
+func idemOf(b *Batch, i int) []byte {
+	if i == 0 {
+		return b.IdempotencyKey
+	}
+	return nil
+}
+
 // validate checks what can be checked of a batch before it is queued.
 func (l *Log) validate(b *Batch) error {
 	if len(b.Entries) == 0 {
 		return fmt.Errorf("segment: empty batch")
+	}
+	if len(b.IdempotencyKey) > MaxNameLen {
+		return fmt.Errorf("%w: idempotency key is %d bytes, the limit is %d", ErrTooLarge, len(b.IdempotencyKey), MaxNameLen)
 	}
 	if b.Durability < DefaultDurability || b.Durability > None {
 		return fmt.Errorf("segment: unknown durability %v", b.Durability)
@@ -480,7 +498,7 @@ func (l *Log) validate(b *Batch) error {
 		if n := len(e.Meta) + len(e.Data); n > l.opts.MaxRecordSize {
 			return fmt.Errorf("%w: entry %d: meta and data are %d bytes, the limit is %d", ErrTooLarge, i, n, l.opts.MaxRecordSize)
 		}
-		total += frameLen(e.Entity, e.Key, e.Event, e.Meta, e.Data)
+		total += frameLen(e.Entity, e.Key, e.Event, e.Meta, e.Data, idemOf(b, i))
 	}
 	if total > maxBatchBytes {
 		return fmt.Errorf("%w: batch of %d bytes, the limit is %d", ErrTooLarge, total, maxBatchBytes)
@@ -498,7 +516,7 @@ func (l *Log) commit(group []*pending) {
 	for _, p := range group {
 		for i := range p.b.Entries {
 			e := &p.b.Entries[i]
-			size += frameLen(e.Entity, e.Key, e.Event, e.Meta, e.Data)
+			size += frameLen(e.Entity, e.Key, e.Event, e.Meta, e.Data, idemOf(p.b, i))
 		}
 	}
 	if l.size > headerSize && l.size+int64(size) > l.opts.SegmentSize {
@@ -625,7 +643,7 @@ func (l *Log) encode(b *Batch, head Head) (Head, error) {
 			return head, fmt.Errorf("%w: entry %d: expected %s, given %s", ErrIDMismatch, i, id, e.ID)
 		}
 		off := len(l.buf)
-		l.buf = appendFrame(l.buf, uint32(l.synced), id, head.ID, head.Seq+1, e.Entity, e.Key, e.Event, e.Meta, e.Data)
+		l.buf = appendFrame(l.buf, uint32(l.synced), id, head.ID, head.Seq+1, e.Entity, e.Key, e.Event, e.Meta, e.Data, idemOf(b, i), uint32(len(b.Entries)))
 		loc := Location{Offset: int64(off), Size: int64(len(l.buf) - off)}
 		b.IDs = append(b.IDs, id)
 		b.Locations = append(b.Locations, loc)

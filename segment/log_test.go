@@ -292,3 +292,42 @@ func TestGroupCommit(t *testing.T) {
 	}
 	t.Logf("%d records in %d writes and %d syncs (%.1f records a sync)", st.Records, st.Writes, st.Syncs, float64(st.Records)/float64(st.Syncs))
 }
+
+// TestIdempotencyTrailer: a batch's idempotency key is stored with its
+// first record, outside the event checksum, and read back by every reader.
+func TestIdempotencyTrailer(t *testing.T) {
+	fs := vfs.NewMem()
+	l := newTestLog(t, fs, "led", Options{})
+	b := &Batch{Entries: []Entry{entry(1), entry(2), entry(3)}, IdempotencyKey: []byte("req-42")}
+	if err := l.Append(b); err != nil {
+		t.Fatal(err)
+	}
+	for i, loc := range b.Locations {
+		r, err := l.ReadAt(loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 && (string(r.IdempotencyKey) != "req-42" || r.BatchLen != 3) || i > 0 && (r.IdempotencyKey != nil || r.BatchLen != 0) {
+			t.Fatalf("record %d: key %q, batch %d", i, r.IdempotencyKey, r.BatchLen)
+		}
+		// The ID is the event's alone: the same content without a key
+		// gives the same checksum.
+		c := r.Content()
+		if c.ID(l.Ledger(), r.ID.Micros(), r.Prev) != r.ID {
+			t.Fatalf("record %d: checksum covers the trailer", i)
+		}
+	}
+	if _, err := l.Verify(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l2, _, err := openTestLog(t, fs, "led", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	it := l2.NewIterator(b.Locations[0].Segment, b.Locations[0].Offset)
+	if !it.Next() || string(it.Record().IdempotencyKey) != "req-42" {
+		t.Fatalf("iterator after reopen: %v %q", it.Err(), it.Record().IdempotencyKey)
+	}
+}

@@ -267,7 +267,7 @@ func laterRecords(tail []byte, base int64, c chain) (first, vouched int64) {
 			continue
 		}
 		pl := b[frameSize:size]
-		if pl[0] != recordKind || pl[1] != 0 || binary.BigEndian.Uint32(pl[36:40]) != uint32(c.ledger) {
+		if pl[0] != recordKind || pl[1]&^flagIdempotency != 0 || binary.BigEndian.Uint32(pl[36:40]) != uint32(c.ledger) {
 			continue
 		}
 		if binary.BigEndian.Uint64(pl[16:]) <= c.seq || frameCRC(b[:size]) != fi.crc || decodePayload(pl, &r) != nil {
