@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/annal-db/annal/canon"
@@ -39,6 +40,11 @@ type AppendOptions struct {
 	// Every condition is checked atomically with the append, inside the
 	// commit: against every event committed before it, indexed or not.
 	IfNoneSince *Selector
+	// IdempotencyKey, if not empty, makes the append happen once: a later
+	// append to the same ledger with the same key appends nothing and
+	// returns the first one's IDs (after waiting for its outcome if it is
+	// still being committed). Keys are kept as long as the ledger.
+	IdempotencyKey string
 }
 
 // Append appends events to the ledger, all or nothing, and returns their
@@ -72,8 +78,23 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 		return nil, err
 	}
 	b.Prepared, b.Aborted = l.prepared, l.aborted
-	if err := l.log.Append(b); err != nil {
-		return nil, fmt.Errorf("engine: append to %s: %w", l.meta.Name, err)
+	if o.IdempotencyKey != "" {
+		b.IdempotencyKey = []byte(o.IdempotencyKey)
+	}
+	for {
+		err := l.log.Append(b)
+		var d *duplicate
+		if errors.As(err, &d) {
+			ids, found, err := l.awaitFirst(o.IdempotencyKey, d)
+			if err != nil || found {
+				return ids, err
+			}
+			continue // the first append with the key failed: this one goes ahead
+		}
+		if err != nil {
+			return nil, fmt.Errorf("engine: append to %s: %w", l.meta.Name, err)
+		}
+		break
 	}
 	// The events are stored, as durable as asked: an index failure does
 	// not undo that. It is kept by the ledger and its reads report it

@@ -38,6 +38,10 @@ type inflight struct {
 	entity, key, event string
 	id                 eventid.ID
 	seq                uint64
+	// idem and batchLen are set on the first event of a batch appended
+	// with an idempotency key.
+	idem     string
+	batchLen uint32
 }
 
 // prepared records the events of a batch the log has prepared. Called in
@@ -47,7 +51,11 @@ func (l *ledger) prepared(b *segment.Batch) {
 	defer l.pendMu.Unlock()
 	for i, id := range b.IDs {
 		e := &b.Entries[i]
-		l.pending = append(l.pending, inflight{entity: e.Entity, key: e.Key, event: e.Event, id: id, seq: b.FirstSeq + uint64(i)})
+		f := inflight{entity: e.Entity, key: e.Key, event: e.Event, id: id, seq: b.FirstSeq + uint64(i)}
+		if i == 0 && b.IdempotencyKey != nil {
+			f.idem, f.batchLen = string(b.IdempotencyKey), uint32(len(b.IDs))
+		}
+		l.pending = append(l.pending, f)
 	}
 }
 
@@ -55,10 +63,89 @@ func (l *ledger) prepared(b *segment.Batch) {
 // committed. Called in reverse commit order, so they are at the end.
 func (l *ledger) aborted(b *segment.Batch) {
 	l.pendMu.Lock()
-	defer l.pendMu.Unlock()
 	for len(l.pending) > 0 && l.pending[len(l.pending)-1].seq >= b.FirstSeq {
 		l.pending = l.pending[:len(l.pending)-1]
 	}
+	l.pendMu.Unlock()
+	// Wake the retries waiting for this batch's outcome (awaitFirst). With
+	// idxMu held, so that none misses it between its check and its wait.
+	l.idxMu.Lock()
+	l.cond.Broadcast()
+	l.idxMu.Unlock()
+}
+
+// duplicate is what Check returns when a batch's idempotency key was used
+// before: the first append with it is at firstSeq, count events.
+type duplicate struct {
+	firstSeq uint64
+	count    uint32
+}
+
+func (d *duplicate) Error() string {
+	return fmt.Sprintf("engine: idempotency key already used by the append at #%d", d.firstSeq)
+}
+
+// idempotent looks for an earlier append with this key, in flight or
+// indexed, as of head.
+func (l *ledger) idempotent(key string, head segment.Head) (*duplicate, error) {
+	l.pendMu.Lock()
+	for _, e := range l.pending {
+		if e.idem == key && e.seq <= head.Seq && e.batchLen > 0 {
+			l.pendMu.Unlock()
+			return &duplicate{firstSeq: e.seq, count: e.batchLen}, nil
+		}
+	}
+	l.pendMu.Unlock()
+	first, count, found, err := l.db.idx.Idempotency(l.meta.ID, []byte(key))
+	if err != nil || !found {
+		return nil, err
+	}
+	return &duplicate{firstSeq: first, count: count}, nil
+}
+
+// inFlight reports whether the batch at seq with this key is still in
+// flight (prepared, not yet indexed nor aborted).
+func (l *ledger) inFlight(key string, seq uint64) bool {
+	l.pendMu.Lock()
+	defer l.pendMu.Unlock()
+	for _, e := range l.pending {
+		if e.seq == seq && e.idem == key {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitFirst waits for the outcome of the first append with an
+// idempotency key, then returns its IDs, or found false if it was not
+// committed after all (its group failed).
+func (l *ledger) awaitFirst(key string, d *duplicate) (ids []eventid.ID, found bool, err error) {
+	l.idxMu.Lock()
+	for l.indexed < d.firstSeq+uint64(d.count)-1 && l.inFlight(key, d.firstSeq) {
+		l.cond.Wait()
+	}
+	idxErr := l.idxErr
+	l.idxMu.Unlock()
+	if idxErr != nil {
+		// Without the index the outcome cannot be told: appending again
+		// could append twice.
+		return nil, false, idxErr
+	}
+	first, count, found, err := l.db.idx.Idempotency(l.meta.ID, []byte(key))
+	if err != nil || !found {
+		return nil, false, err
+	}
+	for seq := first; seq < first+uint64(count); seq++ {
+		id, ok, err := l.db.idx.BySeq(l.meta.ID, seq)
+		if err != nil {
+			return nil, false, err
+		}
+		if !ok {
+			return nil, false, fmt.Errorf("engine: ledger %s: the index has idempotency key %q at #%d but no event #%d", l.meta.Name, key, first, seq)
+		}
+		ids = append(ids, id)
+	}
+	return ids, true, nil
 }
 
 // indexedUpTo forgets the in-flight events the index now has.
@@ -183,11 +270,27 @@ func (l *ledger) conditions(o *AppendOptions) (func(segment.Head) error, error) 
 			return nil, invalid("selector: after %s is not an ID of ledger %s", s.After, l.meta.ID)
 		}
 	}
-	if o.ExpectedHead.IsZero() && len(o.ExpectedStreams) == 0 && o.IfNoneSince == nil {
+	if o.IdempotencyKey != "" {
+		if err := checkName("idempotency key", o.IdempotencyKey); err != nil {
+			return nil, err
+		}
+	}
+	if o.ExpectedHead.IsZero() && len(o.ExpectedStreams) == 0 && o.IfNoneSince == nil && o.IdempotencyKey == "" {
 		return nil, nil
 	}
-	want, streams, sel := o.ExpectedHead, slices.Clone(o.ExpectedStreams), o.IfNoneSince
+	want, streams, sel, idem := o.ExpectedHead, slices.Clone(o.ExpectedStreams), o.IfNoneSince, o.IdempotencyKey
 	return func(h segment.Head) error {
+		// A retry answers with the first append's result, whatever the
+		// other conditions would say now.
+		if idem != "" {
+			d, err := l.idempotent(idem, h)
+			if err != nil {
+				return err
+			}
+			if d != nil {
+				return d
+			}
+		}
 		if !want.IsZero() && h.ID != want {
 			return &ConditionError{Condition: "expected head", Head: h.ID, Expected: want, Found: h.ID}
 		}

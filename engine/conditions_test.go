@@ -3,11 +3,15 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"testing"
 
 	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment"
 )
 
 func ev(entity, key, event string) EventInput {
@@ -140,5 +144,122 @@ func TestOptimisticConcurrencyOnOneStream(t *testing.T) {
 			t.Fatalf("append %d expected %s but followed %s", i, w.expected, prev)
 		}
 		prev = w.got
+	}
+}
+
+// TestIdempotencyKey: a retry appends nothing and returns the first
+// append's IDs; concurrent appends with one key append once; the keys
+// survive a rebuild of the index from the segments.
+func TestIdempotencyKey(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := openTest(t, dir)
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
+		t.Fatal(err)
+	}
+	batch := []EventInput{ev("payment", "p1", "received"), ev("payment", "p1", "booked")}
+	first, err := db.Append(ctx, "l", batch, &AppendOptions{IdempotencyKey: "req-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := db.Append(ctx, "l", batch, &AppendOptions{IdempotencyKey: "req-1", ExpectedHead: first[0]})
+	if err != nil || fmt.Sprint(again) != fmt.Sprint(first) {
+		t.Fatalf("retry: %v %v, want %v (the first result, whatever the other conditions say now)", again, err, first)
+	}
+	if info, _ := db.Ledger("l"); info.Count != 3 {
+		t.Fatalf("%d events after a retry, want 3", info.Count)
+	}
+
+	// 8 concurrent appends with one key, in Sync mode, queued behind a
+	// large append so that they share one commit: one batch is appended,
+	// all get its IDs. Rounds, each with its own key.
+	big := make([]EventInput, 2000)
+	for i := range big {
+		big[i] = order(i)
+	}
+	for round := range 10 {
+		key := fmt.Sprintf("req-round-%d", round)
+		before, _ := db.Ledger("l")
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := db.Append(ctx, "l", big, nil); err != nil {
+				t.Error(err)
+			}
+		}()
+		results := make([][]eventid.ID, 8)
+		for i := range results {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ids, err := db.Append(ctx, "l", []EventInput{ev("payment", key, "received")}, &AppendOptions{IdempotencyKey: key})
+				if err != nil {
+					t.Error(err)
+				}
+				results[i] = ids
+			}()
+		}
+		wg.Wait()
+		for _, r := range results {
+			if len(r) != 1 || r[0] != results[0][0] {
+				t.Fatalf("round %d: concurrent appends with one key got %v", round, results)
+			}
+		}
+		if after, _ := db.Ledger("l"); after.Count != before.Count+uint64(len(big))+1 {
+			t.Fatalf("round %d: %d events appended, want %d", round, after.Count-before.Count, len(big)+1)
+		}
+	}
+	db.Close()
+
+	// The index is rebuilt from the segments: the keys come back.
+	if err := os.RemoveAll(filepath.Join(dir, indexDir)); err != nil {
+		t.Fatal(err)
+	}
+	db = openTest(t, dir)
+	defer db.Close()
+	again, err = db.Append(ctx, "l", batch, &AppendOptions{IdempotencyKey: "req-1"})
+	if err != nil || fmt.Sprint(again) != fmt.Sprint(first) {
+		t.Fatalf("retry after an index rebuild: %v %v, want %v", again, err, first)
+	}
+}
+
+// TestInFlightViews checks, without timing, what conditions see of a
+// batch the segment log has prepared but that is not indexed: its stream
+// heads, its idempotency key and its events for selectors; and that an
+// aborted batch leaves no trace.
+func TestInFlightViews(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, t.TempDir())
+	defer db.Close()
+	info, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := db.ledger("l")
+	head := l.log.Head()
+	id := eventid.New(head.ID.Micros()+1, 1, info.ID)
+	b := &segment.Batch{Entries: []segment.Entry{{Entity: "order", Key: "o1", Event: "placed"}}, IdempotencyKey: []byte("k"),
+		IDs: []eventid.ID{id}, FirstSeq: head.Seq + 1}
+	l.prepared(b)
+	after := segment.Head{ID: id, Seq: head.Seq + 1}
+	if got, err := l.streamHead("order", "o1", after); err != nil || got != id {
+		t.Fatalf("stream head of an in-flight batch: %s %v", got, err)
+	}
+	if d, err := l.idempotent("k", after); err != nil || d == nil || d.firstSeq != head.Seq+1 || d.count != 1 {
+		t.Fatalf("idempotency key of an in-flight batch: %+v %v", d, err)
+	}
+	if got, ok, err := l.matchedSince(&Selector{Entity: "order"}, head.Seq, after); err != nil || !ok || got != id {
+		t.Fatalf("selector on an in-flight batch: %s %v %v", got, ok, err)
+	}
+	l.aborted(b)
+	if got, err := l.streamHead("order", "o1", after); err != nil || !got.IsZero() {
+		t.Fatalf("stream head after the batch aborted: %s %v", got, err)
+	}
+	if d, err := l.idempotent("k", after); err != nil || d != nil {
+		t.Fatalf("idempotency key after the batch aborted: %+v %v", d, err)
+	}
+	if ids, found, err := l.awaitFirst("k", &duplicate{firstSeq: head.Seq + 1, count: 1}); err != nil || found || ids != nil {
+		t.Fatalf("waiting for an aborted first append: %v %v %v", ids, found, err)
 	}
 }

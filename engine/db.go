@@ -222,7 +222,8 @@ func (l *ledger) catchUp(from segment.Head) error {
 	var head segment.Head
 	for it.Next() {
 		r := it.Record()
-		b.Add(l.log.Ledger(), &index.Record{ID: r.ID, Seq: r.Seq, Loc: it.Location(), Entity: r.Entity, Key: r.Key, Event: r.Event})
+		b.Add(l.log.Ledger(), &index.Record{ID: r.ID, Seq: r.Seq, Loc: it.Location(), Entity: r.Entity, Key: r.Key, Event: r.Event,
+			IdempotencyKey: r.IdempotencyKey, BatchLen: r.BatchLen})
 		head = segment.Head{ID: r.ID, Seq: r.Seq, Loc: it.Location()}
 		if n++; n%4096 == 0 {
 			b.SetProgress(l.log.Ledger(), head)

@@ -260,8 +260,12 @@ func (l *ledger) index(b *segment.Batch) error {
 	defer x.Close()
 	for i, id := range b.IDs {
 		e := &b.Entries[i]
-		x.Add(l.meta.ID, &index.Record{ID: id, Seq: b.FirstSeq + uint64(i), Loc: b.Locations[i],
-			Entity: []byte(e.Entity), Key: []byte(e.Key), Event: []byte(e.Event)})
+		r := &index.Record{ID: id, Seq: b.FirstSeq + uint64(i), Loc: b.Locations[i],
+			Entity: []byte(e.Entity), Key: []byte(e.Key), Event: []byte(e.Event)}
+		if i == 0 && b.IdempotencyKey != nil {
+			r.IdempotencyKey, r.BatchLen = b.IdempotencyKey, uint32(len(b.IDs))
+		}
+		x.Add(l.meta.ID, r)
 	}
 	x.SetProgress(l.meta.ID, segment.Head{ID: b.IDs[len(b.IDs)-1], Seq: last, Loc: b.Locations[len(b.Locations)-1]})
 	err := x.Commit(false)
