@@ -16,10 +16,7 @@ import (
 // then it yields ctx's error and stops.
 func (db *DB) Subscribe(ctx context.Context, ledgerName string, after eventid.ID) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
-		l, err := db.ledger(ledgerName)
-		if err == nil {
-			err = l.readable()
-		}
+		l, err := db.readableLedger(ledgerName)
 		if err != nil {
 			yield(Event{}, err)
 			return

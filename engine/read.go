@@ -29,6 +29,16 @@ type Event struct {
 // Time returns the event's time (from its ID).
 func (e *Event) Time() time.Time { return e.ID.Time() }
 
+// readableLedger returns the open ledger with that name (or ID), if its
+// index can be read.
+func (db *DB) readableLedger(name string) (*ledger, error) {
+	l, err := db.ledger(name)
+	if err != nil {
+		return nil, err
+	}
+	return l, l.readable()
+}
+
 func (l *ledger) readable() error {
 	l.idxMu.Lock()
 	defer l.idxMu.Unlock()
@@ -117,11 +127,8 @@ func (db *DB) GetPrefix(ctx context.Context, prefix string) (Event, error) {
 // GetSeq returns the event with sequence number seq (1 is the genesis
 // event) of a ledger.
 func (db *DB) GetSeq(ctx context.Context, ledgerName string, seq uint64) (Event, error) {
-	l, err := db.ledger(ledgerName)
+	l, err := db.readableLedger(ledgerName)
 	if err != nil {
-		return Event{}, err
-	}
-	if err := l.readable(); err != nil {
 		return Event{}, err
 	}
 	if seq == 0 || seq > l.log.Head().Seq {
@@ -156,10 +163,7 @@ type ScanOptions struct {
 // reads the index: a consistent prefix of the ledger.
 func (db *DB) Scan(ctx context.Context, ledgerName string, o ScanOptions) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
-		l, err := db.ledger(ledgerName)
-		if err == nil {
-			err = l.readable()
-		}
+		l, err := db.readableLedger(ledgerName)
 		if err != nil {
 			yield(Event{}, err)
 			return
@@ -241,10 +245,7 @@ type ReplayOptions struct {
 // event names, or by both, in ledger order.
 func (db *DB) Replay(ctx context.Context, ledgerName string, o ReplayOptions) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
-		l, err := db.ledger(ledgerName)
-		if err == nil {
-			err = l.readable()
-		}
+		l, err := db.readableLedger(ledgerName)
 		if err == nil && o.Entity == "" && len(o.Events) == 0 {
 			err = invalid("replay needs an entity or event names")
 		}
