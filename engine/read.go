@@ -186,9 +186,13 @@ func (db *DB) Scan(ctx context.Context, ledgerName string, o ScanOptions) iter.S
 				lo = nextID(o.After)
 			}
 		}
-		n := 0
 		head := l.log.Head().Seq
-		for pos, err := range db.idx.TimeRange(ctx, l.meta.ID, lo, hi, o.Reverse) {
+		if !o.Reverse {
+			l.scanForward(ctx, lo, hi, head, o.Limit, yield)
+			return
+		}
+		n := 0
+		for pos, err := range db.idx.TimeRange(ctx, l.meta.ID, lo, hi, true) {
 			if err != nil {
 				yield(Event{}, err)
 				return
@@ -204,6 +208,50 @@ func (db *DB) Scan(ctx context.Context, ledgerName string, o ScanOptions) iter.S
 				return
 			}
 		}
+	}
+}
+
+// scanForward yields the events with IDs in [lo, hi] up to sequence number
+// head, at most limit (0: no limit). Time order is ledger order, so it is
+// one index seek for the first event and then a sequential walk of the
+// segments, which reads in large blocks instead of one read an event.
+func (l *ledger) scanForward(ctx context.Context, lo, hi eventid.ID, head uint64, limit int, yield func(Event, error) bool) {
+	var first index.Position
+	found := false
+	for pos, err := range l.db.idx.TimeRange(ctx, l.meta.ID, lo, hi, false) {
+		if err != nil {
+			yield(Event{}, err)
+			return
+		}
+		first, found = pos, true
+		break
+	}
+	if !found || first.Seq > head {
+		return
+	}
+	it := l.log.NewIterator(first.Loc.Segment, first.Loc.Offset)
+	for n := 0; it.Next(); {
+		r := it.Record()
+		if r.Seq > head || r.ID.Compare(hi) > 0 {
+			return
+		}
+		if n%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				yield(Event{}, err)
+				return
+			}
+		}
+		ev := Event{ID: r.ID, Ledger: l.meta.Name, Seq: r.Seq, Entity: string(r.Entity), Key: string(r.Key), Event: string(r.Event),
+			Meta: append([]byte(nil), r.Meta...), Data: append([]byte(nil), r.Data...)}
+		if !yield(ev, nil) {
+			return
+		}
+		if n++; limit > 0 && n >= limit {
+			return
+		}
+	}
+	if err := it.Err(); err != nil {
+		yield(Event{}, err)
 	}
 }
 
