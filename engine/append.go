@@ -68,11 +68,20 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 		o = *opts
 	}
 	b := &segment.Batch{Entries: make([]segment.Entry, len(events)), Durability: o.Durability}
+	// Every event's canonical meta and data go into one buffer, sliced
+	// once it has stopped growing.
 	var c canon.Canonicalizer
+	var buf []byte
+	sizes := make([][2]int, len(events))
 	for i := range events {
-		if b.Entries[i], err = db.entry(&c, i, &events[i]); err != nil {
+		if b.Entries[i], buf, sizes[i][0], sizes[i][1], err = db.entry(&c, buf, i, &events[i]); err != nil {
 			return nil, err
 		}
+	}
+	for i := range b.Entries {
+		m, d := sizes[i][0], sizes[i][1]
+		b.Entries[i].Meta, buf = buf[:m:m], buf[m:]
+		b.Entries[i].Data, buf = buf[:d:d], buf[d:]
 	}
 	if b.Check, err = l.conditions(&o); err != nil {
 		return nil, err
@@ -103,23 +112,25 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 	return b.IDs, nil
 }
 
-// entry validates and canonicalizes one event.
-func (db *DB) entry(c *canon.Canonicalizer, i int, e *EventInput) (segment.Entry, error) {
+// entry validates one event and appends the canonical form of its meta
+// and then its data to buf, returning the entry (without Meta and Data,
+// which the caller slices out of buf once it stops growing) and the sizes.
+func (db *DB) entry(c *canon.Canonicalizer, buf []byte, i int, e *EventInput) (_ segment.Entry, _ []byte, metaLen, dataLen int, err error) {
 	for _, f := range [...]struct{ what, v string }{{"entity", e.Entity}, {"key", e.Key}, {"event name", e.Event}} {
-		if err := checkName(fmt.Sprintf("event %d: %s", i, f.what), f.v); err != nil {
-			return segment.Entry{}, err
+		if p := nameProblem(f.v); p != "" {
+			return segment.Entry{}, buf, 0, 0, invalid("event %d: %s %s", i, f.what, p)
 		}
 	}
-	meta, err := c.AppendObject(nil, e.Meta)
-	if err != nil {
-		return segment.Entry{}, fmt.Errorf("%w: event %d: meta: %w", ErrInvalid, i, err)
+	start := len(buf)
+	if buf, err = c.AppendObject(buf, e.Meta); err != nil {
+		return segment.Entry{}, buf, 0, 0, fmt.Errorf("%w: event %d: meta: %w", ErrInvalid, i, err)
 	}
-	data, err := c.Append(nil, e.Data)
-	if err != nil {
-		return segment.Entry{}, fmt.Errorf("%w: event %d: data: %w", ErrInvalid, i, err)
+	mid := len(buf)
+	if buf, err = c.Append(buf, e.Data); err != nil {
+		return segment.Entry{}, buf, 0, 0, fmt.Errorf("%w: event %d: data: %w", ErrInvalid, i, err)
 	}
-	if n := len(meta) + len(data); n > db.opts.MaxEventSize {
-		return segment.Entry{}, invalid("event %d: meta and data are %d bytes in canonical form, the limit is %d", i, n, db.opts.MaxEventSize)
+	if n := len(buf) - start; n > db.opts.MaxEventSize {
+		return segment.Entry{}, buf, 0, 0, invalid("event %d: meta and data are %d bytes in canonical form, the limit is %d", i, n, db.opts.MaxEventSize)
 	}
-	return segment.Entry{Entity: e.Entity, Key: e.Key, Event: e.Event, Meta: meta, Data: data}, nil
+	return segment.Entry{Entity: e.Entity, Key: e.Key, Event: e.Event}, buf, mid - start, len(buf) - mid, nil
 }

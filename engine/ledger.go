@@ -87,18 +87,37 @@ func genesisEvent(spec LedgerSpec, created time.Time) (segment.Entry, error) {
 }
 
 func checkName(what, s string) error {
-	switch {
-	case s == "":
-		return invalid("%s is empty", what)
-	case len(s) > maxNameLen:
-		return invalid("%s is %d bytes, the limit is %d", what, len(s), maxNameLen)
-	case !utf8.ValidString(s):
-		return invalid("%s %q is not valid UTF-8", what, s)
-	}
-	if i := strings.IndexFunc(s, unicode.IsControl); i >= 0 {
-		return invalid("%s %q has a control character at byte %d", what, s, i)
+	if p := nameProblem(s); p != "" {
+		return invalid("%s %s", what, p)
 	}
 	return nil
+}
+
+// nameProblem says what is wrong with a name (entity, key, event name,
+// ledger name, idempotency key), or "" if nothing is.
+func nameProblem(s string) string {
+	switch {
+	case s == "":
+		return "is empty"
+	case len(s) > maxNameLen:
+		return fmt.Sprintf("is %d bytes, the limit is %d", len(s), maxNameLen)
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c == 0x7f:
+			return fmt.Sprintf("%q has a control character at byte %d", s, i)
+		case c >= 0x80:
+			// Not ASCII: the full check, once.
+			if !utf8.ValidString(s) {
+				return fmt.Sprintf("%q is not valid UTF-8", s)
+			}
+			if j := strings.IndexFunc(s, unicode.IsControl); j >= 0 {
+				return fmt.Sprintf("%q has a control character at byte %d", s, j)
+			}
+			return ""
+		}
+	}
+	return ""
 }
 
 // CreateLedger creates a ledger and appends its genesis event, which
