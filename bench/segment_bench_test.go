@@ -166,6 +166,18 @@ func newWAL(b *testing.B) *wal.Log {
 }
 
 // closeAfter closes a log outside the timer.
+// measure runs a workload of b.N operations and reports its figures.
+func measure(b *testing.B, work func(n int) (Result, error)) {
+	b.Helper()
+	b.ReportAllocs()
+	b.ResetTimer()
+	r, err := work(b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
+	report(b, r)
+}
+
 func closeAfter(b *testing.B, close func() error) {
 	b.StopTimer()
 	if err := close(); err != nil {
@@ -180,24 +192,12 @@ func BenchmarkBatchAppendSync(b *testing.B) {
 	b.Run("annal", func(b *testing.B) {
 		l := newAnnal(b)
 		defer closeAfter(b, l.Close)
-		b.ReportAllocs()
-		b.ResetTimer()
-		r, err := AnnalBatches(l, p, b.N)
-		if err != nil {
-			b.Fatal(err)
-		}
-		report(b, r)
+		measure(b, func(n int) (Result, error) { return AnnalBatches(l, p, n) })
 	})
 	b.Run("tidwallwal", func(b *testing.B) {
 		w := newWAL(b)
 		defer closeAfter(b, w.Close)
-		b.ReportAllocs()
-		b.ResetTimer()
-		r, err := WALBatches(w, p, b.N)
-		if err != nil {
-			b.Fatal(err)
-		}
-		report(b, r)
+		measure(b, func(n int) (Result, error) { return WALBatches(w, p, n) })
 	})
 }
 
@@ -208,24 +208,12 @@ func BenchmarkSingleAppendSync(b *testing.B) {
 	b.Run("annal", func(b *testing.B) {
 		l := newAnnal(b)
 		defer closeAfter(b, l.Close)
-		b.ReportAllocs()
-		b.ResetTimer()
-		r, err := AnnalSingles(l, p, b.N)
-		if err != nil {
-			b.Fatal(err)
-		}
-		report(b, r)
+		measure(b, func(n int) (Result, error) { return AnnalSingles(l, p, n) })
 	})
 	b.Run("tidwallwal", func(b *testing.B) {
 		w := newWAL(b)
 		defer closeAfter(b, w.Close)
-		b.ReportAllocs()
-		b.ResetTimer()
-		r, err := WALSingles(w, p, b.N)
-		if err != nil {
-			b.Fatal(err)
-		}
-		report(b, r)
+		measure(b, func(n int) (Result, error) { return WALSingles(w, p, n) })
 	})
 }
 
@@ -243,13 +231,7 @@ func BenchmarkConcurrentSync(b *testing.B) {
 		b.Run(fmt.Sprintf("annal-%d", g), func(b *testing.B) {
 			l := newAnnal(b)
 			defer closeAfter(b, l.Close)
-			b.ReportAllocs()
-			b.ResetTimer()
-			r, err := AnnalConcurrent(l, p, b.N, g)
-			if err != nil {
-				b.Fatal(err)
-			}
-			report(b, r)
+			measure(b, func(n int) (Result, error) { return AnnalConcurrent(l, p, n, g) })
 		})
 	}
 	for _, g := range []int{1, 64} {
@@ -260,13 +242,7 @@ func BenchmarkConcurrentSync(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			w := newWAL(b)
 			defer closeAfter(b, w.Close)
-			b.ReportAllocs()
-			b.ResetTimer()
-			r, err := WALConcurrentMutex(w, p, b.N, g)
-			if err != nil {
-				b.Fatal(err)
-			}
-			report(b, r)
+			measure(b, func(n int) (Result, error) { return WALConcurrentMutex(w, p, n, g) })
 		})
 	}
 	for _, g := range []int{1, 64} {
@@ -277,13 +253,7 @@ func BenchmarkConcurrentSync(b *testing.B) {
 			}
 			defer closeAfter(b, a.Close)
 			Settle()
-			b.ReportAllocs()
-			b.ResetTimer()
-			r, err := a.Run(b.N, g)
-			if err != nil {
-				b.Fatal(err)
-			}
-			report(b, r)
+			measure(b, func(n int) (Result, error) { return a.Run(n, g) })
 		})
 	}
 }

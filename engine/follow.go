@@ -41,10 +41,7 @@ func (db *DB) Subscribe(ctx context.Context, ledgerName string, after eventid.ID
 		for {
 			changed := l.changed() // before reading, so no commit is missed
 			for it.Next() {
-				r := it.Record()
-				ev := Event{ID: r.ID, Ledger: l.meta.Name, Seq: r.Seq, Entity: string(r.Entity), Key: string(r.Key), Event: string(r.Event),
-					Meta: append([]byte(nil), r.Meta...), Data: append([]byte(nil), r.Data...)}
-				if !yield(ev, nil) {
+				if !yield(l.event(it.Record(), true), nil) {
 					return
 				}
 			}

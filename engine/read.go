@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"iter"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,7 +55,18 @@ func (l *ledger) read(pos index.Position) (Event, error) {
 	if r.ID != pos.ID || r.Seq != pos.Seq {
 		return Event{}, fmt.Errorf("%w: the index points %s #%d to %s #%d in ledger %s", segment.ErrCorruption, pos.ID, pos.Seq, r.ID, r.Seq, l.meta.Name)
 	}
-	return Event{ID: r.ID, Ledger: l.meta.Name, Seq: r.Seq, Entity: string(r.Entity), Key: string(r.Key), Event: string(r.Event), Meta: r.Meta, Data: r.Data}, nil
+	return l.event(r, false), nil
+}
+
+// event makes an Event of a record of the ledger. With borrowed set, the
+// record's slices belong to a reader that reuses them, so meta and data
+// are copied; otherwise the Event takes them.
+func (l *ledger) event(r *segment.Record, borrowed bool) Event {
+	ev := Event{ID: r.ID, Ledger: l.meta.Name, Seq: r.Seq, Entity: string(r.Entity), Key: string(r.Key), Event: string(r.Event), Meta: r.Meta, Data: r.Data}
+	if borrowed {
+		ev.Meta, ev.Data = slices.Clone(r.Meta), slices.Clone(r.Data)
+	}
+	return ev
 }
 
 // Get returns the event with that ID; the ID names its ledger.
@@ -241,9 +253,7 @@ func (l *ledger) scanForward(ctx context.Context, lo, hi eventid.ID, head uint64
 				return
 			}
 		}
-		ev := Event{ID: r.ID, Ledger: l.meta.Name, Seq: r.Seq, Entity: string(r.Entity), Key: string(r.Key), Event: string(r.Event),
-			Meta: append([]byte(nil), r.Meta...), Data: append([]byte(nil), r.Data...)}
-		if !yield(ev, nil) {
+		if !yield(l.event(r, true), nil) {
 			return
 		}
 		if n++; limit > 0 && n >= limit {
