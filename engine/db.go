@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -58,8 +57,11 @@ type DB struct {
 // another process, fails with ErrLocked.
 func Open(dir string, opts *Options) (*DB, error) {
 	o := opts.withDefaults()
-	fs := privateFS{vfs.Default}
-	if err := fs.MkdirAll(dir, 0o700); err != nil {
+	var fs vfs.FS = privateFS{vfs.Default}
+	if o.fs != nil {
+		fs = o.fs
+	}
+	if err := mkdirSynced(fs, dir); err != nil {
 		return nil, fmt.Errorf("engine: create %s: %w", dir, err)
 	}
 	lockPath := filepath.Join(dir, lockFile)
@@ -78,10 +80,16 @@ func Open(dir string, opts *Options) (*DB, error) {
 
 func (db *DB) open() error {
 	var err error
-	if err = db.fs.MkdirAll(filepath.Join(db.dir, ledgersDir), 0o700); err != nil {
-		return fmt.Errorf("engine: create %s: %w", ledgersDir, err)
+	for _, sub := range []string{ledgersDir, indexDir} {
+		if err = mkdirSynced(db.fs, filepath.Join(db.dir, sub)); err != nil {
+			return fmt.Errorf("engine: create %s: %w", sub, err)
+		}
 	}
-	if db.meta, err = openMeta(filepath.Join(db.dir, metaFile)); err != nil {
+	metaPath := filepath.Join(db.dir, metaFile)
+	if db.opts.metaPath != "" {
+		metaPath = db.opts.metaPath
+	}
+	if db.meta, err = openMeta(metaPath); err != nil {
 		return err
 	}
 	if db.idx, err = index.Open(filepath.Join(db.dir, indexDir), index.Options{FS: db.fs}); err != nil {
@@ -97,14 +105,17 @@ func (db *DB) open() error {
 	}
 	// Every ledger directory is a ledger, whether or not the metadata
 	// knows it (a crash may come between the two).
-	names, err := os.ReadDir(filepath.Join(db.dir, ledgersDir))
+	names, err := db.fs.List(filepath.Join(db.dir, ledgersDir))
 	if err != nil {
 		return fmt.Errorf("engine: list ledgers: %w", err)
 	}
 	var ids []eventid.LedgerID
-	for _, e := range names {
-		id, err := eventid.ParseLedgerID(e.Name())
-		if err != nil || !e.IsDir() {
+	for _, name := range names {
+		id, err := eventid.ParseLedgerID(name)
+		if err != nil {
+			continue
+		}
+		if fi, err := db.fs.Stat(filepath.Join(db.dir, ledgersDir, name)); err != nil || !fi.IsDir() {
 			continue
 		}
 		ids = append(ids, id)
@@ -119,6 +130,14 @@ func (db *DB) open() error {
 	for _, id := range ids {
 		m, ok := known[id]
 		l, err := db.recoverLedger(id, m, ok)
+		if errors.Is(err, errUnfinishedCreate) {
+			// A crash in CreateLedger before the genesis event was
+			// durable: the ledger was never acknowledged and holds no
+			// event. Remove what is left of it.
+			if err = db.removeLedgerDir(id); err == nil {
+				continue
+			}
+		}
 		if err != nil {
 			key := id.String()
 			if ok {
@@ -180,6 +199,9 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool) (*
 		}
 	}
 	log, _, err := segment.Open(dir, so, checkpoint)
+	if errors.Is(err, segment.ErrNoLog) && !haveMeta {
+		return nil, errUnfinishedCreate
+	}
 	if errors.Is(err, segment.ErrCheckpoint) {
 		// The index is ahead of the segments (their unsynced tail was
 		// lost while the index's was not) or wrong: rebuild it.
@@ -191,6 +213,13 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool) (*
 	}
 	if err != nil {
 		return nil, err
+	}
+	if log.Head().Seq == 0 {
+		log.Close()
+		if !haveMeta {
+			return nil, errUnfinishedCreate
+		}
+		return nil, fmt.Errorf("%w: ledger %s (%q) has lost its genesis event: its segments hold no event", segment.ErrCorruption, id, m.Name)
 	}
 	l := &ledger{db: db, log: log}
 	l.cond.L = &l.idxMu
@@ -206,6 +235,22 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool) (*
 	}
 	l.meta = m
 	return l, nil
+}
+
+// errUnfinishedCreate: a ledger directory without a genesis event that
+// the metadata does not know, which a crash in CreateLedger leaves.
+var errUnfinishedCreate = errors.New("unfinished ledger creation")
+
+// removeLedgerDir removes the directory of a ledger and its index entries,
+// durably.
+func (db *DB) removeLedgerDir(id eventid.LedgerID) error {
+	if err := db.idx.DeleteLedger(id); err != nil {
+		return err
+	}
+	if err := db.fs.RemoveAll(db.ledgerDir(id)); err != nil {
+		return fmt.Errorf("engine: remove the unfinished ledger %s: %w", id, err)
+	}
+	return syncDir(db.fs, filepath.Join(db.dir, ledgersDir))
 }
 
 // catchUp indexes every record after from (a checkpoint, or the zero Head

@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -49,4 +52,44 @@ func (fs privateFS) Lock(name string) (io.Closer, error) {
 		}
 	}
 	return c, err
+}
+
+// mkdirSynced creates dir and any missing parents, syncing the parent of
+// each directory it creates, so that a crash cannot take back a directory
+// (and all the synced files in it) that Open went on to use: a new
+// directory's entry is data of its parent, durable only once the parent
+// is synced.
+func mkdirSynced(fs vfs.FS, dir string) error {
+	dir = filepath.Clean(dir)
+	if fi, err := fs.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%s is not a directory", dir)
+		}
+		return nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := mkdirSynced(fs, parent); err != nil {
+			return err
+		}
+	}
+	if err := fs.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return syncDir(fs, parent)
+}
+
+// syncDir makes the entries of directory dir durable.
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return fmt.Errorf("open directory %s: %w", dir, err)
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return d.Close()
 }

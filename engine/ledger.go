@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -182,7 +181,7 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 	}
 	if err != nil {
 		log.Close()
-		os.RemoveAll(dir)
+		db.fs.RemoveAll(dir)
 		db.idx.DeleteLedger(id)
 		return LedgerInfo{}, fmt.Errorf("engine: create ledger %q: %w", spec.Name, err)
 	}
@@ -201,7 +200,7 @@ func (db *DB) ledgerIDTaken(id eventid.LedgerID) bool {
 	if open || broken {
 		return true
 	}
-	_, err := os.Stat(db.ledgerDir(id))
+	_, err := db.fs.Stat(db.ledgerDir(id))
 	return err == nil
 }
 
@@ -250,9 +249,10 @@ func (l *ledger) info() LedgerInfo {
 		Actor: l.meta.Actor, Created: l.meta.Created, Count: h.Seq, Head: h.ID,
 		First: l.meta.Genesis.Time(), Last: h.ID.Time(),
 	}
-	if entries, err := os.ReadDir(l.log.Dir()); err == nil {
-		for _, e := range entries {
-			if fi, err := e.Info(); err == nil && !e.IsDir() {
+	fs := l.db.fs
+	if names, err := fs.List(l.log.Dir()); err == nil {
+		for _, name := range names {
+			if fi, err := fs.Stat(fs.PathJoin(l.log.Dir(), name)); err == nil && !fi.IsDir() {
 				info.Bytes += fi.Size()
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/annal-db/annal/segment"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Durability says when an append returns relative to stable storage; see
@@ -42,6 +43,12 @@ type Options struct {
 	FullVerifyOnOpen bool
 	// Now is the clock; nil means time.Now. For tests.
 	Now func() time.Time
+
+	// fs, if set, holds the segments and the index instead of the OS file
+	// system, and metaPath is then where the metadata file lives (bbolt
+	// needs a real file). For crash tests: see crash_test.go.
+	fs       vfs.FS
+	metaPath string
 }
 
 const (

@@ -324,3 +324,51 @@ func TestHeaderlessLastSegmentRemoved(t *testing.T) {
 		}
 	}
 }
+
+// TestTornBatchEveryCut cuts the last segment at every byte of a last
+// batch of five records, record boundaries included: whatever part of the
+// batch is left, Open cuts all of it, so that a batch is all or nothing
+// after a crash. Only the whole batch stays.
+func TestTornBatchEveryCut(t *testing.T) {
+	fs := vfs.NewMem()
+	l := newTestLog(t, fs, "led", Options{})
+	for i := range 3 {
+		if err := l.Append(&Batch{Entries: []Entry{entry(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := l.Head()
+	b := &Batch{Entries: []Entry{entry(3), entry(4), entry(5), entry(6), entry(7)}}
+	if err := l.Append(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	orig := files(t, fs, "led")
+	name := segmentName(1)
+	start, end := b.Locations[0].Offset, b.Locations[4].End()
+	for size := start; size <= end; size++ {
+		contents := cloneFiles(orig)
+		contents[name] = contents[name][:size]
+		rec, err, _ := openFiles(t, contents)
+		if err != nil {
+			t.Fatalf("cut at %d: %v", size, err)
+		}
+		switch size {
+		case start:
+			if rec.TruncatedBytes != 0 || rec.Head.ID != before.ID {
+				t.Fatalf("no batch: %d bytes truncated, head %s, want %s", rec.TruncatedBytes, rec.Head.ID, before.ID)
+			}
+		case end:
+			if rec.TruncatedBytes != 0 || rec.Head.ID != b.IDs[4] {
+				t.Fatalf("whole batch: %d bytes truncated, head %s, want %s", rec.TruncatedBytes, rec.Head.ID, b.IDs[4])
+			}
+		default:
+			if rec.Head.ID != before.ID || rec.TornAt.Offset != start || rec.TruncatedBytes != size-start {
+				t.Fatalf("cut at %d: head %s #%d, truncated %d bytes at %d; want head %s #%d, %d bytes at %d",
+					size, rec.Head.ID, rec.Head.Seq, rec.TruncatedBytes, rec.TornAt.Offset, before.ID, before.Seq, size-start, start)
+			}
+		}
+	}
+}

@@ -51,6 +51,11 @@
 // does); it is there so that the index of idempotency keys can be rebuilt
 // from the segments.
 //
+// Flags bit 1 (0x02) marks every record of a batch but its last. A batch
+// never spans segments, so a last segment that ends with the bit set ends
+// inside a batch that was never acknowledged: Open cuts the whole batch,
+// as a torn write, so that a batch is all or nothing after a crash too.
+//
 // meta and data are canonical JSON (package canon), so verifying a record
 // is CRC work: recompute the event checksum with package eventid over the
 // stored bytes and compare with the ID. A fixed layout was chosen over

@@ -105,6 +105,8 @@ type Record struct {
 	// only by the frame CRC.
 	IdempotencyKey []byte
 	BatchLen       uint32
+	// more: records of the same batch follow (flagMore).
+	more bool
 }
 
 // Content returns what the record's checksum covers. Its strings share
@@ -130,12 +132,23 @@ func trailerLen(idem []byte) int {
 	return 6 + len(idem)
 }
 
-// flagIdempotency marks a payload with an idempotency trailer.
-const flagIdempotency = 0x01
+// Record flags, payload byte 1.
+const (
+	// flagIdempotency marks a payload with an idempotency trailer.
+	flagIdempotency = 0x01
+	// flagMore marks every record of a batch but its last: more records
+	// of the same batch follow it, in the same segment. Recovery cuts a
+	// batch whose last record is missing, so that a batch is all or
+	// nothing after a crash too.
+	flagMore = 0x02
+	// knownFlags are the flags this version reads.
+	knownFlags = flagIdempotency | flagMore
+)
 
 // appendFrame appends the frame of a record to dst. idem, if not nil, is
-// the idempotency key of the batch the record begins, of batchLen records.
-func appendFrame(dst []byte, synced uint32, id, prev eventid.ID, seq uint64, entity, key, event string, meta, data, idem []byte, batchLen uint32) []byte {
+// the idempotency key of the batch the record begins, of batchLen records;
+// more says that the batch goes on after this record.
+func appendFrame(dst []byte, synced uint32, id, prev eventid.ID, seq uint64, entity, key, event string, meta, data, idem []byte, batchLen uint32, more bool) []byte {
 	start := len(dst)
 	n := frameLen(entity, key, event, meta, data, idem)
 	dst = append(dst, make([]byte, frameSize+payloadFixed)...)
@@ -147,6 +160,9 @@ func appendFrame(dst []byte, synced uint32, id, prev eventid.ID, seq uint64, ent
 	p[1] = 0
 	if idem != nil {
 		p[1] = flagIdempotency
+	}
+	if more {
+		p[1] |= flagMore
 	}
 	binary.BigEndian.PutUint16(p[2:], uint16(len(entity)))
 	binary.BigEndian.PutUint16(p[4:], uint16(len(key)))
@@ -203,9 +219,10 @@ func decodePayload(p []byte, r *Record) error {
 	if p[0] != recordKind {
 		return fmt.Errorf("unknown record kind %d", p[0])
 	}
-	if p[1]&^flagIdempotency != 0 {
+	if p[1]&^knownFlags != 0 {
 		return fmt.Errorf("unknown record flags %#x", p[1])
 	}
+	r.more = p[1]&flagMore != 0
 	le := int(binary.BigEndian.Uint16(p[2:]))
 	lk := int(binary.BigEndian.Uint16(p[4:]))
 	lv := int(binary.BigEndian.Uint16(p[6:]))

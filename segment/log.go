@@ -643,7 +643,7 @@ func (l *Log) encode(b *Batch, head Head) (Head, error) {
 			return head, fmt.Errorf("%w: entry %d: expected %s, given %s", ErrIDMismatch, i, id, e.ID)
 		}
 		off := len(l.buf)
-		l.buf = appendFrame(l.buf, uint32(l.synced), id, head.ID, head.Seq+1, e.Entity, e.Key, e.Event, e.Meta, e.Data, idemOf(b, i), uint32(len(b.Entries)))
+		l.buf = appendFrame(l.buf, uint32(l.synced), id, head.ID, head.Seq+1, e.Entity, e.Key, e.Event, e.Meta, e.Data, idemOf(b, i), uint32(len(b.Entries)), i < len(b.Entries)-1)
 		loc := Location{Offset: int64(off), Size: int64(len(l.buf) - off)}
 		b.IDs = append(b.IDs, id)
 		b.Locations = append(b.Locations, loc)

@@ -148,7 +148,12 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 			}
 		}
 		sc := newScanner(s.file, s.name, start, s.size, c)
+		// An open batch: its first record's offset, and the state before
+		// it. A batch never spans segments, and a checkpoint is at the
+		// end of a batch or inside one that was whole when it was taken.
+		open := batchStart{offset: -1}
 		for {
+			before, beforeHead, off := sc.chain, head, sc.off
 			ok, bad, err := sc.next()
 			if err != nil {
 				return nil, rec, err
@@ -158,20 +163,47 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 				loc := sc.location(s.number)
 				rec.VerifiedBytes += loc.Size
 				head = Head{ID: sc.chain.id, Seq: sc.chain.seq, Loc: loc}
+				switch {
+				case sc.rec.more && open.offset < 0:
+					open = batchStart{offset: off, chain: before, head: beforeHead, records: 1, bytes: loc.Size}
+				case sc.rec.more:
+					open.records++
+					open.bytes += loc.Size
+				default:
+					open = batchStart{offset: -1}
+				}
 				continue
 			}
-			if bad == nil {
-				break
+			if bad != nil {
+				if i != last {
+					return nil, rec, bad.corruption(s.name)
+				}
+				if cerr := classify(s, bad, sc.synced, sc.chain); cerr != nil {
+					return nil, rec, cerr
+				}
+				rec.TornAt = Location{Segment: s.number, Offset: bad.offset}
+				rec.TruncatedBytes = s.size - bad.offset
 			}
-			if i != last {
-				return nil, rec, bad.corruption(s.name)
-			}
-			if cerr := classify(s, bad, sc.synced, sc.chain); cerr != nil {
-				return nil, rec, cerr
-			}
-			rec.TornAt = Location{Segment: s.number, Offset: bad.offset}
-			rec.TruncatedBytes = s.size - bad.offset
 			break
+		}
+		if open.offset >= 0 {
+			// The segment ends inside a batch: its last record was never
+			// written. In the last segment that is a torn write, cut with
+			// the batch's first records, which were never acknowledged
+			// (an append returns after its whole batch is written).
+			if i != last {
+				return nil, rec, &CorruptionError{File: s.name, Offset: open.offset, Problem: "sealed segment ends inside a batch",
+					Expected: "a last record without the more flag", Found: fmt.Sprintf("%d records of an unfinished batch", open.records)}
+			}
+			if open.offset < sc.synced {
+				return nil, rec, &CorruptionError{File: s.name, Offset: open.offset, Problem: fmt.Sprintf("unfinished batch of %d records at the end of the segment; a record vouches that the file was synced up to offset %d", open.records, sc.synced),
+					Expected: "the batch's last record", Found: "the end of the segment"}
+			}
+			sc.chain, head = open.chain, open.head
+			rec.Records -= open.records
+			rec.VerifiedBytes -= open.bytes
+			rec.TornAt = Location{Segment: s.number, Offset: open.offset}
+			rec.TruncatedBytes = s.size - open.offset
 		}
 		c = sc.chain
 	}
@@ -202,6 +234,14 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 	l.publish()
 	l.start()
 	return l, rec, nil
+}
+
+// batchStart is where an unfinished batch begins, during recovery.
+type batchStart struct {
+	offset         int64 // -1 if no batch is open
+	chain          chain // the chain before it
+	head           Head  // the head before it
+	records, bytes int64 // of the batch so far
 }
 
 // classify decides whether the bad record at the end of the last segment s
@@ -267,7 +307,7 @@ func laterRecords(tail []byte, base int64, c chain) (first, vouched int64) {
 			continue
 		}
 		pl := b[frameSize:size]
-		if pl[0] != recordKind || pl[1]&^flagIdempotency != 0 || binary.BigEndian.Uint32(pl[36:40]) != uint32(c.ledger) {
+		if pl[0] != recordKind || pl[1]&^knownFlags != 0 || binary.BigEndian.Uint32(pl[36:40]) != uint32(c.ledger) {
 			continue
 		}
 		if binary.BigEndian.Uint64(pl[16:]) <= c.seq || frameCRC(b[:size]) != fi.crc || decodePayload(pl, &r) != nil {
