@@ -248,6 +248,9 @@ func (l *ledger) matchedSince(s *Selector, afterSeq uint64, head segment.Head) (
 
 // conditions returns the Check of an append with these options, or nil.
 func (l *ledger) conditions(o *AppendOptions) (func(segment.Head) error, error) {
+	if !o.ExpectedHead.IsZero() && o.ExpectedHead.Ledger() != l.meta.ID {
+		return nil, invalid("expected head %s is an ID of ledger %s, not of %s (%s)", o.ExpectedHead, o.ExpectedHead.Ledger(), l.meta.Name, l.meta.ID)
+	}
 	for i, c := range o.ExpectedStreams {
 		if err := checkName(fmt.Sprintf("expected stream %d: entity", i), c.Entity); err != nil {
 			return nil, err

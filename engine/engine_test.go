@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -334,5 +335,78 @@ func TestCorruptLedgerRefusedOthersOpen(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(seg); string(after) != string(b) {
 		t.Fatal("Open changed the corrupt segment")
+	}
+}
+
+// TestBadConditionsAndIDs: conditions that name unknown streams, IDs of
+// other ledgers, malformed selectors and keys, and malformed IDs and
+// prefixes each get a typed error, and the ledger is unchanged.
+func TestBadConditionsAndIDs(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, t.TempDir())
+	defer db.Close()
+	l, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := db.CreateLedger(ctx, LedgerSpec{Name: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := db.Append(ctx, "l", []EventInput{ev("order", "1", "placed")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ce *ConditionError
+	for _, tc := range []struct {
+		name string
+		o    AppendOptions
+		want error
+		cond bool // a *ConditionError
+	}{
+		{"expected head of another ledger", AppendOptions{ExpectedHead: other.Genesis}, ErrInvalid, false},
+		{"expected head not the head", AppendOptions{ExpectedHead: l.Genesis}, ErrConditionFailed, true},
+		{"unknown stream expected to have a head", AppendOptions{ExpectedStreams: []ExpectedStream{{Entity: "order", Key: "nope", Head: ids[0]}}}, ErrConditionFailed, true},
+		{"stream expected empty but is not", AppendOptions{ExpectedStreams: []ExpectedStream{{Entity: "order", Key: "1"}}}, ErrConditionFailed, true},
+		{"stream head of another ledger", AppendOptions{ExpectedStreams: []ExpectedStream{{Entity: "order", Key: "1", Head: other.Genesis}}}, ErrInvalid, false},
+		{"stream with an empty entity", AppendOptions{ExpectedStreams: []ExpectedStream{{Key: "1"}}}, ErrInvalid, false},
+		{"stream key not UTF-8", AppendOptions{ExpectedStreams: []ExpectedStream{{Entity: "order", Key: "\xc3"}}}, ErrInvalid, false},
+		{"empty selector", AppendOptions{IfNoneSince: &Selector{After: ids[0]}}, ErrInvalid, false},
+		{"selector keys without entity", AppendOptions{IfNoneSince: &Selector{Keys: []string{"1"}, Events: []string{"placed"}, After: ids[0]}}, ErrInvalid, false},
+		{"selector after nothing", AppendOptions{IfNoneSince: &Selector{Entity: "order"}}, ErrInvalid, false},
+		{"selector after an ID of another ledger", AppendOptions{IfNoneSince: &Selector{Entity: "order", After: other.Genesis}}, ErrInvalid, false},
+		{"selector after an unknown ID of this ledger", AppendOptions{IfNoneSince: &Selector{Entity: "order", After: eventid.New(1, 2, l.ID)}}, ErrNotFound, false},
+		{"selector matched since", AppendOptions{IfNoneSince: &Selector{Entity: "order", After: l.Genesis}}, ErrConditionFailed, true},
+		{"idempotency key with a control character", AppendOptions{IdempotencyKey: "a\x00"}, ErrInvalid, false},
+	} {
+		_, err := db.Append(ctx, "l", []EventInput{ev("order", "2", "placed")}, &tc.o)
+		if !errors.Is(err, tc.want) || errors.As(err, &ce) != tc.cond {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+		if tc.cond && ce.Head != ids[0] {
+			t.Errorf("%s: the error says the head is %s, it is %s", tc.name, ce.Head, ids[0])
+		}
+	}
+	for _, p := range []string{"", "abc", "0005g1", strings.Repeat("0", 33), "00 05", "-0005"} {
+		if _, err := db.GetPrefix(ctx, p); !errors.Is(err, ErrInvalid) {
+			t.Errorf("GetPrefix(%q): %v, want ErrInvalid", p, err)
+		}
+	}
+	if _, err := db.GetPrefix(ctx, "ffff"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetPrefix of nothing: %v", err)
+	}
+	if _, err := db.Get(ctx, eventid.New(1, 2, 0xdeadbeef)); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get of an unknown ledger's ID: %v", err)
+	}
+	if _, err := db.Get(ctx, eventid.New(1, 2, l.ID)); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get of an unknown ID: %v", err)
+	}
+	for _, seq := range []uint64{0, 3, 1 << 60} {
+		if _, err := db.GetSeq(ctx, "l", seq); !errors.Is(err, ErrNotFound) {
+			t.Errorf("GetSeq(%d): %v", seq, err)
+		}
+	}
+	if info, _ := db.Ledger("l"); info.Count != 2 || info.Head != ids[0] {
+		t.Fatalf("the ledger changed: %d events, head %s", info.Count, info.Head)
 	}
 }
