@@ -67,8 +67,9 @@ type VerifyReport struct {
 
 // Verify checks a whole ledger: every record of its segments (frame CRC,
 // event checksum, chain link, timestamps, sequence numbers; on all cores),
-// and that the index agrees with them (every event at its place, nothing
-// more). progress, if not nil, is called now and then with the records and
+// and that the index agrees with them: every entry of every family (ID,
+// sequence number, stream, entity, event name, idempotency key) and
+// nothing more. progress, if not nil, is called now and then with the records and
 // bytes verified so far. A failure is an error matching
 // segment.ErrCorruption that says where.
 func (db *DB) Verify(ctx context.Context, ledgerName string, progress func(records, bytes int64)) (VerifyReport, error) {
@@ -82,11 +83,15 @@ func (db *DB) Verify(ctx context.Context, ledgerName string, progress func(recor
 	}
 	// The index: walk it in ID order beside the segments in ledger order.
 	// Records committed after the segment check are not compared.
+	// Every other family is compared through digests (index.Digest).
 	next, stop := iter.Pull2(db.idx.TimeRange(ctx, l.meta.ID, eventid.ID{}, maxID, false))
 	defer stop()
+	digest := index.NewDigest(l.meta.ID)
 	it := l.log.NewIterator(1, segment.FirstOffset)
 	for it.Next() && it.Record().Seq <= head.Seq {
 		r := it.Record()
+		digest.Add(&index.Record{ID: r.ID, Seq: r.Seq, Loc: it.Location(), Entity: r.Entity, Key: r.Key, Event: r.Event,
+			IdempotencyKey: r.IdempotencyKey, BatchLen: r.BatchLen})
 		pos, err, ok := next()
 		if err != nil {
 			return VerifyReport{}, err
@@ -103,6 +108,13 @@ func (db *DB) Verify(ctx context.Context, ledgerName string, progress func(recor
 		return VerifyReport{}, err
 	} else if ok && pos.Seq <= head.Seq {
 		return VerifyReport{}, fmt.Errorf("%w: ledger %s: the index has %s #%d, which the segments do not", segment.ErrCorruption, l.meta.Name, pos.ID, pos.Seq)
+	}
+	got, err := db.idx.Digest(ctx, l.meta.ID, head.Seq)
+	if err != nil {
+		return VerifyReport{}, err
+	}
+	if diff := got.Diff(digest); diff != "" {
+		return VerifyReport{}, fmt.Errorf("%w: ledger %s: the index disagrees with the segments (index against segments): %s", segment.ErrCorruption, l.meta.Name, diff)
 	}
 	return VerifyReport{Events: head.Seq, Head: head.ID}, nil
 }

@@ -3,6 +3,9 @@ package engine
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -105,6 +108,70 @@ func TestVerifyLedgerAndIndex(t *testing.T) {
 	b.Close()
 	if _, err := db.Verify(ctx, "l", nil); !errors.Is(err, segment.ErrCorruption) {
 		t.Fatalf("Verify with a bogus index entry: %v, want corruption", err)
+	}
+}
+
+// TestVerifyStreamEntries: an index whose ID and sequence entries are
+// right but which files an event under a stream, entity or event name it
+// does not have (or, after a rebuild, under one more idempotency key)
+// fails Verify, which names the families.
+func TestVerifyStreamEntries(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := openTest(t, dir)
+	defer func() { db.Close() }()
+	info, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Append(ctx, "l", []EventInput{order(1), order(2)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	e, err := db.GetSeq(ctx, "l", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, loc, _, err := db.idx.Lookup(e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		r    index.Record
+		want []string
+	}{
+		{"another stream", index.Record{Entity: []byte(e.Entity), Key: []byte("not-" + e.Key), Event: []byte(e.Event)}, []string{"E (streams)"}},
+		{"another entity", index.Record{Entity: []byte("shipment"), Key: []byte(e.Key), Event: []byte(e.Event)}, []string{"E (streams)", "A (entities)"}},
+		{"another event name", index.Record{Entity: []byte(e.Entity), Key: []byte(e.Key), Event: []byte("cancelled")}, []string{"N (event names)"}},
+		{"an idempotency key", index.Record{Entity: []byte(e.Entity), Key: []byte(e.Key), Event: []byte(e.Event), IdempotencyKey: []byte("k"), BatchLen: 1}, []string{"K (idempotency keys)"}},
+	} {
+		r := tc.r
+		r.ID, r.Seq, r.Loc = e.ID, e.Seq, loc
+		b := db.idx.NewBatch()
+		b.Add(info.ID, &r)
+		if err := b.Commit(false); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+		_, err := db.Verify(ctx, "l", nil)
+		if !errors.Is(err, segment.ErrCorruption) {
+			t.Fatalf("%s: Verify: %v, want corruption", tc.name, err)
+		}
+		for _, fam := range tc.want {
+			if !strings.Contains(err.Error(), fam) {
+				t.Fatalf("%s: %v does not name family %s", tc.name, err, fam)
+			}
+		}
+		// A reopen with a full verification rebuilds nothing (the index
+		// is not behind), so rebuild it: delete it and reopen.
+		db.Close()
+		if err := os.RemoveAll(filepath.Join(dir, indexDir)); err != nil {
+			t.Fatal(err)
+		}
+		db = openTest(t, dir)
+		if _, err := db.Verify(ctx, "l", nil); err != nil {
+			t.Fatalf("after a rebuild: %v", err)
+		}
 	}
 }
 

@@ -72,26 +72,39 @@ func (b *Batch) Add(ledger eventid.LedgerID, r *Record) {
 		b.err = fmt.Errorf("%w: record %v (seq %d) has an idempotency key and a batch length of 0", ErrInvalid, r.ID, r.Seq)
 		return
 	}
-	b.set(appendTimeKey(b.key[:0], ledger, r.ID),
-		appendLoc(binary.BigEndian.AppendUint64(b.val[:0], r.Seq), r.Loc))
-	b.set(appendSeqKey(b.key[:0], ledger, r.Seq), append(b.val[:0], r.ID[:]...))
-	pos := appendLoc(append(b.val[:0], r.ID[:]...), r.Loc)
-	b.set(binary.BigEndian.AppendUint64(appendStreamPrefix(b.key[:0], ledger, r.Entity, r.Key), r.Seq), pos)
-	b.set(binary.BigEndian.AppendUint64(appendEntitySeqPrefix(b.key[:0], ledger, r.Entity), r.Seq), pos)
-	b.set(binary.BigEndian.AppendUint64(appendEventPrefix(b.key[:0], ledger, r.Event), r.Seq), pos)
-	if r.IdempotencyKey != nil {
-		v := binary.BigEndian.AppendUint64(b.val[:0], r.Seq)
-		b.set(appendIdemKey(b.key[:0], ledger, r.IdempotencyKey), binary.BigEndian.AppendUint32(v, r.BatchLen))
-	}
+	b.key, b.val = entries(ledger, r, b.key, b.val, b.set)
 	b.n++
 }
 
-// set writes key and value to the batch and keeps their buffers as
-// scratch for the next call. val may alias b.val: pebble copies both.
+// set writes a key and value to the batch (pebble copies both).
 func (b *Batch) set(key, val []byte) {
 	// A Set on an un-applied batch with a nil WriteOptions cannot fail.
 	_ = b.pb.Set(key, val, nil)
-	b.key, b.val = key, val
+}
+
+// entries gives emit every index entry of a record, in family order T, S,
+// E, A, N, K, building them in the scratch buffers key and val, which it
+// returns (grown) for the next call. emit must not keep the slices.
+func entries(ledger eventid.LedgerID, r *Record, key, val []byte, emit func(key, val []byte)) ([]byte, []byte) {
+	key = appendTimeKey(key[:0], ledger, r.ID)
+	val = appendLoc(binary.BigEndian.AppendUint64(val[:0], r.Seq), r.Loc)
+	emit(key, val)
+	key = appendSeqKey(key[:0], ledger, r.Seq)
+	val = append(val[:0], r.ID[:]...)
+	emit(key, val)
+	val = appendLoc(append(val[:0], r.ID[:]...), r.Loc)
+	key = binary.BigEndian.AppendUint64(appendStreamPrefix(key[:0], ledger, r.Entity, r.Key), r.Seq)
+	emit(key, val)
+	key = binary.BigEndian.AppendUint64(appendEntitySeqPrefix(key[:0], ledger, r.Entity), r.Seq)
+	emit(key, val)
+	key = binary.BigEndian.AppendUint64(appendEventPrefix(key[:0], ledger, r.Event), r.Seq)
+	emit(key, val)
+	if r.IdempotencyKey != nil {
+		key = appendIdemKey(key[:0], ledger, r.IdempotencyKey)
+		val = binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(val[:0], r.Seq), r.BatchLen)
+		emit(key, val)
+	}
+	return key, val
 }
 
 // SetProgress records in the batch that ledger has been indexed up to and
