@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"sort"
 	"sync"
+	"syscall"
 
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
@@ -37,12 +39,14 @@ type DB struct {
 	meta *bolt.DB
 	idx  *index.Index
 
-	mu       sync.RWMutex
-	closed   bool
-	byName   map[string]*ledger
-	byID     map[eventid.LedgerID]*ledger
-	broken   map[string]error // ledgers that failed recovery, by name or ID hex
-	creating sync.Mutex       // serializes CreateLedger
+	mu     sync.RWMutex
+	closed bool
+	byName map[string]*ledger
+	byID   map[eventid.LedgerID]*ledger
+	broken map[string]error // ledgers that failed recovery, by name or ID hex
+	// indexRebuilt: why Open rebuilt the index, if it did.
+	indexRebuilt error
+	creating     sync.Mutex // serializes CreateLedger
 }
 
 // Open opens the data directory dir, creating it if needed, and recovers
@@ -92,8 +96,8 @@ func (db *DB) open() error {
 	if db.meta, err = openMeta(metaPath); err != nil {
 		return err
 	}
-	if db.idx, err = index.Open(filepath.Join(db.dir, indexDir), index.Options{FS: db.fs}); err != nil {
-		return fmt.Errorf("engine: open index: %w", err)
+	if db.idx, err = db.openIndex(); err != nil {
+		return err
 	}
 	metas, err := loadMeta(db.meta)
 	if err != nil {
@@ -105,6 +109,11 @@ func (db *DB) open() error {
 	}
 	// Every ledger directory is a ledger, whether or not the metadata
 	// knows it (a crash may come between the two).
+	// An import interrupted by a crash leaves a ".import-*" directory,
+	// never a ledger (see interchange.go); nothing can be importing now.
+	if err := removeImportLeftovers(db.fs, filepath.Join(db.dir, ledgersDir)); err != nil {
+		return fmt.Errorf("engine: remove an interrupted import: %w", err)
+	}
 	names, err := db.fs.List(filepath.Join(db.dir, ledgersDir))
 	if err != nil {
 		return fmt.Errorf("engine: list ledgers: %w", err)
@@ -236,6 +245,45 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool) (*
 	l.meta = m
 	return l, nil
 }
+
+// openIndex opens the index. The index is derived from the segments: one
+// that cannot be opened (a crash while Pebble was creating it, damage) is
+// moved to DIR/index.broken, replacing any earlier one, and rebuilt; see
+// IndexRebuilt. One of a newer format is refused: a newer annal wrote it; so is one that cannot be read for lack of
+// permission or of file descriptors.
+func (db *DB) openIndex() (*index.Index, error) {
+	path := filepath.Join(db.dir, indexDir)
+	idx, err := index.Open(path, index.Options{FS: db.fs})
+	if err == nil || errors.Is(err, index.ErrFormatVersion) || errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EMFILE) {
+		if err != nil {
+			return nil, fmt.Errorf("engine: open index: %w", err)
+		}
+		return idx, nil
+	}
+	broken := filepath.Join(db.dir, indexDir+".broken")
+	if rerr := db.fs.RemoveAll(broken); rerr != nil {
+		return nil, fmt.Errorf("engine: open index: %w (and removing %s to rebuild it failed: %v)", err, broken, rerr)
+	}
+	if rerr := db.fs.Rename(path, broken); rerr != nil {
+		return nil, fmt.Errorf("engine: open index: %w (and moving it aside to rebuild it failed: %v)", err, rerr)
+	}
+	if rerr := mkdirSynced(db.fs, path); rerr != nil {
+		return nil, fmt.Errorf("engine: open index: %w (and creating a new one failed: %v)", err, rerr)
+	}
+	db.indexRebuilt = fmt.Errorf("engine: the index could not be opened and was rebuilt from the segments (the old one is in %s): %w", broken, err)
+	idx, err = index.Open(path, index.Options{FS: db.fs})
+	if err != nil {
+		return nil, fmt.Errorf("engine: open a new index: %w", err)
+	}
+	return idx, nil
+}
+
+// IndexRebuilt returns why the index was rebuilt from the segments when
+// the DB opened because it could not be opened, or nil if it was not.
+// The segments are the truth and hold every event, so nothing is lost; the
+// error is for the operator, who may want to know why (DIR/index.broken
+// holds the old index until the next such rebuild).
+func (db *DB) IndexRebuilt() error { return db.indexRebuilt }
 
 // errUnfinishedCreate: a ledger directory without a genesis event that
 // the metadata does not know, which a crash in CreateLedger leaves.

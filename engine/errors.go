@@ -18,7 +18,8 @@ var (
 	ErrClosed = errors.New("engine: closed")
 	// ErrLedgerNotFound: no ledger has that name or ID.
 	ErrLedgerNotFound = errors.New("engine: ledger not found")
-	// ErrLedgerExists: CreateLedger was given a name already in use.
+	// ErrLedgerExists: CreateLedger or Import was given a name already in
+	// use, or Import a ledger whose ID is already in the directory.
 	ErrLedgerExists = errors.New("engine: ledger exists")
 	// ErrLedgerUnavailable: the ledger failed verification or recovery
 	// when the DB opened; the wrapped error says why. Other ledgers work.

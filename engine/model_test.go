@@ -5,9 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/annal-db/annal/canon"
 	"github.com/annal-db/annal/eventid"
@@ -48,12 +50,13 @@ func (m *model) head(ledger string) eventid.ID {
 }
 
 // TestModel runs random sequences of creates, appends (plain, batched,
-// conditional, idempotent), reads, scans, replays and reopens against the
+// conditional, idempotent), reads, scans, replays, subscriptions and
+// reopens against the
 // engine and the model, requires the same results, and verifies every
 // ledger at the end.
 func TestModel(t *testing.T) {
 	n := *modelSeqs
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		n = 20
 	}
 	seed := rand.Uint64()
@@ -242,6 +245,48 @@ func runModel(t *testing.T, rng *rand.Rand, seq int) {
 			if fmt.Sprint(got) != fmt.Sprint(want) {
 				fail("replay", "%+v: got %v, want %v", o, got, want)
 			}
+
+		case r < 97: // a subscription from a random event: the events after it, then an append's
+			name := pick(ledgerNames())
+			evs := m.ledgers[name]
+			after, from := eventid.ID{}, 0
+			if k := rng.IntN(len(evs) + 2); k == 1 {
+				after, from = m.genesis[name], 0
+			} else if k > 1 {
+				after, from = evs[k-2].id, k-1
+			}
+			want := idsOf(evs[from:])
+			if after.IsZero() {
+				want = append([]eventid.ID{m.genesis[name]}, want...)
+			}
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			next, stop := iter.Pull2(db.Subscribe(sctx, name, after))
+			var got []eventid.ID
+			for len(got) < len(want) {
+				ev, err, ok := next()
+				if !ok || err != nil {
+					fail("subscribe", "after %s: stopped after %v: %v", after, got, err)
+				}
+				got = append(got, ev.ID)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				fail("subscribe", "after %s: got %v, want %v", after, got, want)
+			}
+			// A new event reaches the subscriber.
+			ids, err := db.Append(ctx, name, []EventInput{ev("order", "k1", "noted")}, nil)
+			if err != nil {
+				fail("subscribe", "append: %v", err)
+			}
+			m.ledgers[name] = append(m.ledgers[name], modelEvent{id: ids[0], entity: "order", key: "k1", event: "noted", data: "{}"})
+			m.byID[ids[0]] = &m.ledgers[name][len(m.ledgers[name])-1]
+			if e, err, ok := next(); !ok || err != nil || e.ID != ids[0] {
+				fail("subscribe", "the new event: %v %v %v, want %s", e.ID, err, ok, ids[0])
+			}
+			cancel()
+			if _, err, ok := next(); !ok || !errors.Is(err, context.Canceled) {
+				fail("subscribe", "after cancel: %v %v, want context.Canceled", err, ok)
+			}
+			stop()
 
 		default: // reopen
 			if err := db.Close(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -138,5 +139,67 @@ func TestIndexAheadOfSegments(t *testing.T) {
 	}
 	if _, err := db.Verify(ctx, "l", nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestUnopenableIndexIsRebuilt damages the index so that Pebble cannot
+// open it (its manifest deleted, or its CURRENT marker garbled): Open
+// moves it to index.broken, rebuilds it from the segments and says so
+// through IndexRebuilt; every event is found and the ledger verifies.
+func TestUnopenableIndexIsRebuilt(t *testing.T) {
+	ctx := context.Background()
+	for _, damage := range []string{"manifest deleted", "marker garbled"} {
+		dir := t.TempDir()
+		db := openTest(t, dir)
+		if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
+			t.Fatal(err)
+		}
+		ids, err := db.Append(ctx, "l", []EventInput{order(1), order(2)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if db.IndexRebuilt() != nil {
+			t.Fatalf("a new index reported as rebuilt: %v", db.IndexRebuilt())
+		}
+		db.Close()
+		entries, err := os.ReadDir(filepath.Join(dir, indexDir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range entries {
+			p := filepath.Join(dir, indexDir, e.Name())
+			switch {
+			case damage == "manifest deleted" && strings.HasPrefix(e.Name(), "MANIFEST-"):
+				err = os.Remove(p)
+			case damage == "marker garbled" && strings.HasPrefix(e.Name(), "marker.manifest."):
+				err = os.Rename(p, filepath.Join(dir, indexDir, "marker.manifest.000001.MANIFEST-999999"))
+			default:
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+		if n == 0 {
+			t.Fatalf("%s: nothing to damage in %v", damage, entries)
+		}
+		db = openTest(t, dir)
+		if err := db.IndexRebuilt(); err == nil {
+			t.Fatalf("%s: IndexRebuilt is nil", damage)
+		}
+		if _, err := os.Stat(filepath.Join(dir, indexDir+".broken")); err != nil {
+			t.Fatalf("%s: the broken index was not kept: %v", damage, err)
+		}
+		for _, id := range ids {
+			if _, err := db.Get(ctx, id); err != nil {
+				t.Fatalf("%s: %v", damage, err)
+			}
+		}
+		if _, err := db.Verify(ctx, "l", nil); err != nil {
+			t.Fatalf("%s: %v", damage, err)
+		}
+		db.Close()
 	}
 }

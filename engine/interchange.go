@@ -1,0 +1,617 @@
+package engine
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/annal-db/annal/engine/ndjson"
+	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// An import writes its segments in DIR/ledgers/.import-XXXXXXXXXXXXXXXX (16
+// random hex digits): not a ledger ID, so Open does not take it for a
+// ledger. Only once every event is written and synced is the directory
+// renamed to DIR/ledgers/LLLLLLLL, which is the moment the ledger comes to
+// exist. A crash before leaves such a directory behind; see
+// removeImportLeftovers.
+const importDirPrefix = ".import-"
+
+// importBatchBytes is how much event data (canonical meta and data) an
+// import gathers into one segment append. A variable for tests.
+var importBatchBytes = 4 << 20
+
+// ImportOptions are the options of Import.
+type ImportOptions struct {
+	// Name is the name of the new ledger. Empty means the genesis event's
+	// data "name" (a string), or else its key: the name annal gives a
+	// ledger whose metadata it rebuilds from its segments.
+	//
+	// A Name that differs from that is kept in the metadata file only: if
+	// the metadata is lost (or the process crashes after the ledger's
+	// segments are in place and before its metadata is written), Open
+	// rebuilds it from the genesis event and the ledger is named as if
+	// Name had been empty.
+	Name string
+	// Progress, if not nil, is called now and then (after each batch of
+	// events is written, and once at the end) with the events imported and
+	// the bytes of input read so far. It is called from the goroutine that
+	// called Import.
+	Progress func(events, bytes int64)
+}
+
+// Import reads a whole ledger in the Evently NDJSON download format (see
+// package ndjson and docs/format.md section 5) and stores it as a new
+// ledger, with every event ID and timestamp as they are in the input. The
+// first line must be the ledger's genesis event; every line is verified
+// (its ID recomputed from its content, the ledger ID, its timestamp and the
+// ID of the line before; timestamps strictly increasing) before it is
+// stored.
+//
+// Import is all or nothing: the ledger appears, indexed and with its
+// metadata, only if every line is valid and every write succeeded.
+// Otherwise nothing is left in the directory, in the index or in the
+// metadata.
+//
+// A bad line (not the format, not valid JSON, an ID that does not verify,
+// an event of another ledger, a line too long, an event larger than
+// Options.MaxEventSize) fails with an error that matches ErrInvalid and
+// wraps an *ndjson.LineError naming the line; so does an input that cannot
+// be read (that error also matches ndjson.ErrRead). Empty input fails with
+// ErrInvalid (and ndjson.ErrNoEvents). A ledger whose ID or name exists in
+// the directory fails with ErrLedgerExists before anything is written.
+// When ctx ends, Import stops, removes what it wrote and returns ctx's
+// error.
+//
+// Names (entity, key, event) are kept as they are: the IDs cover them.
+// Only the limits of the segment format apply (65,535 bytes each), not the
+// rules Append applies to new names.
+//
+// Events are written without fsync, in batches of a few MB, and synced
+// once at the end. Reading the input and writing the segments run
+// concurrently with everything else; a ledger of the same ID or name
+// created meanwhile makes Import fail with ErrLedgerExists at the end. The
+// last step (moving the segments into place, indexing them, writing the
+// metadata, registering the ledger) excludes CreateLedger, other imports
+// and Close until it is done; it takes about as long as Open takes to
+// index the same ledger from scratch.
+func (db *DB) Import(ctx context.Context, r io.Reader, opts ImportOptions) (LedgerInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return LedgerInfo{}, err
+	}
+	if opts.Name != "" {
+		if err := checkName("ledger name", opts.Name); err != nil {
+			return LedgerInfo{}, fmt.Errorf("engine: import: %w", err)
+		}
+	}
+	in := &countingReader{r: r}
+	im := &importer{db: db, ctx: ctx, opts: opts, in: in, rd: ndjson.NewReader(in), v: ndjson.NewVerifier()}
+	info, err := im.run()
+	if err != nil {
+		im.cleanup()
+		return LedgerInfo{}, err
+	}
+	return info, nil
+}
+
+// importer is one Import in progress.
+type importer struct {
+	db   *DB
+	ctx  context.Context
+	opts ImportOptions
+	in   *countingReader
+	rd   *ndjson.Reader
+	v    *ndjson.Verifier
+
+	name string
+	id   eventid.LedgerID
+	tmp  string // the temporary directory, while it exists
+	log  *segment.Log
+
+	// The batch being gathered: entries whose Meta and Data point into
+	// arena, and the line of the first entry.
+	entries   []segment.Entry
+	arena     []byte
+	firstLine int
+	batch     segment.Batch
+}
+
+func (im *importer) run() (LedgerInfo, error) {
+	db := im.db
+	ev, err := im.next()
+	if err == io.EOF {
+		return LedgerInfo{}, fmt.Errorf("%w: import: %w", ErrInvalid, ndjson.ErrNoEvents)
+	}
+	if err != nil {
+		return LedgerInfo{}, err
+	}
+	im.id = im.v.Ledger()
+	im.name = im.opts.Name
+	if im.name == "" {
+		im.name = genesisName(ev)
+		if err := checkName("ledger name", im.name); err != nil {
+			return LedgerInfo{}, fmt.Errorf("engine: import: the genesis event names the ledger, but: %w (choose a name with ImportOptions.Name)", err)
+		}
+	}
+	if err := db.importTargetFree(im.name, im.id); err != nil {
+		return LedgerInfo{}, err
+	}
+
+	// Write the segments in a temporary directory.
+	if im.tmp, err = db.makeImportDir(); err != nil {
+		return LedgerInfo{}, err
+	}
+	so := db.segmentOptions(im.id)
+	so.Durability = None
+	if im.log, err = segment.Create(im.tmp, so); err != nil {
+		return LedgerInfo{}, fmt.Errorf("engine: import of ledger %s: %w", im.id, err)
+	}
+	im.arena = make([]byte, 0, importBatchBytes)
+	if err := im.add(ev); err != nil {
+		return LedgerInfo{}, err
+	}
+	for {
+		ev, err := im.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return LedgerInfo{}, err
+		}
+		if err := im.add(ev); err != nil {
+			return LedgerInfo{}, err
+		}
+	}
+	if err := im.flush(); err != nil {
+		return LedgerInfo{}, err
+	}
+	if err := im.log.Sync(); err != nil {
+		return LedgerInfo{}, fmt.Errorf("engine: import of ledger %s: %w", im.id, err)
+	}
+	head := im.log.Head()
+	meta, err := metaFromGenesis(im.log)
+	if err != nil {
+		return LedgerInfo{}, fmt.Errorf("engine: import of ledger %s: %w", im.id, err)
+	}
+	meta.Name = im.name
+	err = im.log.Close()
+	im.log = nil
+	if err != nil {
+		return LedgerInfo{}, fmt.Errorf("engine: import of ledger %s: %w", im.id, err)
+	}
+	if im.opts.Progress != nil {
+		im.opts.Progress(int64(head.Seq), im.in.n)
+	}
+	if err := im.ctx.Err(); err != nil {
+		return LedgerInfo{}, err
+	}
+	return im.commit(head, meta)
+}
+
+// next reads and verifies the next line. Errors name the line and match
+// ErrInvalid; io.EOF is returned as it is.
+func (im *importer) next() (*ndjson.Event, error) {
+	ev, err := im.rd.Next()
+	if err == io.EOF {
+		return nil, err
+	}
+	if err == nil {
+		if err = im.v.Verify(ev); err != nil {
+			err = &ndjson.LineError{Line: im.rd.Line(), Err: err}
+		}
+	}
+	if err == nil {
+		err = im.check(ev)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: import: %w", ErrInvalid, err)
+	}
+	if im.rd.Line()%1024 == 0 {
+		if err := im.ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return ev, nil
+}
+
+// check applies the limits of the segment format and of the DB to a line.
+func (im *importer) check(ev *ndjson.Event) error {
+	for _, f := range [...]struct{ what, v string }{{"entity", ev.Entity}, {"key", ev.Key}, {"event", ev.Event}} {
+		if len(f.v) > segment.MaxNameLen {
+			return &ndjson.LineError{Line: im.rd.Line(), Err: fmt.Errorf("%s is %d bytes, the limit is %d", f.what, len(f.v), segment.MaxNameLen)}
+		}
+	}
+	if n := len(ev.Meta) + len(ev.Data); n > im.db.opts.MaxEventSize {
+		return &ndjson.LineError{Line: im.rd.Line(), Err: fmt.Errorf("meta and data are %d bytes in canonical form, the limit (Options.MaxEventSize) is %d", n, im.db.opts.MaxEventSize)}
+	}
+	return nil
+}
+
+// add adds a verified event to the batch, writing the batch first if the
+// event's meta and data do not fit in the arena.
+func (im *importer) add(ev *ndjson.Event) error {
+	if len(im.arena)+len(ev.Meta)+len(ev.Data) > cap(im.arena) && len(im.entries) > 0 {
+		if err := im.flush(); err != nil {
+			return err
+		}
+	}
+	if len(im.entries) == 0 {
+		im.firstLine = im.rd.Line()
+	}
+	// The arena does not grow while the batch holds slices of it, except
+	// for a single event larger than it (then it is reallocated, and the
+	// batch holds only that event).
+	start := len(im.arena)
+	im.arena = append(im.arena, ev.Meta...)
+	mid := len(im.arena)
+	im.arena = append(im.arena, ev.Data...)
+	end := len(im.arena)
+	im.entries = append(im.entries, segment.Entry{Entity: ev.Entity, Key: ev.Key, Event: ev.Event,
+		Meta: im.arena[start:mid:mid], Data: im.arena[mid:end:end], Micros: ev.Micros, ID: ev.ID})
+	return nil
+}
+
+// flush appends the gathered batch to the segments.
+func (im *importer) flush() error {
+	if len(im.entries) == 0 {
+		return nil
+	}
+	if err := im.ctx.Err(); err != nil {
+		return err
+	}
+	im.batch = segment.Batch{Entries: im.entries, Durability: None, IDs: im.batch.IDs[:0], Locations: im.batch.Locations[:0]}
+	if err := im.log.Append(&im.batch); err != nil {
+		// Every line was verified already: this is a write error, or
+		// a check of the segment log that the Verifier lacks.
+		err = fmt.Errorf("engine: import of ledger %s: lines %d to %d: %w", im.id, im.firstLine, im.firstLine+len(im.entries)-1, err)
+		for _, e := range []error{segment.ErrIDMismatch, segment.ErrTimeOrder, segment.ErrTooLarge, segment.ErrNotGenesis} {
+			if errors.Is(err, e) {
+				return fmt.Errorf("%w: %w", ErrInvalid, err)
+			}
+		}
+		return err
+	}
+	clear(im.entries) // drop the names' strings
+	im.entries = im.entries[:0]
+	if im.arena = im.arena[:0]; cap(im.arena) > importBatchBytes {
+		im.arena = make([]byte, 0, importBatchBytes)
+	}
+	if im.opts.Progress != nil {
+		im.opts.Progress(int64(im.log.Head().Seq), im.in.n)
+	}
+	return nil
+}
+
+// commit moves the written and synced segments into place, indexes them,
+// writes the metadata and registers the ledger. It is the only step of an
+// import that runs alone with CreateLedger.
+func (im *importer) commit(head segment.Head, meta ledgerMeta) (LedgerInfo, error) {
+	db := im.db
+	db.creating.Lock()
+	defer db.creating.Unlock()
+	if err := db.importTargetFreeLocked(im.name, im.id); err != nil {
+		return LedgerInfo{}, err
+	}
+	final := db.ledgerDir(im.id)
+	parent := filepath.Join(db.dir, ledgersDir)
+	if err := db.fs.Rename(im.tmp, final); err != nil {
+		return LedgerInfo{}, fmt.Errorf("engine: import of ledger %s: move %s into place: %w", im.id, im.tmp, err)
+	}
+	im.tmp = ""
+	// From here on, undo removes the ledger.
+	undo := func(l *ledger, err error) (LedgerInfo, error) {
+		if l != nil {
+			l.log.Close()
+		}
+		errs := []error{err}
+		if rmErr := db.fs.RemoveAll(final); rmErr != nil {
+			errs = append(errs, fmt.Errorf("removing %s: %w", final, rmErr))
+		} else if syncErr := syncDir(db.fs, parent); syncErr != nil {
+			errs = append(errs, syncErr)
+		}
+		if l != nil {
+			if delErr := db.idx.DeleteLedger(im.id); delErr != nil {
+				errs = append(errs, fmt.Errorf("removing its index entries: %w", delErr))
+			}
+		}
+		return LedgerInfo{}, fmt.Errorf("engine: import of ledger %s: %w", im.id, errors.Join(errs...))
+	}
+	if err := syncDir(db.fs, parent); err != nil {
+		return undo(nil, err)
+	}
+
+	// Index it as recovery does (catchUp, from the start). The read lock
+	// keeps Close from closing the index and the metadata meanwhile.
+	db.mu.RLock()
+	if db.closed {
+		db.mu.RUnlock()
+		return undo(nil, ErrClosed)
+	}
+	// The checkpoint is the head just written and synced: nothing needs
+	// verifying again (every ID was computed by the Log and compared).
+	log, _, err := segment.Open(final, db.segmentOptions(im.id), head)
+	if err != nil {
+		db.mu.RUnlock()
+		return undo(nil, err)
+	}
+	l := &ledger{db: db, log: log, meta: meta}
+	l.cond.L = &l.idxMu
+	// No index entry can exist for an ID no ledger has; but if one did,
+	// catchUp from the start must not mix with it.
+	err = db.idx.DeleteLedger(im.id)
+	if err == nil {
+		err = l.catchUp(segment.Head{})
+	}
+	if err == nil {
+		err = putMeta(db.meta, l.checkpointMeta())
+	}
+	db.mu.RUnlock()
+	if err != nil {
+		return undo(l, err)
+	}
+
+	db.mu.Lock()
+	if db.closed {
+		// Close ran between the two locks. The ledger is complete on
+		// disk (segments synced, indexed, metadata written): the next
+		// Open has it. Close did not know it, so close its log here.
+		db.mu.Unlock()
+		info := l.info()
+		if err := log.Close(); err != nil {
+			return LedgerInfo{}, fmt.Errorf("engine: import of ledger %s: %w", im.id, err)
+		}
+		return info, nil
+	}
+	db.byName[im.name] = l
+	db.byID[im.id] = l
+	db.mu.Unlock()
+	return l.info(), nil
+}
+
+// cleanup removes what a failed import wrote before its commit.
+func (im *importer) cleanup() {
+	if im.log != nil {
+		im.log.Close()
+		im.log = nil
+	}
+	if im.tmp != "" {
+		im.db.fs.RemoveAll(im.tmp)
+		syncDir(im.db.fs, filepath.Join(im.db.dir, ledgersDir))
+		im.tmp = ""
+	}
+}
+
+// importTargetFree checks that no ledger has the name or the ID.
+func (db *DB) importTargetFree(name string, id eventid.LedgerID) error {
+	db.creating.Lock()
+	defer db.creating.Unlock()
+	return db.importTargetFreeLocked(name, id)
+}
+
+// importTargetFreeLocked is importTargetFree with db.creating held.
+func (db *DB) importTargetFreeLocked(name string, id eventid.LedgerID) error {
+	db.mu.RLock()
+	closed := db.closed
+	_, exists := db.byName[name]
+	_, broken := db.broken[name]
+	db.mu.RUnlock()
+	switch {
+	case closed:
+		return ErrClosed
+	case db.ledgerIDTaken(id):
+		return fmt.Errorf("%w: import: ledger %s exists (the input's genesis event gives that ID)", ErrLedgerExists, id)
+	case exists || broken:
+		return fmt.Errorf("%w: import: a ledger named %q exists", ErrLedgerExists, name)
+	}
+	return nil
+}
+
+// makeImportDir creates a new, empty temporary directory for an import.
+func (db *DB) makeImportDir() (string, error) {
+	var b [8]byte
+	for {
+		rand.Read(b[:])
+		dir := filepath.Join(db.dir, ledgersDir, importDirPrefix+hex.EncodeToString(b[:]))
+		if _, err := db.fs.Stat(dir); err == nil {
+			continue
+		}
+		if err := db.fs.MkdirAll(dir, 0o700); err != nil {
+			return "", fmt.Errorf("engine: import: create %s: %w", dir, err)
+		}
+		return dir, nil
+	}
+}
+
+// removeImportLeftovers removes the temporary directories of imports that
+// a crash interrupted from ledgersPath (DIR/ledgers): they hold no ledger
+// (an import's ledger exists only once its directory is renamed to the
+// ledger's ID). Open may call it while it holds the directory's lock, when
+// no import can be running.
+func removeImportLeftovers(fs vfs.FS, ledgersPath string) error {
+	names, err := fs.List(ledgersPath)
+	if err != nil {
+		return fmt.Errorf("engine: list %s: %w", ledgersPath, err)
+	}
+	removed := false
+	for _, name := range names {
+		if !strings.HasPrefix(name, importDirPrefix) {
+			continue
+		}
+		if err := fs.RemoveAll(filepath.Join(ledgersPath, name)); err != nil {
+			return fmt.Errorf("engine: remove the leftover of an interrupted import %s: %w", name, err)
+		}
+		removed = true
+	}
+	if removed {
+		return syncDir(fs, ledgersPath)
+	}
+	return nil
+}
+
+// genesisName returns the name that metaFromGenesis gives a ledger with
+// this genesis event: its data's "name", or else its key. It decodes the
+// data the same way, so that both agree.
+func genesisName(ev *ndjson.Event) string {
+	var data struct{ Name, Description string }
+	if json.Unmarshal(ev.Data, &data) == nil && data.Name != "" {
+		return data.Name
+	}
+	return ev.Key
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// ExportOptions are the options of Export. The zero value exports the
+// whole ledger.
+type ExportOptions struct {
+	// After, if not zero, exports only the events after this one
+	// (exclusive). It must be an event of the ledger.
+	After eventid.ID
+	// From, if not zero, exports only the events at or after this time.
+	// With After, an event must satisfy both.
+	From time.Time
+	// Progress, if not nil, is called now and then (every few thousand
+	// events, and once at the end) with the events and bytes written so
+	// far. It is called from the goroutine that called Export.
+	Progress func(events, bytes int64)
+}
+
+// Export writes the events of a ledger to w in the Evently NDJSON download
+// format, one line an event in ledger order (see ndjson.AppendLine), and
+// returns the number of events written. It exports the events committed
+// when it starts; later appends are not included.
+//
+// A whole export begins with the genesis event and verifies with
+// ndjson.VerifyAll; Import reads it back into the same ledger. An export
+// with After or From begins elsewhere: it verifies only with
+// ndjson.ResumeVerifier given the ledger ID, the ID of the event before its
+// first line and that event's sequence number, and it cannot be imported
+// on its own.
+//
+// Export streams: it reads the segments in order and writes through a
+// buffer, in constant memory whatever the size of the ledger. On error the
+// count says how many events were written before it (some of them may
+// still have been in the buffer).
+func (db *DB) Export(ctx context.Context, ledgerName string, w io.Writer, opts ExportOptions) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	l, err := db.ledger(ledgerName)
+	if err != nil {
+		return 0, err
+	}
+	head := l.log.Head()
+	seg, off, err := l.exportStart(ctx, head, &opts)
+	if err != nil || seg == 0 {
+		return 0, err
+	}
+	bw := bufio.NewWriterSize(w, 256<<10)
+	var events, written int64
+	progress := func() {
+		if opts.Progress != nil {
+			opts.Progress(events, written)
+		}
+	}
+	fail := func(err error) (int64, error) {
+		return events, fmt.Errorf("engine: export of ledger %s, after %d events: %w", l.meta.Name, events, err)
+	}
+	it := l.log.NewIterator(seg, off)
+	for it.Next() {
+		r := it.Record()
+		if r.Seq > head.Seq {
+			break
+		}
+		// The record's slices are valid until it.Next; AppendLine only
+		// reads the names, so they need not be copied into strings.
+		buf := ndjson.AppendLine(bw.AvailableBuffer(), r.ID, r.ID.Micros(),
+			bytesString(r.Entity), bytesString(r.Key), bytesString(r.Event), r.Meta, r.Data)
+		if _, err := bw.Write(buf); err != nil {
+			return fail(err)
+		}
+		events++
+		written += int64(len(buf))
+		if events%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return events, err
+			}
+			progress()
+		}
+		if r.Seq == head.Seq {
+			break
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fail(err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fail(err)
+	}
+	progress()
+	return events, nil
+}
+
+// exportStart returns where an export with these options begins: the
+// segment and offset of its first record, or segment 0 if no event is to
+// be exported.
+func (l *ledger) exportStart(ctx context.Context, head segment.Head, o *ExportOptions) (uint64, int64, error) {
+	if o.After.IsZero() && o.From.IsZero() {
+		return 1, segment.FirstOffset, nil
+	}
+	if err := l.readable(); err != nil {
+		return 0, 0, err
+	}
+	lo := l.meta.ID.MinForTime(o.From)
+	if !o.After.IsZero() {
+		if o.After.Ledger() != l.meta.ID {
+			return 0, 0, invalid("export: after %s: an ID of ledger %s, not of %s", o.After, o.After.Ledger(), l.meta.ID)
+		}
+		seq, _, found, err := l.db.idx.Lookup(o.After)
+		if err != nil {
+			return 0, 0, err
+		}
+		if !found || seq > head.Seq {
+			return 0, 0, fmt.Errorf("%w: export: after %s: no such event in ledger %s", ErrNotFound, o.After, l.meta.Name)
+		}
+		if next := nextID(o.After); next.Compare(lo) > 0 {
+			lo = next
+		}
+	}
+	hi := l.meta.ID.MaxForTime(time.Unix(0, 0).Add(1 << 62))
+	for pos, err := range l.db.idx.TimeRange(ctx, l.meta.ID, lo, hi, false) {
+		if err != nil {
+			return 0, 0, err
+		}
+		if pos.Seq > head.Seq {
+			return 0, 0, nil
+		}
+		return pos.Loc.Segment, pos.Loc.Offset, nil
+	}
+	return 0, 0, nil
+}
+
+// bytesString returns b as a string without copying. The string must not
+// outlive b's contents.
+func bytesString(b []byte) string {
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
