@@ -1,20 +1,42 @@
-// Command annal inspects and checks annal data and Evently ledgers.
+// Command annal is the operator's tool over an annal data directory, and
+// checks Evently ledgers without one.
 //
+//	annal create NAME           create a ledger; prints its name and ID
+//	annal ledgers               list the ledgers: name, ID, count, head, first/last time, bytes
+//	annal append NAME           append NDJSON events from standard input (or one from flags);
+//	                            prints each ID once it is durable
+//	annal get ID|PREFIX|NAME#SEQ  one event, by ID in any text form, hex prefix or sequence number
+//	annal scan NAME             events by time range (--from, --to, --after, --limit, --reverse)
+//	                            or by stream (--entity, --key, --event)
+//	annal tail NAME             follow a ledger, printing events as they commit
+//	annal verify [NAME]         check ledgers: the tail and the head, or every record with --full
+//	annal stats [NAME]          count, head, time span, bytes, segments, events a day; totals
+//	annal import [--name N] FILE|-  import an Evently NDJSON ledger, all or nothing; prints name and ID
+//	annal export NAME [--after ID] [-o FILE]  a ledger as Evently NDJSON
+//	annal demo                  annal's whole job on a local directory, with a SIGKILL, in seconds
 //	annal canon                 canonical JSON of each line of standard input
 //	annal id ID…                the fields and every text form of Event IDs
 //	annal verify-file FILE|-    verify an Evently NDJSON ledger, no database needed
+//
+// Global flags: --dir D (default $ANNAL_DIR, or ./annal-data) and
+// --format table|json|ndjson (default table when standard output is a
+// terminal, ndjson otherwise). Only create, import and demo make a data
+// directory; the other commands refuse one that does not exist.
 //
 // Exit codes: 0 success, 1 error, 2 usage, 3 verification failed,
 // 4 condition failed.
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/annal-db/annal/eventid"
 	"github.com/spf13/cobra"
@@ -59,12 +81,18 @@ func main() {
 
 // run executes the command line args and returns the exit code.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return runContext(context.Background(), args, stdin, stdout, stderr)
+}
+
+// runContext is run with a context that ends long-running commands (tail,
+// append from standard input) as SIGINT or SIGTERM would.
+func runContext(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRootCmd()
 	root.SetArgs(protectIDArgs(root, args))
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.Execute()
+	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
 	}
@@ -83,10 +111,24 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 func newRootCmd() *cobra.Command {
+	g := &globals{}
 	root := &cobra.Command{
 		Use:   "annal",
 		Short: "annal: an embedded, append-only ledger database",
-		Long: `annal inspects and checks annal data and Evently ledgers.
+		Long: `annal works on an annal data directory (create, ledgers, append, get, scan,
+tail, verify, stats) and checks Evently ledgers without one (verify-file).
+
+The data directory is --dir, or $ANNAL_DIR when --dir is not given, or
+./annal-data. Only create, import and demo make a directory that does not exist. One process
+at a time may have a data directory open; a command run while another process
+has it open fails with "data directory D is in use by another process".
+
+--format chooses the output: table (aligned columns for people), json (one
+JSON document) or ndjson (one JSON object a line). The default is table when
+standard output is a terminal and ndjson otherwise, so scripts and pipes get
+NDJSON unless they ask for something else. Events in json and ndjson are in
+the Evently download format: entity, key, event, eventId, timestamp, meta,
+data. append prints bare IDs, one a line, in every format.
 
 Exit codes: 0 success, 1 error, 2 usage, 3 verification failed,
 4 condition failed.`,
@@ -104,8 +146,23 @@ Exit codes: 0 success, 1 error, 2 usage, 3 verification failed,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &exitErr{code: exitUsage, err: err}
 	})
-	root.AddCommand(newCanonCmd(), newIDCmd(), newVerifyFileCmd())
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.dir, "dir", "", "data directory (default $ANNAL_DIR, or ./annal-data)")
+	pf.StringVar(&g.format, "format", "", "output format: table, json or ndjson (default table on a terminal, ndjson otherwise)")
+	root.AddCommand(
+		newCreateCmd(g), newLedgersCmd(g), newAppendCmd(g), newGetCmd(g),
+		newScanCmd(g), newTailCmd(g), newVerifyCmd(g), newStatsCmd(g),
+		newImportCmd(g), newExportCmd(g), newDemoCmd(g), newDemoWriterCmd(g),
+		newCanonCmd(), newIDCmd(), newVerifyFileCmd(),
+	)
 	return root
+}
+
+// signalContext returns a context that also ends at SIGINT or SIGTERM, for
+// the commands that run until they are interrupted (tail, append from
+// standard input): they stop cleanly and close the data directory.
+func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 }
 
 // usageArgs turns an argument check's failure into a usage error.

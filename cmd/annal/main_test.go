@@ -11,7 +11,16 @@ import (
 	"testing"
 
 	"github.com/annal-db/annal/eventid"
+	"github.com/rogpeppe/go-internal/testscript"
 )
+
+// TestMain lets the test binary be the annal command of the scripts: run
+// as "annal", it runs the command and exits with its code.
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"annal": func() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+	})
+}
 
 // annal runs the command in-process and returns its exit code and output.
 func annal(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
@@ -158,6 +167,19 @@ func TestUsageErrors(t *testing.T) {
 		{"id", "--format", "xml", "0005d5813bf9c44943545b8f9e961c04"},
 		{"canon", "extra"},
 		{"canon", "--no-such-flag"},
+		{"create"},
+		{"ledgers", "extra"},
+		{"--format", "xml", "ledgers"},
+		{"--dir", "", "ledgers"},
+		{"append"},
+		{"append", "x", "--durability", "fast"},
+		{"get"},
+		{"scan"},
+		{"scan", "x", "--from", "soon"},
+		{"scan", "x", "--limit", "-1"},
+		{"tail"},
+		{"verify", "a", "b"},
+		{"stats", "a", "b"},
 	} {
 		code, _, errOut := annal(t, "", args...)
 		if code != 2 {

@@ -1,0 +1,415 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/annal-db/annal/engine"
+	"github.com/annal-db/annal/engine/ndjson"
+	"github.com/annal-db/annal/eventid"
+)
+
+// TestAppendEventLine checks the Evently line: its escapes, and that the
+// Evently examples ledger, parsed and written again line by line, is a
+// ledger that verifies, with the same events.
+func TestAppendEventLine(t *testing.T) {
+	ev := engine.Event{ID: eventid.MustParse("0005d5813bf9c44943545b8f9e961c04"), Entity: "a\"\\\n<&>", Key: "é📒", Event: "x",
+		Meta: []byte(`{}`), Data: []byte(`[1,"\u2028"]`)}
+	got := string(appendEventLine(nil, &ev))
+	want := `{"entity":"a\"\\\n<&>","key":"é📒","event":"x","eventId":"0005d5813bf9c44943545b8f9e961c04","timestamp":"2022-01-14T02:05:17.275209Z","meta":{},"data":[1,"\u2028"]}`
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+
+	f, err := os.Open(vectorPath(t, "evently-examples-ledger.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var in []ndjson.Event
+	var out []byte
+	r := ndjson.NewReader(f)
+	for {
+		e, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		in = append(in, *e)
+		in[len(in)-1].Meta, in[len(in)-1].Data = bytes.Clone(e.Meta), bytes.Clone(e.Data)
+		out = appendEventLine(out, &engine.Event{ID: e.ID, Entity: e.Entity, Key: e.Key, Event: e.Event, Meta: e.Meta, Data: e.Data})
+		out = append(out, '\n')
+	}
+	v, err := ndjson.VerifyAll(ndjson.NewReader(bytes.NewReader(out)))
+	if err != nil || v.Count() != 11550 || v.Ledger().String() != "9e961c04" {
+		t.Fatalf("the ledger written again: %v", err)
+	}
+	r = ndjson.NewReader(bytes.NewReader(out))
+	for i := range in {
+		e, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := in[i]
+		if e.ID != a.ID || e.Micros != a.Micros || e.Entity != a.Entity || e.Key != a.Key || e.Event != a.Event || !bytes.Equal(e.Meta, a.Meta) || !bytes.Equal(e.Data, a.Data) {
+			t.Fatalf("line %d: read %+v, wrote %+v", i+1, a, e)
+		}
+	}
+}
+
+// newDir returns a data directory with ledger "orders".
+func newDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "data")
+	if code, _, errOut := annal(t, "", "--dir", dir, "create", "orders"); code != 0 {
+		t.Fatalf("create: exit %d: %s", code, errOut)
+	}
+	return dir
+}
+
+// lockedBuffer is a bytes.Buffer safe for a command and a test at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// copyDir copies the files of src to dst: what a crash of the process
+// would leave on disk at this moment (the page cache survives it).
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o700)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// getEvents opens dir and returns the events with these IDs.
+func getEvents(t *testing.T, dir string, ids ...string) []engine.Event {
+	t.Helper()
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var evs []engine.Event
+	for _, s := range ids {
+		ev, err := db.Get(context.Background(), eventid.MustParse(s))
+		if err != nil {
+			t.Fatalf("event %s, printed by append, is not in %s: %v", s, dir, err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// TestAppendPrintsIDWhenStored runs append in-process with standard input
+// and output as pipes: an ID is printed while the command still waits for
+// more input, and by then its event is in the files (a copy of the
+// directory taken then has it), and after the command ends it is there.
+func TestAppendPrintsIDWhenStored(t *testing.T) {
+	dir := newDir(t)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var errOut lockedBuffer
+	done := make(chan int)
+	go func() {
+		code := run([]string{"--dir", dir, "append", "orders"}, inR, outW, &errOut)
+		outW.Close()
+		done <- code
+	}()
+	out := bufio.NewReader(outR)
+	readID := func() string {
+		t.Helper()
+		line, err := out.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading an ID: %v; stderr %s", err, errOut.String())
+		}
+		return strings.TrimSuffix(line, "\n")
+	}
+
+	fmt.Fprintln(inW, `{"entity":"order","key":"o-1","event":"placed","data":{"n":1}}`)
+	first := readID()
+	snapshot := filepath.Join(t.TempDir(), "snapshot")
+	copyDir(t, dir, snapshot) // the command is waiting for line 2 now
+	if ev := getEvents(t, snapshot, first)[0]; ev.Key != "o-1" || string(ev.Data) != `{"n":1}` {
+		t.Fatalf("snapshot: %+v", ev)
+	}
+
+	fmt.Fprintln(inW, `{"entity":"order","key":"o-2","event":"placed"}`)
+	second := readID()
+	inW.Close()
+	if rest, _ := io.ReadAll(out); len(rest) != 0 {
+		t.Fatalf("more output: %q", rest)
+	}
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	evs := getEvents(t, dir, first, second)
+	if evs[0].Seq != 2 || evs[1].Seq != 3 {
+		t.Fatalf("seqs %d, %d", evs[0].Seq, evs[1].Seq)
+	}
+}
+
+// TestAppendKilled kills an append process (the test binary as annal, see
+// TestMain) after it printed an ID: the event is there when the directory
+// is opened again.
+func TestAppendKilled(t *testing.T) {
+	bin, err := exec.LookPath("annal")
+	if err != nil {
+		t.Fatalf("TestMain puts annal on PATH: %v", err)
+	}
+	dir := newDir(t)
+	cmd := exec.Command(bin, "--dir", dir, "append", "orders")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errOut lockedBuffer
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := bufio.NewReader(stdout)
+	var ids []string
+	for i := range 3 {
+		fmt.Fprintf(stdin, `{"entity":"order","key":"o-%d","event":"placed"}`+"\n", i)
+		line, err := out.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading ID %d: %v; stderr %s", i, err, errOut.String())
+		}
+		ids = append(ids, strings.TrimSuffix(line, "\n"))
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	evs := getEvents(t, dir, ids...)
+	for i, ev := range evs {
+		if ev.Key != fmt.Sprintf("o-%d", i) {
+			t.Fatalf("event %s: %+v", ids[i], ev)
+		}
+	}
+}
+
+// countingWriter counts the writes to it.
+type countingWriter struct {
+	bytes.Buffer
+	writes int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.writes++
+	return w.Buffer.Write(p)
+}
+
+// TestAppendBatches appends many lines at once: they are appended in
+// batches (fewer flushes of IDs than events), every ID is printed once, in
+// ledger order.
+func TestAppendBatches(t *testing.T) {
+	dir := newDir(t)
+	const n = 3000
+	var in strings.Builder
+	for i := range n {
+		fmt.Fprintf(&in, `{"entity":"acct","key":"a-%d","event":"deposit","data":{"i":%d}}`+"\n", i%7, i)
+	}
+	var out countingWriter
+	var errOut bytes.Buffer
+	if code := run([]string{"--dir", dir, "append", "orders"}, strings.NewReader(in.String()), &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	ids := strings.Fields(out.String())
+	if len(ids) != n {
+		t.Fatalf("%d IDs printed, want %d", len(ids), n)
+	}
+	if out.writes >= n/2 {
+		t.Errorf("%d writes for %d events: not batched", out.writes, n)
+	}
+	t.Logf("%d events in %d flushes", n, out.writes)
+	code, scanOut, errText := annal(t, "", "--dir", dir, "scan", "orders", "--after", ids[0], "--limit", "1")
+	if code != 0 || !strings.Contains(scanOut, ids[1]) {
+		t.Fatalf("scan after the first: exit %d %s %s", code, scanOut, errText)
+	}
+	code, scanOut, _ = annal(t, "", "--dir", dir, "scan", "orders", "--format", "ndjson")
+	lines := strings.Split(strings.TrimSpace(scanOut), "\n")[1:] // the genesis event first
+	if code != 0 || len(lines) != n {
+		t.Fatalf("scan: exit %d, %d events", code, len(lines))
+	}
+	for i, l := range lines {
+		if !strings.Contains(l, `"eventId":"`+ids[i]+`"`) || !strings.Contains(l, fmt.Sprintf(`"data":{"i":%d}`, i)) {
+			t.Fatalf("event %d: %s, printed ID %s", i, l, ids[i])
+		}
+	}
+}
+
+// TestTail runs tail in-process and ends it as a signal would.
+func TestTail(t *testing.T) {
+	dir := newDir(t)
+	code, out, errOut := annal(t, "{\"entity\":\"e\",\"key\":\"k\",\"event\":\"v\"}\n{\"entity\":\"e\",\"key\":\"k\",\"event\":\"w\"}\n", "--dir", dir, "append", "orders")
+	if code != 0 {
+		t.Fatalf("append: exit %d: %s", code, errOut)
+	}
+	ids := strings.Fields(out)
+
+	for _, c := range []struct {
+		args []string
+		want []string // event names, in order
+	}{
+		{[]string{"--from-start"}, []string{"ledger-created", "v", "w"}},
+		{[]string{"--after", ids[0]}, []string{"w"}},
+		{nil, nil}, // from the current head: nothing yet
+	} {
+		outR, outW := io.Pipe()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan int)
+		var errOut lockedBuffer
+		go func() {
+			code := runContext(ctx, append([]string{"--dir", dir, "tail", "orders"}, c.args...), strings.NewReader(""), outW, &errOut)
+			outW.Close()
+			done <- code
+		}()
+		lines := bufio.NewScanner(outR)
+		for _, name := range c.want {
+			if !lines.Scan() {
+				t.Fatalf("tail %q: output ended before event %s; stderr %s", c.args, name, errOut.String())
+			}
+			if !strings.Contains(lines.Text(), `"event":"`+name+`"`) {
+				t.Fatalf("tail %q: %s, want event %s", c.args, lines.Text(), name)
+			}
+		}
+		cancel()
+		if lines.Scan() {
+			t.Fatalf("tail %q: more output: %s", c.args, lines.Text())
+		}
+		if code := <-done; code != 0 {
+			t.Fatalf("tail %q: exit %d: %s", c.args, code, errOut.String())
+		}
+	}
+}
+
+// TestFollow checks that tail's follow prints each event as it commits, in
+// the format asked for, with events appended by the same process.
+func TestFollow(t *testing.T) {
+	dir := newDir(t)
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, format := range []string{formatNDJSON, formatJSON, formatTable} {
+		head, err := db.Ledger("orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		outR, outW := io.Pipe()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() {
+			err := follow(ctx, db, "orders", head.Head, outW, format)
+			outW.Close()
+			done <- err
+		}()
+		lines := bufio.NewScanner(outR)
+		if format == formatTable {
+			if !lines.Scan() || !strings.HasPrefix(lines.Text(), "TIME ") {
+				t.Fatalf("table: no header: %q", lines.Text())
+			}
+		}
+		for i := range 3 {
+			ids, err := db.Append(ctx, "orders", []engine.EventInput{{Entity: "e", Key: "k", Event: fmt.Sprintf("n%d", i), Meta: []byte("{}"), Data: []byte(`{"a":1}`)}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !lines.Scan() {
+				t.Fatalf("%s: no line for event %d", format, i)
+			}
+			line := lines.Text()
+			switch format {
+			case formatTable:
+				if f := strings.Fields(line); len(f) != 7 || f[2] != "e" || f[4] != fmt.Sprintf("n%d", i) || f[5] != ids[0].String() || f[6] != `{"a":1}` {
+					t.Fatalf("table row %q", line)
+				}
+			default: // json is written as ndjson: a stream has no end
+				if want := `"eventId":"` + ids[0].String() + `"`; !strings.HasPrefix(line, `{"entity":"e",`) || !strings.Contains(line, want) {
+					t.Fatalf("%s: line %q, want %s", format, line, want)
+				}
+			}
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("%s: follow: %v", format, err)
+		}
+	}
+}
+
+// TestVerifyProgress checks that verify --full moves its progress bar over
+// the ledger's bytes.
+func TestVerifyProgress(t *testing.T) {
+	dir := newDir(t)
+	var in strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&in, `{"entity":"e","key":"k","event":"v","data":{"i":%d}}`+"\n", i)
+	}
+	if code, _, errOut := annal(t, in.String(), "--dir", dir, "append", "orders"); code != 0 {
+		t.Fatalf("append: exit %d: %s", code, errOut)
+	}
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ledgers := db.Ledgers()
+	var bar bytes.Buffer
+	v := &verifier{db: db, full: true, bar: newProgressBar(&bar, ledgers)}
+	r := v.verify(context.Background(), &ledgers[0])
+	if r.err != nil || r.Events != 2001 {
+		t.Fatalf("verify: %+v", r)
+	}
+	if v.done != ledgers[0].Bytes || v.bar.State().CurrentNum != ledgers[0].Bytes {
+		t.Fatalf("progress %d of %d bytes", v.bar.State().CurrentNum, ledgers[0].Bytes)
+	}
+	// It draws at most every 100 ms: at least the start, with the total.
+	if s := bar.String(); !strings.Contains(s, "verify orders") || !strings.Contains(s, " kB)") {
+		t.Fatalf("progress bar drew %q", s)
+	}
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/annal-db/annal/engine"
+	"github.com/annal-db/annal/segment"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+// defaultDir is the data directory when neither --dir nor $ANNAL_DIR says.
+const defaultDir = "./annal-data"
+
+// globals are the flags every data-directory command shares.
+type globals struct {
+	dir    string // --dir, "" if not given
+	format string // --format, "" if not given
+}
+
+// dataDir returns the data directory: --dir, else $ANNAL_DIR, else
+// ./annal-data. An explicitly empty --dir is a usage error, so that a
+// script's unset variable does not fall back to the default.
+func (g *globals) dataDir(cmd *cobra.Command) (string, error) {
+	if f := cmd.Flag("dir"); f != nil && f.Changed {
+		if g.dir == "" {
+			return "", usageErr("--dir: empty directory name")
+		}
+		return g.dir, nil
+	}
+	if d := os.Getenv("ANNAL_DIR"); d != "" {
+		return d, nil
+	}
+	return defaultDir, nil
+}
+
+// Output formats.
+const (
+	formatTable  = "table"
+	formatJSON   = "json"
+	formatNDJSON = "ndjson"
+)
+
+// outputFormat returns --format, or, without it, table when standard output
+// is a terminal and ndjson otherwise.
+func (g *globals) outputFormat(cmd *cobra.Command) (string, error) {
+	switch g.format {
+	case formatTable, formatJSON, formatNDJSON:
+		return g.format, nil
+	case "":
+		if isTerminal(cmd.OutOrStdout()) {
+			return formatTable, nil
+		}
+		return formatNDJSON, nil
+	}
+	return "", usageErr("--format must be table, json or ndjson, not %q", g.format)
+}
+
+// isTerminal reports whether f (standard input, output or error) is a
+// terminal.
+func isTerminal(f any) bool {
+	fd, ok := f.(interface{ Fd() uintptr })
+	return ok && term.IsTerminal(int(fd.Fd()))
+}
+
+// openDB opens the data directory for a command. Only create, import and demo (create set)
+// may make a directory that does not exist; for every other command a
+// missing directory, or one that holds no annal data, is an error, so that
+// a mistyped --dir does not leave an empty data directory behind.
+func (g *globals) openDB(cmd *cobra.Command, create bool) (*engine.DB, string, error) {
+	dir, err := g.dataDir(cmd)
+	if err != nil {
+		return nil, "", err
+	}
+	if !create {
+		if err := checkDataDir(dir); err != nil {
+			return nil, dir, &exitErr{code: exitError, err: err}
+		}
+	}
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		return nil, dir, openError(dir, err)
+	}
+	return db, dir, nil
+}
+
+// checkDataDir says why dir is not an existing annal data directory, or
+// returns nil if it is one.
+func checkDataDir(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("data directory %s does not exist (annal create NAME makes it)", dir)
+	case err != nil:
+		return fmt.Errorf("data directory %s: %w", dir, err)
+	case !fi.IsDir():
+		return fmt.Errorf("data directory %s is not a directory", dir)
+	}
+	// meta.db and ledgers/ are what a data directory holds (engine's package
+	// doc); either one is enough, since Open rebuilds the other.
+	for _, name := range []string{"meta.db", "ledgers"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s is not an annal data directory (it has no meta.db or ledgers/)", dir)
+}
+
+// openError turns a failed engine.Open into the command's error.
+func openError(dir string, err error) error {
+	switch {
+	case errors.Is(err, engine.ErrLocked):
+		return &exitErr{code: exitError, err: fmt.Errorf("data directory %s is in use by another process", dir)}
+	case errors.Is(err, segment.ErrCorruption):
+		return &exitErr{code: exitVerification, err: fmt.Errorf("open data directory %s: %w", dir, err)}
+	}
+	return &exitErr{code: exitError, err: fmt.Errorf("open data directory %s: %w", dir, err)}
+}
+
+// closeDB closes db and folds a failure to close into the command's error.
+func closeDB(db *engine.DB, err *error) {
+	if cerr := db.Close(); cerr != nil && *err == nil {
+		*err = &exitErr{code: exitError, err: fmt.Errorf("close: %w", cerr)}
+	}
+}
+
+// ledgerError turns an engine error about the ledger name (or about no
+// ledger in particular, for "") into the command's error, with the exit code
+// it calls for.
+func ledgerError(dir, name string, err error) error {
+	var ce *engine.ConditionError
+	switch {
+	case errors.As(err, &ce):
+		return &exitErr{code: exitCondition, err: fmt.Errorf("ledger %s: condition failed (%s): expected %s, found %s; the ledger's head is %s",
+			name, ce.Condition, idOrNone(ce.Expected), idOrNone(ce.Found), ce.Head)}
+	case errors.Is(err, engine.ErrConditionFailed):
+		return &exitErr{code: exitCondition, err: err}
+	case name == "":
+	case errors.Is(err, engine.ErrLedgerNotFound):
+		return &exitErr{code: exitError, err: fmt.Errorf("no ledger %q in %s (annal ledgers lists them)", name, dir)}
+	case errors.Is(err, engine.ErrLedgerUnavailable):
+		return &exitErr{code: exitError, err: fmt.Errorf("ledger %q cannot be read: %w (annal verify says more)", name, err)}
+	}
+	return &exitErr{code: exitError, err: err}
+}

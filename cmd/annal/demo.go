@@ -1,0 +1,356 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/annal-db/annal/engine"
+	"github.com/annal-db/annal/engine/ndjson"
+	"github.com/annal-db/annal/eventid"
+	"github.com/spf13/cobra"
+)
+
+// The demo shows annal's whole job on a local directory: a ledger, a
+// realistic workload from concurrent appenders, a writer killed with
+// SIGKILL in the middle of its appends, a reopen that verifies and keeps
+// every acknowledged event, a time-range scan, an entity replay, and an
+// export that verifies as an Evently ledger.
+
+// demoConfig sizes the demo.
+type demoConfig struct {
+	dir       string
+	events    int           // events of the main workload
+	writers   int           // concurrent appenders
+	batch     int           // events per append
+	killAfter time.Duration // how long the child writer runs before SIGKILL
+}
+
+func newDemoCmd(g *globals) *cobra.Command {
+	cfg := demoConfig{writers: 8, batch: 100}
+	short := false
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run annal end to end on a local directory and print what happened",
+		Long: `demo creates a ledger in the data directory (--dir, default ./annal-data),
+appends a workload of order events from concurrent appenders, starts a
+child process that appends in Sync mode and prints each acknowledged ID,
+kills it with SIGKILL, reopens the directory (verifying the ledger and
+cutting the torn write), checks that every acknowledged event is there,
+scans a time range, replays one order's stream, exports the ledger as
+Evently NDJSON and verifies the export. The directory is left for you to
+explore with the other commands (annal ledgers, annal scan, ...).`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := g.dataDir(cmd)
+			if err != nil {
+				return err
+			}
+			cfg.dir = dir
+			if short {
+				cfg.events = min(cfg.events, 20_000)
+			}
+			if cfg.events < cfg.writers*cfg.batch || cfg.writers < 1 || cfg.batch < 1 {
+				return usageErr("demo: --events must be at least --writers x --batch (%d)", cfg.writers*cfg.batch)
+			}
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			return runDemo(ctx, cfg, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().IntVar(&cfg.events, "events", 100_000, "events of the main workload")
+	cmd.Flags().IntVar(&cfg.writers, "writers", cfg.writers, "concurrent appenders")
+	cmd.Flags().IntVar(&cfg.batch, "batch", cfg.batch, "events per append")
+	cmd.Flags().DurationVar(&cfg.killAfter, "kill-after", 700*time.Millisecond, "how long the child writer appends before it is killed")
+	cmd.Flags().BoolVar(&short, "short", false, "a smaller workload (at most 20,000 events), for CI")
+	return cmd
+}
+
+// newDemoWriterCmd is the child the demo kills: it appends one order
+// event at a time in Sync mode and prints each ID once it is durable.
+func newDemoWriterCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:    "demo-writer LEDGER",
+		Hidden: true,
+		Args:   usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := g.dataDir(cmd)
+			if err != nil {
+				return err
+			}
+			db, err := engine.Open(dir, nil)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			out := bufio.NewWriter(cmd.OutOrStdout())
+			rng := rand.New(rand.NewPCG(uint64(os.Getpid()), 7))
+			for i := 0; ; i++ {
+				if err := cmd.Context().Err(); err != nil {
+					return nil
+				}
+				ids, err := db.Append(cmd.Context(), args[0], []EventInput{demoEvent(rng, 0, 1, 1_000_000+i)}, &engine.AppendOptions{Durability: engine.Sync})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(out, ids[0])
+				if err := out.Flush(); err != nil {
+					return err
+				}
+			}
+		},
+	}
+}
+
+// EventInput is engine.EventInput, short for the demo's helpers.
+type EventInput = engine.EventInput
+
+var demoSteps = [...]string{"placed", "paid", "packed", "shipped", "delivered"}
+
+// demoOrders is how many orders a writer has open at once.
+const demoOrders = 20
+
+// demoEvent is a writer's k-th order event (of writers): the writer works
+// on demoOrders orders at a time, taking each through its steps in turn,
+// so each order's events are in order and interleave with the others'.
+// About 250 bytes of meta and data.
+func demoEvent(rng *rand.Rand, writer, writers, k int) EventInput {
+	round := k / (demoOrders * len(demoSteps))
+	order := (round*demoOrders+k%demoOrders)*writers + writer
+	step := demoSteps[(k/demoOrders)%len(demoSteps)]
+	item := rand.New(rand.NewPCG(uint64(order), 9)) // the same items at every step
+	meta := fmt.Sprintf(`{"actor":"user-%d","cause":"req-%08x","source":"checkout-service"}`, rng.IntN(500), rng.Uint32())
+	data := fmt.Sprintf(`{"order":"order-%d","customer":"customer-%d","items":[{"sku":"sku-%d","qty":%d,"price":%d.%02d}],"currency":"EUR","status":%q}`,
+		order, order%997, item.IntN(5000), 1+item.IntN(4), 5+item.IntN(200), item.IntN(100), step)
+	return EventInput{Entity: "order", Key: fmt.Sprintf("order-%d", order), Event: "order-" + step, Meta: []byte(meta), Data: []byte(data)}
+}
+
+// step prints one line of the demo's progress.
+type demoPrinter struct{ w io.Writer }
+
+func (p demoPrinter) step(format string, a ...any) { fmt.Fprintf(p.w, "==> "+format+"\n", a...) }
+func (p demoPrinter) line(format string, a ...any) { fmt.Fprintf(p.w, "    "+format+"\n", a...) }
+
+func runDemo(ctx context.Context, cfg demoConfig, w io.Writer) error {
+	p := demoPrinter{w}
+	start := time.Now()
+	p.step("data directory %s", cfg.dir)
+	db, err := engine.Open(cfg.dir, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if db != nil {
+			db.Close()
+		}
+	}()
+	name := "orders"
+	for i := 2; ; i++ {
+		if _, err := db.Ledger(name); errors.Is(err, engine.ErrLedgerNotFound) {
+			break
+		}
+		name = fmt.Sprintf("orders-%d", i)
+	}
+	info, err := db.CreateLedger(ctx, engine.LedgerSpec{Name: name, Description: "Orders of the annal demo", Actor: "annal demo"})
+	if err != nil {
+		return err
+	}
+	p.step("created ledger %q, ID %s (the checksum of its genesis event %s)", name, info.ID, info.Genesis)
+
+	// The workload: writers append batches in Sync mode.
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, cfg.writers)
+	per := cfg.events / cfg.writers
+	for wr := range cfg.writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(wr), 1))
+			for n := 0; n < per; n += cfg.batch {
+				evs := make([]EventInput, min(cfg.batch, per-n))
+				for i := range evs {
+					evs[i] = demoEvent(rng, wr, cfg.writers, n+i)
+				}
+				if _, err := db.Append(ctx, name, evs, nil); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	took := time.Since(t0)
+	appended := per * cfg.writers
+	p.step("appended %d events from %d concurrent appenders in batches of %d, Sync durability: %s, %.0f events/s",
+		appended, cfg.writers, cfg.batch, took.Round(time.Millisecond), float64(appended)/took.Seconds())
+
+	// The crash: a child process appends and prints each durable ID; it
+	// is killed with SIGKILL mid-stream.
+	if err := db.Close(); err != nil {
+		return err
+	}
+	db = nil
+	acked, err := killWriter(ctx, cfg, name)
+	if err != nil {
+		return err
+	}
+	p.step("a child writer appended one event at a time (Sync) and was killed with SIGKILL after %d acknowledged appends", len(acked))
+
+	t0 = time.Now()
+	db, err = engine.Open(cfg.dir, nil)
+	if err != nil {
+		return err
+	}
+	if u := db.Unavailable(); len(u) > 0 {
+		return fmt.Errorf("after the crash, ledgers are unavailable: %v", u)
+	}
+	opened := time.Since(t0)
+	var progressEvents int64
+	rep, err := db.Verify(ctx, name, func(records, _ int64) { progressEvents = records })
+	_ = progressEvents
+	if err != nil {
+		return fmt.Errorf("verify after the crash: %w", err)
+	}
+	verified := time.Since(t0) - opened
+	lost := 0
+	for _, id := range acked {
+		if _, err := db.Get(ctx, id); err != nil {
+			lost++
+		}
+	}
+	if lost > 0 {
+		return fmt.Errorf("%d of %d acknowledged events lost", lost, len(acked))
+	}
+	p.step("reopened in %s and verified all %d events (checksums, chain, index) in %s: all %d acknowledged events are there",
+		opened.Round(time.Millisecond), rep.Events, verified.Round(time.Millisecond), len(acked))
+
+	// A time-range scan: one second in the middle of the ledger.
+	info, err = db.Ledger(name)
+	if err != nil {
+		return err
+	}
+	mid := info.First.Add(info.Last.Sub(info.First) / 2)
+	from, to := mid.Add(-50*time.Millisecond), mid.Add(50*time.Millisecond)
+	n, shown := 0, 0
+	var lines []string
+	for ev, err := range db.Scan(ctx, name, engine.ScanOptions{From: from, To: to}) {
+		if err != nil {
+			return err
+		}
+		n++
+		if shown < 3 {
+			lines = append(lines, fmt.Sprintf("#%-7d %s  %s  %-14s %s", ev.Seq, ev.Time().UTC().Format("15:04:05.000000"), ev.ID, ev.Key, ev.Event))
+			shown++
+		}
+	}
+	p.step("time-range scan %s .. %s: %d events; the first %d:", from.UTC().Format("15:04:05.000"), to.UTC().Format("15:04:05.000"), n, shown)
+	for _, l := range lines {
+		p.line("%s", l)
+	}
+
+	// An entity replay: one order's stream.
+	key := "order-42"
+	p.step("replay of order %s:", key)
+	for ev, err := range db.Replay(ctx, name, engine.ReplayOptions{Entity: "order", Keys: []string{key}}) {
+		if err != nil {
+			return err
+		}
+		p.line("#%-7d %s  %-16s %s", ev.Seq, ev.ID, ev.Event, ev.Data)
+	}
+
+	// Export, and verify the export as any Evently ledger.
+	exportPath := filepath.Join(cfg.dir, name+".ndjson")
+	t0 = time.Now()
+	f, err := os.Create(exportPath)
+	if err != nil {
+		return err
+	}
+	exported, err := db.Export(ctx, name, f, engine.ExportOptions{})
+	if err == nil {
+		err = f.Close()
+	} else {
+		f.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	exportTook := time.Since(t0)
+	f, err = os.Open(exportPath)
+	if err != nil {
+		return err
+	}
+	v, err := ndjson.VerifyAll(ndjson.NewReader(bufio.NewReaderSize(f, 1<<20)))
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("the export does not verify: %w", err)
+	}
+	fi, _ := os.Stat(exportPath)
+	p.step("exported %d events (%.1f MB) to %s in %s and verified the file as an Evently ledger: head %s",
+		exported, float64(fi.Size())/1e6, exportPath, exportTook.Round(time.Millisecond), v.Head())
+
+	if err := db.Close(); err != nil {
+		return err
+	}
+	db = nil
+	p.step("done in %s. Explore: annal --dir %s ledgers; annal --dir %s scan %s --limit 5; annal --dir %s verify %s --full",
+		time.Since(start).Round(time.Millisecond), cfg.dir, cfg.dir, name, cfg.dir, name)
+	return nil
+}
+
+// killWriter runs the demo writer as a child process, reads the IDs it
+// prints, kills it with SIGKILL after cfg.killAfter, and returns the IDs
+// it had acknowledged.
+func killWriter(ctx context.Context, cfg demoConfig, ledger string) ([]eventid.ID, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, self, "--dir", cfg.dir, "demo-writer", ledger)
+	// argv[0] "annal", so that a test binary standing in for the command
+	// (testscript) runs it as annal.
+	cmd.Args[0] = "annal"
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	timer := time.AfterFunc(cfg.killAfter, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
+	defer timer.Stop()
+	var acked []eventid.ID
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		// A line cut by the kill is not an acknowledgement.
+		id, err := eventid.Parse(strings.TrimSpace(sc.Text()))
+		if err != nil {
+			continue
+		}
+		acked = append(acked, id)
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		return nil, fmt.Errorf("the demo writer did not die by SIGKILL: %v", err)
+	}
+	if len(acked) == 0 {
+		return nil, errors.New("the demo writer acknowledged nothing before it was killed")
+	}
+	return acked, nil
+}

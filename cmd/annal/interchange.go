@@ -1,0 +1,209 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/annal-db/annal/engine"
+	"github.com/annal-db/annal/engine/ndjson"
+	"github.com/annal-db/annal/eventid"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+)
+
+func newImportCmd(g *globals) *cobra.Command {
+	var name string
+	cmd := &cobra.Command{
+		Use:   "import [--name NAME] FILE|-",
+		Short: "Import an Evently NDJSON ledger as a new ledger",
+		Long: `import reads a ledger in the Evently NDJSON download format (FILE, or
+standard input for -) and stores it as a new ledger of the data directory,
+with every event ID and timestamp as they are. Every line is verified first:
+its ID is recomputed from its content, the ledger ID, its timestamp and the
+line before. A bad line stops the import with its line number and what is
+wrong (exit 3 when an ID does not verify, 1 otherwise), and nothing is left
+behind: an import is all or nothing.
+
+The ledger is named NAME, or else as its genesis event names it. It prints
+the new ledger's name and ID. On a terminal, a progress bar shows the rate.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			in, size, closeIn, err := openInput(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			defer closeIn()
+			db, dir, err := g.openDB(cmd, true)
+			if err != nil {
+				return err
+			}
+			defer closeDB(db, &err)
+			bar := newTransferBar(cmd.ErrOrStderr(), "import", size)
+			opts := engine.ImportOptions{Name: name}
+			if bar != nil {
+				opts.Progress = func(_, bytes int64) { _ = bar.Set64(bytes) }
+			}
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			start := time.Now()
+			info, err := db.Import(ctx, bufio.NewReaderSize(in, 1<<20), opts)
+			if bar != nil {
+				_ = bar.Finish()
+			}
+			if err != nil {
+				return importError(dir, args[0], err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", info.Name, info.ID)
+			if isTerminal(cmd.ErrOrStderr()) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "imported %d events in %s\n", info.Count, time.Since(start).Round(time.Millisecond))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "name of the new ledger (default: the name its genesis event gives)")
+	return cmd
+}
+
+// importError gives an import's failure its exit code: 3 when the input
+// does not verify (an ID that its content does not give), 1 otherwise.
+func importError(dir, file string, err error) error {
+	var me *ndjson.MismatchError
+	switch {
+	case errors.As(err, &me):
+		return &exitErr{code: exitVerification, err: fmt.Errorf("import %s: %w", file, err)}
+	case errors.Is(err, engine.ErrLedgerExists):
+		return &exitErr{code: exitError, err: fmt.Errorf("import %s: %w (in %s)", file, err, dir)}
+	}
+	return &exitErr{code: exitError, err: fmt.Errorf("import %s: %w", file, err)}
+}
+
+func newExportCmd(g *globals) *cobra.Command {
+	var after, output string
+	cmd := &cobra.Command{
+		Use:   "export NAME|LEDGERID [--after ID] [-o FILE]",
+		Short: "Export a ledger as Evently NDJSON",
+		Long: `export writes the ledger NAME (or with that ledger ID) in the Evently NDJSON
+download format, one event a line in ledger order, to standard output or to
+FILE (-o), in constant memory. The whole ledger verifies with
+'annal verify-file' and with any other Evently validator; importing it gives
+back the same IDs. With --after ID only the events after that one are
+written (a continuation, which verifies only together with what came
+before). On a terminal, with -o, a progress bar shows the rate.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			var opts engine.ExportOptions
+			if after != "" {
+				id, perr := eventid.Parse(after)
+				if perr != nil {
+					return usageErr("--after: %v", perr)
+				}
+				opts.After = id
+			}
+			db, dir, err := g.openDB(cmd, false)
+			if err != nil {
+				return err
+			}
+			defer closeDB(db, &err)
+			info, err := db.Ledger(args[0])
+			if err != nil {
+				return ledgerError(dir, args[0], err)
+			}
+			var w io.Writer = cmd.OutOrStdout()
+			var file *os.File
+			if output != "" && output != "-" {
+				// Written beside the target and renamed over it once
+				// complete, so that a failed export leaves no partial
+				// file under the name.
+				file, err = os.CreateTemp(filepath.Dir(output), "."+filepath.Base(output)+".*")
+				if err != nil {
+					return &exitErr{code: exitError, err: err}
+				}
+				defer func() {
+					if file != nil {
+						file.Close()
+						os.Remove(file.Name())
+					}
+				}()
+				w = file
+				if bar := newTransferBar(cmd.ErrOrStderr(), "export", int64(info.Count)); bar != nil {
+					opts.Progress = func(events, _ int64) { _ = bar.Set64(events) }
+					defer bar.Finish()
+				}
+			}
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			n, err := db.Export(ctx, args[0], w, opts)
+			if err != nil {
+				return ledgerError(dir, args[0], err)
+			}
+			if file != nil {
+				if err := file.Sync(); err != nil {
+					return &exitErr{code: exitError, err: err}
+				}
+				if err := file.Close(); err != nil {
+					return &exitErr{code: exitError, err: err}
+				}
+				if err := os.Rename(file.Name(), output); err != nil {
+					return &exitErr{code: exitError, err: err}
+				}
+				file = nil
+				if isTerminal(cmd.ErrOrStderr()) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "exported %d events to %s\n", n, output)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&after, "after", "", "export only the events after this event ID")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "write to FILE instead of standard output")
+	return cmd
+}
+
+// openInput opens FILE, or standard input for "-", and returns its size
+// when known (0 otherwise).
+func openInput(cmd *cobra.Command, name string) (io.Reader, int64, func(), error) {
+	if name == "-" {
+		return cmd.InOrStdin(), 0, func() {}, nil
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, 0, nil, &exitErr{code: exitError, err: err}
+	}
+	var size int64
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		size = fi.Size()
+	}
+	return f, size, func() { f.Close() }, nil
+}
+
+// newTransferBar returns a progress bar of total units (bytes for an
+// import, events for an export) on w when w is a terminal, else nil.
+func newTransferBar(w io.Writer, what string, total int64) *progressbar.ProgressBar {
+	if !isTerminal(w) {
+		return nil
+	}
+	if total <= 0 {
+		total = -1 // unknown: a spinner with the rate
+	}
+	opts := []progressbar.Option{
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription(what),
+		progressbar.OptionShowCount(),
+		progressbar.OptionSetPredictTime(true),
+		progressbar.OptionSetElapsedTime(true),
+		progressbar.OptionThrottle(100 * time.Millisecond),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionClearOnFinish(),
+	}
+	if what == "import" {
+		opts = append(opts, progressbar.OptionShowBytes(true))
+	} else {
+		opts = append(opts, progressbar.OptionShowIts(), progressbar.OptionSetItsString("events"))
+	}
+	return progressbar.NewOptions64(total, opts...)
+}

@@ -1,0 +1,281 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/annal-db/annal/engine"
+	"github.com/spf13/cobra"
+)
+
+func newCreateCmd(g *globals) *cobra.Command {
+	var spec engine.LedgerSpec
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a ledger",
+		Long: `create makes a ledger named NAME, appending its genesis event, and prints the
+ledger as 'annal ledgers' does (its name and ID among the rest). It makes the
+data directory if it does not exist. A name already in use exits 1.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			format, err := g.outputFormat(cmd)
+			if err != nil {
+				return err
+			}
+			db, dir, err := g.openDB(cmd, true)
+			if err != nil {
+				return err
+			}
+			defer closeDB(db, &err)
+			spec.Name = args[0]
+			info, err := db.CreateLedger(cmd.Context(), spec)
+			if errors.Is(err, engine.ErrLedgerExists) {
+				return &exitErr{code: exitError, err: fmt.Errorf("ledger %q already exists in %s", spec.Name, dir)}
+			}
+			if err != nil {
+				return &exitErr{code: exitError, err: err}
+			}
+			if format == formatJSON {
+				return writeJSON(cmd.OutOrStdout(), format, newLedgerJSON(&info)) // an object, not a list
+			}
+			return writeLedgers(cmd.OutOrStdout(), format, []engine.LedgerInfo{info})
+		},
+	}
+	cmd.Flags().StringVar(&spec.Description, "description", "", "what the ledger is for (kept in its genesis event)")
+	cmd.Flags().StringVar(&spec.Actor, "actor", "", `who creates it (kept in its genesis event; default "annal")`)
+	return cmd
+}
+
+func newLedgersCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "ledgers",
+		Short: "List the ledgers of the data directory",
+		Long: `ledgers lists every ledger: name, ID, event count (the genesis event
+included), head (its last event's ID), the times of its first and last
+events, and the size of its segment files. A ledger that failed recovery when
+the directory was opened is not listed; it is named on standard error.
+
+JSON and NDJSON objects have the fields name, id, genesis, description,
+actor, created, count, head, first, last and bytes.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			format, err := g.outputFormat(cmd)
+			if err != nil {
+				return err
+			}
+			db, _, err := g.openDB(cmd, false)
+			if err != nil {
+				return err
+			}
+			defer closeDB(db, &err)
+			warnUnavailable(cmd.ErrOrStderr(), db)
+			return writeLedgers(cmd.OutOrStdout(), format, db.Ledgers())
+		},
+	}
+}
+
+// warnUnavailable names on w the ledgers that Open refused.
+func warnUnavailable(w io.Writer, db *engine.DB) {
+	bad := db.Unavailable()
+	for _, name := range slices.Sorted(maps.Keys(bad)) {
+		fmt.Fprintf(w, "annal: ledger %s is unavailable: %v\n", name, bad[name])
+	}
+}
+
+// ledgerJSON is a ledger in JSON output.
+type ledgerJSON struct {
+	Name        string   `json:"name"`
+	ID          string   `json:"id"`
+	Genesis     string   `json:"genesis"`
+	Description string   `json:"description"`
+	Actor       string   `json:"actor"`
+	Created     jsonTime `json:"created"`
+	Count       uint64   `json:"count"`
+	Head        string   `json:"head"`
+	First       jsonTime `json:"first"`
+	Last        jsonTime `json:"last"`
+	Bytes       int64    `json:"bytes"`
+}
+
+func newLedgerJSON(l *engine.LedgerInfo) ledgerJSON {
+	return ledgerJSON{Name: l.Name, ID: l.ID.String(), Genesis: l.Genesis.String(), Description: l.Description,
+		Actor: l.Actor, Created: jsonTime(l.Created), Count: l.Count, Head: l.Head.String(),
+		First: jsonTime(l.First), Last: jsonTime(l.Last), Bytes: l.Bytes}
+}
+
+func writeLedgers(w io.Writer, format string, ls []engine.LedgerInfo) error {
+	switch format {
+	case formatTable:
+		tw := newTable(w)
+		fmt.Fprintln(tw, "NAME\tID\tCOUNT\tHEAD\tFIRST\tLAST\tBYTES")
+		for _, l := range ls {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", l.Name, l.ID, l.Count, l.Head, tableTime(l.First), tableTime(l.Last), humanBytes(l.Bytes))
+		}
+		return tw.Flush()
+	case formatJSON:
+		out := make([]ledgerJSON, 0, len(ls))
+		for i := range ls {
+			out = append(out, newLedgerJSON(&ls[i]))
+		}
+		return writeJSON(w, format, out)
+	}
+	for i := range ls {
+		if err := writeJSON(w, format, newLedgerJSON(&ls[i])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func newStatsCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "stats [NAME]",
+		Short: "Show per-ledger statistics and totals",
+		Long: `stats shows, for one ledger (NAME, or its ID) or for every ledger and their
+total: the event count, head, times of the first and last events, the size
+and number of its segment files, and the average of events a day: the count
+divided by the days from the first to the last event, counted as at least
+one day.
+
+JSON and NDJSON objects have the fields name, id, count, head, first, last,
+bytes, segments and events_per_day. In NDJSON the totals are a last line with
+"total": true and the number of ledgers; in JSON the document is
+{"ledgers": [...], "total": {...}}.`,
+		Args: usageArgs(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			format, err := g.outputFormat(cmd)
+			if err != nil {
+				return err
+			}
+			db, dir, err := g.openDB(cmd, false)
+			if err != nil {
+				return err
+			}
+			defer closeDB(db, &err)
+			var ls []engine.LedgerInfo
+			if len(args) == 1 {
+				info, err := db.Ledger(args[0])
+				if err != nil {
+					return ledgerError(dir, args[0], err)
+				}
+				ls = append(ls, info)
+			} else {
+				warnUnavailable(cmd.ErrOrStderr(), db)
+				ls = db.Ledgers()
+			}
+			rows := make([]statsRow, 0, len(ls)+1)
+			total := statsRow{Total: true}
+			for i := range ls {
+				r := newStatsRow(dir, &ls[i])
+				rows = append(rows, r)
+				total.add(&r)
+			}
+			n := len(rows)
+			total.Ledgers = &n
+			total.finish()
+			return writeStats(cmd.OutOrStdout(), format, rows, total)
+		},
+	}
+}
+
+// statsRow is one line of 'annal stats'.
+type statsRow struct {
+	Name         string   `json:"name,omitempty"` // "" for the totals
+	ID           string   `json:"id,omitempty"`
+	Count        uint64   `json:"count"`
+	Head         string   `json:"head,omitempty"`
+	First        jsonTime `json:"first"`
+	Last         jsonTime `json:"last"`
+	Bytes        int64    `json:"bytes"`
+	Segments     int      `json:"segments"`
+	EventsPerDay float64  `json:"events_per_day"`
+	Total        bool     `json:"total,omitempty"`
+	Ledgers      *int     `json:"ledgers,omitempty"` // for the totals
+}
+
+func newStatsRow(dir string, l *engine.LedgerInfo) statsRow {
+	r := statsRow{Name: l.Name, ID: l.ID.String(), Count: l.Count, Head: l.Head.String(),
+		First: jsonTime(l.First), Last: jsonTime(l.Last), Bytes: l.Bytes,
+		Segments: countSegments(filepath.Join(dir, "ledgers", l.ID.String()))}
+	r.finish()
+	return r
+}
+
+// countSegments counts the segment files (NNN….seg) of a ledger directory;
+// the engine does not report them, so they are counted on disk (the layout
+// is engine's package doc). -1 if the directory cannot be read.
+func countSegments(dir string) int {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, e := range entries {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".seg") {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *statsRow) add(o *statsRow) {
+	r.Count += o.Count
+	r.Bytes += o.Bytes
+	if o.Segments > 0 {
+		r.Segments += o.Segments
+	}
+	if f := time.Time(o.First); !f.IsZero() && (time.Time(r.First).IsZero() || f.Before(time.Time(r.First))) {
+		r.First = o.First
+	}
+	if l := time.Time(o.Last); l.After(time.Time(r.Last)) {
+		r.Last = o.Last
+	}
+}
+
+// finish computes the events a day.
+func (r *statsRow) finish() {
+	days := time.Time(r.Last).Sub(time.Time(r.First)).Hours() / 24
+	r.EventsPerDay = float64(r.Count) / max(days, 1)
+}
+
+func writeStats(w io.Writer, format string, rows []statsRow, total statsRow) error {
+	switch format {
+	case formatTable:
+		tw := newTable(w)
+		fmt.Fprintln(tw, "NAME\tID\tCOUNT\tFIRST\tLAST\tEVENTS/DAY\tSEGMENTS\tBYTES\tHEAD")
+		for _, r := range append(rows, total) {
+			name := r.Name
+			if r.Total {
+				name = "TOTAL"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.1f\t%d\t%s\t%s\n", name, orDash(r.ID), r.Count,
+				tableTime(time.Time(r.First)), tableTime(time.Time(r.Last)), r.EventsPerDay, r.Segments, humanBytes(r.Bytes), orDash(r.Head))
+		}
+		return tw.Flush()
+	case formatJSON:
+		return writeJSON(w, format, struct {
+			Ledgers []statsRow `json:"ledgers"`
+			Total   statsRow   `json:"total"`
+		}{rows, total})
+	}
+	for _, r := range append(rows, total) {
+		if err := writeJSON(w, format, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

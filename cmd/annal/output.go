@@ -1,0 +1,236 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/annal-db/annal/engine"
+	"github.com/annal-db/annal/engine/ndjson"
+	"github.com/annal-db/annal/eventid"
+)
+
+// evently is the timestamp of the Evently download format: ISO-8601 UTC
+// with six fraction digits.
+const evently = "2006-01-02T15:04:05.000000Z"
+
+// appendEventLine appends ev as one line of the Evently NDJSON download
+// format (ndjson.AppendLine), without the newline: what an Evently export
+// holds and `annal verify-file` accepts.
+func appendEventLine(dst []byte, ev *engine.Event) []byte {
+	dst = ndjson.AppendLine(dst, ev.ID, ev.ID.Micros(), ev.Entity, ev.Key, ev.Event, ev.Meta, ev.Data)
+	return dst[:len(dst)-1]
+}
+
+// eventWriter writes events in one output format: a table (time, seq,
+// entity, key, event, ID, data cut short), one JSON array, or NDJSON lines
+// in the Evently format. Call begin, write for each event, then end; or,
+// for one event alone (a JSON object rather than an array), write and
+// flush.
+type eventWriter struct {
+	format string
+	array  bool // begin opened a JSON array
+	w      *bufio.Writer
+	tw     *tabwriter.Writer // table of a scan: aligned in blocks of rows
+	widths []int             // table of a stream: columns that only grow
+	n      int
+	line   []byte
+	indent bytes.Buffer
+}
+
+// tableFlushRows is how many table rows are aligned together: a long scan
+// is printed as it goes instead of held in memory to align every row.
+const tableFlushRows = 1000
+
+func newEventWriter(w io.Writer, format string) *eventWriter {
+	ew := &eventWriter{format: format, w: bufio.NewWriterSize(w, 64<<10)}
+	if format == formatTable {
+		ew.tw = newTable(ew.w)
+	}
+	return ew
+}
+
+// newEventStream returns an eventWriter for events that come one at a time
+// and are flushed one by one: its table cannot be aligned in advance, so
+// each column is as wide as its widest cell so far.
+func newEventStream(w io.Writer, format string) *eventWriter {
+	if format == formatJSON {
+		format = formatNDJSON // a stream has no end to close an array at
+	}
+	ew := &eventWriter{format: format, w: bufio.NewWriterSize(w, 64<<10)}
+	if format == formatTable {
+		// Time and ID have fixed widths; the others start as their names.
+		ew.widths = make([]int, len(eventColumns))
+		ew.widths[0], ew.widths[5] = len(evently), 2*eventid.Size
+	}
+	return ew
+}
+
+var eventColumns = []string{"TIME", "SEQ", "ENTITY", "KEY", "EVENT", "ID", "DATA"}
+
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+}
+
+func (ew *eventWriter) begin() {
+	switch {
+	case ew.widths != nil:
+		ew.row(eventColumns)
+	case ew.format == formatTable:
+		fmt.Fprintln(ew.tw, strings.Join(eventColumns, "\t"))
+	case ew.format == formatJSON:
+		ew.w.WriteByte('[')
+		ew.array = true
+	}
+}
+
+// row writes a row of a stream's table.
+func (ew *eventWriter) row(cells []string) {
+	for i, c := range cells {
+		n := utf8.RuneCountInString(c)
+		ew.widths[i] = max(ew.widths[i], n)
+		ew.w.WriteString(c)
+		if i < len(cells)-1 {
+			ew.w.WriteString(strings.Repeat(" ", ew.widths[i]-n+2))
+		}
+	}
+	ew.w.WriteByte('\n')
+}
+
+// maxTableData is how much of an event's data a table row shows, in runes.
+const maxTableData = 60
+
+func (ew *eventWriter) write(ev *engine.Event) error {
+	if ew.format == formatTable {
+		cells := []string{ev.ID.Time().UTC().Format(evently), strconv.FormatUint(ev.Seq, 10),
+			ev.Entity, ev.Key, ev.Event, ev.ID.String(), clipRunes(ev.Data, maxTableData)}
+		if ew.widths != nil {
+			ew.row(cells)
+			return nil
+		}
+		fmt.Fprintln(ew.tw, strings.Join(cells, "\t"))
+		if ew.n++; ew.n%tableFlushRows == 0 {
+			return ew.tw.Flush()
+		}
+		return nil
+	}
+	ew.line = appendEventLine(ew.line[:0], ev)
+	ew.n++
+	if ew.format == formatNDJSON {
+		ew.line = append(ew.line, '\n')
+		_, err := ew.w.Write(ew.line)
+		return err
+	}
+	ew.indent.Reset()
+	if !ew.array {
+		json.Indent(&ew.indent, ew.line, "", "  ")
+		ew.indent.WriteByte('\n')
+	} else {
+		if ew.n > 1 {
+			ew.w.WriteByte(',')
+		}
+		ew.w.WriteString("\n  ")
+		json.Indent(&ew.indent, ew.line, "  ", "  ")
+	}
+	_, err := ew.w.Write(ew.indent.Bytes())
+	return err
+}
+
+// flush writes out what has been written so far.
+func (ew *eventWriter) flush() error {
+	if ew.tw != nil {
+		if err := ew.tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return ew.w.Flush()
+}
+
+func (ew *eventWriter) end() error {
+	if ew.array {
+		if ew.n > 0 {
+			ew.w.WriteByte('\n')
+		}
+		ew.w.WriteString("]\n")
+	}
+	return ew.flush()
+}
+
+// writeEventDetail writes one event as a key/value listing, for people.
+func writeEventDetail(w io.Writer, ev *engine.Event) error {
+	tw := newTable(w)
+	fmt.Fprintf(tw, "ledger\t%s\nseq\t%d\nid\t%s\ntime\t%s\nentity\t%s\nkey\t%s\nevent\t%s\nmeta\t%s\ndata\t%s\n",
+		ev.Ledger, ev.Seq, ev.ID, ev.ID.Time().UTC().Format(evently), ev.Entity, ev.Key, ev.Event, ev.Meta, ev.Data)
+	return tw.Flush()
+}
+
+// clipRunes returns b as a string of at most n runes, ending in "…" if it
+// was cut.
+func clipRunes(b []byte, n int) string {
+	if utf8.RuneCount(b) <= n {
+		return string(b)
+	}
+	i := 0
+	for range n - 1 {
+		_, size := utf8.DecodeRune(b[i:])
+		i += size
+	}
+	return string(b[:i]) + "…"
+}
+
+// jsonTime is a time in JSON output: RFC 3339, microseconds, UTC.
+type jsonTime time.Time
+
+func (t jsonTime) MarshalJSON() ([]byte, error) {
+	if time.Time(t).IsZero() {
+		return []byte("null"), nil
+	}
+	return strconv.AppendQuote(nil, time.Time(t).UTC().Format(rfc3339Micro)), nil
+}
+
+// tableTime is a time in a table: to the second, UTC.
+func tableTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// writeJSON writes v in format json (one indented document) or ndjson (one
+// line).
+func writeJSON(w io.Writer, format string, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	if format == formatJSON {
+		enc.SetIndent("", "  ")
+	}
+	return enc.Encode(v)
+}
+
+// humanBytes writes a size for people: 512 B, 1.5 KiB, 12.0 MiB.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func idOrNone(id eventid.ID) string {
+	if id.IsZero() {
+		return "no event"
+	}
+	return id.String()
+}
