@@ -81,42 +81,70 @@ func (db *DB) Verify(ctx context.Context, ledgerName string, progress func(recor
 	if err != nil {
 		return VerifyReport{}, fmt.Errorf("engine: verify %s: %w", l.meta.Name, err)
 	}
-	// The index: walk it in ID order beside the segments in ledger order.
-	// Records committed after the segment check are not compared.
-	// Every other family is compared through digests (index.Digest).
-	next, stop := iter.Pull2(db.idx.TimeRange(ctx, l.meta.ID, eventid.ID{}, maxID, false))
-	defer stop()
-	digest := index.NewDigest(l.meta.ID)
+	// The index: a digest of what it holds for events up to the head,
+	// computed while the segments are read for the digest of what it
+	// should hold (records committed after the segment check are left
+	// out of both). When the ID family disagrees, a walk of it beside the
+	// segments says where.
+	type result struct {
+		d   *index.Digest
+		err error
+	}
+	indexed := make(chan result, 1)
+	go func() {
+		d, err := db.idx.Digest(ctx, l.meta.ID, head.Seq)
+		indexed <- result{d, err}
+	}()
+	want := index.NewDigest(l.meta.ID)
 	it := l.log.NewIterator(1, segment.FirstOffset)
 	for it.Next() && it.Record().Seq <= head.Seq {
 		r := it.Record()
-		digest.Add(&index.Record{ID: r.ID, Seq: r.Seq, Loc: it.Location(), Entity: r.Entity, Key: r.Key, Event: r.Event,
+		want.Add(&index.Record{ID: r.ID, Seq: r.Seq, Loc: it.Location(), Entity: r.Entity, Key: r.Key, Event: r.Event,
 			IdempotencyKey: r.IdempotencyKey, BatchLen: r.BatchLen})
-		pos, err, ok := next()
-		if err != nil {
-			return VerifyReport{}, err
-		}
-		want := index.Position{ID: r.ID, Seq: r.Seq, Loc: it.Location()}
-		if !ok || pos != want {
-			return VerifyReport{}, fmt.Errorf("%w: ledger %s: the index has %+v where the segments have %+v", segment.ErrCorruption, l.meta.Name, pos, want)
-		}
 	}
+	got := <-indexed
 	if err := it.Err(); err != nil {
 		return VerifyReport{}, err
 	}
-	if pos, err, ok := next(); err != nil {
-		return VerifyReport{}, err
-	} else if ok && pos.Seq <= head.Seq {
-		return VerifyReport{}, fmt.Errorf("%w: ledger %s: the index has %s #%d, which the segments do not", segment.ErrCorruption, l.meta.Name, pos.ID, pos.Seq)
+	if got.err != nil {
+		return VerifyReport{}, got.err
 	}
-	got, err := db.idx.Digest(ctx, l.meta.ID, head.Seq)
-	if err != nil {
-		return VerifyReport{}, err
-	}
-	if diff := got.Diff(digest); diff != "" {
+	if diff := got.d.Diff(want); diff != "" {
+		if err := l.locateIndexMismatch(ctx, head); err != nil {
+			return VerifyReport{}, err
+		}
 		return VerifyReport{}, fmt.Errorf("%w: ledger %s: the index disagrees with the segments (index against segments): %s", segment.ErrCorruption, l.meta.Name, diff)
 	}
 	return VerifyReport{Events: head.Seq, Head: head.ID}, nil
+}
+
+// locateIndexMismatch walks the index's ID entries beside the segments up
+// to head and returns an error naming the first disagreement, or nil if
+// they agree (then another family differs).
+func (l *ledger) locateIndexMismatch(ctx context.Context, head segment.Head) error {
+	next, stop := iter.Pull2(l.db.idx.TimeRange(ctx, l.meta.ID, eventid.ID{}, maxID, false))
+	defer stop()
+	it := l.log.NewIterator(1, segment.FirstOffset)
+	for it.Next() && it.Record().Seq <= head.Seq {
+		r := it.Record()
+		pos, err, ok := next()
+		if err != nil {
+			return err
+		}
+		want := index.Position{ID: r.ID, Seq: r.Seq, Loc: it.Location()}
+		if !ok || pos != want {
+			return fmt.Errorf("%w: ledger %s: the index has %+v where the segments have %+v", segment.ErrCorruption, l.meta.Name, pos, want)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	if pos, err, ok := next(); err != nil {
+		return err
+	} else if ok && pos.Seq <= head.Seq {
+		return fmt.Errorf("%w: ledger %s: the index has %s #%d, which the segments do not", segment.ErrCorruption, l.meta.Name, pos.ID, pos.Seq)
+	}
+	return nil
 }
 
 var maxID = eventid.ID{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}

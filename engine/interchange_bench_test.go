@@ -134,9 +134,11 @@ func BenchmarkImport(b *testing.B) {
 	b.ReportMetric(float64(n)*float64(i)/b.Elapsed().Seconds(), "events/s")
 }
 
-// BenchmarkExport exports the synthetic ledger of BenchmarkImport to
-// io.Discard: reading the segments and formatting every line.
-func BenchmarkExport(b *testing.B) {
+// importedLedger imports a synthetic ledger of benchEvents events into a
+// new directory and reopens it, so that the index's compactions after the
+// import (which run in the background, and allocate) are done or stopped
+// and the kernel has written back the import's dirty pages.
+func importedLedger(b *testing.B) (*DB, LedgerInfo, int) {
 	n := benchEvents()
 	tmp := b.TempDir()
 	path, _ := writeSyntheticLedger(b, tmp, n)
@@ -147,9 +149,6 @@ func BenchmarkExport(b *testing.B) {
 	}
 	info := importFile(b, db, path)
 	os.Remove(path)
-	// Reopen, so that the index's compactions after the import (which
-	// run in the background, and allocate) are done or stopped, and let
-	// the kernel write back the import's dirty pages.
 	if err := db.Close(); err != nil {
 		b.Fatal(err)
 	}
@@ -157,7 +156,13 @@ func BenchmarkExport(b *testing.B) {
 	if db, err = Open(dir, nil); err != nil {
 		b.Fatal(err)
 	}
-	defer db.Close()
+	b.Cleanup(func() { db.Close() })
+	return db, info, n
+}
+
+// BenchmarkExport exports the ledger of importedLedger to io.Discard.
+func BenchmarkExport(b *testing.B) {
+	db, info, n := importedLedger(b)
 	var written int64
 	b.ReportAllocs()
 	var i int
@@ -172,5 +177,29 @@ func BenchmarkExport(b *testing.B) {
 		}
 	}
 	b.SetBytes(written)
+	b.ReportMetric(float64(n)*float64(i)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkVerify runs Verify (what annal verify --full runs) over the
+// ledger of importedLedger: every record, and every index family. MB/s
+// are of the segment files.
+func BenchmarkVerify(b *testing.B) {
+	db, info, n := importedLedger(b)
+	info, err := db.Ledger(info.Name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var i int
+	for b.Loop() {
+		i++
+		rep, err := db.Verify(context.Background(), info.Name, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rep.Events != uint64(n) {
+			b.Fatalf("verified %d events, want %d", rep.Events, n)
+		}
+	}
+	b.SetBytes(info.Bytes)
 	b.ReportMetric(float64(n)*float64(i)/b.Elapsed().Seconds(), "events/s")
 }
