@@ -784,9 +784,15 @@ func TestExportErrors(t *testing.T) {
 // makes a few small allocations a record), it allocates a constant, its
 // buffers, however many events it writes.
 func TestExportStreams(t *testing.T) {
-	db := openTest(t, t.TempDir())
-	defer db.Close()
+	dir := t.TempDir()
+	db := openTest(t, dir)
 	importBytes(t, db, vector(t, examplesFile), ImportOptions{})
+	// Reopen, so that no compaction after the import allocates meanwhile.
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = openTest(t, dir)
+	defer db.Close()
 	l, err := db.ledger("preview")
 	if err != nil {
 		t.Fatal(err)
@@ -821,7 +827,10 @@ func TestExportStreams(t *testing.T) {
 	readAllocs, readBytes := measure(read)
 	t.Logf("exporting 11,550 events (%d bytes): %v allocations, %d bytes; reading the segments alone: %v, %d bytes",
 		written, exportAllocs, exportBytes, readAllocs, readBytes)
-	if extra := exportAllocs - readAllocs; extra > 100 {
+	// AllocsPerRun counts the whole process, Pebble's background work
+	// included, so the bound leaves room for noise (a run under -race saw
+	// 111): one allocation an event would add 11,550.
+	if extra := exportAllocs - readAllocs; extra > 1000 {
 		t.Fatalf("an export of 11,550 events makes %v allocations more than reading the segments", extra)
 	}
 	// The writer's buffer (256 KiB) and little else; the 3 MB written
