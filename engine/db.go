@@ -298,7 +298,7 @@ func (db *DB) removeLedgerDir(id eventid.LedgerID) error {
 	if err := db.fs.RemoveAll(db.ledgerDir(id)); err != nil {
 		return fmt.Errorf("engine: remove the unfinished ledger %s: %w", id, err)
 	}
-	return syncDir(db.fs, filepath.Join(db.dir, ledgersDir))
+	return segment.SyncDir(db.fs, filepath.Join(db.dir, ledgersDir))
 }
 
 // catchUp indexes every record after from (a checkpoint, or the zero Head

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/annal-db/annal/segment"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -78,18 +79,5 @@ func mkdirSynced(fs vfs.FS, dir string) error {
 	if err := fs.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	return syncDir(fs, parent)
-}
-
-// syncDir makes the entries of directory dir durable.
-func syncDir(fs vfs.FS, dir string) error {
-	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return fmt.Errorf("open directory %s: %w", dir, err)
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return d.Close()
+	return segment.SyncDir(fs, parent)
 }

@@ -317,7 +317,7 @@ func (im *importer) commit(head segment.Head, meta ledgerMeta) (LedgerInfo, erro
 		errs := []error{err}
 		if rmErr := db.fs.RemoveAll(final); rmErr != nil {
 			errs = append(errs, fmt.Errorf("removing %s: %w", final, rmErr))
-		} else if syncErr := syncDir(db.fs, parent); syncErr != nil {
+		} else if syncErr := segment.SyncDir(db.fs, parent); syncErr != nil {
 			errs = append(errs, syncErr)
 		}
 		if l != nil {
@@ -327,7 +327,7 @@ func (im *importer) commit(head segment.Head, meta ledgerMeta) (LedgerInfo, erro
 		}
 		return LedgerInfo{}, fmt.Errorf("engine: import of ledger %s: %w", im.id, errors.Join(errs...))
 	}
-	if err := syncDir(db.fs, parent); err != nil {
+	if err := segment.SyncDir(db.fs, parent); err != nil {
 		return undo(nil, err)
 	}
 
@@ -387,7 +387,7 @@ func (im *importer) cleanup() {
 	}
 	if im.tmp != "" {
 		im.db.fs.RemoveAll(im.tmp)
-		syncDir(im.db.fs, filepath.Join(im.db.dir, ledgersDir))
+		segment.SyncDir(im.db.fs, filepath.Join(im.db.dir, ledgersDir))
 		im.tmp = ""
 	}
 }
@@ -454,7 +454,7 @@ func removeImportLeftovers(fs vfs.FS, ledgersPath string) error {
 		removed = true
 	}
 	if removed {
-		return syncDir(fs, ledgersPath)
+		return segment.SyncDir(fs, ledgersPath)
 	}
 	return nil
 }

@@ -261,7 +261,7 @@ func Create(dir string, opts Options) (*Log, error) {
 	}
 	// The directory's own entry must be durable too, or a crash can lose
 	// the whole ledger however well its files were synced.
-	if err := syncDir(o.FS, o.FS.PathDir(dir)); err != nil {
+	if err := SyncDir(o.FS, o.FS.PathDir(dir)); err != nil {
 		return nil, fmt.Errorf("segment: create %s: %w", dir, err)
 	}
 	names, err := o.FS.List(dir)
@@ -329,7 +329,7 @@ func (l *Log) createSegment(n uint64, prev Head) error {
 		err = f.Sync()
 	}
 	if err == nil {
-		err = syncDir(l.fs, l.dir)
+		err = SyncDir(l.fs, l.dir)
 	}
 	if err != nil {
 		f.Close()
@@ -355,7 +355,10 @@ func writeFull(f vfs.File, b []byte, off int64) error {
 	return err
 }
 
-func syncDir(fs vfs.FS, dir string) error {
+// SyncDir makes the entries of directory dir durable (fsync of the
+// directory): a file created, renamed or removed in it survives a crash
+// only once its directory is synced.
+func SyncDir(fs vfs.FS, dir string) error {
 	d, err := fs.OpenDir(dir)
 	if err != nil {
 		return fmt.Errorf("open directory %s: %w", dir, err)

@@ -90,7 +90,7 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 			if err := o.FS.Remove(s.name); err != nil {
 				return nil, rec, fmt.Errorf("segment: remove unfinished %s: %w", s.name, err)
 			}
-			if err := syncDir(o.FS, dir); err != nil {
+			if err := SyncDir(o.FS, dir); err != nil {
 				return nil, rec, fmt.Errorf("segment: %w", err)
 			}
 			rec.RemovedSegment = n

@@ -34,7 +34,7 @@ func truncate(fs vfs.FS, path string, f *vfs.File, size int64) error {
 		fs.Remove(tmp)
 		return fmt.Errorf("rename %s to %s: %w", tmp, path, err)
 	}
-	if err := syncDir(fs, fs.PathDir(path)); err != nil {
+	if err := SyncDir(fs, fs.PathDir(path)); err != nil {
 		return err
 	}
 	nf, err := fs.OpenReadWrite(path, vfs.WriteCategoryUnspecified)
