@@ -5,10 +5,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"iter"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
@@ -61,12 +61,21 @@ func (l *ledger) read(pos index.Position) (Event, error) {
 // event makes an Event of a record of the ledger. With borrowed set, the
 // record's slices belong to a reader that reuses them, so meta and data
 // are copied; otherwise the Event takes them.
+//
+// A borrowed record is copied with one allocation: the names, meta and
+// data share one new buffer, which nothing writes to afterwards (Meta and
+// Data are capped, so an append to them copies).
 func (l *ledger) event(r *segment.Record, borrowed bool) Event {
-	ev := Event{ID: r.ID, Ledger: l.meta.Name, Seq: r.Seq, Entity: string(r.Entity), Key: string(r.Key), Event: string(r.Event), Meta: r.Meta, Data: r.Data}
-	if borrowed {
-		ev.Meta, ev.Data = slices.Clone(r.Meta), slices.Clone(r.Data)
+	if !borrowed {
+		return Event{ID: r.ID, Ledger: l.meta.Name, Seq: r.Seq, Entity: string(r.Entity), Key: string(r.Key), Event: string(r.Event), Meta: r.Meta, Data: r.Data}
 	}
-	return ev
+	ne, nk, nv, nm := len(r.Entity), len(r.Key), len(r.Event), len(r.Meta)
+	buf := make([]byte, 0, ne+nk+nv+nm+len(r.Data))
+	buf = append(append(append(append(append(buf, r.Entity...), r.Key...), r.Event...), r.Meta...), r.Data...)
+	str := func(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+	i := 0
+	next := func(n int) []byte { b := buf[i : i+n : i+n]; i += n; return b }
+	return Event{ID: r.ID, Ledger: l.meta.Name, Seq: r.Seq, Entity: str(next(ne)), Key: str(next(nk)), Event: str(next(nv)), Meta: next(nm), Data: next(len(r.Data))}
 }
 
 // Get returns the event with that ID; the ID names its ledger.

@@ -30,20 +30,21 @@ func (l *Log) readFile(n uint64) (vfs.File, error) {
 }
 
 // committedSize returns how many bytes of segment n readers may see: all
-// of a sealed segment, the committed part of the active one.
-func (l *Log) committedSize(n uint64, f vfs.File) (int64, error) {
+// of a sealed segment (sealed is then true: the size is final), the
+// committed part of the active one.
+func (l *Log) committedSize(n uint64, f vfs.File) (size int64, sealed bool, err error) {
 	pos := l.committed.Load()
 	switch {
 	case n == pos.segNum:
-		return pos.end, nil
+		return pos.end, false, nil
 	case n > pos.segNum || n == 0:
-		return 0, fmt.Errorf("segment: segment %d does not exist (the last is %d)", n, pos.segNum)
+		return 0, false, fmt.Errorf("segment: segment %d does not exist (the last is %d)", n, pos.segNum)
 	}
 	st, err := f.Stat()
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	return st.Size(), nil
+	return st.Size(), true, nil
 }
 
 // ReadAt reads the committed record at loc, checking its frame CRC. The
@@ -53,7 +54,7 @@ func (l *Log) ReadAt(loc Location) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	size, err := l.committedSize(loc.Segment, f)
+	size, _, err := l.committedSize(loc.Segment, f)
 	if err != nil {
 		return nil, err
 	}
@@ -74,6 +75,12 @@ type Iterator struct {
 	err    error
 	prevID [16]byte
 	have   bool // prevID is known
+	// f is the read handle of segment fSeg; sealed its size once it is
+	// known to be final (-1 before), so that a walk of a sealed segment
+	// asks the file system nothing per record.
+	f      vfs.File
+	fSeg   uint64
+	sealed int64
 }
 
 // blockReader is a small forward reader over a segment, refilled with ReadAt so
@@ -98,18 +105,28 @@ func (it *Iterator) Next() bool {
 		return false
 	}
 	for {
-		f, err := it.l.readFile(it.seg)
-		if err != nil {
-			it.err = err
-			return false
+		if it.f == nil || it.fSeg != it.seg {
+			f, err := it.l.readFile(it.seg)
+			if err != nil {
+				it.err = err
+				return false
+			}
+			it.f, it.fSeg, it.sealed = f, it.seg, -1
 		}
-		size, err := it.l.committedSize(it.seg, f)
-		if err != nil {
-			it.err = err
-			return false
+		size := it.sealed
+		if size < 0 {
+			var sealed bool
+			var err error
+			if size, sealed, err = it.l.committedSize(it.seg, it.f); err != nil {
+				it.err = err
+				return false
+			}
+			if sealed {
+				it.sealed = size
+			}
 		}
 		if it.off < size {
-			return it.read(f, size)
+			return it.read(it.f, size)
 		}
 		if it.seg >= it.l.committed.Load().segNum {
 			return false
@@ -119,32 +136,31 @@ func (it *Iterator) Next() bool {
 }
 
 func (it *Iterator) read(f vfs.File, size int64) bool {
-	name := segmentName(it.seg)
 	if it.r == nil || it.r.f != f {
 		it.r = &blockReader{f: f}
 	}
 	hdr, err := it.r.bytes(it.off, frameSize, size)
 	if err != nil {
-		it.err = fmt.Errorf("segment: %s at %d: %w", name, it.off, err)
+		it.err = fmt.Errorf("segment: %s at %d: %w", segmentName(it.seg), it.off, err)
 		return false
 	}
 	fi := readFrameInfo(hdr)
 	n := int64(frameSize) + int64(fi.length)
 	frame, err := it.r.bytes(it.off, n, size)
 	if err != nil {
-		it.err = fmt.Errorf("segment: %s at %d: frame of %d bytes: %w", name, it.off, n, err)
+		it.err = fmt.Errorf("segment: %s at %d: frame of %d bytes: %w", segmentName(it.seg), it.off, n, err)
 		return false
 	}
 	if got := frameCRC(frame); got != fi.crc {
-		it.err = &CorruptionError{File: name, Offset: it.off, Problem: "frame CRC mismatch", Expected: fmt.Sprintf("%08x", got), Found: fmt.Sprintf("%08x", fi.crc)}
+		it.err = &CorruptionError{File: segmentName(it.seg), Offset: it.off, Problem: "frame CRC mismatch", Expected: fmt.Sprintf("%08x", got), Found: fmt.Sprintf("%08x", fi.crc)}
 		return false
 	}
 	if err := decodePayload(frame[frameSize:], &it.rec); err != nil {
-		it.err = &CorruptionError{File: name, Offset: it.off, Problem: err.Error()}
+		it.err = &CorruptionError{File: segmentName(it.seg), Offset: it.off, Problem: err.Error()}
 		return false
 	}
 	if it.have && it.rec.Prev != it.prevID {
-		it.err = &CorruptionError{File: name, Offset: it.off, Problem: "chain broken: previous ID differs from the record before", Expected: fmt.Sprintf("%x", it.prevID), Found: it.rec.Prev.String()}
+		it.err = &CorruptionError{File: segmentName(it.seg), Offset: it.off, Problem: "chain broken: previous ID differs from the record before", Expected: fmt.Sprintf("%x", it.prevID), Found: it.rec.Prev.String()}
 		return false
 	}
 	it.prevID, it.have = it.rec.ID, true
