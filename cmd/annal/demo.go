@@ -71,7 +71,7 @@ explore with the other commands (annal ledgers, annal scan, ...).`,
 	cmd.Flags().IntVar(&cfg.events, "events", 100_000, "events of the main workload")
 	cmd.Flags().IntVar(&cfg.writers, "writers", cfg.writers, "concurrent appenders")
 	cmd.Flags().IntVar(&cfg.batch, "batch", cfg.batch, "events per append")
-	cmd.Flags().DurationVar(&cfg.killAfter, "kill-after", 700*time.Millisecond, "how long the child writer appends before it is killed")
+	cmd.Flags().DurationVar(&cfg.killAfter, "kill-after", 700*time.Millisecond, "how long the child writer appends, after its first acknowledged event, before it is killed")
 	cmd.Flags().BoolVar(&short, "short", false, "a smaller workload (at most 20,000 events), for CI")
 	return cmd
 }
@@ -332,8 +332,12 @@ func killWriter(ctx context.Context, cfg demoConfig, ledger string) ([]eventid.I
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	timer := time.AfterFunc(cfg.killAfter, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
-	defer timer.Stop()
+	// The kill comes cfg.killAfter after the first acknowledgement (the
+	// child opening the directory can take a while on a busy machine), or
+	// after a minute without one.
+	kill := func() { _ = cmd.Process.Signal(syscall.SIGKILL) }
+	timer := time.AfterFunc(time.Minute, kill)
+	defer func() { timer.Stop() }()
 	var acked []eventid.ID
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
@@ -341,6 +345,10 @@ func killWriter(ctx context.Context, cfg demoConfig, ledger string) ([]eventid.I
 		id, err := eventid.Parse(strings.TrimSpace(sc.Text()))
 		if err != nil {
 			continue
+		}
+		if len(acked) == 0 {
+			timer.Stop()
+			timer = time.AfterFunc(cfg.killAfter, kill)
 		}
 		acked = append(acked, id)
 	}
