@@ -137,7 +137,14 @@ func (c *Canonicalizer) appendText(dst, src []byte) ([]byte, error) {
 	c.keys = c.keys[:0]
 	c.top = c.top[:0]
 	i := skipSpace(src, 0)
-	dst, i, err := c.value(dst, src, i, 0)
+	depth := 0
+	if c.recordTop && i < len(src) && src[i] == '{' {
+		// Members: the object is a container of values that are used on
+		// their own (an NDJSON line holds an event's meta and data), so
+		// it takes no level of their depth allowance.
+		depth = -1
+	}
+	dst, i, err := c.value(dst, src, i, depth)
 	if err != nil {
 		return dst, err
 	}
@@ -286,7 +293,7 @@ func (c *Canonicalizer) object(dst, src []byte, i, depth int) ([]byte, int, erro
 			return dst, i, err
 		}
 		m.end = len(dst)
-		if c.recordTop && depth == 1 {
+		if c.recordTop && depth == 0 {
 			c.top = append(c.top, topMember{
 				keyStart: keyLit, keyEnd: keyLitEnd, valueStart: valueStart, valueEnd: i,
 			})

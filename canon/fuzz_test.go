@@ -53,6 +53,9 @@ func FuzzCanonicalize(f *testing.F) {
 			return nil
 		})
 		switch {
+		case errors.Is(err, ErrTooDeep) && (memberErr == nil || errors.Is(memberErr, ErrTooDeep)):
+			// Members gives the values one level more than Append
+			// gives the whole object (see Members).
 		case err != nil && (memberErr == nil || memberErr.Error() != err.Error()):
 			t.Fatalf("Members(%q) = %v, Append gave %v", src, memberErr, err)
 		case err == nil && (memberErr == nil) != (out[0] == '{'):

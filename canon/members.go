@@ -7,8 +7,11 @@ import "bytes"
 // (a subslice without surrounding whitespace, not canonicalized). It first
 // checks the whole of src by canon's rules, so fn is not called at all for
 // input that Append would reject; the errors and their offsets are the
-// same. If src is valid but not an object, the error wraps ErrNotObject.
-// If fn returns an error, Members stops and returns it.
+// same. One exception: the object itself takes no level of MaxDepth, so
+// that each value may be nested as deep as Append accepts it on its own
+// (an NDJSON line is an object holding an event's meta and data). If src
+// is valid but not an object, the error wraps ErrNotObject. If fn returns
+// an error, Members stops and returns it.
 func Members(src []byte, fn func(name string, value []byte) error) error {
 	c := getCanonicalizer()
 	defer putCanonicalizer(c)

@@ -67,6 +67,9 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 	if opts != nil {
 		o = *opts
 	}
+	if o.Durability < segment.DefaultDurability || o.Durability > None {
+		return nil, invalid("durability %v is not Sync, Interval or None", o.Durability)
+	}
 	b := &segment.Batch{Entries: make([]segment.Entry, len(events)), Durability: o.Durability}
 	// Every event's canonical meta and data go into one buffer, sliced
 	// once it has stopped growing.
@@ -99,6 +102,10 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 				return ids, err
 			}
 			continue // the first append with the key failed: this one goes ahead
+		}
+		if errors.Is(err, segment.ErrTooLarge) {
+			// Bad input too (a batch over the segment format's limit).
+			return nil, fmt.Errorf("%w: append to %s: %w", ErrInvalid, l.meta.Name, err)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("engine: append to %s: %w", l.meta.Name, err)

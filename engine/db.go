@@ -7,12 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
 	"github.com/annal-db/annal/segment"
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	bolt "go.etcd.io/bbolt"
 )
@@ -58,9 +60,13 @@ type DB struct {
 // Unavailable.
 //
 // Only one DB may have a directory open: a second Open, from this or
-// another process, fails with ErrLocked.
+// another process, fails with ErrLocked. Options out of range fail with
+// ErrInvalid, before anything is created.
 func Open(dir string, opts *Options) (*DB, error) {
 	o := opts.withDefaults()
+	if err := o.check(); err != nil {
+		return nil, err
+	}
 	var fs vfs.FS = privateFS{vfs.Default}
 	if o.fs != nil {
 		fs = o.fs
@@ -71,7 +77,11 @@ func Open(dir string, opts *Options) (*DB, error) {
 	lockPath := filepath.Join(dir, lockFile)
 	lock, err := fs.Lock(lockPath)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrLocked, dir, err)
+		if !lockHeld(err) {
+			// An I/O error (a full disk, EIO), not another user.
+			return nil, fmt.Errorf("engine: lock %s: %w", lockPath, err)
+		}
+		return nil, fmt.Errorf("%w: %s: %w", ErrLocked, dir, err)
 	}
 	db := &DB{dir: dir, opts: o, fs: fs, lock: lock,
 		byName: map[string]*ledger{}, byID: map[eventid.LedgerID]*ledger{}, broken: map[string]error{}}
@@ -120,21 +130,49 @@ func (db *DB) open() error {
 	}
 	var ids []eventid.LedgerID
 	for _, name := range names {
+		// Only the name ledgerDir gives (lower-case hex) is a ledger: an
+		// upper-case copy would name the same ledger a second time.
 		id, err := eventid.ParseLedgerID(name)
-		if err != nil {
+		if err != nil || id.String() != name {
 			continue
 		}
-		if fi, err := db.fs.Stat(filepath.Join(db.dir, ledgersDir, name)); err != nil || !fi.IsDir() {
+		// A Stat that fails (an I/O error) does not make the ledger
+		// vanish: recovering it reports what is wrong, if anything is.
+		if fi, err := db.fs.Stat(filepath.Join(db.dir, ledgersDir, name)); err == nil && !fi.IsDir() || errors.Is(err, os.ErrNotExist) {
 			continue
 		}
 		ids = append(ids, id)
 	}
 	for id := range known {
 		if !containsLedger(ids, id) {
-			db.broken[id.String()] = fmt.Errorf("%w: ledger %s (%q): its segment directory is missing", ErrLedgerUnavailable, id, known[id].Name)
+			// By name, as Unavailable says and as Ledger and
+			// CreateLedger look it up.
+			key := known[id].Name
+			if key == "" {
+				key = id.String()
+			}
+			db.broken[key] = fmt.Errorf("%w: ledger %s (%q): its segment directory is missing", ErrLedgerUnavailable, id, known[id].Name)
 		}
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	// Open reads of the index its format version (index.Open) and each
+	// ledger's progress marker. Pebble checks a block's checksum when it
+	// reads the block: a damaged one here is found now, and the index is
+	// rebuilt as one that cannot be opened is, rather than every ledger
+	// refused. (Damage elsewhere in it is found by the reads that reach
+	// it, which then fail.)
+	if !db.opts.FullVerifyOnOpen {
+		for _, id := range ids {
+			if _, _, err := db.idx.Progress(id); err != nil && (pebble.IsCorruptionError(err) || errors.Is(err, index.ErrCorruption)) {
+				db.idx.Close() // its error is the damage again
+				db.idx = nil
+				if db.idx, err = db.rebuildIndex(err); err != nil {
+					return err
+				}
+				break
+			}
+		}
+	}
 	var changed []ledgerMeta
 	for _, id := range ids {
 		m, ok := known[id]
@@ -165,6 +203,13 @@ func (db *DB) open() error {
 		}
 	}
 	return nil
+}
+
+// lockHeld reports whether an error of vfs.FS.Lock means that the lock is
+// held (by another process: fcntl's EAGAIN or EACCES; by this one: Pebble's
+// own registry) rather than that locking failed.
+func lockHeld(err error) bool {
+	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) || strings.Contains(err.Error(), "lock held by current process")
 }
 
 func containsLedger(ids []eventid.LedgerID, id eventid.LedgerID) bool {
@@ -260,6 +305,14 @@ func (db *DB) openIndex() (*index.Index, error) {
 		}
 		return idx, nil
 	}
+	return db.rebuildIndex(err)
+}
+
+// rebuildIndex moves the index to DIR/index.broken, replacing any earlier
+// one, and opens a new, empty one, which Open fills from the segments. err
+// says why; see IndexRebuilt.
+func (db *DB) rebuildIndex(err error) (*index.Index, error) {
+	path := filepath.Join(db.dir, indexDir)
 	broken := filepath.Join(db.dir, indexDir+".broken")
 	if rerr := db.fs.RemoveAll(broken); rerr != nil {
 		return nil, fmt.Errorf("engine: open index: %w (and removing %s to rebuild it failed: %v)", err, broken, rerr)
@@ -271,7 +324,7 @@ func (db *DB) openIndex() (*index.Index, error) {
 		return nil, fmt.Errorf("engine: open index: %w (and creating a new one failed: %v)", err, rerr)
 	}
 	db.indexRebuilt = fmt.Errorf("engine: the index could not be opened and was rebuilt from the segments (the old one is in %s): %w", broken, err)
-	idx, err = index.Open(path, index.Options{FS: db.fs})
+	idx, err := index.Open(path, index.Options{FS: db.fs})
 	if err != nil {
 		return nil, fmt.Errorf("engine: open a new index: %w", err)
 	}
@@ -279,7 +332,8 @@ func (db *DB) openIndex() (*index.Index, error) {
 }
 
 // IndexRebuilt returns why the index was rebuilt from the segments when
-// the DB opened because it could not be opened, or nil if it was not.
+// the DB opened because it could not be opened (or what Open reads of it,
+// each ledger's progress, was damaged), or nil if it was not.
 // The segments are the truth and hold every event, so nothing is lost; the
 // error is for the operator, who may want to know why (DIR/index.broken
 // holds the old index until the next such rebuild).

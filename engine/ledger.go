@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -44,8 +45,8 @@ type ledger struct {
 // LedgerSpec describes a ledger to create.
 type LedgerSpec struct {
 	Name        string // unique in the directory; 1 to 1024 bytes of UTF-8, no control characters
-	Description string
-	Actor       string // who creates it; "annal" if empty
+	Description string // valid UTF-8
+	Actor       string // who creates it (valid UTF-8); "annal" if empty
 }
 
 // LedgerInfo describes a ledger and its current state.
@@ -127,6 +128,13 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 	if err := checkName("ledger name", spec.Name); err != nil {
 		return LedgerInfo{}, err
 	}
+	// The genesis event holds them as JSON strings, which would replace
+	// invalid UTF-8 with U+FFFD: refuse it rather than store other text.
+	for _, f := range [...]struct{ what, v string }{{"description", spec.Description}, {"actor", spec.Actor}} {
+		if !utf8.ValidString(f.v) {
+			return LedgerInfo{}, invalid("ledger %q: %s %q is not valid UTF-8", spec.Name, f.what, f.v)
+		}
+	}
 	if spec.Actor == "" {
 		spec.Actor = "annal"
 	}
@@ -155,6 +163,9 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 		if genesis, err = genesisEvent(spec, created); err != nil {
 			return LedgerInfo{}, err
 		}
+		if n := len(genesis.Meta) + len(genesis.Data); n > db.opts.MaxEventSize {
+			return LedgerInfo{}, invalid("ledger %q: the genesis event's meta and data (actor, name and description) are %d bytes in canonical form, the limit is %d", spec.Name, n, db.opts.MaxEventSize)
+		}
 		c := eventid.Content{Entity: genesis.Entity, Key: genesis.Key, Event: genesis.Event, Meta: genesis.Meta, Data: genesis.Data}
 		id = c.LedgerID()
 		if !db.ledgerIDTaken(id) {
@@ -166,6 +177,11 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 	dir := db.ledgerDir(id)
 	log, err := segment.Create(dir, db.segmentOptions(id))
 	if err != nil {
+		if !errors.Is(err, segment.ErrExists) {
+			// What Create made before it failed (the directory, on a
+			// full disk); it holds no event. ErrExists: not ours.
+			db.fs.RemoveAll(dir)
+		}
 		return LedgerInfo{}, fmt.Errorf("engine: create ledger %q: %w", spec.Name, err)
 	}
 	l := &ledger{db: db, log: log, meta: ledgerMeta{Name: spec.Name, ID: id, Description: spec.Description, Actor: spec.Actor, Created: created}}

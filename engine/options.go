@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/annal-db/annal/segment"
@@ -57,6 +58,16 @@ const (
 	// idempotency keys, in bytes.
 	maxNameLen = 1024
 )
+
+// check says what is wrong with options after withDefaults, as an error
+// matching ErrInvalid: an option the segment log refuses would otherwise
+// make every ledger look unavailable.
+func (o *Options) check() error {
+	if err := (segment.Options{SegmentSize: o.SegmentSize, Durability: o.Durability}).Check(); err != nil {
+		return fmt.Errorf("%w: options: %w", ErrInvalid, err)
+	}
+	return nil
+}
 
 func (o *Options) withDefaults() Options {
 	r := Options{}

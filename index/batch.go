@@ -153,22 +153,25 @@ func (b *Batch) Commit(sync bool) error {
 	return err
 }
 
-func (b *Batch) commit(sync bool) error {
-	if b.err != nil {
-		return b.err
-	}
+func (b *Batch) commit(sync bool) (err error) {
+	// A closed or failed index first: a batch made after it has no
+	// Pebble batch, which Add reports as a batch used after Close.
 	if err := b.x.usable(); err != nil {
 		return err
 	}
+	if b.err != nil {
+		return b.err
+	}
+	defer b.x.guard("commit", &err)
 	if b.pb == nil {
 		return errBatchClosed
 	}
-	opts := pebble.NoSync
-	if sync {
-		opts = pebble.Sync
-	}
-	if err := b.x.db.Apply(b.pb, opts); err != nil {
+	if err := b.x.db.Apply(b.pb, pebble.NoSync); err != nil {
 		return fmt.Errorf("index: commit: %w", err)
+	}
+	if sync {
+		// No write-ahead log: durable once the memtables are flushed.
+		return b.x.flush()
 	}
 	return nil
 }

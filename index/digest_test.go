@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // TestDigest: the digest of the index equals the digest of the records it
@@ -56,11 +58,11 @@ func TestDigest(t *testing.T) {
 		for _, change := range []string{"deleted", "altered"} {
 			switch change {
 			case "deleted":
-				err = x.db.Delete(key, nil)
+				err = x.db.Delete(key, pebble.NoSync)
 			case "altered":
 				v := append([]byte(nil), val...)
 				v[len(v)-1] ^= 1
-				err = x.db.Set(key, v, nil)
+				err = x.db.Set(key, v, pebble.NoSync)
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -77,7 +79,7 @@ func TestDigest(t *testing.T) {
 				t.Fatalf("family %c: count %d after a delete, want %d", fam, got.Count[i], want.Count[i]-1)
 			}
 		}
-		if err := x.db.Set(key, val, nil); err != nil {
+		if err := x.db.Set(key, val, pebble.NoSync); err != nil {
 			t.Fatal(err)
 		}
 	}

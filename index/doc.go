@@ -59,14 +59,16 @@
 //
 // # Durability
 //
-// The index is written without fsync on the append path ([Batch.Commit]
-// with sync false): a crash may lose its tail, and reopening the engine
-// re-indexes from the segments. The progress marker P of a ledger is
-// written in the same Pebble batch as the entries it covers, and Pebble
-// applies a batch atomically and recovers a prefix of the batches it was
-// given. Invariant: every entry of a ledger is covered by its P; entries
-// beyond P never exist. [Index.Flush] makes everything written so far
-// durable; the engine calls it on Close and at checkpoints.
+// Pebble runs without a write-ahead log: a commit ([Batch.Commit] with
+// sync false) goes to its memtable and does no I/O, so a full disk or an
+// I/O error never fails it. A crash loses what was committed since the
+// memtables were last flushed (by [Index.Flush], which the engine calls on
+// Close, or when a memtable fills), and reopening the engine re-indexes it
+// from the segments. The progress marker P of a ledger is written in the
+// same Pebble batch as the entries it covers, Pebble applies a batch
+// atomically, and a flush writes every batch up to some point: what
+// survives is a prefix of the batches. Invariant: every entry of a ledger
+// is covered by its P; entries beyond P never exist.
 //
 // # Version
 //

@@ -49,6 +49,10 @@ type Index struct {
 	db       *pebble.DB
 	readOnly bool
 	closed   atomic.Bool
+	// failed is set when Pebble met an error it treats as fatal (see
+	// fatalLogger); every later call returns it.
+	failed atomic.Pointer[error]
+	bgErr  chan error // Pebble's background errors (EventListener)
 }
 
 // Open opens the index in dir, creating dir and an empty index if they do
@@ -72,10 +76,33 @@ func Open(dir string, opts Options) (*Index, error) {
 		ReadOnly:     opts.ReadOnly,
 		Logger:       opts.Logger,
 		MemTableSize: uint64(min(max(size/4, minMemTableSize), maxMemTableSize)),
+		// No write-ahead log: the index is rebuilt from the segments, so
+		// what a crash takes from its memtables is indexed again on
+		// Open (see Durability in the package doc). Without it a commit
+		// does no I/O, and Pebble's reaction to a failed write or sync
+		// of its log (a panic, or a fatal error of the Go runtime when
+		// it fails while the log is being rotated) cannot happen.
+		DisableWAL: true,
 	}
 	if po.Logger == nil {
 		po.Logger = quietLogger{}
 	}
+	// Pebble's default reaction to a damaged file is Logger.Fatalf, which
+	// exits the process. The index is derived data: the corruption error
+	// Pebble also returns reaches the caller, which rebuilds the index.
+	logger := po.Logger
+	po.Logger = fatalLogger{logger}
+	bgErr := make(chan error, 1)
+	po.EventListener = &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
+		logger.Errorf("%s", info)
+	}, BackgroundError: func(err error) {
+		// A failed flush or compaction, which Pebble retries: Flush
+		// waits for this or for the flush.
+		select {
+		case bgErr <- err:
+		default:
+		}
+	}}
 	if !opts.ReadOnly {
 		if err := fs.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("index: create %s: %w", dir, err)
@@ -85,17 +112,83 @@ func Open(dir string, opts Options) (*Index, error) {
 	}
 	cache := pebble.NewCache(size)
 	po.Cache = cache
-	db, err := pebble.Open(dir, po)
+	var db *pebble.DB
+	err := func() (err error) {
+		defer recoverFatal("open", &err)
+		db, err = pebble.Open(dir, po)
+		return err
+	}()
 	cache.Unref() // the DB holds its own reference
 	if err != nil {
 		return nil, fmt.Errorf("index: open %s: %w", dir, err)
 	}
-	x := &Index{db: db, readOnly: opts.ReadOnly}
+	x := &Index{db: db, readOnly: opts.ReadOnly, bgErr: bgErr}
 	if err := x.checkVersion(); err != nil {
-		_ = db.Close()
+		_ = x.Close()
 		return nil, fmt.Errorf("index: open %s: %w", dir, err)
 	}
 	return x, nil
+}
+
+// ErrFailed: Pebble met an error it treats as fatal (it panicked, or
+// called Logger.Fatalf: a failed write or sync of its MANIFEST, say). The
+// Index then refuses every call; reopening the engine rebuilds it from the
+// segments.
+var ErrFailed = errors.New("index: failed")
+
+// fatalLogger turns Pebble's Logger.Fatalf, which by default exits the
+// process, into a panic that the Index's calls recover (recoverFatal), so
+// that a full disk or an I/O error fails the index, not the program. A
+// Fatalf on one of Pebble's background goroutines (a flush or a
+// compaction whose MANIFEST update failed) cannot be recovered: that
+// panic still ends the process.
+type fatalLogger struct{ pebble.Logger }
+
+// fatalError is what fatalLogger.Fatalf panics with.
+type fatalError struct {
+	msg  string
+	errs []error // the error arguments, for errors.Is
+}
+
+func (e *fatalError) Error() string   { return e.msg }
+func (e *fatalError) Unwrap() []error { return e.errs }
+
+func (l fatalLogger) Fatalf(format string, args ...any) {
+	l.Errorf(format, args...)
+	e := &fatalError{msg: fmt.Sprintf(format, args...)}
+	for _, a := range args {
+		if err, ok := a.(error); ok {
+			e.errs = append(e.errs, err)
+		}
+	}
+	panic(e)
+}
+
+// recoverFatal, deferred around a call into Pebble, turns a panic of that
+// call (Pebble's own, or fatalLogger's where Pebble would exit) into an
+// error matching ErrFailed.
+func recoverFatal(what string, err *error) {
+	if r := recover(); r != nil {
+		*err = fatal(what, r)
+	}
+}
+
+func fatal(what string, r any) error {
+	cause, ok := r.(error)
+	if !ok {
+		cause = fmt.Errorf("%v", r)
+	}
+	return fmt.Errorf("%w: %s: pebble: %w", ErrFailed, what, cause)
+}
+
+// guard is recoverFatal for a call on an open Index, which it also marks
+// failed: Pebble's state after such a panic is unknown.
+func (x *Index) guard(what string, err *error) {
+	if r := recover(); r != nil {
+		e := fatal(what, r)
+		x.failed.CompareAndSwap(nil, &e)
+		*err = *x.failed.Load()
+	}
 }
 
 // quietLogger is the default Logger: a library should not fill its
@@ -113,7 +206,8 @@ func (quietLogger) Fatalf(format string, args ...any) {
 }
 
 // checkVersion reads V; for a new, empty index it writes it.
-func (x *Index) checkVersion() error {
+func (x *Index) checkVersion() (err error) {
+	defer x.guard("format version", &err)
 	key := []byte{famVersion}
 	v, found, err := x.get(key)
 	if err != nil {
@@ -146,26 +240,33 @@ func (x *Index) checkVersion() error {
 	if x.readOnly {
 		return nil // an empty index: every lookup finds nothing
 	}
-	return x.db.Set(key, binary.BigEndian.AppendUint32(nil, formatVersion), pebble.Sync)
+	return x.db.Set(key, binary.BigEndian.AppendUint32(nil, formatVersion), pebble.NoSync)
 }
 
 // Close makes everything written durable (see Flush) and closes the index.
 // Closing twice returns ErrClosed.
-func (x *Index) Close() error {
+func (x *Index) Close() (err error) {
 	if x.closed.Swap(true) {
 		return ErrClosed
 	}
-	var err error
+	if p := x.failed.Load(); p != nil {
+		// Pebble's state after its failure is unknown: its Close may
+		// fail or panic too, which is recovered.
+		defer x.guard("close", &err)
+		return errors.Join(*p, x.db.Close())
+	}
 	if !x.readOnly {
 		err = x.flush()
 	}
+	defer x.guard("close", &err)
 	return errors.Join(err, x.db.Close())
 }
 
-// Flush makes every batch committed so far durable: it writes an empty,
-// synced record to Pebble's write-ahead log, which syncs the log up to and
-// including every earlier (unsynced) batch. It does not flush memtables;
-// reopening replays the log.
+// Flush makes every batch committed so far durable: it flushes Pebble's
+// memtables to sorted tables (the index has no write-ahead log). Its cost
+// is bounded by the memtable size. If the flush fails (a full disk), Flush
+// returns the error instead of waiting for Pebble's retries; the batches
+// stay readable.
 func (x *Index) Flush() error {
 	if err := x.usable(); err != nil {
 		return err
@@ -173,31 +274,44 @@ func (x *Index) Flush() error {
 	return x.flush()
 }
 
-// Checkpoint flushes Pebble's memtables to sorted tables, so that the next
-// Open has no write-ahead log to replay. Its cost is bounded by the
-// memtable size. The engine calls it on Close.
+// Checkpoint is Flush: the engine calls it on Close.
 func (x *Index) Checkpoint() error {
 	if err := x.usable(); err != nil {
 		return err
 	}
-	if err := x.db.Flush(); err != nil {
+	if err := x.flush(); err != nil {
 		return fmt.Errorf("index: checkpoint: %w", err)
 	}
 	return nil
 }
 
-func (x *Index) flush() error {
-	if err := x.db.LogData(nil, pebble.Sync); err != nil {
+func (x *Index) flush() (err error) {
+	defer x.guard("flush", &err)
+	select {
+	case <-x.bgErr: // an older failure
+	default:
+	}
+	flushed, err := x.db.AsyncFlush()
+	if err != nil {
 		return fmt.Errorf("index: flush: %w", err)
 	}
-	return nil
+	select {
+	case <-flushed:
+		return nil
+	case err := <-x.bgErr:
+		return fmt.Errorf("index: flush: %w", err)
+	}
 }
 
-// usable returns ErrClosed after Close. Pebble panics when a closed DB is
-// used; this turns a late call into an error.
+// usable returns ErrClosed after Close, and the failure after Pebble
+// failed. Pebble panics when a closed DB is used; this turns a late call
+// into an error.
 func (x *Index) usable() error {
 	if x.closed.Load() {
 		return ErrClosed
+	}
+	if p := x.failed.Load(); p != nil {
+		return *p
 	}
 	return nil
 }
@@ -220,11 +334,12 @@ func (x *Index) get(key []byte) (value []byte, found bool, err error) {
 
 // DeleteLedger removes every key of a ledger, its progress marker
 // included, so that it can be re-indexed from its segments. It is one
-// synced Pebble batch of range deletions, one per family.
-func (x *Index) DeleteLedger(ledger eventid.LedgerID) error {
+// Pebble batch of range deletions, one per family.
+func (x *Index) DeleteLedger(ledger eventid.LedgerID) (err error) {
 	if err := x.usable(); err != nil {
 		return err
 	}
+	defer x.guard("delete ledger", &err)
 	b := x.db.NewBatch()
 	defer b.Close()
 	for _, fam := range ledgerFamilies {
@@ -234,7 +349,10 @@ func (x *Index) DeleteLedger(ledger eventid.LedgerID) error {
 			return fmt.Errorf("index: delete ledger %v: %w", ledger, err)
 		}
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	// Not flushed: if a crash takes the deletion back, the entries it
+	// brings back are those the engine found wrong or useless before
+	// (see the package doc).
+	if err := b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("index: delete ledger %v: %w", ledger, err)
 	}
 	return nil

@@ -838,7 +838,7 @@ func TestVersion(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := x.db.Set([]byte{famVersion}, binary.BigEndian.AppendUint32(nil, formatVersion+1), pebble.Sync); err != nil {
+		if err := x.db.Set([]byte{famVersion}, binary.BigEndian.AppendUint32(nil, formatVersion+1), pebble.NoSync); err != nil {
 			t.Fatal(err)
 		}
 		if err := x.Close(); err != nil {
@@ -861,7 +861,7 @@ func TestVersion(t *testing.T) {
 			t.Fatal(err)
 		}
 		add(t, x, ledgerA, event{seq: 1})
-		if err := x.db.Delete([]byte{famVersion}, pebble.Sync); err != nil {
+		if err := x.db.Delete([]byte{famVersion}, pebble.NoSync); err != nil {
 			t.Fatal(err)
 		}
 		if err := x.Close(); err != nil {

@@ -77,6 +77,13 @@ const (
 	maxBatchBytes = 1 << 30
 )
 
+// Check reports what is wrong with o, as Create and Open would: a
+// SegmentSize out of range or an unknown Durability.
+func (o Options) Check() error {
+	_, err := o.withDefaults()
+	return err
+}
+
 func (o *Options) withDefaults() (Options, error) {
 	r := *o
 	if r.FS == nil {
@@ -294,10 +301,17 @@ func newLog(dir string, o Options) *Log {
 func (l *Log) start() {
 	l.clock = eventid.NewClock(l.head.ID.Micros(), l.opts.Now)
 	if l.opts.Durability == Interval {
-		l.stopSync = make(chan struct{})
-		l.syncDone = make(chan struct{})
-		go l.syncLoop()
+		l.startSyncLoop()
 	}
+}
+
+// startSyncLoop starts the background fsync of Interval mode. It is
+// called before the Log is shared, or by the committing leader (Close
+// reads stopSync only once no leader is left).
+func (l *Log) startSyncLoop() {
+	l.stopSync = make(chan struct{})
+	l.syncDone = make(chan struct{})
+	go l.syncLoop()
 }
 
 // Dir returns the directory of the segments.
@@ -514,6 +528,14 @@ func (l *Log) validate(b *Batch) error {
 func (l *Log) commit(group []*pending) {
 	l.ioMu.Lock()
 	defer l.ioMu.Unlock()
+	// The interval syncer's fsync may have failed since lead looked: no
+	// write, and above all no fsync, may follow a failed one.
+	if err := l.failure(); err != nil {
+		for _, p := range group {
+			p.err = err
+		}
+		return
+	}
 
 	size := 0
 	for _, p := range group {
@@ -535,7 +557,7 @@ func (l *Log) commit(group []*pending) {
 	l.buf = l.buf[:0]
 	head := l.head
 	var accepted []*pending
-	var sync bool
+	var sync, interval bool
 	for _, p := range group {
 		start, before := len(l.buf), head
 		var err error
@@ -549,8 +571,11 @@ func (l *Log) commit(group []*pending) {
 		if p.b.Prepared != nil {
 			p.b.Prepared(p.b)
 		}
-		if l.durability(p.b) == Sync {
+		switch l.durability(p.b) {
+		case Sync:
 			sync = true
+		case Interval:
+			interval = true
 		}
 	}
 	if len(accepted) == 0 {
@@ -576,6 +601,11 @@ func (l *Log) commit(group []*pending) {
 		}
 	} else {
 		l.dirty = true
+		if interval && l.stopSync == nil {
+			// An Interval batch in a Log whose default is another mode:
+			// its sync is due within SyncInterval all the same.
+			l.startSyncLoop()
+		}
 	}
 	head.Loc.Segment = l.segNum
 	head.Loc.Offset += base
@@ -701,6 +731,11 @@ func (l *Log) Sync() error {
 }
 
 func (l *Log) syncLocked() error {
+	// Checked with ioMu held: a failed fsync of the interval syncer may
+	// have ended while this one waited for ioMu.
+	if err := l.failure(); err != nil {
+		return err
+	}
 	if l.synced == l.size || l.file == nil {
 		return nil
 	}
@@ -729,7 +764,9 @@ func (l *Log) syncLoop() {
 }
 
 // Close syncs what was written (in every durability mode) and closes the
-// files. Appends after Close fail with ErrClosed.
+// files. Appends after Close fail with ErrClosed. After the Log failed
+// (ErrFailed), Close returns that error: what was written since the last
+// good fsync may not be durable.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -740,17 +777,13 @@ func (l *Log) Close() error {
 	for l.leading {
 		l.idle.Wait()
 	}
-	failed := l.failed
 	l.mu.Unlock()
 	if l.stopSync != nil {
 		close(l.stopSync)
 		<-l.syncDone
 	}
 	l.ioMu.Lock()
-	var err error
-	if failed == nil {
-		err = l.syncLocked()
-	}
+	err := l.syncLocked() // the failure, if the Log failed
 	if l.file != nil {
 		if cerr := l.file.Close(); err == nil {
 			err = cerr

@@ -141,14 +141,14 @@ func (it *Iterator) read(f vfs.File, size int64) bool {
 	}
 	hdr, err := it.r.bytes(it.off, frameSize, size)
 	if err != nil {
-		it.err = fmt.Errorf("segment: %s at %d: %w", segmentName(it.seg), it.off, err)
+		it.err = it.readError(err, frameSize, size)
 		return false
 	}
 	fi := readFrameInfo(hdr)
 	n := int64(frameSize) + int64(fi.length)
 	frame, err := it.r.bytes(it.off, n, size)
 	if err != nil {
-		it.err = fmt.Errorf("segment: %s at %d: frame of %d bytes: %w", segmentName(it.seg), it.off, n, err)
+		it.err = it.readError(err, n, size)
 		return false
 	}
 	if got := frameCRC(frame); got != fi.crc {
@@ -167,6 +167,18 @@ func (it *Iterator) read(f vfs.File, size int64) bool {
 	it.loc = Location{Segment: it.seg, Offset: it.off, Size: n}
 	it.off += n
 	return true
+}
+
+// readError is the error of a failed read of n bytes at it.off, in a
+// segment whose records end at size. The committed records of a segment
+// end exactly at size, so a frame that runs past it (or a file shorter
+// than it) is corruption; other errors are the file system's.
+func (it *Iterator) readError(err error, n, size int64) error {
+	if err == io.ErrUnexpectedEOF {
+		return &CorruptionError{File: segmentName(it.seg), Offset: it.off, Problem: "frame runs past the end of the segment's records",
+			Expected: fmt.Sprintf("%d bytes", n), Found: fmt.Sprintf("%d before the end at %d", max(size-it.off, 0), size)}
+	}
+	return fmt.Errorf("segment: %s at %d: frame of %d bytes: %w", segmentName(it.seg), it.off, n, err)
 }
 
 // bytes returns n bytes at off, reading ahead in large blocks.

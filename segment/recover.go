@@ -129,6 +129,10 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 			return nil, rec, fmt.Errorf("%w: segment %d of the checkpoint does not exist", ErrCheckpoint, checkpoint.Loc.Segment)
 		}
 		r, err := readRecord(segs[i].file, segs[i].name, checkpoint.Loc, segs[i].size)
+		if err != nil && !errors.Is(err, ErrCorruption) {
+			// An I/O error says nothing of the checkpoint: report it.
+			return nil, rec, fmt.Errorf("segment: read the checkpoint %s #%d: %w", checkpoint.ID, checkpoint.Seq, err)
+		}
 		if err != nil || r.ID != checkpoint.ID || r.Seq != checkpoint.Seq {
 			return nil, rec, fmt.Errorf("%w: no record %s #%d at %s offset %d (%v)", ErrCheckpoint, checkpoint.ID, checkpoint.Seq, segs[i].name, checkpoint.Loc.Offset, err)
 		}
@@ -424,7 +428,8 @@ func bitFlipped(tail []byte) bool {
 // is size, checking its frame CRC.
 func readRecord(f vfs.File, name string, loc Location, size int64) (*Record, error) {
 	if loc.Offset < headerSize || loc.Size < frameSize+payloadFixed || loc.End() > size {
-		return nil, fmt.Errorf("segment: location %d+%d outside %s (%d bytes)", loc.Offset, loc.Size, name, size)
+		return nil, &CorruptionError{File: name, Offset: loc.Offset, Problem: "record location outside the segment's records",
+			Expected: fmt.Sprintf("a frame of at least %d bytes from offset %d to at most %d", frameSize+payloadFixed, headerSize, size), Found: fmt.Sprintf("%d bytes", loc.Size)}
 	}
 	b := make([]byte, loc.Size)
 	if _, err := f.ReadAt(b, loc.Offset); err != nil {

@@ -185,7 +185,15 @@ func readHeader(fs vfs.FS, dir string, n uint64, ledger eventid.LedgerID) (*segm
 			return nil, fmt.Errorf("segment: %s: %w", path, err)
 		}
 		if allZero(b[:]) {
-			return sf, errShortHeader
+			if sf.size == headerSize {
+				return sf, errShortHeader
+			}
+			// A header is synced before any record is written: one
+			// that reads as zeros with bytes after it was damaged,
+			// not left unfinished by a crash.
+			f.Close()
+			return nil, &CorruptionError{File: path, Offset: 0, Problem: fmt.Sprintf("segment header missing: its %d bytes are zeros, but %d bytes follow it (a header is synced before any record is written)", headerSize, sf.size-headerSize),
+				Expected: "a segment header", Found: fmt.Sprintf("%d zero bytes", headerSize)}
 		}
 		f.Close()
 		return nil, &CorruptionError{File: path, Offset: 0, Problem: "bad segment header: " + err.Error()}

@@ -54,6 +54,9 @@ type MismatchError struct {
 	// Micros is the line's timestamp: when it differs from Found's time,
 	// that alone explains the mismatch.
 	Micros uint64
+	// First: the line is the first of a ledger, whose content must give
+	// the ledger ID (the genesis event).
+	First bool
 }
 
 func (e *MismatchError) Error() string {
@@ -65,6 +68,9 @@ func (e *MismatchError) Error() string {
 		msg += fmt.Sprintf(" (the eventId names ledger %s, not %s)", e.Found.Ledger(), e.Expected.Ledger())
 	default:
 		msg += " (checksum differs: the content or the chain was altered)"
+	}
+	if e.First && e.Found.Ledger() != e.Expected.Ledger() {
+		msg += "; the first line must be the ledger's genesis event, whose content gives the ledger ID"
 	}
 	return msg
 }

@@ -41,7 +41,7 @@ func (v *Verifier) Verify(e *Event) error {
 	}
 	want := c.ID(ledger, e.Micros, prev)
 	if want != e.ID {
-		return &MismatchError{Expected: want, Found: e.ID, Micros: e.Micros}
+		return &MismatchError{Expected: want, Found: e.ID, Micros: e.Micros, First: v.count == 0}
 	}
 	if e.Micros <= prev.Micros() {
 		return fmt.Errorf("%w: %d µs, previous %d µs", ErrTimeOrder, e.Micros, prev.Micros())
