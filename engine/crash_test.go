@@ -532,13 +532,18 @@ func checkMetaFile(t *testing.T, path string, want map[string]LedgerInfo) {
 }
 
 // TestCrashAtEveryOperation simulates a crash before every file-system
-// operation of a short history: opening a new directory, creating a
-// ledger, appending to it, creating a second one. Each crash is cloned
-// twice (only the synced data; also a random part of the rest) and
+// operation of a scripted history: opening a new directory, creating two
+// ledgers, appending in Sync, Interval and None mode, single and batched,
+// with segment rotation, a conditional and an idempotent append, importing
+// an Evently ledger, closing, reopening and appending again. Each crash is
+// cloned twice (only the synced data; also a random part of the rest) and
 // reopened: the directory opens with every ledger available, whatever was
-// acknowledged before the crash is there, a ledger whose creation had not
-// returned is either whole or absent (and can then be created), and every
-// ledger verifies.
+// acknowledged before the crash is there (a Sync append, or an earlier
+// Interval or None append once a later Sync append or Close returned), a
+// ledger whose creation or import had not returned is whole or absent (and
+// can then be created), no batch is there in part, every stored event is one
+// the history appended, and every ledger verifies (segments, and every
+// index family against them).
 func TestCrashAtEveryOperation(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewCrashableMem()
@@ -552,11 +557,12 @@ func TestCrashAtEveryOperation(t *testing.T) {
 		events  []eventid.ID
 	}
 	var (
-		mu     sync.Mutex
-		now    progress
-		db     atomic.Pointer[DB]
-		points []*engineCrash
-		states []progress
+		mu       sync.Mutex
+		now      progress
+		db       atomic.Pointer[DB]
+		lastMeta []byte // the last metadata snapshot, kept while the DB is closed
+		points   []*engineCrash
+		states   []progress
 	)
 	ffs.SetInjector(faultfs.InjectorFunc(func(op faultfs.Op) faultfs.Fault {
 		mu.Lock()
@@ -567,8 +573,9 @@ func TestCrashAtEveryOperation(t *testing.T) {
 			if err := d.meta.View(func(tx *bolt.Tx) error { _, err := tx.WriteTo(&meta); return err }); err != nil {
 				t.Error(err)
 			}
-			c.meta = meta.Bytes()
+			lastMeta = meta.Bytes()
 		}
+		c.meta = lastMeta
 		for _, partial := range []bool{false, true} {
 			cfg := vfs.CrashCloneCfg{}
 			if partial {
@@ -590,31 +597,92 @@ func TestCrashAtEveryOperation(t *testing.T) {
 		now.events = append(now.events, ids...)
 	}
 
-	d, err := Open(crashDir, &Options{fs: ffs, metaPath: metaPath, SegmentSize: 4 << 10})
+	opts := &Options{fs: ffs, metaPath: metaPath, SegmentSize: 4 << 10, SyncInterval: time.Hour}
+	d, err := Open(crashDir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	db.Store(d)
+	// batches holds every batch appended, by the data of its events.
+	batches := map[string]int{} // data -> batch
+	batchLen := map[int]int{}
+	var unsynced []eventid.ID // None and Interval appends no Sync has covered yet
+	appendBatch := func(ledger string, evs []EventInput, o *AppendOptions) []eventid.ID {
+		t.Helper()
+		mu.Lock()
+		b := len(batchLen)
+		batchLen[b] = len(evs)
+		for _, e := range evs {
+			batches[string(e.Data)] = b
+		}
+		mu.Unlock()
+		ids, err := d.Append(ctx, ledger, evs, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o != nil && (o.Durability == None || o.Durability == Interval) {
+			unsynced = append(unsynced, ids...)
+			return ids
+		}
+		// A Sync append syncs the segment: what was written before it is
+		// durable too.
+		ack("", append(unsynced, ids...)...)
+		unsynced = nil
+		return ids
+	}
+	n := 0
+	ev := func() EventInput {
+		n++
+		return EventInput{Entity: "order", Key: fmt.Sprintf("k%d", n%3), Event: "placed", Meta: []byte(`{"by":"every-op"}`), Data: []byte(fmt.Sprintf(`{"n":%d,"pad":"%0100d"}`, n, 0))}
+	}
 	for _, name := range []string{"a", "b"} {
 		info, err := d.CreateLedger(ctx, LedgerSpec{Name: name, Description: "ledger " + name})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ack(name, info.Genesis)
-		for i := range 3 {
-			ids, err := d.Append(ctx, name, []EventInput{order(i), order(i + 10)}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ack("", ids...)
+		appendBatch(name, []EventInput{ev()}, nil)
+		appendBatch(name, []EventInput{ev(), ev(), ev(), ev()}, nil)
+		appendBatch(name, []EventInput{ev(), ev()}, &AppendOptions{Durability: None})
+		appendBatch(name, []EventInput{ev()}, &AppendOptions{Durability: Interval})
+		cond := ev()
+		cond.Entity, cond.Key = "account", "acc-1"
+		appendBatch(name, []EventInput{cond}, &AppendOptions{ExpectedStreams: []ExpectedStream{{Entity: "account", Key: "acc-1"}}})
+		appendBatch(name, []EventInput{ev(), ev(), ev()}, &AppendOptions{IdempotencyKey: "idem-" + name})
+		// Enough for the 4 KiB segments to rotate.
+		for range 3 {
+			appendBatch(name, []EventInput{ev(), ev(), ev(), ev(), ev(), ev()}, nil)
 		}
 	}
+	imported, err := d.Import(ctx, bytes.NewReader(vector(t, twoEventFile)), ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack(imported.Name, imported.Head)
+	appendBatch("a", []EventInput{ev(), ev()}, &AppendOptions{Durability: None})
+	// Close syncs: from here the crash clones keep the last metadata
+	// snapshot, an older copy, while the DB is closed.
+	db.Store(nil)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ack("", unsynced...)
+	unsynced = nil
+	if d, err = Open(crashDir, opts); err != nil {
+		t.Fatal(err)
+	}
+	db.Store(d)
+	appendBatch("b", []EventInput{ev(), ev(), ev()}, nil)
 	ffs.SetInjector(nil)
+	db.Store(nil)
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
 
 	for i, c := range points {
+		if raceEnabled && i%4 != 0 {
+			continue // each reopen is slow under the race detector: a quarter of the points
+		}
 		st := states[i]
 		fs := c.fs
 		mp := filepath.Join(t.TempDir(), metaFile)
@@ -636,6 +704,36 @@ func TestCrashAtEveryOperation(t *testing.T) {
 		for _, id := range st.events {
 			if _, err := re.Get(ctx, id); err != nil {
 				t.Fatalf("crash %d (partial %v): acknowledged event %s: %v", i, c.partial, id, err)
+			}
+		}
+		// No batch in part; nothing that was not appended.
+		for _, info := range re.Ledgers() {
+			if info.Name == "preview" || info.Name == imported.Name {
+				continue
+			}
+			seen := map[int]int{}
+			for e, err := range re.Scan(ctx, info.Name, ScanOptions{}) {
+				if err != nil {
+					t.Fatalf("crash %d: scan %s: %v", i, info.Name, err)
+				}
+				if e.Seq == 1 {
+					continue
+				}
+				b, ok := batches[string(e.Data)]
+				if !ok {
+					t.Fatalf("crash %d: %s #%d %s was never appended", i, info.Name, e.Seq, e.Data)
+				}
+				seen[b]++
+			}
+			for b, k := range seen {
+				if k != batchLen[b] {
+					t.Fatalf("crash %d (partial %v): ledger %s holds %d of the %d events of batch %d", i, c.partial, info.Name, k, batchLen[b], b)
+				}
+			}
+		}
+		for _, info := range re.Ledgers() {
+			if _, err := re.Verify(ctx, info.Name, nil); err != nil {
+				t.Fatalf("crash %d (partial %v): verify %s: %v", i, c.partial, info.Name, err)
 			}
 		}
 		for _, name := range []string{"a", "b"} {
