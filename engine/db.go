@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -119,14 +120,14 @@ func (db *DB) open() error {
 	}
 	// Every ledger directory is a ledger, whether or not the metadata
 	// knows it (a crash may come between the two).
-	// An import interrupted by a crash leaves a ".import-*" directory,
-	// never a ledger (see interchange.go); nothing can be importing now.
-	if err := removeImportLeftovers(db.fs, filepath.Join(db.dir, ledgersDir)); err != nil {
-		return fmt.Errorf("engine: remove an interrupted import: %w", err)
-	}
 	names, err := db.fs.List(filepath.Join(db.dir, ledgersDir))
 	if err != nil {
 		return fmt.Errorf("engine: list ledgers: %w", err)
+	}
+	// An import interrupted by a crash leaves a ".import-*" directory,
+	// never a ledger (see interchange.go); nothing can be importing now.
+	if err := removeImportLeftovers(db.fs, filepath.Join(db.dir, ledgersDir), names); err != nil {
+		return fmt.Errorf("engine: remove an interrupted import: %w", err)
 	}
 	var ids []eventid.LedgerID
 	for _, name := range names {
@@ -144,7 +145,7 @@ func (db *DB) open() error {
 		ids = append(ids, id)
 	}
 	for id := range known {
-		if !containsLedger(ids, id) {
+		if !slices.Contains(ids, id) {
 			// By name, as Unavailable says and as Ledger and
 			// CreateLedger look it up.
 			key := known[id].Name
@@ -161,22 +162,40 @@ func (db *DB) open() error {
 	// rebuilt as one that cannot be opened is, rather than every ledger
 	// refused. (Damage elsewhere in it is found by the reads that reach
 	// it, which then fail.)
+	//
+	// Each ledger's marker is its checkpoint: where recovery starts
+	// verifying (none with FullVerifyOnOpen, or after a rebuild).
+	checkpoints := map[eventid.LedgerID]segment.Head{}
+	progressErr := map[eventid.LedgerID]error{}
 	if !db.opts.FullVerifyOnOpen {
 		for _, id := range ids {
-			if _, _, err := db.idx.Progress(id); err != nil && (pebble.IsCorruptionError(err) || errors.Is(err, index.ErrCorruption)) {
+			head, ok, err := db.idx.Progress(id)
+			if err != nil && (pebble.IsCorruptionError(err) || errors.Is(err, index.ErrCorruption)) {
 				db.idx.Close() // its error is the damage again
 				db.idx = nil
 				if db.idx, err = db.rebuildIndex(err); err != nil {
 					return err
 				}
+				clear(checkpoints)
+				clear(progressErr)
 				break
+			}
+			switch {
+			case err != nil:
+				progressErr[id] = err
+			case ok:
+				checkpoints[id] = head
 			}
 		}
 	}
 	var changed []ledgerMeta
 	for _, id := range ids {
 		m, ok := known[id]
-		l, err := db.recoverLedger(id, m, ok)
+		err := progressErr[id]
+		var l *ledger
+		if err == nil {
+			l, err = db.recoverLedger(id, m, ok, checkpoints[id])
+		}
 		if errors.Is(err, errUnfinishedCreate) {
 			// A crash in CreateLedger before the genesis event was
 			// durable: the ledger was never acknowledged and holds no
@@ -212,15 +231,6 @@ func lockHeld(err error) bool {
 	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) || strings.Contains(err.Error(), "lock held by current process")
 }
 
-func containsLedger(ids []eventid.LedgerID, id eventid.LedgerID) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
-}
-
 func (db *DB) segmentOptions(id eventid.LedgerID) segment.Options {
 	return segment.Options{
 		FS:            db.fs,
@@ -237,21 +247,12 @@ func (db *DB) ledgerDir(id eventid.LedgerID) string {
 	return filepath.Join(db.dir, ledgersDir, id.String())
 }
 
-// recoverLedger opens one ledger's segments from the index's checkpoint,
-// and brings the index up to the tail.
-func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool) (*ledger, error) {
+// recoverLedger opens one ledger's segments from checkpoint (the index's
+// progress marker; the zero Head to verify them all), and brings the index
+// up to the tail.
+func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, checkpoint segment.Head) (*ledger, error) {
 	dir := db.ledgerDir(id)
 	so := db.segmentOptions(id)
-	var checkpoint segment.Head
-	if !db.opts.FullVerifyOnOpen {
-		head, ok, err := db.idx.Progress(id)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			checkpoint = head
-		}
-	}
 	log, _, err := segment.Open(dir, so, checkpoint)
 	if errors.Is(err, segment.ErrNoLog) && !haveMeta {
 		return nil, errUnfinishedCreate

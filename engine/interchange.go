@@ -438,11 +438,8 @@ func (db *DB) makeImportDir() (string, error) {
 // (an import's ledger exists only once its directory is renamed to the
 // ledger's ID). Open may call it while it holds the directory's lock, when
 // no import can be running.
-func removeImportLeftovers(fs vfs.FS, ledgersPath string) error {
-	names, err := fs.List(ledgersPath)
-	if err != nil {
-		return fmt.Errorf("engine: list %s: %w", ledgersPath, err)
-	}
+// names is the listing of ledgersPath.
+func removeImportLeftovers(fs vfs.FS, ledgersPath string, names []string) error {
 	removed := false
 	for _, name := range names {
 		if !strings.HasPrefix(name, importDirPrefix) {

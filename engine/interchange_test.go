@@ -652,7 +652,12 @@ func TestImportLeftoverDirectory(t *testing.T) {
 	// An import works beside it.
 	importBytes(t, db, vector(t, examplesFile), ImportOptions{})
 	db.Close()
-	if err := removeImportLeftovers(privateFS{vfs.Default}, filepath.Join(dir, ledgersDir)); err != nil {
+	fs := privateFS{vfs.Default}
+	listing, err := fs.List(filepath.Join(dir, ledgersDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := removeImportLeftovers(fs, filepath.Join(dir, ledgersDir), listing); err != nil {
 		t.Fatal(err)
 	}
 	es, _ := os.ReadDir(filepath.Join(dir, ledgersDir))

@@ -53,13 +53,24 @@ func (d *Digest) add(key, val []byte) {
 	d.Sum[i] += entryHash(key, val)
 }
 
-func familyIndex(fam byte) int {
-	for i, f := range digestFamilies {
-		if f == fam {
-			return i
-		}
+// familySlot maps a family tag to its place in a Digest, -1 for none: a
+// lookup per entry rather than a search.
+var familySlot = func() (t [256]int8) {
+	for i := range t {
+		t[i] = -1
 	}
-	panic(fmt.Sprintf("index: no digest of family %q", fam))
+	for i, f := range digestFamilies {
+		t[f] = int8(i)
+	}
+	return t
+}()
+
+func familyIndex(fam byte) int {
+	i := familySlot[fam]
+	if i < 0 {
+		panic(fmt.Sprintf("index: no digest of family %q", fam))
+	}
+	return int(i)
 }
 
 func entryHash(key, val []byte) uint64 {

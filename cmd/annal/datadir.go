@@ -87,6 +87,23 @@ func (g *globals) openDB(cmd *cobra.Command, create bool) (*engine.DB, string, e
 	return db, dir, nil
 }
 
+// openLedger opens the existing data directory (openDB) and looks up the
+// ledger name (or ledger ID) in it. On success the caller closes db
+// (closeDB); on failure it is closed, and the error has the exit code it
+// calls for.
+func (g *globals) openLedger(cmd *cobra.Command, name string) (*engine.DB, engine.LedgerInfo, string, error) {
+	db, dir, err := g.openDB(cmd, false)
+	if err != nil {
+		return nil, engine.LedgerInfo{}, dir, err
+	}
+	info, err := db.Ledger(name)
+	if err != nil {
+		db.Close()
+		return nil, engine.LedgerInfo{}, dir, ledgerError(dir, name, err)
+	}
+	return db, info, dir, nil
+}
+
 // checkDataDir says why dir is not an existing annal data directory, or
 // returns nil if it is one.
 func checkDataDir(dir string) error {

@@ -99,7 +99,7 @@ func newDemoWriterCmd(g *globals) *cobra.Command {
 				if err := cmd.Context().Err(); err != nil {
 					return nil
 				}
-				ids, err := db.Append(cmd.Context(), args[0], []EventInput{demoEvent(rng, 0, 1, 1_000_000+i)}, &engine.AppendOptions{Durability: engine.Sync})
+				ids, err := db.Append(cmd.Context(), args[0], []engine.EventInput{demoEvent(rng, 0, 1, 1_000_000+i)}, &engine.AppendOptions{Durability: engine.Sync})
 				if err != nil {
 					return err
 				}
@@ -112,9 +112,6 @@ func newDemoWriterCmd(g *globals) *cobra.Command {
 	}
 }
 
-// EventInput is engine.EventInput, short for the demo's helpers.
-type EventInput = engine.EventInput
-
 var demoSteps = [...]string{"placed", "paid", "packed", "shipped", "delivered"}
 
 // demoOrders is how many orders a writer has open at once.
@@ -124,7 +121,7 @@ const demoOrders = 20
 // on demoOrders orders at a time, taking each through its steps in turn,
 // so each order's events are in order and interleave with the others'.
 // About 250 bytes of meta and data.
-func demoEvent(rng *rand.Rand, writer, writers, k int) EventInput {
+func demoEvent(rng *rand.Rand, writer, writers, k int) engine.EventInput {
 	round := k / (demoOrders * len(demoSteps))
 	order := (round*demoOrders+k%demoOrders)*writers + writer
 	step := demoSteps[(k/demoOrders)%len(demoSteps)]
@@ -132,7 +129,7 @@ func demoEvent(rng *rand.Rand, writer, writers, k int) EventInput {
 	meta := fmt.Sprintf(`{"actor":"user-%d","cause":"req-%08x","source":"checkout-service"}`, rng.IntN(500), rng.Uint32())
 	data := fmt.Sprintf(`{"order":"order-%d","customer":"customer-%d","items":[{"sku":"sku-%d","qty":%d,"price":%d.%02d}],"currency":"EUR","status":%q}`,
 		order, order%997, item.IntN(5000), 1+item.IntN(4), 5+item.IntN(200), item.IntN(100), step)
-	return EventInput{Entity: "order", Key: fmt.Sprintf("order-%d", order), Event: "order-" + step, Meta: []byte(meta), Data: []byte(data)}
+	return engine.EventInput{Entity: "order", Key: fmt.Sprintf("order-%d", order), Event: "order-" + step, Meta: []byte(meta), Data: []byte(data)}
 }
 
 // step prints one line of the demo's progress.
@@ -178,7 +175,7 @@ func runDemo(ctx context.Context, cfg demoConfig, w io.Writer) error {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(wr), 1))
 			for n := 0; n < per; n += cfg.batch {
-				evs := make([]EventInput, min(cfg.batch, per-n))
+				evs := make([]engine.EventInput, min(cfg.batch, per-n))
 				for i := range evs {
 					evs[i] = demoEvent(rng, wr, cfg.writers, n+i)
 				}
@@ -220,9 +217,7 @@ func runDemo(ctx context.Context, cfg demoConfig, w io.Writer) error {
 		return fmt.Errorf("after the crash, ledgers are unavailable: %v", u)
 	}
 	opened := time.Since(t0)
-	var progressEvents int64
-	rep, err := db.Verify(ctx, name, func(records, _ int64) { progressEvents = records })
-	_ = progressEvents
+	rep, err := db.Verify(ctx, name, nil)
 	if err != nil {
 		return fmt.Errorf("verify after the crash: %w", err)
 	}

@@ -104,15 +104,11 @@ before). On a terminal, with -o, a progress bar shows the rate.`,
 				}
 				opts.After = id
 			}
-			db, dir, err := g.openDB(cmd, false)
+			db, info, dir, err := g.openLedger(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			defer closeDB(db, &err)
-			info, err := db.Ledger(args[0])
-			if err != nil {
-				return ledgerError(dir, args[0], err)
-			}
 			var w io.Writer = cmd.OutOrStdout()
 			var file *os.File
 			if output != "" && output != "-" {

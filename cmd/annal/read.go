@@ -163,15 +163,11 @@ objects. NDJSON of a whole ledger is what 'annal verify-file' verifies.`,
 			if err != nil {
 				return err
 			}
-			db, dir, err := g.openDB(cmd, false)
+			db, info, dir, err := g.openLedger(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			defer closeDB(db, &err)
-			info, err := db.Ledger(args[0])
-			if err != nil {
-				return ledgerError(dir, args[0], err)
-			}
 			name := info.Name
 			ew := newEventWriter(cmd.OutOrStdout(), format)
 			ew.begin()
@@ -326,15 +322,11 @@ it serves to print a ledger and wait, not to watch another writer.`,
 					return usageErr("tail: --after: %w", err)
 				}
 			}
-			db, dir, err := g.openDB(cmd, false)
+			db, info, dir, err := g.openLedger(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			defer closeDB(db, &err)
-			info, err := db.Ledger(args[0])
-			if err != nil {
-				return ledgerError(dir, args[0], err)
-			}
 			name := info.Name
 			if after == "" && !fromStart {
 				from = info.Head
