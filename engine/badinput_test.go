@@ -882,6 +882,8 @@ func badCases() []badCase {
 			is: []error{ErrInvalid}, msg: []string{"options: segment: SegmentSize -1 out of range"}},
 		badCase{name: "Options.SegmentSize over 1 GiB", do: badOpenCase(Options{SegmentSize: 2 << 30}),
 			is: []error{ErrInvalid}, msg: []string{"options: segment: SegmentSize 2147483648 out of range"}},
+		badCase{name: "Options.CacheSize negative", do: badOpenCase(Options{CacheSize: -1}),
+			is: []error{ErrInvalid}, msg: []string{"options: CacheSize -1 is negative"}},
 	)
 
 	// IDs and prefixes.

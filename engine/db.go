@@ -299,7 +299,7 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 // permission or of file descriptors.
 func (db *DB) openIndex() (*index.Index, error) {
 	path := filepath.Join(db.dir, indexDir)
-	idx, err := index.Open(path, index.Options{FS: db.fs})
+	idx, err := index.Open(path, index.Options{FS: db.fs, CacheSize: db.opts.CacheSize})
 	if err == nil || errors.Is(err, index.ErrFormatVersion) || errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EMFILE) {
 		if err != nil {
 			return nil, fmt.Errorf("engine: open index: %w", err)
@@ -325,7 +325,7 @@ func (db *DB) rebuildIndex(err error) (*index.Index, error) {
 		return nil, fmt.Errorf("engine: open index: %w (and creating a new one failed: %v)", err, rerr)
 	}
 	db.indexRebuilt = fmt.Errorf("engine: the index could not be opened and was rebuilt from the segments (the old one is in %s): %w", broken, err)
-	idx, err := index.Open(path, index.Options{FS: db.fs})
+	idx, err := index.Open(path, index.Options{FS: db.fs, CacheSize: db.opts.CacheSize})
 	if err != nil {
 		return nil, fmt.Errorf("engine: open a new index: %w", err)
 	}
@@ -405,6 +405,23 @@ func (db *DB) Unavailable() map[string]error {
 		out[k] = v
 	}
 	return out
+}
+
+// IndexMemory is the memory the index's Pebble holds, in bytes.
+type IndexMemory = index.Memory
+
+// IndexMemory returns what the index holds in memory now: its block cache
+// and memtables, bounded together by Options.CacheSize (Pebble may hold
+// one more memtable while it flushes one). With cgo, the default on Linux,
+// Pebble allocates them in C memory, which the Go runtime's statistics do
+// not show; see "Memory" in docs/engine.md. Zero after Close.
+func (db *DB) IndexMemory() IndexMemory {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if db.closed || db.idx == nil {
+		return IndexMemory{}
+	}
+	return db.idx.Memory()
 }
 
 // Close syncs and closes every ledger, checkpoints the metadata and the

@@ -410,3 +410,49 @@ func TestBadConditionsAndIDs(t *testing.T) {
 		t.Fatalf("the ledger changed: %d events, head %s", info.Count, info.Head)
 	}
 }
+
+// TestIndexMemory: the index's memory is reported, within the budget
+// CacheSize sets, and zero after Close.
+func TestIndexMemory(t *testing.T) {
+	ctx := context.Background()
+	const budget = 8 << 20
+	db, err := Open(filepath.Join(t.TempDir(), "d"), &Options{CacheSize: budget, Durability: None})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []eventid.ID
+	for i := range 20 {
+		batch := make([]EventInput, 500)
+		for k := range batch {
+			batch[k] = order(i*500 + k)
+		}
+		got, err := db.Append(ctx, "l", batch, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, got...)
+	}
+	for _, id := range ids[:2000] {
+		if _, err := db.Get(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := db.IndexMemory()
+	if m.MemTables <= 0 {
+		t.Errorf("memtables: %d bytes, want some after 10,000 appends", m.MemTables)
+	}
+	// The memtable is half the budget; Pebble may hold a second one
+	// while it flushes the first, and the cache the rest.
+	if total := m.BlockCache + m.MemTables; total > budget+budget/2 {
+		t.Errorf("index memory %d bytes (cache %d, memtables %d), over the budget of %d and a flushing memtable", total, m.BlockCache, m.MemTables, budget)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if m := db.IndexMemory(); m != (IndexMemory{}) {
+		t.Errorf("after Close: %+v, want zero", m)
+	}
+}

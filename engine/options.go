@@ -39,6 +39,12 @@ type Options struct {
 	// MaxEventSize bounds the canonical meta and data of one event
 	// together, in bytes. Zero means 1 MiB.
 	MaxEventSize int
+	// CacheSize is the index's memory budget in bytes: Pebble's block
+	// cache, out of which it also takes its memtables (half of it,
+	// at least 4 MiB and at most 64 MiB each; Pebble may hold two while
+	// one is flushed). Zero means 64 MiB. With cgo this memory is C
+	// memory, outside the Go heap: see "Memory" in docs/engine.md.
+	CacheSize int64
 	// FullVerifyOnOpen verifies every record of every ledger when the DB
 	// opens, instead of only what follows the index's checkpoint.
 	FullVerifyOnOpen bool
@@ -65,6 +71,9 @@ const (
 func (o *Options) check() error {
 	if err := (segment.Options{SegmentSize: o.SegmentSize, Durability: o.Durability}).Check(); err != nil {
 		return fmt.Errorf("%w: options: %w", ErrInvalid, err)
+	}
+	if o.CacheSize < 0 {
+		return fmt.Errorf("%w: options: CacheSize %d is negative (0 means 64 MiB)", ErrInvalid, o.CacheSize)
 	}
 	return nil
 }

@@ -19,8 +19,8 @@ type Options struct {
 	// FS is the file system; nil means vfs.Default.
 	FS vfs.FS
 	// CacheSize is Pebble's memory budget in bytes: its block cache, out
-	// of which it also takes its memtables (a quarter of the budget, at
-	// least 4 MiB and at most 64 MiB, each). 0 means 64 MiB.
+	// of which it also takes its memtables (half of the budget, at least
+	// 4 MiB and at most 64 MiB, each). 0 means 64 MiB.
 	CacheSize int64
 	// ReadOnly opens an existing index for reading only (Pebble's ReadOnly):
 	// nothing is created or written, and Commit, DeleteLedger and Flush
@@ -35,9 +35,16 @@ type Options struct {
 const (
 	defaultCacheSize = 64 << 20
 	// Pebble takes its memtables out of the block cache's budget; the
-	// memtable is a quarter of it, within these bounds. Pebble's default
+	// memtable is half of it, within these bounds. Pebble's default
 	// memtable, 4 MiB, flushes and compacts so often under a steady
-	// append load that appends run at a third of the speed.
+	// append load that appends run at a third of the speed; a quarter of
+	// the default budget (16 MiB) ran batches of 1,000 at 157-170k
+	// events/s, half of it (32 MiB) at 203-213k (engine BenchmarkAppend,
+	// same run): every event adds five index entries, and fewer, larger
+	// flushes mean fewer L0 compactions rewriting them. The price is in
+	// recovery: a crash loses the unflushed memtable, which Open
+	// re-indexes from the segments (see docs/benchmarks.md, open after
+	// crash).
 	minMemTableSize = 4 << 20
 	maxMemTableSize = 64 << 20
 )
@@ -75,7 +82,7 @@ func Open(dir string, opts Options) (*Index, error) {
 		FS:           fs,
 		ReadOnly:     opts.ReadOnly,
 		Logger:       opts.Logger,
-		MemTableSize: uint64(min(max(size/4, minMemTableSize), maxMemTableSize)),
+		MemTableSize: uint64(min(max(size/2, minMemTableSize), maxMemTableSize)),
 		// No write-ahead log: the index is rebuilt from the segments, so
 		// what a crash takes from its memtables is indexed again on
 		// Open (see Durability in the package doc). Without it a commit
@@ -476,4 +483,21 @@ func (x *Index) collectIDs(lo, hi []byte, limit int, out *[]eventid.ID) error {
 		return fmt.Errorf("index: %w", err)
 	}
 	return nil
+}
+
+// Memory is what Pebble holds in memory for the index, in bytes.
+type Memory struct {
+	BlockCache int64 // blocks of index tables in the block cache
+	MemTables  int64 // memtables, the one being filled and any being flushed
+}
+
+// Memory returns the memory Pebble holds now. With cgo (the default on
+// Linux), Pebble allocates both from C, outside the Go heap, so this is
+// how a caller sees it; see CacheSize.
+func (x *Index) Memory() Memory {
+	if x.closed.Load() {
+		return Memory{}
+	}
+	m := x.db.Metrics()
+	return Memory{BlockCache: m.BlockCache.Size, MemTables: int64(m.MemTable.Size)}
 }
