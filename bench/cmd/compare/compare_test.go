@@ -91,6 +91,17 @@ func TestCompareRunsEveryWorkload(t *testing.T) {
 			t.Errorf("%s lacks the concurrent-sync rows:\n%s", name, b)
 		}
 	}
+	// annal's figures against the machine's limits: Sync appends (2
+	// batch sizes, 2 appender counts), verify and the full scan.
+	bs := bounds(ss, lim)
+	if len(bs) != 6 {
+		t.Errorf("%d figures set against a limit, want 6: %+v", len(bs), bs)
+	}
+	for _, b := range bs {
+		if !(b.annal > 0 && b.limit > 0) {
+			t.Errorf("%s %s: annal %v against limit %v", b.workload, b.params, b.annal, b.limit)
+		}
+	}
 	svg := filepath.Join(t.TempDir(), "c.svg")
 	if err := report.Chart(svg, ss); err != nil {
 		t.Fatal(err)

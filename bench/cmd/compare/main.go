@@ -104,7 +104,11 @@ func main() {
 	fmt.Println()
 	fmt.Println(lim.String())
 	fmt.Println()
-	report.Table(os.Stdout, ss)
+	if err := report.Table(os.Stdout, ss); err != nil {
+		fail(err)
+	}
+	fmt.Println()
+	writeBounds(os.Stdout, bounds(ss, lim))
 	if *csvPath != "" {
 		if err := writeFile(*csvPath, func(w io.Writer) error { return report.WriteCSV(w, res) }); err != nil {
 			fail(err)
@@ -113,7 +117,17 @@ func main() {
 	if *mdPath != "" {
 		if err := writeFile(*mdPath, func(w io.Writer) error {
 			fmt.Fprintf(w, "%s\n\n", lim.Markdown())
-			report.Markdown(w, ss)
+			fmt.Fprintf(w, "| store | version | what it stores |\n| --- | --- | --- |\n")
+			for _, s := range cfg.stores {
+				i, _ := peer.Lookup(s)
+				fmt.Fprintf(w, "| %s | %s | %s |\n", i.Name, i.Version, strings.ReplaceAll(i.What, "|", "\\|"))
+			}
+			fmt.Fprintln(w)
+			if err := report.Markdown(w, ss); err != nil {
+				return err
+			}
+			fmt.Fprintln(w)
+			writeBounds(w, bounds(ss, lim))
 			return nil
 		}); err != nil {
 			fail(err)
