@@ -32,6 +32,9 @@ type ledger struct {
 	cond    sync.Cond
 	indexed uint64
 	idxErr  error // a failed index write: reads fail until a reopen rebuilds
+	// ready holds the committed batches not yet indexed, by first
+	// sequence number (see index).
+	ready map[uint64]*segment.Batch
 	// notify is closed, and replaced, each time indexed advances: the
 	// wake-up of subscribers.
 	notify chan struct{}
@@ -277,15 +280,36 @@ func (l *ledger) info() LedgerInfo {
 }
 
 // index adds a committed batch to the index, after every batch before it.
+// Batches committed together by concurrent appenders are indexed together:
+// whichever appender's batch is next in sequence order indexes it and every
+// committed batch that follows it without a gap, in one index commit, and
+// the others find theirs done. One Pebble commit for a group instead of one
+// per batch is what lets many concurrent appenders share the index's cost
+// as they share an fsync.
 func (l *ledger) index(b *segment.Batch) error {
 	l.idxMu.Lock()
 	defer l.idxMu.Unlock()
+	last := b.FirstSeq + uint64(len(b.IDs)) - 1
+	if l.ready == nil {
+		l.ready = make(map[uint64]*segment.Batch)
+	}
+	l.ready[b.FirstSeq] = b
 	for l.indexed != b.FirstSeq-1 {
+		if l.indexed >= last {
+			return l.idxErr // indexed with the group of a batch before it
+		}
 		l.cond.Wait()
 	}
+	var group []*segment.Batch
+	for next := b.FirstSeq; l.ready[next] != nil; {
+		g := l.ready[next]
+		delete(l.ready, next)
+		group = append(group, g)
+		next += uint64(len(g.IDs))
+	}
+	last = group[len(group)-1].FirstSeq + uint64(len(group[len(group)-1].IDs)) - 1
 	defer l.cond.Broadcast()
 	defer l.wake()
-	last := b.FirstSeq + uint64(len(b.IDs)) - 1
 	if l.idxErr != nil {
 		l.indexed = last
 		l.indexedUpTo(last)
@@ -293,16 +317,19 @@ func (l *ledger) index(b *segment.Batch) error {
 	}
 	x := l.db.idx.NewBatch()
 	defer x.Close()
-	for i, id := range b.IDs {
-		e := &b.Entries[i]
-		r := &index.Record{ID: id, Seq: b.FirstSeq + uint64(i), Loc: b.Locations[i],
-			Entity: []byte(e.Entity), Key: []byte(e.Key), Event: []byte(e.Event)}
-		if i == 0 && b.IdempotencyKey != nil {
-			r.IdempotencyKey, r.BatchLen = b.IdempotencyKey, uint32(len(b.IDs))
+	for _, g := range group {
+		for i, id := range g.IDs {
+			e := &g.Entries[i]
+			r := &index.Record{ID: id, Seq: g.FirstSeq + uint64(i), Loc: g.Locations[i],
+				Entity: []byte(e.Entity), Key: []byte(e.Key), Event: []byte(e.Event)}
+			if i == 0 && g.IdempotencyKey != nil {
+				r.IdempotencyKey, r.BatchLen = g.IdempotencyKey, uint32(len(g.IDs))
+			}
+			x.Add(l.meta.ID, r)
 		}
-		x.Add(l.meta.ID, r)
 	}
-	x.SetProgress(l.meta.ID, segment.Head{ID: b.IDs[len(b.IDs)-1], Seq: last, Loc: b.Locations[len(b.Locations)-1]})
+	lg := group[len(group)-1]
+	x.SetProgress(l.meta.ID, segment.Head{ID: lg.IDs[len(lg.IDs)-1], Seq: last, Loc: lg.Locations[len(lg.Locations)-1]})
 	err := x.Commit(false)
 	l.indexed = last
 	l.indexedUpTo(last)
