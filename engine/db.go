@@ -411,8 +411,7 @@ func (db *DB) Unavailable() map[string]error {
 type IndexMemory = index.Memory
 
 // IndexMemory returns what the index holds in memory now: its block cache
-// and memtables, bounded together by Options.CacheSize (Pebble may hold
-// one more memtable while it flushes one). With cgo, the default on Linux,
+// and memtables, bounded together by Options.CacheSize. With cgo, the default on Linux,
 // Pebble allocates them in C memory, which the Go runtime's statistics do
 // not show; see "Memory" in docs/engine.md. Zero after Close.
 func (db *DB) IndexMemory() IndexMemory {

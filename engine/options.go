@@ -40,10 +40,10 @@ type Options struct {
 	// together, in bytes. Zero means 1 MiB.
 	MaxEventSize int
 	// CacheSize is the index's memory budget in bytes: Pebble's block
-	// cache, out of which it also takes its memtables (half of it,
-	// at least 4 MiB and at most 64 MiB each; Pebble may hold two while
-	// one is flushed). Zero means 64 MiB. With cgo this memory is C
-	// memory, outside the Go heap: see "Memory" in docs/engine.md.
+	// cache, out of which it also takes its memtables (a quarter of it,
+	// at least 4 MiB and at most 64 MiB each; Pebble holds up to two).
+	// Zero means 128 MiB. With cgo this memory is C memory, outside the
+	// Go heap: see "Memory" in docs/engine.md.
 	CacheSize int64
 	// FullVerifyOnOpen verifies every record of every ledger when the DB
 	// opens, instead of only what follows the index's checkpoint.
@@ -73,7 +73,7 @@ func (o *Options) check() error {
 		return fmt.Errorf("%w: options: %w", ErrInvalid, err)
 	}
 	if o.CacheSize < 0 {
-		return fmt.Errorf("%w: options: CacheSize %d is negative (0 means 64 MiB)", ErrInvalid, o.CacheSize)
+		return fmt.Errorf("%w: options: CacheSize %d is negative (0 means 128 MiB)", ErrInvalid, o.CacheSize)
 	}
 	return nil
 }

@@ -19,8 +19,9 @@ type Options struct {
 	// FS is the file system; nil means vfs.Default.
 	FS vfs.FS
 	// CacheSize is Pebble's memory budget in bytes: its block cache, out
-	// of which it also takes its memtables (half of the budget, at least
-	// 4 MiB and at most 64 MiB, each). 0 means 64 MiB.
+	// of which it also takes its memtables (a quarter of the budget, at
+	// least 4 MiB and at most 64 MiB, each; Pebble keeps up to two, the
+	// one being filled and one flushed or kept for reuse). 0 means 128 MiB.
 	CacheSize int64
 	// ReadOnly opens an existing index for reading only (Pebble's ReadOnly):
 	// nothing is created or written, and Commit, DeleteLedger and Flush
@@ -33,17 +34,17 @@ type Options struct {
 }
 
 const (
-	defaultCacheSize = 64 << 20
+	defaultCacheSize = 128 << 20
 	// Pebble takes its memtables out of the block cache's budget; the
-	// memtable is half of it, within these bounds. Pebble's default
-	// memtable, 4 MiB, flushes and compacts so often under a steady
-	// append load that appends run at a third of the speed; a quarter of
-	// the default budget (16 MiB) ran batches of 1,000 at 157-170k
-	// events/s, half of it (32 MiB) at 203-213k (engine BenchmarkAppend,
-	// same run): every event adds five index entries, and fewer, larger
-	// flushes mean fewer L0 compactions rewriting them. The price is in
-	// recovery: a crash loses the unflushed memtable, which Open
-	// re-indexes from the segments (see docs/benchmarks.md, open after
+	// memtable is a quarter of it, within these bounds, so that the two
+	// Pebble may hold leave half of the budget to the block cache. Every
+	// event adds five index entries, and the memtable's size sets how
+	// often they are flushed and compacted: Pebble's default, 4 MiB, runs
+	// appends at a third of the speed; 16 MiB (a quarter of 64 MiB, the
+	// budget before) ran batches of 1,000 at 157-170k events/s, 32 MiB at
+	// 203-213k (engine BenchmarkAppend, same run). The price of a larger
+	// memtable is in recovery: a crash loses the unflushed memtable, which
+	// Open re-indexes from the segments (docs/benchmarks.md, open after a
 	// crash).
 	minMemTableSize = 4 << 20
 	maxMemTableSize = 64 << 20
@@ -82,7 +83,7 @@ func Open(dir string, opts Options) (*Index, error) {
 		FS:           fs,
 		ReadOnly:     opts.ReadOnly,
 		Logger:       opts.Logger,
-		MemTableSize: uint64(min(max(size/2, minMemTableSize), maxMemTableSize)),
+		MemTableSize: uint64(min(max(size/4, minMemTableSize), maxMemTableSize)),
 		// No write-ahead log: the index is rebuilt from the segments, so
 		// what a crash takes from its memtables is indexed again on
 		// Open (see Durability in the package doc). Without it a commit
@@ -488,7 +489,7 @@ func (x *Index) collectIDs(lo, hi []byte, limit int, out *[]eventid.ID) error {
 // Memory is what Pebble holds in memory for the index, in bytes.
 type Memory struct {
 	BlockCache int64 // blocks of index tables in the block cache
-	MemTables  int64 // memtables, the one being filled and any being flushed
+	MemTables  int64 // memtables: the one being filled, any being flushed, one kept for reuse
 }
 
 // Memory returns the memory Pebble holds now. With cgo (the default on
@@ -499,5 +500,7 @@ func (x *Index) Memory() Memory {
 		return Memory{}
 	}
 	m := x.db.Metrics()
-	return Memory{BlockCache: m.BlockCache.Size, MemTables: int64(m.MemTable.Size)}
+	// ZombieSize: memtables flushed but still referenced, and the one
+	// Pebble keeps to reuse.
+	return Memory{BlockCache: m.BlockCache.Size, MemTables: int64(m.MemTable.Size + m.MemTable.ZombieSize)}
 }

@@ -80,11 +80,11 @@ func openPebble(dir string, mode Mode) (Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	cache := pebble.NewCache(64 << 20)
+	cache := pebble.NewCache(128 << 20)
 	opts := &pebble.Options{
 		Cache: cache,
-		// The memtable annal gives its own Pebble index (half of its
-		// default 64 MiB budget).
+		// The memory annal gives its own Pebble index by default: a
+		// 128 MiB block cache, memtables of a quarter of it.
 		MemTableSize: 32 << 20,
 		// The format annal's index uses. Pebble's default is the oldest
 		// format it can still read (row-oriented blocks), kept for
