@@ -37,8 +37,9 @@ type outcome struct {
 	Seconds float64 // time taken
 	// Latencies of one operation (an Append, a Get), in microseconds.
 	P50, P99, P999 float64
-	MaxRSS         int64 // peak resident set size of the child, bytes
-	NA             bool  // the store does not offer this
+	MaxRSS         int64   // peak resident set size of the child, bytes
+	CPU            float64 // CPU seconds (user and system) of the child in all, all its threads
+	NA             bool    // the store does not offer this
 	Err            string
 }
 
@@ -57,6 +58,7 @@ func runChild(spec string) {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		out.MaxRSS = ru.Maxrss * 1024 // kilobytes on Linux
+		out.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 	}
 	b, _ := json.Marshal(out)
 	fmt.Println(string(b))

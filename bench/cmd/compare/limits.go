@@ -47,8 +47,10 @@ func param(params, key string) string {
 // every appender waiting) and the sequential write rate of their bytes;
 // verification against CRC-32C over the segment bytes; a full scan
 // against reading the bytes from the page cache. The other workloads are
-// bound by the CPU, for which the machine has no one figure.
-func bounds(ss []report.Summary, lim machine.Limits) []bound {
+// bound by the CPU: their limit is the machine's cores, and the fraction
+// is the cores annal's child process used over the time measured (its own
+// open included), from getrusage.
+func bounds(ss []report.Summary, lim machine.Limits, cores map[string][]float64) []bound {
 	frame := meanContent() + annalFrame
 	seqWrite := lim.SeqWriteMBps * 1e6 / frame // events/s the disk writes
 	var out []bound
@@ -73,7 +75,13 @@ func bounds(ss []report.Summary, lim machine.Limits) []bound {
 			b.limit = lim.SeqReadMBps * 1e6 / frame
 			b.what = fmt.Sprintf("reading the segment bytes from the page cache at %.0f MB/s", lim.SeqReadMBps)
 		default:
-			continue
+			c := report.Median(cores[s.Workload+" "+s.Params])
+			if c <= 0 || lim.Cores <= 0 {
+				continue
+			}
+			// The rate annal would reach with every core busy.
+			b.limit = s.Median * float64(lim.Cores) / c
+			b.what = fmt.Sprintf("the CPU: %.2f of %d cores busy (the limit is the rate with all busy)", c, lim.Cores)
 		}
 		out = append(out, b)
 	}

@@ -96,10 +96,11 @@ func main() {
 	if !*keep {
 		defer os.RemoveAll(base)
 	}
-	res, lim, err := run(cfg)
+	rr, err := run(cfg)
 	if err != nil {
 		fail(err)
 	}
+	res, lim := rr.results, rr.lim
 	ss := report.Summarize(res)
 	fmt.Println()
 	fmt.Println(lim.String())
@@ -108,7 +109,7 @@ func main() {
 		fail(err)
 	}
 	fmt.Println()
-	writeBounds(os.Stdout, bounds(ss, lim))
+	writeBounds(os.Stdout, bounds(ss, lim, rr.cores))
 	if *csvPath != "" {
 		if err := writeFile(*csvPath, func(w io.Writer) error { return report.WriteCSV(w, res) }); err != nil {
 			fail(err)
@@ -127,7 +128,7 @@ func main() {
 				return err
 			}
 			fmt.Fprintln(w)
-			writeBounds(w, bounds(ss, lim))
+			writeBounds(w, bounds(ss, lim, rr.cores))
 			return nil
 		}); err != nil {
 			fail(err)
@@ -181,27 +182,43 @@ type runner struct {
 	exe     string
 	results []report.Result
 	seq     int
+	// cores holds, for each of annal's workloads (workload and params),
+	// the CPU its child used over the time measured, in cores, one value a
+	// round: what bounds the figures no other machine limit bounds.
+	cores map[string][]float64
 }
 
-func run(cfg config) ([]report.Result, machine.Limits, error) {
+// runResult is what a run measured.
+type runResult struct {
+	results []report.Result
+	lim     machine.Limits
+	cores   map[string][]float64 // see runner.cores
+}
+
+func run(cfg config) (runResult, error) {
+	results, lim, cores, err := runAll(cfg)
+	return runResult{results: results, lim: lim, cores: cores}, err
+}
+
+func runAll(cfg config) ([]report.Result, machine.Limits, map[string][]float64, error) {
 	for _, s := range cfg.stores {
 		if _, err := peer.Lookup(s); err != nil {
-			return nil, machine.Limits{}, err
+			return nil, machine.Limits{}, nil, err
 		}
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, machine.Limits{}, err
+		return nil, machine.Limits{}, nil, err
 	}
 	r := &runner{cfg: cfg, exe: exe}
 	fmt.Fprintf(cfg.log, "measuring the machine's limits in %s\n", cfg.dir)
 	lim, err := machine.Measure(cfg.dir, cfg.machineMiB)
 	if err != nil {
-		return nil, lim, fmt.Errorf("machine limits: %w", err)
+		return nil, lim, nil, fmt.Errorf("machine limits: %w", err)
 	}
 	if cfg.groups["read"] {
 		if err := r.buildReadSets(); err != nil {
-			return nil, lim, err
+			return nil, lim, nil, err
 		}
 	}
 	for round := 1; round <= cfg.rounds; round++ {
@@ -229,10 +246,10 @@ func run(cfg config) ([]report.Result, machine.Limits, error) {
 	}
 	if cfg.groups["open"] {
 		if err := r.openSizes(); err != nil {
-			return r.results, lim, err
+			return r.results, lim, r.cores, err
 		}
 	}
-	return r.results, lim, nil
+	return r.results, lim, r.cores, nil
 }
 
 // fresh runs j on a new directory, removed after, and records its rate.
@@ -265,6 +282,13 @@ func (r *runner) record(round int, workload, params, store, unit string, out out
 		res.Higher = true
 	}
 	r.results = append(r.results, res)
+	if store == "annal" && res.Err == "" && out.Seconds > 0 {
+		if r.cores == nil {
+			r.cores = map[string][]float64{}
+		}
+		k := workload + " " + params
+		r.cores[k] = append(r.cores[k], out.CPU/out.Seconds)
+	}
 	shown := fmt.Sprintf("%.4g %s", res.Value, unit)
 	if res.Err != "" {
 		shown = res.Err
