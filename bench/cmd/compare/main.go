@@ -300,8 +300,13 @@ func (r *runner) record(round int, workload, params, store, unit string, out out
 const childEnv = "ANNAL_COMPARE_CHILD"
 
 // command returns the command that runs the job spec in a child process:
-// this executable, with the job in its environment.
+// this executable, with the job in its environment. It first has the
+// kernel write back every dirty page (sync(2)): what an earlier
+// measurement left unsynced (a fill without sync writes gigabytes) would
+// otherwise be written back during this one, and an fsync here would wait
+// for it.
 func (r *runner) command(spec []byte) *exec.Cmd {
+	syscall.Sync()
 	cmd := exec.Command(r.exe)
 	cmd.Env = append(os.Environ(), childEnv+"="+string(spec))
 	return cmd

@@ -3,7 +3,7 @@
 // memory and latency over time, so that growth (a leak, a slowing index)
 // shows:
 //
-//	cd bench && go run ./cmd/soak [-duration 30m] [-rate 2000] [-reopen 5m] [-dir DIR] [-csv FILE]
+//	cd bench && go run ./cmd/soak [-duration 30m] [-rate 2000] [-reopen 5m] [-cache MiB] [-dir DIR] [-csv FILE]
 //
 // The load: 4 appenders in Sync mode (batches of 1 to 20 events, a fifth
 // of them conditional on a stream, a tenth idempotent) sharing -rate
@@ -49,8 +49,10 @@ func main() {
 	every := flag.Duration("every", time.Minute, "report this often")
 	dir := flag.String("dir", "", "data directory (default: a new temporary one, removed at the end)")
 	csvPath := flag.String("csv", "", "also write the reports to this CSV file")
+	cacheMiB := flag.Int64("cache", 0, "the index's memory budget in MiB (engine.Options.CacheSize; 0: the default)")
 	flag.Parse()
-	if err := run(*duration, *rate, *reopen, *every, *dir, *csvPath); err != nil {
+	opts := &engine.Options{CacheSize: *cacheMiB << 20}
+	if err := run(*duration, *rate, *reopen, *every, *dir, *csvPath, opts); err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
 		os.Exit(1)
 	}
@@ -107,7 +109,7 @@ type sample struct {
 	appends, reopenCnt int64
 }
 
-func run(duration time.Duration, rate int, reopenEvery, every time.Duration, dir, csvPath string) error {
+func run(duration time.Duration, rate int, reopenEvery, every time.Duration, dir, csvPath string, opts *engine.Options) error {
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "annal-soak")
 		if err != nil {
@@ -128,7 +130,7 @@ func run(duration time.Duration, rate int, reopenEvery, every time.Duration, dir
 		w.Write([]string{"seconds", "events", "heap_bytes", "go_bytes", "index_bytes", "rss_bytes", "append_p50_us", "append_p99_us", "append_p999_us", "get_p99_us", "subscriber_lag", "reopens"})
 	}
 	ctx := context.Background()
-	db, err := engine.Open(dir, nil)
+	db, err := engine.Open(dir, opts)
 	if err != nil {
 		return err
 	}
@@ -340,7 +342,7 @@ loop:
 				dbMu.Lock()
 				err := db.Close()
 				if err == nil {
-					db, err = engine.Open(dir, nil)
+					db, err = engine.Open(dir, opts)
 				}
 				dbMu.Unlock()
 				if err != nil {
