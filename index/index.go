@@ -118,6 +118,9 @@ func Open(dir string, opts Options) (*Index, error) {
 		// Only a writer may ratchet an existing store's format.
 		po.FormatMajorVersion = pebble.FormatNewest
 	}
+	// Compactions wait for Open to return (see compactionGate).
+	gate := newCompactionGate()
+	po.Experimental.CompactionScheduler = gate
 	cache := pebble.NewCache(size)
 	po.Cache = cache
 	var db *pebble.DB
@@ -128,8 +131,10 @@ func Open(dir string, opts Options) (*Index, error) {
 	}()
 	cache.Unref() // the DB holds its own reference
 	if err != nil {
+		gate.abandon()
 		return nil, fmt.Errorf("index: open %s: %w", dir, err)
 	}
+	gate.release()
 	x := &Index{db: db, readOnly: opts.ReadOnly, bgErr: bgErr}
 	if err := x.checkVersion(); err != nil {
 		_ = x.Close()
