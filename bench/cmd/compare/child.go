@@ -38,7 +38,7 @@ type outcome struct {
 	// Latencies of one operation (an Append, a Get), in microseconds.
 	P50, P99, P999 float64
 	MaxRSS         int64   // peak resident set size of the child, bytes
-	CPU            float64 // CPU seconds (user and system) of the child in all, all its threads
+	CPU            float64 // CPU seconds (user and system, every thread) over the workload, the store's open and close excluded
 	NA             bool    // the store does not offer this
 	Err            string
 }
@@ -58,7 +58,6 @@ func runChild(spec string) {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		out.MaxRSS = ru.Maxrss * 1024 // kilobytes on Linux
-		out.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 	}
 	b, _ := json.Marshal(out)
 	fmt.Println(string(b))
@@ -93,7 +92,9 @@ func (j *job) run(out *outcome) (err error) {
 	if err != nil {
 		return err
 	}
+	cpu0 := cpuSeconds()
 	defer func() {
+		out.CPU = cpuSeconds() - cpu0
 		if cerr := s.Close(); err == nil {
 			err = cerr
 		}
@@ -111,6 +112,16 @@ func (j *job) run(out *outcome) (err error) {
 		return j.read(s, out)
 	}
 	return fmt.Errorf("unknown job kind %q", j.Kind)
+}
+
+// cpuSeconds returns the CPU time this process has used so far, user and
+// system, all threads.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // percentiles fills out's latencies from ds (sorted here).

@@ -48,8 +48,8 @@ func param(params, key string) string {
 // verification against CRC-32C over the segment bytes; a full scan
 // against reading the bytes from the page cache. The other workloads are
 // bound by the CPU: their limit is the machine's cores, and the fraction
-// is the cores annal's child process used over the time measured (its own
-// open included), from getrusage.
+// is the cores annal's child process used over the workload (the store's
+// open and close excluded), from getrusage.
 func bounds(ss []report.Summary, lim machine.Limits, cores map[string][]float64) []bound {
 	frame := meanContent() + annalFrame
 	seqWrite := lim.SeqWriteMBps * 1e6 / frame // events/s the disk writes
