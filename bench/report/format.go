@@ -114,6 +114,9 @@ func RatioString(r float64) string {
 	switch {
 	case !(Summary{Ratio: r}).HasRatio():
 		return NA
+	case r < 0.1:
+		// Two significant digits: 0.0043x, not 0.00x.
+		return strconv.FormatFloat(r, 'g', 2, 64) + "x"
 	case r < 9.995:
 		return strconv.FormatFloat(r, 'f', 2, 64) + "x"
 	}

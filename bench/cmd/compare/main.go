@@ -64,9 +64,16 @@ func main() {
 	csvPath := flag.String("csv", "", "write every measurement to this CSV file")
 	mdPath := flag.String("md", "", "write the summary as a markdown table to this file")
 	svgPath := flag.String("svg", "", "write the chart of ratios to this SVG file")
+	fromCSV := flag.String("from-csv", "", "measure nothing: read the results of an earlier run from this CSV file and write the table and the chart (-svg) again")
 	flag.Parse()
 	if spec := os.Getenv(childEnv); spec != "" {
 		runChild(spec)
+		return
+	}
+	if *fromCSV != "" {
+		if err := rerender(*fromCSV, *svgPath); err != nil {
+			fail(err)
+		}
 		return
 	}
 	cfg := config{
@@ -139,6 +146,28 @@ func main() {
 			fail(err)
 		}
 	}
+}
+
+// rerender writes the table of an earlier run's CSV, and its chart if
+// svgPath is set. (The machine's limits are not in the CSV.)
+func rerender(csvPath, svgPath string) error {
+	f, err := os.Open(csvPath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	res, err := report.ReadCSV(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", csvPath, err)
+	}
+	ss := report.Summarize(res)
+	if err := report.Table(os.Stdout, ss); err != nil {
+		return err
+	}
+	if svgPath != "" {
+		return report.Chart(svgPath, ss)
+	}
+	return nil
 }
 
 func fail(err error) {
