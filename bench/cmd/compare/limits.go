@@ -43,8 +43,8 @@ func param(params, key string) string {
 }
 
 // bounds sets annal's rates against the limits measured in the same run:
-// Sync appends against fsyncs a second (one fsync a batch, or one for
-// every appender waiting) and the sequential write rate of their bytes;
+// Sync appends against an fsync a batch (or one for every appender
+// waiting) plus writing the batch's bytes at the sequential write rate;
 // verification against CRC-32C over the segment bytes; a full scan
 // against reading the bytes from the page cache. The other workloads are
 // bound by the CPU: their limit is the machine's cores, and the fraction
@@ -52,7 +52,15 @@ func param(params, key string) string {
 // open and close excluded), from getrusage.
 func bounds(ss []report.Summary, lim machine.Limits, cores map[string][]float64) []bound {
 	frame := meanContent() + annalFrame
-	seqWrite := lim.SeqWriteMBps * 1e6 / frame // events/s the disk writes
+	// syncLimit is the events a second of writing n events' bytes at the
+	// sequential write rate and then one fsync, over and over: the disk's
+	// limit for Sync appends of n events at a time (or n appenders sharing
+	// every fsync), an upper bound, as the fsync of a larger write costs
+	// more than the 4 KiB probe's.
+	syncLimit := func(n int) float64 {
+		perBatch := 1/lim.FsyncPerSec + float64(n)*frame/(lim.SeqWriteMBps*1e6)
+		return float64(n) / perBatch
+	}
 	var out []bound
 	for _, s := range ss {
 		if s.Store != "annal" || !s.OK() || s.Unit != "events/s" {
@@ -62,12 +70,12 @@ func bounds(ss []report.Summary, lim machine.Limits, cores map[string][]float64)
 		switch {
 		case s.Workload == "append-batch" && param(s.Params, "mode") == "sync":
 			n, _ := strconv.Atoi(param(s.Params, "batch"))
-			b.limit = min(lim.FsyncPerSec*float64(n), seqWrite)
-			b.what = fmt.Sprintf("min(%.0f fsyncs/s × %d events, sequential write %.0f MB/s)", lim.FsyncPerSec, n, lim.SeqWriteMBps)
+			b.limit = syncLimit(n)
+			b.what = fmt.Sprintf("one fsync (%.0f a second) and the batch's bytes at %.0f MB/s a batch", lim.FsyncPerSec, lim.SeqWriteMBps)
 		case s.Workload == "concurrent-sync":
 			n, _ := strconv.Atoi(param(s.Params, "appenders"))
-			b.limit = min(lim.FsyncPerSec*float64(n), seqWrite)
-			b.what = fmt.Sprintf("min(%.0f fsyncs/s × %d appenders, sequential write %.0f MB/s)", lim.FsyncPerSec, n, lim.SeqWriteMBps)
+			b.limit = syncLimit(n)
+			b.what = fmt.Sprintf("every appender's event in each fsync (%.0f a second), bytes at %.0f MB/s", lim.FsyncPerSec, lim.SeqWriteMBps)
 		case s.Workload == "verify":
 			b.limit = lim.CRC32CGBps * 1e9 / frame
 			b.what = fmt.Sprintf("CRC-32C at %.1f GB/s on one core over the segment bytes", lim.CRC32CGBps)
