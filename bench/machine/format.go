@@ -2,9 +2,10 @@ package machine
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/annal-db/annal/bench/report"
 )
 
 // rows are the lines of String and Markdown: a name and a value.
@@ -58,19 +59,9 @@ func (l Limits) Markdown() string {
 	return b.String()
 }
 
-// rate formats a rate with three significant digits, or all the digits of
-// its integer part from 100 up: 0.123, 1.23, 12.3, 123, 1234.
-func rate(v float64) string {
-	switch {
-	case v >= 99.95:
-		return strconv.FormatFloat(v, 'f', 0, 64)
-	case v >= 9.995:
-		return strconv.FormatFloat(v, 'f', 1, 64)
-	case v >= 0.9995:
-		return strconv.FormatFloat(v, 'f', 2, 64)
-	}
-	return strconv.FormatFloat(v, 'f', 3, 64)
-}
+// rate formats a figure with three significant digits (report.Sig3):
+// 0.123, 1.23, 12.3, 123, 1234.
+func rate(v float64) string { return report.Sig3(v) }
 
 // duration formats d with three significant digits in the unit that suits
 // it: 850 µs, 1.23 ms, 12.3 ms.

@@ -21,7 +21,7 @@ func Human(v float64, unit string) string {
 		return humanSeconds(v * secs)
 	}
 	if prefixed(unit) {
-		return strings.TrimSpace(sig3(v) + " " + unit)
+		return strings.TrimSpace(Sig3(v) + " " + unit)
 	}
 	n := si(v)
 	if unit == "" {
@@ -52,21 +52,21 @@ func si(v float64) string {
 	a := math.Abs(v)
 	switch {
 	case a >= 999.5e9: // not 1e12, so that 999.7e9 is 1.00T, not 1000G
-		return sig3(v/1e12) + "T"
+		return Sig3(v/1e12) + "T"
 	case a >= 999.5e6:
-		return sig3(v/1e9) + "G"
+		return Sig3(v/1e9) + "G"
 	case a >= 999.5e3:
-		return sig3(v/1e6) + "M"
+		return Sig3(v/1e6) + "M"
 	case a >= 999.5:
-		return sig3(v/1e3) + "k"
+		return Sig3(v/1e3) + "k"
 	}
-	return sig3(v)
+	return Sig3(v)
 }
 
-// sig3 formats v with three significant digits, never in exponent form, and
+// Sig3 formats v with three significant digits, never in exponent form, and
 // with all the integer digits of a number of 1,000 or more: 0.0123, 1.23,
 // 12.3, 123, 1234.
-func sig3(v float64) string {
+func Sig3(v float64) string {
 	a := math.Abs(v)
 	switch {
 	case a == 0:
@@ -90,13 +90,13 @@ func humanSeconds(s float64) string {
 	case a == 0:
 		return "0 s"
 	case a < 0.9995e-6:
-		return sig3(s*1e9) + " ns"
+		return Sig3(s*1e9) + " ns"
 	case a < 0.9995e-3:
-		return sig3(s*1e6) + " µs"
+		return Sig3(s*1e6) + " µs"
 	case a < 0.9995:
-		return sig3(s*1e3) + " ms"
+		return Sig3(s*1e3) + " ms"
 	}
-	return sig3(s) + " s"
+	return Sig3(s) + " s"
 }
 
 // Micros formats a latency given in microseconds (as in Result.P50): 250 ns,
@@ -120,7 +120,7 @@ func RatioString(r float64) string {
 	case r < 9.995:
 		return strconv.FormatFloat(r, 'f', 2, 64) + "x"
 	}
-	return sig3(r) + "x"
+	return Sig3(r) + "x"
 }
 
 // MiB formats a number of bytes in MiB: "123", "12.3", or "-" for 0.
@@ -128,5 +128,5 @@ func MiB(b int64) string {
 	if b == 0 {
 		return "-"
 	}
-	return sig3(float64(b) / (1 << 20))
+	return Sig3(float64(b) / (1 << 20))
 }
