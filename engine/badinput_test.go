@@ -518,14 +518,28 @@ func newBadFixture(t *testing.T) *badFixture {
 func newBadTemplate(t *testing.T) *badTemplate {
 	t.Helper()
 	ctx := context.Background()
-	tpl := &badTemplate{dir: t.TempDir(), locs: map[eventid.ID]segment.Location{}}
-	db, err := Open(tpl.dir, &Options{SegmentSize: badSegSize})
-	if err != nil {
-		t.Fatal(err)
+	tpl := &badTemplate{locs: map[eventid.ID]segment.Location{}}
+	var db *DB
+	// The cases that rename the victim's directory to upper case need an
+	// ID with a letter in it; one ledger ID in 43 is all digits (its time
+	// decides it), so such a directory is made again.
+	for attempt := 0; ; attempt++ {
+		tpl.dir = t.TempDir()
+		var err error
+		if db, err = Open(tpl.dir, &Options{SegmentSize: badSegSize}); err != nil {
+			t.Fatal(err)
+		}
+		if tpl.victim, err = db.CreateLedger(ctx, LedgerSpec{Name: "victim"}); err != nil {
+			t.Fatal(err)
+		}
+		if id := tpl.victim.ID.String(); strings.ToUpper(id) != id || attempt == 20 {
+			break
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if tpl.victim, err = db.CreateLedger(ctx, LedgerSpec{Name: "victim"}); err != nil {
-		t.Fatal(err)
-	}
+	var err error
 	if tpl.bystander, err = db.CreateLedger(ctx, LedgerSpec{Name: "bystander"}); err != nil {
 		t.Fatal(err)
 	}
