@@ -26,18 +26,10 @@ type annalStore struct {
 }
 
 func openAnnal(dir string, mode Mode) (Store, error) {
-	var d engine.Durability
-	switch mode {
-	case Sync:
-		d = engine.Sync
-	case Interval:
-		d = engine.Interval
-	case None:
-		d = engine.None
-	default:
+	if mode != Sync && mode != Interval && mode != None {
 		return nil, fmt.Errorf("annal: %v: %w", mode, ErrUnsupported)
 	}
-	db, err := engine.Open(dir, &engine.Options{Durability: d})
+	db, err := engine.Open(dir, &engine.Options{Durability: mode})
 	if err != nil {
 		return nil, err
 	}

@@ -17,32 +17,23 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/annal-db/annal/engine"
 )
 
-// Mode is the durability asked of an append.
-type Mode int
+// Mode is the durability asked of an append: annal's own modes, which
+// each peer maps to what it offers.
+type Mode = engine.Durability
 
 const (
 	// Sync: durable (fsynced) when Append returns.
-	Sync Mode = iota
+	Sync = engine.Sync
 	// Interval: synced within a short interval (annal: 50 ms); a crash
 	// may lose the last appends, never corrupt what was synced.
-	Interval
+	Interval = engine.Interval
 	// None: left to the operating system.
-	None
+	None = engine.None
 )
-
-func (m Mode) String() string {
-	switch m {
-	case Sync:
-		return "sync"
-	case Interval:
-		return "interval"
-	case None:
-		return "none"
-	}
-	return fmt.Sprintf("Mode(%d)", int(m))
-}
 
 // ParseMode is the inverse of Mode.String.
 func ParseMode(s string) (Mode, error) {
