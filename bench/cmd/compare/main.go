@@ -225,29 +225,24 @@ type runResult struct {
 }
 
 func run(cfg config) (runResult, error) {
-	results, lim, cores, err := runAll(cfg)
-	return runResult{results: results, lim: lim, cores: cores}, err
-}
-
-func runAll(cfg config) ([]report.Result, machine.Limits, map[string][]float64, error) {
 	for _, s := range cfg.stores {
 		if _, err := peer.Lookup(s); err != nil {
-			return nil, machine.Limits{}, nil, err
+			return runResult{}, err
 		}
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, machine.Limits{}, nil, err
+		return runResult{}, err
 	}
 	r := &runner{cfg: cfg, exe: exe}
 	fmt.Fprintf(cfg.log, "measuring the machine's limits in %s\n", cfg.dir)
 	lim, err := machine.Measure(cfg.dir, cfg.machineMiB)
 	if err != nil {
-		return nil, lim, nil, fmt.Errorf("machine limits: %w", err)
+		return runResult{lim: lim}, fmt.Errorf("machine limits: %w", err)
 	}
 	if cfg.groups["read"] {
 		if err := r.buildReadSets(); err != nil {
-			return nil, lim, nil, err
+			return runResult{lim: lim}, err
 		}
 	}
 	for round := 1; round <= cfg.rounds; round++ {
@@ -275,10 +270,10 @@ func runAll(cfg config) ([]report.Result, machine.Limits, map[string][]float64, 
 	}
 	if cfg.groups["open"] {
 		if err := r.openSizes(); err != nil {
-			return r.results, lim, r.cores, err
+			return runResult{r.results, lim, r.cores}, err
 		}
 	}
-	return r.results, lim, r.cores, nil
+	return runResult{r.results, lim, r.cores}, nil
 }
 
 // fresh runs j on a new directory, removed after, and records its rate.
