@@ -85,6 +85,7 @@ type faultWork struct {
 	// fsyncFailed: ledgers whose segment fsync failed in this session.
 	fsyncFailed map[string]bool
 	steps       []faultStep
+	attributed  int // faults injected so far that a step records
 	problems    []string
 	crash       *faultSnapshot // taken right after the step that hit the fault
 	// closed is taken right after the first Close, if a fault hit before:
@@ -150,10 +151,9 @@ func (w *faultWork) options() *Options {
 // faults injected meanwhile. After the first step that hit a fault, it
 // takes a crash snapshot.
 func (w *faultWork) step(name string, f func() error) error {
-	before := len(w.ffs.Injected())
+	w.settle(name)
 	err := f()
-	hits := w.ffs.Injected()[before:]
-	st := faultStep{name: name, err: err, hits: hits}
+	st := faultStep{name: name, err: err, hits: w.unattributed()}
 	if err == nil && (name == "open" || name == "reopen") {
 		var errs []error
 		for _, e := range w.db.Unavailable() {
@@ -161,8 +161,32 @@ func (w *faultWork) step(name string, f func() error) error {
 		}
 		st.reported = errors.Join(append(errs, w.db.IndexRebuilt())...)
 	}
+	w.record(st)
+	return err
+}
+
+// unattributed returns the faults injected since the last recorded step,
+// and counts them as attributed.
+func (w *faultWork) unattributed() []faultfs.Op {
+	hits := w.ffs.Injected()[w.attributed:]
+	w.attributed += len(hits)
+	return hits
+}
+
+// settle records the faults injected since the last step returned as a
+// step of their own, before the call named next runs: the interval
+// syncer's fsync runs in the background, between the workload's calls too.
+func (w *faultWork) settle(next string) {
+	if hits := w.unattributed(); len(hits) > 0 {
+		w.record(faultStep{name: "between steps, before " + next, hits: hits})
+	}
+}
+
+// record appends st to the steps and notes what its faults imply: a
+// ledger whose segment fsync failed, a crash snapshot after the first.
+func (w *faultWork) record(st faultStep) {
 	w.steps = append(w.steps, st)
-	for _, op := range hits {
+	for _, op := range st.hits {
 		// A failed fsync of a segment that holds records (one whose
 		// creation failed is removed again): the ledger must refuse
 		// every later append of this session.
@@ -176,10 +200,9 @@ func (w *faultWork) step(name string, f func() error) error {
 			w.fsyncFailed[name] = true
 		}
 	}
-	if len(hits) > 0 && w.crash == nil {
-		w.crash = w.snapshot(name)
+	if len(st.hits) > 0 && w.crash == nil {
+		w.crash = w.snapshot(st.name)
 	}
-	return err
 }
 
 // snapshot simulates a crash now: only what was synced survives, and the
@@ -218,6 +241,7 @@ func (w *faultWork) appendTo(ctx context.Context, name, ledger string, n int, o 
 		entity = "order"
 	}
 	evs, atts := w.events(ledger, n, entity, key)
+	w.settle(name)
 	mustFail := w.fsyncFailed[ledger]
 	var ids []eventid.ID
 	err := w.step(name, func() (err error) {
@@ -375,6 +399,9 @@ func (w *faultWork) run() {
 	}
 	w.appendTo(ctx, "none batch", "a", 3, &AppendOptions{Durability: None}, "", "")
 	w.appendTo(ctx, "interval batch", "a", 2, &AppendOptions{Durability: Interval}, "", "")
+	// Idle between calls, so that the interval syncer's fsync of that
+	// batch runs outside every call in each run (see faultWork.settle).
+	time.Sleep(5 * w.options().SyncInterval)
 	// Conditional appends: the stream is empty, then has the first one.
 	if ids, err := w.appendTo(ctx, "conditional append", "a", 1, &AppendOptions{ExpectedStreams: []ExpectedStream{{Entity: "account", Key: "acc-1"}}}, "account", "acc-1"); err == nil {
 		w.appendTo(ctx, "second conditional append", "a", 1, &AppendOptions{ExpectedStreams: []ExpectedStream{{Entity: "account", Key: "acc-1", Head: ids[0]}}}, "account", "acc-1")
@@ -391,6 +418,7 @@ func (w *faultWork) run() {
 		// Not an attempt: it must never be stored.
 		delete(w.attempts, retryAtts[0].data)
 	}
+	w.settle("idempotent retry")
 	mustFail := w.fsyncFailed["a"]
 	var retryIDs []eventid.ID
 	rerr := w.step("idempotent retry", func() (err error) {
