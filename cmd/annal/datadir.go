@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/annal-db/annal/engine"
 	"github.com/annal-db/annal/segment"
@@ -19,6 +21,45 @@ const defaultDir = "./annal-data"
 type globals struct {
 	dir    string // --dir, "" if not given
 	format string // --format, "" if not given
+	cache  string // --cache, "" if not given
+}
+
+// options returns the engine options the global flags ask for: the index
+// memory budget of --cache.
+func (g *globals) options() (*engine.Options, error) {
+	if g.cache == "" {
+		return nil, nil
+	}
+	n, err := parseSize(g.cache)
+	if err != nil {
+		return nil, usageErr("--cache: %v", err)
+	}
+	return &engine.Options{CacheSize: n}, nil
+}
+
+// sizeUnits are the units parseSize takes, case-insensitively.
+var sizeUnits = []struct {
+	name string
+	n    int64
+}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"b", 1}}
+
+// parseSize parses a memory size: a whole number of bytes, or one followed
+// by KiB, MiB or GiB (or K, M, G, which mean the same), as in "64MiB". It
+// must be above zero and at most 1 TiB.
+func parseSize(s string) (int64, error) {
+	num, mult := strings.TrimSpace(s), int64(1)
+	lower := strings.ToLower(num)
+	for _, u := range sizeUnits {
+		if strings.HasSuffix(lower, u.name) {
+			num, mult = strings.TrimSpace(num[:len(num)-len(u.name)]), u.n
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 || n > (1<<40)/mult {
+		return 0, fmt.Errorf("%q is not a size above zero and at most 1TiB, such as 64MiB or 1GiB", s)
+	}
+	return n * mult, nil
 }
 
 // dataDir returns the data directory: --dir, else $ANNAL_DIR, else
@@ -80,7 +121,11 @@ func (g *globals) openDB(cmd *cobra.Command, create bool) (*engine.DB, string, e
 			return nil, dir, &exitErr{code: exitError, err: err}
 		}
 	}
-	db, err := engine.Open(dir, nil)
+	opts, err := g.options()
+	if err != nil {
+		return nil, dir, err
+	}
+	db, err := engine.Open(dir, opts)
 	if err != nil {
 		return nil, dir, openError(dir, err)
 	}

@@ -30,10 +30,12 @@ import (
 // demoConfig sizes the demo.
 type demoConfig struct {
 	dir       string
-	events    int           // events of the main workload
-	writers   int           // concurrent appenders
-	batch     int           // events per append
-	killAfter time.Duration // how long the child writer runs before SIGKILL
+	opts      *engine.Options // of every Open
+	cache     string          // --cache, passed on to the child writer
+	events    int             // events of the main workload
+	writers   int             // concurrent appenders
+	batch     int             // events per append
+	killAfter time.Duration   // how long the child writer runs before SIGKILL
 }
 
 func newDemoCmd(g *globals) *cobra.Command {
@@ -57,6 +59,10 @@ explore with the other commands (annal ledgers, annal scan, ...).`,
 				return err
 			}
 			cfg.dir = dir
+			if cfg.opts, err = g.options(); err != nil {
+				return err
+			}
+			cfg.cache = g.cache
 			if short {
 				cfg.events = min(cfg.events, 20_000)
 			}
@@ -88,7 +94,11 @@ func newDemoWriterCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			db, err := engine.Open(dir, nil)
+			opts, err := g.options()
+			if err != nil {
+				return err
+			}
+			db, err := engine.Open(dir, opts)
 			if err != nil {
 				return err
 			}
@@ -142,7 +152,7 @@ func runDemo(ctx context.Context, cfg demoConfig, w io.Writer) error {
 	p := demoPrinter{w}
 	start := time.Now()
 	p.step("data directory %s", cfg.dir)
-	db, err := engine.Open(cfg.dir, nil)
+	db, err := engine.Open(cfg.dir, cfg.opts)
 	if err != nil {
 		return err
 	}
@@ -209,7 +219,7 @@ func runDemo(ctx context.Context, cfg demoConfig, w io.Writer) error {
 	p.step("a child writer appended one event at a time (Sync) and was killed with SIGKILL after %d acknowledged appends", len(acked))
 
 	t0 = time.Now()
-	db, err = engine.Open(cfg.dir, nil)
+	db, err = engine.Open(cfg.dir, cfg.opts)
 	if err != nil {
 		return err
 	}
@@ -324,7 +334,11 @@ func killWriter(ctx context.Context, cfg demoConfig, ledger string) ([]eventid.I
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, self, "--dir", cfg.dir, "demo-writer", ledger)
+	args := []string{"--dir", cfg.dir}
+	if cfg.cache != "" {
+		args = append(args, "--cache", cfg.cache)
+	}
+	cmd := exec.CommandContext(ctx, self, append(args, "demo-writer", ledger)...)
 	// argv[0] "annal", so that a test binary standing in for the command
 	// (testscript) runs it as annal.
 	cmd.Args[0] = "annal"

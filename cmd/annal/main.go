@@ -148,6 +148,7 @@ Exit codes: 0 success, 1 error, 2 usage, 3 verification failed,
 	})
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.dir, "dir", "", "data directory (default $ANNAL_DIR, or ./annal-data)")
+	pf.StringVar(&g.cache, "cache", "", "index memory budget (Pebble's block cache and memtables), such as 64MiB (default 128MiB)")
 	pf.StringVar(&g.format, "format", "", "output format: table, json or ndjson (default table on a terminal, ndjson otherwise)")
 	root.AddCommand(
 		newCreateCmd(g), newLedgersCmd(g), newAppendCmd(g), newGetCmd(g),

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestParseSize(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+	}{
+		{"1", 1},
+		{"4096", 4096},
+		{"64MiB", 64 << 20},
+		{"64mib", 64 << 20},
+		{"64 MiB", 64 << 20},
+		{"64M", 64 << 20},
+		{"512KiB", 512 << 10},
+		{"512k", 512 << 10},
+		{"1GiB", 1 << 30},
+		{"2G", 2 << 30},
+		{"100B", 100},
+		{"1024GiB", 1 << 40},
+	} {
+		if got, err := parseSize(c.in); err != nil || got != c.want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", c.in, got, err, c.want)
+		}
+	}
+	for _, in := range []string{"", "0", "0MiB", "-1", "-64MiB", "64XB", "MiB", "1.5GiB", "1025GiB", "1099511627777", "9223372036854775807GiB", "0x10"} {
+		if got, err := parseSize(in); err == nil || !strings.Contains(err.Error(), "is not a size above zero") {
+			t.Errorf("parseSize(%q) = %d, %v; want an error", in, got, err)
+		}
+	}
+}
+
+func TestCacheFlagSetsCacheSize(t *testing.T) {
+	g := &globals{}
+	if o, err := g.options(); err != nil || o != nil {
+		t.Errorf("without --cache: options() = %+v, %v; want nil (the engine's defaults)", o, err)
+	}
+	g.cache = "16MiB"
+	if o, err := g.options(); err != nil || o == nil || o.CacheSize != 16<<20 {
+		t.Errorf("--cache 16MiB: options() = %+v, %v; want CacheSize %d", o, err, 16<<20)
+	}
+	g.cache = "none"
+	var ee *exitErr
+	if _, err := g.options(); !errors.As(err, &ee) || ee.code != exitUsage {
+		t.Errorf("--cache none: options() error %v; want a usage error", err)
+	}
+}
