@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,8 +31,7 @@ import (
 // demoConfig sizes the demo.
 type demoConfig struct {
 	dir       string
-	opts      *engine.Options // of every Open
-	cache     string          // --cache, passed on to the child writer
+	opts      *engine.Options // of every Open, and the child writer's --cache
 	events    int             // events of the main workload
 	writers   int             // concurrent appenders
 	batch     int             // events per append
@@ -62,7 +62,6 @@ explore with the other commands (annal ledgers, annal scan, ...).`,
 			if cfg.opts, err = g.options(); err != nil {
 				return err
 			}
-			cfg.cache = g.cache
 			if short {
 				cfg.events = min(cfg.events, 20_000)
 			}
@@ -335,8 +334,8 @@ func killWriter(ctx context.Context, cfg demoConfig, ledger string) ([]eventid.I
 		return nil, err
 	}
 	args := []string{"--dir", cfg.dir}
-	if cfg.cache != "" {
-		args = append(args, "--cache", cfg.cache)
+	if cfg.opts != nil {
+		args = append(args, "--cache", strconv.FormatInt(cfg.opts.CacheSize, 10))
 	}
 	cmd := exec.CommandContext(ctx, self, append(args, "demo-writer", ledger)...)
 	// argv[0] "annal", so that a test binary standing in for the command
