@@ -41,10 +41,10 @@ func (f *fakeDB) granted() int {
 	return len(f.grants)
 }
 
-// waitFor polls cond for up to 2 s.
+// waitFor polls cond for up to 10 s (a loaded CI machine).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(2 * time.Second); !cond(); {
+	for deadline := time.Now().Add(10 * time.Second); !cond(); {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
