@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/annal-db/annal/eventid"
@@ -50,6 +51,13 @@ type DB struct {
 	// indexRebuilt: why Open rebuilt the index, if it did.
 	indexRebuilt error
 	creating     sync.Mutex // serializes CreateLedger
+
+	// The witness writer (witness.go), started by Open and stopped by
+	// Close before its final metadata write. witnessed holds, by ledger,
+	// the witness sequence number that open wrote, for the writer.
+	witnessed                map[*ledger]uint64
+	witnessStop, witnessDone chan struct{}
+	witnessWrites            atomic.Int64 // its transactions, for tests
 }
 
 // Open opens the data directory dir, creating it if needed, and recovers
@@ -90,6 +98,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 		db.closeStores()
 		return nil, err
 	}
+	db.startWitnessWriter()
 	return db, nil
 }
 
@@ -189,6 +198,7 @@ func (db *DB) open() error {
 		}
 	}
 	var changed []ledgerMeta
+	db.witnessed = map[*ledger]uint64{}
 	for _, id := range ids {
 		m, ok := known[id]
 		err := progressErr[id]
@@ -214,7 +224,16 @@ func (db *DB) open() error {
 		}
 		db.byName[l.meta.Name] = l
 		db.byID[id] = l
-		changed = append(changed, l.checkpointMeta())
+		m = l.checkpointMeta()
+		changed = append(changed, m)
+		db.witnessed[l] = m.Witness.Seq
+	}
+	// A record of the version before msgpack is rewritten once, that of
+	// a refused ledger as it was read (its witness included).
+	for _, m := range metas {
+		if m.legacy && !slices.ContainsFunc(changed, func(c ledgerMeta) bool { return c.ID == m.ID }) {
+			changed = append(changed, m)
+		}
 	}
 	if len(changed) > 0 {
 		if err := putMeta(db.meta, changed...); err != nil {
@@ -253,13 +272,21 @@ func (db *DB) ledgerDir(id eventid.LedgerID) string {
 func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, checkpoint segment.Head) (*ledger, error) {
 	dir := db.ledgerDir(id)
 	so := db.segmentOptions(id)
+	if haveMeta {
+		// Recovery refuses segments that lost what the witness says was
+		// durable, before it cuts anything.
+		so.Witness = m.Witness
+	}
 	log, _, err := segment.Open(dir, so, checkpoint)
 	if errors.Is(err, segment.ErrNoLog) && !haveMeta {
 		return nil, errUnfinishedCreate
 	}
 	if errors.Is(err, segment.ErrCheckpoint) {
 		// The index is ahead of the segments (their unsynced tail was
-		// lost while the index's was not) or wrong: rebuild it.
+		// lost while the index's was not) or wrong: rebuild it. Open
+		// checked the witness first: had a durable record been lost,
+		// it would have said so (corruption) instead; the second Open
+		// checks it again.
 		if err := db.idx.DeleteLedger(id); err != nil {
 			return nil, err
 		}
@@ -437,6 +464,9 @@ func (db *DB) Close() error {
 		ledgers = append(ledgers, l)
 	}
 	db.mu.Unlock()
+	// Before the logs close, and before the last metadata write, which
+	// must be the last: it holds the exact head of every ledger.
+	db.stopWitnessWriter()
 	var errs []error
 	var metas []ledgerMeta
 	for _, l := range ledgers {

@@ -253,9 +253,11 @@ func metaFromGenesis(log *segment.Log) (ledgerMeta, error) {
 	return m, nil
 }
 
-// checkpointMeta returns the ledger's metadata with the current head.
+// checkpointMeta returns the ledger's metadata with the current head and
+// durable witness.
 func (l *ledger) checkpointMeta() ledgerMeta {
 	m := l.meta
+	m.Witness = l.log.Durable() // first: the head is then at or after it
 	h := l.log.Head()
 	m.Head, m.Count, m.LastMicros = h.ID, h.Seq, h.ID.Micros()
 	return m

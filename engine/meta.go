@@ -3,22 +3,36 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"runtime/debug"
 	"time"
 
 	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment"
+	"github.com/vmihailenco/msgpack/v5"
 	bolt "go.etcd.io/bbolt"
 )
 
 // The metadata file (bbolt) holds one record per ledger in bucket
-// "ledgers", keyed by the ledger ID's hex, as JSON. Everything in it can be
-// rebuilt from the segments (the genesis event names and describes the
-// ledger); the head fields are a checkpoint, written on Close and on
-// CreateLedger, never on an append's path.
+// "ledgers", keyed by the ledger ID's hex. Everything in it but the
+// witness can be rebuilt from the segments (the genesis event names and
+// describes the ledger); the head fields are a checkpoint and the witness
+// a durable head (see witness.go), written on Close, on CreateLedger and
+// Import, at Open and by the witness writer, never on an append's path.
+//
+// A record is a msgpack map (metaRecord, its format in docs/format.md)
+// whose "v" is metaVersion. Records of annal before version 1 are JSON
+// objects (their first byte is '{', which no msgpack map starts with):
+// they are read, and Open rewrites them as msgpack.
 var bucketLedgers = []byte("ledgers")
 
-// ledgerMeta is what the metadata file keeps of a ledger.
+// metaVersion is the version of the metadata records this annal writes;
+// it reads every version up to it.
+const metaVersion = 1
+
+// ledgerMeta is what the metadata file keeps of a ledger. The JSON tags
+// are those of the records before version 1, which are still read.
 type ledgerMeta struct {
 	Name        string           `json:"name"`
 	ID          eventid.LedgerID `json:"id"`
@@ -30,6 +44,93 @@ type ledgerMeta struct {
 	Head       eventid.ID `json:"head"`
 	Count      uint64     `json:"count"`
 	LastMicros uint64     `json:"lastMicros"`
+	// Witness is a head that was durable when the record was written
+	// (segment.Log.Durable); zero if none. A JSON record has none, and
+	// its Head and Count stand for it (see decodeMeta).
+	Witness segment.Head `json:"-"`
+
+	// legacy: read from a JSON record, to be rewritten as msgpack.
+	legacy bool
+}
+
+// metaRecord is the msgpack form of a ledgerMeta. Fields are named, so
+// that a later version can add some; a reader ignores names it does not
+// know, and refuses a version above metaVersion.
+type metaRecord struct {
+	Version     int            `msgpack:"v"`
+	Name        string         `msgpack:"name"`
+	ID          uint32         `msgpack:"id"`
+	Genesis     []byte         `msgpack:"genesis"`
+	Description string         `msgpack:"description"`
+	Actor       string         `msgpack:"actor"`
+	Created     time.Time      `msgpack:"created"`
+	Head        []byte         `msgpack:"head"`
+	Count       uint64         `msgpack:"count"`
+	LastMicros  uint64         `msgpack:"lastMicros"`
+	Witness     *witnessRecord `msgpack:"witness,omitempty"`
+}
+
+// witnessRecord is a durable head: the record Seq with ID, whose frame
+// is Size bytes at Offset in segment Segment.
+type witnessRecord struct {
+	Seq     uint64 `msgpack:"seq"`
+	ID      []byte `msgpack:"id"`
+	Segment uint64 `msgpack:"segment"`
+	Offset  int64  `msgpack:"offset"`
+	Size    int64  `msgpack:"size"`
+}
+
+// encodeMeta returns the msgpack record of m.
+func encodeMeta(m *ledgerMeta) ([]byte, error) {
+	r := metaRecord{Version: metaVersion, Name: m.Name, ID: uint32(m.ID), Genesis: m.Genesis[:], Description: m.Description,
+		Actor: m.Actor, Created: m.Created, Head: m.Head[:], Count: m.Count, LastMicros: m.LastMicros}
+	if w := m.Witness; w.Seq != 0 {
+		r.Witness = &witnessRecord{Seq: w.Seq, ID: w.ID[:], Segment: w.Loc.Segment, Offset: w.Loc.Offset, Size: w.Loc.Size}
+	}
+	return msgpack.Marshal(&r)
+}
+
+// decodeMeta decodes a record, msgpack or (before version 1) JSON.
+func decodeMeta(v []byte) (ledgerMeta, error) {
+	var m ledgerMeta
+	if len(v) > 0 && v[0] == '{' {
+		if err := json.Unmarshal(v, &m); err != nil {
+			return m, err
+		}
+		// Before version 1, Head and Count were written only at durable
+		// points (CreateLedger and Import after their sync, Open after
+		// recovery, Close after the segments' last sync): a witness
+		// without a location.
+		if m.Count != 0 {
+			m.Witness = segment.Head{ID: m.Head, Seq: m.Count}
+		}
+		m.legacy = true
+		return m, nil
+	}
+	var r metaRecord
+	if err := msgpack.Unmarshal(v, &r); err != nil {
+		return m, err
+	}
+	switch {
+	case r.Version > metaVersion:
+		return m, fmt.Errorf("record version %d, written by a newer annal (this one reads up to version %d)", r.Version, metaVersion)
+	case r.Version < 1:
+		return m, fmt.Errorf("record version %d is not a version", r.Version)
+	case len(r.Genesis) != eventid.Size || len(r.Head) != eventid.Size:
+		return m, fmt.Errorf("genesis and head IDs are %d and %d bytes, want %d", len(r.Genesis), len(r.Head), eventid.Size)
+	}
+	m = ledgerMeta{Name: r.Name, ID: eventid.LedgerID(r.ID), Genesis: eventid.ID(r.Genesis), Description: r.Description,
+		Actor: r.Actor, Created: r.Created.UTC(), Head: eventid.ID(r.Head), Count: r.Count, LastMicros: r.LastMicros}
+	if w := r.Witness; w != nil {
+		switch {
+		case len(w.ID) != eventid.Size:
+			return m, fmt.Errorf("witness ID is %d bytes, want %d", len(w.ID), eventid.Size)
+		case w.Seq == 0 || w.Segment == 0 || w.Offset < segment.FirstOffset || w.Size <= 0 || w.Offset > math.MaxInt64-w.Size:
+			return m, fmt.Errorf("witness #%d at segment %d offset %d size %d is out of range", w.Seq, w.Segment, w.Offset, w.Size)
+		}
+		m.Witness = segment.Head{ID: eventid.ID(w.ID), Seq: w.Seq, Loc: segment.Location{Segment: w.Segment, Offset: w.Offset, Size: w.Size}}
+	}
+	return m, nil
 }
 
 // damagedMeta is the error for a metadata file that bbolt cannot read.
@@ -117,8 +218,8 @@ func loadMeta(db *bolt.DB) (out []ledgerMeta, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	err = db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketLedgers).ForEach(func(k, v []byte) error {
-			var m ledgerMeta
-			if err := json.Unmarshal(v, &m); err != nil {
+			m, err := decodeMeta(v)
+			if err != nil {
 				return fmt.Errorf("engine: metadata %s: the record of ledger %q is unreadable: %w", db.Path(), k, err)
 			}
 			out = append(out, m)
@@ -134,7 +235,7 @@ func putMeta(db *bolt.DB, ms ...ledgerMeta) (err error) {
 	return db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketLedgers)
 		for _, m := range ms {
-			v, err := json.Marshal(m)
+			v, err := encodeMeta(&m)
 			if err != nil {
 				return err
 			}

@@ -48,6 +48,16 @@ type Options struct {
 	// FullVerifyOnOpen verifies every record of every ledger when the DB
 	// opens, instead of only what follows the index's checkpoint.
 	FullVerifyOnOpen bool
+	// WitnessInterval is how often a background writer records in the
+	// metadata file the durable head of every ledger whose durable head
+	// advanced: one bbolt transaction (one fsync of meta.db) an interval
+	// at most, none when nothing was appended, never on an append's path.
+	// Open refuses a ledger whose segments no longer hold its witness
+	// (acknowledged events lost). Events acknowledged within the last
+	// interval (plus one bbolt commit) before a crash are not covered:
+	// see "The durable witness" in docs/recovery.md. Zero means 1 s;
+	// negative is ErrInvalid.
+	WitnessInterval time.Duration
 	// Now is the clock; nil means time.Now. For tests.
 	Now func() time.Time
 
@@ -60,6 +70,9 @@ type Options struct {
 
 const (
 	defaultMaxEventSize = 1 << 20
+	// defaultWitnessInterval: one small bbolt commit a second while
+	// appends go on.
+	defaultWitnessInterval = time.Second
 	// maxNameLen bounds ledger names, entities, keys, event names and
 	// idempotency keys, in bytes.
 	maxNameLen = 1024
@@ -71,6 +84,9 @@ const (
 func (o *Options) check() error {
 	if err := (segment.Options{SegmentSize: o.SegmentSize, Durability: o.Durability}).Check(); err != nil {
 		return fmt.Errorf("%w: options: %w", ErrInvalid, err)
+	}
+	if o.WitnessInterval < 0 {
+		return fmt.Errorf("%w: options: WitnessInterval %v is negative (0 means %v)", ErrInvalid, o.WitnessInterval, defaultWitnessInterval)
 	}
 	if o.CacheSize < 0 {
 		return fmt.Errorf("%w: options: CacheSize %d is negative (0 means 128 MiB)", ErrInvalid, o.CacheSize)
@@ -85,6 +101,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if r.Durability == segment.DefaultDurability {
 		r.Durability = Sync
+	}
+	if r.WitnessInterval == 0 {
+		r.WitnessInterval = defaultWitnessInterval
 	}
 	if r.MaxEventSize <= 0 {
 		r.MaxEventSize = defaultMaxEventSize

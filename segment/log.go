@@ -66,6 +66,15 @@ type Options struct {
 	MaxRecordSize int
 	// Now is the time source of the ledger's clock; nil means time.Now.
 	Now func() time.Time
+	// Witness, for Open, is a head that an earlier Log of this ledger
+	// reported as durable (Log.Durable), kept outside the segments: the
+	// engine keeps it in its metadata. Open refuses, as corruption and
+	// before changing any file, segments that no longer hold it: a
+	// missing segment, a cut or zeroed tail, a record replaced. The zero
+	// Head means no witness. A witness whose Loc is zero (an older
+	// metadata record that knew only the sequence number and ID) is
+	// checked by those alone. See docs/recovery.md, "The durable witness".
+	Witness Head
 }
 
 const (
@@ -208,6 +217,12 @@ type Log struct {
 	// committed is what readers may see: the head and the end of the
 	// active segment after the last complete commit.
 	committed atomic.Pointer[position]
+	// durable is the last record known to be on stable storage: set
+	// after each fsync of the active segment (a Sync group, the interval
+	// syncer, Sync, a rotation's seal, Close) and by Create and Open,
+	// which sync what they leave. Invariant: durable.Seq <= head.Seq, and
+	// durable only moves forward.
+	durable atomic.Pointer[Head]
 
 	readMu  sync.Mutex
 	readers map[uint64]vfs.File // open read handles by segment
@@ -287,6 +302,7 @@ func Create(dir string, opts Options) (*Log, error) {
 	}
 	l.head = genesis
 	l.publish()
+	l.markDurable(genesis)
 	l.start()
 	return l, nil
 }
@@ -322,6 +338,29 @@ func (l *Log) Ledger() eventid.LedgerID { return l.ledger }
 
 // Head returns the last committed record.
 func (l *Log) Head() Head { return l.committed.Load().head }
+
+// Durable returns the last record known to be on stable storage: every
+// record up to it was fsynced (by a Sync append's group, the Interval
+// syncer, Sync, the seal of a segment before rotation, Close, or the sync
+// that Create and Open end with). It lags Head by the appends written in
+// Interval or None mode since the last fsync. It is an atomic load: the
+// engine reads it to keep a witness of the head outside the segments
+// (see Options.Witness) without an fsync of its own.
+func (l *Log) Durable() Head {
+	if h := l.durable.Load(); h != nil {
+		return *h
+	}
+	return Head{}
+}
+
+// markDurable records h as the last record known durable. Called with
+// ioMu held (or before the Log is shared), so calls are ordered.
+func (l *Log) markDurable(h Head) {
+	if d := l.durable.Load(); d != nil && d.Seq >= h.Seq {
+		return
+	}
+	l.durable.Store(&h)
+}
 
 // createSegment creates segment n, following prev, writes and syncs its
 // header and the directory, and makes it the active segment. On error
@@ -610,6 +649,9 @@ func (l *Log) commit(group []*pending) {
 	head.Loc.Segment = l.segNum
 	head.Loc.Offset += base
 	l.head = head
+	if sync {
+		l.markDurable(head)
+	}
 	l.stats.batches.Add(int64(len(accepted)))
 	l.stats.bytes.Add(int64(len(l.buf)))
 	for _, p := range accepted {
@@ -717,6 +759,10 @@ func (l *Log) fsync() error {
 	}
 	l.synced = l.size
 	l.dirty = false
+	// Everything written to the active segment is durable, and the
+	// segments before it were sealed: l.head is. (In commit, l.head is
+	// still the previous group's here; commit marks its own head after.)
+	l.markDurable(l.head)
 	return nil
 }
 

@@ -42,7 +42,13 @@ type Recovery struct {
 // unwritten blocks, and no later record vouches for it) is a torn write:
 // Open cuts it and whatever follows it off, syncs, and says so in the
 // Recovery. Anything else is corruption: Open returns a *CorruptionError
-// and changes nothing. See docs/recovery.md.
+// and changes nothing.
+//
+// Options.Witness, if set, is a head that was durable: segments that do
+// not hold it (a segment missing, a header zeroed or cut, its record
+// absent or replaced, a cut that would remove it) are corruption, found
+// before any file is changed, and a torn write is cut only after it. See
+// docs/recovery.md.
 func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -74,6 +80,11 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 			return nil, rec, &CorruptionError{File: o.FS.PathJoin(dir, segmentName(uint64(i)+1)), Problem: "segment missing", Expected: segmentName(uint64(i) + 1), Found: segmentName(n)}
 		}
 	}
+	w := o.Witness
+	if w.Seq != 0 && w.Loc.Segment > uint64(len(nums)) {
+		return nil, rec, &CorruptionError{File: o.FS.PathJoin(dir, segmentName(w.Loc.Segment)), Problem: "segment missing: " + w.lost(),
+			Expected: fmt.Sprintf("segments 1 to %d at least", w.Loc.Segment), Found: fmt.Sprintf("segments 1 to %d", len(nums))}
+	}
 
 	var segs []*segmentFile
 	defer func() {
@@ -83,6 +94,13 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 	}()
 	for i, n := range nums {
 		s, err := readHeader(o.FS, dir, n, o.Ledger)
+		if err == errShortHeader && w.Seq != 0 && n <= w.Loc.Segment {
+			// Its header was synced before the witness's record was
+			// written in it or after it: not an unfinished creation.
+			s.file.Close()
+			return nil, rec, &CorruptionError{File: s.name, Problem: "segment header missing or zero: " + w.lost(),
+				Expected: fmt.Sprintf("%d header bytes", headerSize), Found: fmt.Sprintf("a file of %d bytes whose header is zero or cut", s.size)}
+		}
 		if err == errShortHeader && i == len(nums)-1 {
 			// A crash while the segment was being created: its header
 			// was never synced, so no record can be in it.
@@ -116,6 +134,30 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 		if segs[i].hdr.prevSeq <= segs[i-1].hdr.prevSeq {
 			return nil, rec, &CorruptionError{File: segs[i].name, Offset: 40, Problem: "segment does not follow the one before",
 				Expected: fmt.Sprintf("previous seq > %d", segs[i-1].hdr.prevSeq), Found: fmt.Sprint(segs[i].hdr.prevSeq)}
+		}
+	}
+
+	// The witness's record must be where it was, whole, before anything
+	// else is read: a tail cut at a record boundary, a zeroed tail, an
+	// older copy of the last segment all fail here, and the checkpoint's
+	// own mismatch (ErrCheckpoint, which the caller answers by verifying
+	// from the start) would otherwise hide the loss.
+	if w.Seq != 0 && w.Loc.Segment != 0 {
+		s := segs[w.Loc.Segment-1]
+		r, err := readRecord(s.file, s.name, w.Loc, s.size)
+		if err != nil && !errors.Is(err, ErrCorruption) {
+			return nil, rec, fmt.Errorf("segment: read the witness %s #%d: %w", w.ID, w.Seq, err)
+		}
+		if err != nil || r.ID != w.ID || r.Seq != w.Seq {
+			found := fmt.Sprintf("the segment is %d bytes", s.size)
+			switch {
+			case r != nil:
+				found = fmt.Sprintf("record %s #%d there", r.ID, r.Seq)
+			case s.size > w.Loc.Offset:
+				found += fmt.Sprintf(" and the record there is unreadable (%v)", err)
+			}
+			return nil, rec, &CorruptionError{File: s.name, Offset: w.Loc.Offset, Problem: w.lost(),
+				Expected: fmt.Sprintf("record %s #%d of %d bytes at offset %d", w.ID, w.Seq, w.Loc.Size, w.Loc.Offset), Found: found}
 		}
 	}
 
@@ -167,6 +209,10 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 				loc := sc.location(s.number)
 				rec.VerifiedBytes += loc.Size
 				head = Head{ID: sc.chain.id, Seq: sc.chain.seq, Loc: loc}
+				if head.Seq == w.Seq && head.ID != w.ID {
+					return nil, rec, &CorruptionError{File: s.name, Offset: loc.Offset, Problem: "the record of the durable witness was replaced: " + w.lost(),
+						Expected: fmt.Sprintf("record %s #%d", w.ID, w.Seq), Found: fmt.Sprintf("record %s #%d", head.ID, head.Seq)}
+				}
 				switch {
 				case sc.rec.more && open.offset < 0:
 					open = batchStart{offset: off, chain: before, head: beforeHead, records: 1, bytes: loc.Size}
@@ -183,6 +229,9 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 					return nil, rec, bad.corruption(s.name)
 				}
 				if cerr := classify(s, bad, sc.synced, sc.chain); cerr != nil {
+					return nil, rec, cerr
+				}
+				if cerr := w.forbidsCut(s, bad.offset); cerr != nil {
 					return nil, rec, cerr
 				}
 				rec.TornAt = Location{Segment: s.number, Offset: bad.offset}
@@ -203,6 +252,10 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 				return nil, rec, &CorruptionError{File: s.name, Offset: open.offset, Problem: fmt.Sprintf("unfinished batch of %d records at the end of the segment; a record vouches that the file was synced up to offset %d", open.records, sc.synced),
 					Expected: "the batch's last record", Found: "the end of the segment"}
 			}
+			if cerr := w.forbidsCut(s, open.offset); cerr != nil {
+				cerr.Problem = fmt.Sprintf("unfinished batch of %d records at the end of the segment; %s", open.records, cerr.Problem)
+				return nil, rec, cerr
+			}
 			sc.chain, head = open.chain, open.head
 			rec.Records -= open.records
 			rec.VerifiedBytes -= open.bytes
@@ -212,6 +265,12 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 		c = sc.chain
 	}
 	rec.Head = head
+	if w.Seq != 0 && head.Seq < w.Seq {
+		// Reached only by a witness without a location (the checks above
+		// catch the others): the ledger ends before it.
+		return nil, rec, &CorruptionError{File: segs[last].name, Offset: head.Loc.End(), Problem: w.lost(),
+			Expected: fmt.Sprintf("events up to #%d (%s)", w.Seq, w.ID), Found: fmt.Sprintf("the ledger ends at #%d (%s)", head.Seq, head.ID)}
+	}
 
 	// Open the last segment for writing, cut the torn write, and sync, so
 	// that everything in it now is durable (a process crash leaves its
@@ -236,8 +295,29 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 	l.file, l.segNum, l.size, l.synced = f, ls.number, size, size
 	l.head = head
 	l.publish()
+	l.markDurable(head)
 	l.start()
 	return l, rec, nil
+}
+
+// lost describes what a witness says was lost, for a CorruptionError.
+func (w Head) lost() string {
+	if w.Loc.Segment == 0 {
+		return fmt.Sprintf("acknowledged events lost: events up to #%d (%s) were durable", w.Seq, w.ID)
+	}
+	return fmt.Sprintf("acknowledged events lost: events up to #%d (%s) were durable, the last ending in %s at offset %d",
+		w.Seq, w.ID, segmentName(w.Loc.Segment), w.Loc.End())
+}
+
+// forbidsCut returns the corruption error for cutting segment s at off
+// when the witness w says that bytes beyond off were durable, or nil if
+// the cut is allowed (a torn write that was never acknowledged as synced).
+func (w Head) forbidsCut(s *segmentFile, off int64) *CorruptionError {
+	if w.Seq == 0 || w.Loc.Segment == 0 || s.number > w.Loc.Segment || s.number == w.Loc.Segment && off >= w.Loc.End() {
+		return nil
+	}
+	return &CorruptionError{File: s.name, Offset: off, Problem: "a damaged or missing tail that looks like a torn write, but " + w.lost(),
+		Expected: fmt.Sprintf("records up to offset %d", w.Loc.End()), Found: fmt.Sprintf("no valid record from offset %d (the file is %d bytes)", off, s.size)}
 }
 
 // batchStart is where an unfinished batch begins, during recovery.
