@@ -125,7 +125,12 @@ func decodeMeta(v []byte) (ledgerMeta, error) {
 		switch {
 		case len(w.ID) != eventid.Size:
 			return m, fmt.Errorf("witness ID is %d bytes, want %d", len(w.ID), eventid.Size)
-		case w.Seq == 0 || w.Segment == 0 || w.Offset < segment.FirstOffset || w.Size <= 0 || w.Offset > math.MaxInt64-w.Size:
+		case w.Seq == 0:
+			return m, fmt.Errorf("witness of sequence number 0")
+		case w.Segment == 0 && (w.Offset != 0 || w.Size != 0):
+			// Segment 0: no location (rewritten from a JSON record).
+			return m, fmt.Errorf("witness #%d at segment 0 offset %d size %d", w.Seq, w.Offset, w.Size)
+		case w.Segment != 0 && (w.Offset < segment.FirstOffset || w.Size <= 0 || w.Offset > math.MaxInt64-w.Size):
 			return m, fmt.Errorf("witness #%d at segment %d offset %d size %d is out of range", w.Seq, w.Segment, w.Offset, w.Size)
 		}
 		m.Witness = segment.Head{ID: eventid.ID(w.ID), Seq: w.Seq, Loc: segment.Location{Segment: w.Segment, Offset: w.Offset, Size: w.Size}}

@@ -94,7 +94,7 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 	}()
 	for i, n := range nums {
 		s, err := readHeader(o.FS, dir, n, o.Ledger)
-		if err == errShortHeader && w.Seq != 0 && n <= w.Loc.Segment {
+		if err == errShortHeader && i == len(nums)-1 && w.Seq != 0 && n <= w.Loc.Segment {
 			// Its header was synced before the witness's record was
 			// written in it or after it: not an unfinished creation.
 			s.file.Close()
