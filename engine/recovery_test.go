@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/annal-db/annal/segment"
 )
 
 // copyTree copies the files under src to dst.
@@ -97,6 +99,10 @@ func TestStaleIndexAndMetadata(t *testing.T) {
 // (as a machine crash in None mode may leave them, while the index kept
 // more): Open rebuilds the index from the segments, the events the
 // segments lost are not found, and the ledger verifies and takes appends.
+// The metadata is restored with the segments, as such a crash leaves its
+// durable witness: before the appends that were never synced. With the
+// metadata of the later clean close, whose witness covers them, the same
+// segments are lost acknowledged events: corruption.
 func TestIndexAheadOfSegments(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -113,14 +119,27 @@ func TestIndexAheadOfSegments(t *testing.T) {
 	db.Close()
 	segs := filepath.Join(dir, ledgersDir, info.ID.String())
 	copyTree(t, segs, old)
+	oldMeta, err := os.ReadFile(filepath.Join(dir, metaFile))
+	if err != nil {
+		t.Fatal(err)
+	}
 	db = openTest(t, dir)
-	lost, err := db.Append(ctx, "l", []EventInput{order(2), order(3)}, nil)
+	lost, err := db.Append(ctx, "l", []EventInput{order(2), order(3)}, &AppendOptions{Durability: None})
 	if err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
 	replaceTree(t, segs, old)
 
+	witnessed := t.TempDir()
+	copyTree(t, dir, witnessed)
+	db = openTest(t, witnessed)
+	if err := db.Unavailable()["l"]; !errors.Is(err, segment.ErrCorruption) {
+		t.Fatalf("segments without events the witness covers: %v, want corruption", err)
+	}
+	db.Close()
+
+	writeFile(t, filepath.Join(dir, metaFile), oldMeta)
 	db = openTest(t, dir)
 	defer db.Close()
 	if _, err := db.Get(ctx, kept[0]); err != nil {
