@@ -272,11 +272,9 @@ func (db *DB) ledgerDir(id eventid.LedgerID) string {
 func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, checkpoint segment.Head) (*ledger, error) {
 	dir := db.ledgerDir(id)
 	so := db.segmentOptions(id)
-	if haveMeta {
-		// Recovery refuses segments that lost what the witness says was
-		// durable, before it cuts anything.
-		so.Witness = m.Witness
-	}
+	// Recovery refuses segments that lost what a witness says was
+	// durable, before it cuts anything.
+	so.Witness = db.witness(id, m, haveMeta)
 	log, _, err := segment.Open(dir, so, checkpoint)
 	if errors.Is(err, segment.ErrNoLog) && !haveMeta {
 		return nil, errUnfinishedCreate
@@ -401,7 +399,7 @@ func (l *ledger) catchUp(from segment.Head) error {
 			IdempotencyKey: r.IdempotencyKey, BatchLen: r.BatchLen})
 		head = segment.Head{ID: r.ID, Seq: r.Seq, Loc: it.Location()}
 		if n++; n%4096 == 0 {
-			b.SetProgress(l.log.Ledger(), head)
+			b.SetProgressDurable(l.log.Ledger(), head, l.log.Durable())
 			if err := b.Commit(false); err != nil {
 				return err
 			}
@@ -413,7 +411,7 @@ func (l *ledger) catchUp(from segment.Head) error {
 		return err
 	}
 	if head.Seq != 0 {
-		b.SetProgress(l.log.Ledger(), head)
+		b.SetProgressDurable(l.log.Ledger(), head, l.log.Durable())
 		if err := b.Commit(false); err != nil {
 			return err
 		}

@@ -331,7 +331,7 @@ func (l *ledger) index(b *segment.Batch) error {
 		}
 	}
 	lg := group[len(group)-1]
-	x.SetProgress(l.meta.ID, segment.Head{ID: lg.IDs[len(lg.IDs)-1], Seq: last, Loc: lg.Locations[len(lg.Locations)-1]})
+	x.SetProgressDurable(l.meta.ID, segment.Head{ID: lg.IDs[len(lg.IDs)-1], Seq: last, Loc: lg.Locations[len(lg.Locations)-1]}, l.log.Durable())
 	err := x.Commit(false)
 	l.indexed = last
 	l.indexedUpTo(last)

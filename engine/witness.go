@@ -2,6 +2,9 @@ package engine
 
 import (
 	"time"
+
+	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment"
 )
 
 // The durable witness of a ledger is a head that was on stable storage
@@ -87,4 +90,22 @@ func (db *DB) witnessLoop(written map[*ledger]uint64) {
 			written[l] = metas[i].Witness.Seq
 		}
 	}
+}
+
+// witness returns the durable witness of ledger id for recovery: the later
+// of the one in its metadata record m (if haveMeta) and the one in the
+// index's progress marker. The index's is not synced, so a crash may have
+// taken it back (never forward); it still covers a ledger whose metadata
+// file was lost or replaced by an older copy. An index that cannot be read
+// gives none: Open has read the same marker for the checkpoint and
+// rebuilds an index whose marker is damaged.
+func (db *DB) witness(id eventid.LedgerID, m ledgerMeta, haveMeta bool) segment.Head {
+	var w segment.Head
+	if haveMeta {
+		w = m.Witness
+	}
+	if d, ok, err := db.idx.Durable(id); err == nil && ok && d.Seq > w.Seq {
+		w = d
+	}
+	return w
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -30,6 +31,9 @@ type lostTailLedger struct {
 	segs int   // segments of l
 	mid  int64 // a record boundary in the middle of l's last segment
 	size int64 // the size of l's last segment
+	// earlyMeta is a copy of the metadata file after the first 10 events
+	// of l, before other existed.
+	earlyMeta []byte
 }
 
 func (lt *lostTailLedger) seg(dir string, n int) string {
@@ -52,6 +56,13 @@ func newLostTailLedger(t *testing.T) *lostTailLedger {
 	for i := range 299 {
 		if _, err := db.Append(ctx, "l", []EventInput{order(i)}, &AppendOptions{Durability: Sync}); err != nil {
 			t.Fatal(err)
+		}
+		if i == 9 {
+			var b bytes.Buffer
+			if err := db.meta.View(func(tx *bolt.Tx) error { _, err := tx.WriteTo(&b); return err }); err != nil {
+				t.Fatal(err)
+			}
+			lt.earlyMeta = b.Bytes()
 		}
 	}
 	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "other"}); err != nil {
@@ -234,6 +245,50 @@ func TestLostTailAfterCleanClose(t *testing.T) {
 				defer db.Close()
 				if !errors.Is(db.Unavailable()["l"], segment.ErrCorruption) {
 					t.Fatalf("second open: l is %v", db.Unavailable()["l"])
+				}
+			})
+		}
+	}
+}
+
+// TestLostTailWitnessFromIndex: the index's progress marker carries the
+// durable head too, so the lost tails of TestLostTailAfterCleanClose are
+// found with the metadata file removed, or replaced by a copy from before
+// the appends (an operator's "restore"), as long as the index is there.
+func TestLostTailWitnessFromIndex(t *testing.T) {
+	lt := newLostTailLedger(t)
+	for _, c := range lostTailCases() {
+		for _, meta := range []string{"removed", "older"} {
+			t.Run(c.name+"/meta "+meta, func(t *testing.T) {
+				dir := t.TempDir()
+				copyTree(t, lt.dir, dir)
+				metaPath := filepath.Join(dir, metaFile)
+				switch meta {
+				case "removed":
+					if err := os.Remove(metaPath); err != nil {
+						t.Fatal(err)
+					}
+				case "older":
+					writeFile(t, metaPath, lt.earlyMeta)
+				}
+				c.damage(t, lt, dir)
+				before := hashTree(t, filepath.Join(dir, ledgersDir))
+				db, err := Open(dir, &Options{SegmentSize: 4096})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var bad error
+				for _, err := range db.Unavailable() {
+					if strings.Contains(err.Error(), lt.id.String()) {
+						bad = err
+					}
+				}
+				db.Close()
+				if !errors.Is(bad, segment.ErrCorruption) || !strings.Contains(bad.Error(), "acknowledged events lost") {
+					t.Fatalf("ledger l: %v, want corruption", bad)
+				}
+				if d := sameTree(before, hashTree(t, filepath.Join(dir, ledgersDir))); d != "" {
+					t.Fatalf("files under ledgers/ changed: %s", d)
 				}
 			})
 		}

@@ -111,6 +111,15 @@ func entries(ledger eventid.LedgerID, r *Record, key, val []byte, emit func(key,
 // including head. Add the records it covers to the same batch (or an
 // earlier one), so that the marker never runs ahead of the entries.
 func (b *Batch) SetProgress(ledger eventid.LedgerID, head segment.Head) {
+	b.SetProgressDurable(ledger, head, segment.Head{})
+}
+
+// SetProgressDurable is SetProgress that also records durable, the last
+// record that the ledger's segment log knew to be on stable storage
+// (segment.Log.Durable) when the batch was made: a witness of the head
+// kept outside the segments, which Index.Durable returns. The zero Head
+// records none.
+func (b *Batch) SetProgressDurable(ledger eventid.LedgerID, head, durable segment.Head) {
 	if b.err != nil {
 		return
 	}
@@ -122,8 +131,21 @@ func (b *Batch) SetProgress(ledger eventid.LedgerID, head segment.Head) {
 		b.err = fmt.Errorf("%w: progress of ledger %v: head %v (seq %d) has location %+v", ErrInvalid, ledger, head.ID, head.Seq, head.Loc)
 		return
 	}
-	v := binary.BigEndian.AppendUint64(append(b.val[:0], head.ID[:]...), head.Seq)
-	b.set(appendProgressKey(b.key[:0], ledger), appendLoc(v, head.Loc))
+	if durable.Seq != 0 && !checkLoc(durable.Loc) {
+		b.err = fmt.Errorf("%w: progress of ledger %v: durable head %v (seq %d) has location %+v", ErrInvalid, ledger, durable.ID, durable.Seq, durable.Loc)
+		return
+	}
+	v := appendHead(b.val[:0], head)
+	if durable.Seq != 0 {
+		v = appendHead(v, durable)
+	}
+	b.val = v
+	b.set(appendProgressKey(b.key[:0], ledger), v)
+}
+
+// appendHead appends the encoding of a head: id | seq | location.
+func appendHead(dst []byte, h segment.Head) []byte {
+	return appendLoc(binary.BigEndian.AppendUint64(append(dst, h.ID[:]...), h.Seq), h.Loc)
 }
 
 // Commit applies the batch atomically: with sync, it returns once the

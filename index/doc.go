@@ -29,10 +29,12 @@
 //	K       'K' ledger u32 | uvarint n | idempotency key [n]             first seq u64 | count u32
 //	P       'P' ledger u32                                               head id [16] | seq u64 | segment u64 |
 //	                                                                         offset u64 | size u32
+//	                                                                         [ | durable id [16] | seq u64 |
+//	                                                                           segment u64 | offset u64 | size u32 ]
 //
 // (segment, offset, size) is a [segment.Location]: the segment number, the
 // offset of the record's frame in it and the frame's size. T values are 28
-// bytes, S 16, E, A and N 36, K 12, P 44; a value of any other size, or an
+// bytes, S 16, E, A and N 36, K 12, P 44 or 88; a value of any other size, or an
 // offset above the largest int64, is reported as [ErrCorruption] naming the
 // key, never a panic.
 //
@@ -69,6 +71,15 @@
 // atomically, and a flush writes every batch up to some point: what
 // survives is a prefix of the batches. Invariant: every entry of a ledger
 // is covered by its P; entries beyond P never exist.
+//
+// A P value of 88 bytes also holds the durable head: the last record the
+// segment log knew to be on stable storage when the batch was committed
+// ([Batch.SetProgressDurable], [Index.Durable]). The engine uses it, with
+// the one in its metadata, as a witness that the segments must still hold.
+// A P value of 44 bytes (an index written before the durable head was
+// added, format version 1 all the same) has none; an older annal reading
+// an 88-byte value reports [ErrCorruption], and its engine rebuilds the
+// index from the segments.
 //
 // # Version
 //

@@ -380,8 +380,24 @@ func (x *Index) Progress(ledger eventid.LedgerID) (head segment.Head, found bool
 	if err != nil || !found {
 		return segment.Head{}, false, err
 	}
-	head, err = decodeHead(key, v)
+	head, _, err = decodeProgress(key, v)
 	return head, err == nil, err
+}
+
+// Durable returns the durable head that the last committed
+// SetProgressDurable recorded for a ledger: a record that the ledger's
+// segments held on stable storage then. found is false if there is none
+// (never recorded, deleted, or an index written before it existed).
+// The write was not synced: a crash may take it back to an earlier one,
+// never forward.
+func (x *Index) Durable(ledger eventid.LedgerID) (durable segment.Head, found bool, err error) {
+	key := appendProgressKey(nil, ledger)
+	v, found, err := x.get(key)
+	if err != nil || !found {
+		return segment.Head{}, false, err
+	}
+	_, durable, err = decodeProgress(key, v)
+	return durable, err == nil && durable.Seq != 0, err
 }
 
 // Lookup returns the sequence number and location of the event id, in the

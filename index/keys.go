@@ -37,6 +37,7 @@ const (
 	posValueLen     = eventid.Size + locLen          // E and N values: id, location
 	idemValueLen    = 8 + 4                          // K value: first seq, count
 	progressLen     = eventid.Size + 8 + locLen      // P value: id, seq, location
+	progressDurLen  = 2 * progressLen                // P value with the durable head after it
 	versionLen      = 4                              // V value
 )
 
@@ -147,7 +148,27 @@ func decodePosValue(key, v []byte) (id eventid.ID, loc segment.Location, err err
 	return eventid.ID(v[:eventid.Size]), loc, nil
 }
 
-// decodeHead decodes a P value: id | seq | location.
+// decodeProgress decodes a P value: the progress head, then the durable
+// head if the value has one (zero if not: a value of the 44-byte form,
+// which indexes written before the durable head was added hold).
+func decodeProgress(key, v []byte) (head, durable segment.Head, err error) {
+	switch len(v) {
+	case progressLen:
+	case progressDurLen:
+		if durable, err = decodeHead(key, v[progressLen:]); err != nil {
+			return head, durable, err
+		}
+		if durable.Seq == 0 {
+			return head, durable, corruptf(key, "durable head of sequence number 0")
+		}
+	default:
+		return head, durable, corruptf(key, "value is %d bytes, want %d or %d", len(v), progressLen, progressDurLen)
+	}
+	head, err = decodeHead(key, v[:progressLen])
+	return head, durable, err
+}
+
+// decodeHead decodes a head: id | seq | location.
 func decodeHead(key, v []byte) (segment.Head, error) {
 	if len(v) != progressLen {
 		return segment.Head{}, corruptf(key, "value is %d bytes, want %d", len(v), progressLen)
