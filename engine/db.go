@@ -53,8 +53,8 @@ type DB struct {
 	metaRebuilt error
 	// watch: the identity of the files the DB holds by path (nil with
 	// Options.fs); see checkDir.
-	watch *dirWatch
-	creating     sync.Mutex // serializes CreateLedger
+	watch    *dirWatch
+	creating sync.Mutex // serializes CreateLedger
 }
 
 // Open opens the data directory dir, creating it if needed, and recovers
