@@ -107,7 +107,7 @@ func (e *LockedError) Holder() string {
 	case e.PID == 0:
 		return "another process"
 	case e.PID == os.Getpid():
-		return fmt.Sprintf("this process (%d: another DB has it open)", e.PID)
+		return fmt.Sprintf("process %d (this process: another DB in it has the directory open)", e.PID)
 	}
 	s := fmt.Sprintf("process %d", e.PID)
 	if e.Command != "" {
