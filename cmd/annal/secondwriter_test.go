@@ -151,4 +151,3 @@ func TestSecondWriterNeverGetsIn(t *testing.T) {
 		t.Fatalf("verify --full: exit %d: %s", code, errOut)
 	}
 }
-
