@@ -478,6 +478,7 @@ func TestLockFileKinds(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := Open(dir, nil)
+		t.Log(err)
 		if err == nil || errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "is a directory") {
 			t.Fatalf("Open with LOCK a directory: %v", err)
 		}
@@ -489,6 +490,7 @@ func TestLockFileKinds(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := Open(dir, nil)
+		t.Log(err)
 		if err == nil || errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "symbolic link") {
 			t.Fatalf("Open with LOCK a symbolic link: %v", err)
 		}
@@ -511,6 +513,7 @@ func TestLockPermissions(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := Open(dir, nil)
+		t.Log(err)
 		if err == nil || errors.Is(err, ErrLocked) || !errors.Is(err, os.ErrPermission) || strings.Contains(err.Error(), "in use") {
 			t.Fatalf("Open with LOCK mode 000: %v, want a permission error", err)
 		}
@@ -523,6 +526,7 @@ func TestLockPermissions(t *testing.T) {
 		}
 		defer os.Chmod(dir, 0o700)
 		_, err := Open(dir, nil)
+		t.Log(err)
 		if err == nil || errors.Is(err, ErrLocked) || !errors.Is(err, os.ErrPermission) || strings.Contains(err.Error(), "in use") {
 			t.Fatalf("Open of a directory mode 500: %v, want a permission error", err)
 		}

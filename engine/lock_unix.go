@@ -103,9 +103,9 @@ func openLockFile(path string) (*os.File, error) {
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
 	switch {
 	case err == unix.ELOOP:
-		return nil, fmt.Errorf("engine: %s is a symbolic link, not annal's lock file (a regular file): remove it; no annal has the directory open (it is locked by its own descriptor)", path)
+		return nil, fmt.Errorf("engine: %s is a symbolic link, not annal's lock file (a regular file): remove it (no other annal process has the directory open: this one holds its lock)", path)
 	case err == unix.EISDIR:
-		return nil, fmt.Errorf("engine: %s is a directory, not annal's lock file (a regular file): remove it; no annal has the directory open (it is locked by its own descriptor)", path)
+		return nil, fmt.Errorf("engine: %s is a directory, not annal's lock file (a regular file): remove it (no other annal process has the directory open: this one holds its lock)", path)
 	case err != nil:
 		return nil, fmt.Errorf("engine: open the lock file %s: %w", path, describeErrno(err))
 	}
