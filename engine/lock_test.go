@@ -518,9 +518,12 @@ func TestLockPermissions(t *testing.T) {
 			t.Fatalf("Open with LOCK mode 000: %v, want a permission error", err)
 		}
 	})
-	t.Run("directory mode 500", func(t *testing.T) {
+	t.Run("directory mode 500 without LOCK", func(t *testing.T) {
 		dir := t.TempDir()
 		openTest(t, dir).Close()
+		if err := os.Remove(filepath.Join(dir, lockFile)); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.Chmod(dir, 0o500); err != nil {
 			t.Fatal(err)
 		}
@@ -528,7 +531,17 @@ func TestLockPermissions(t *testing.T) {
 		_, err := Open(dir, nil)
 		t.Log(err)
 		if err == nil || errors.Is(err, ErrLocked) || !errors.Is(err, os.ErrPermission) || strings.Contains(err.Error(), "in use") {
-			t.Fatalf("Open of a directory mode 500: %v, want a permission error", err)
+			t.Fatalf("Open of a directory mode 500 without LOCK: %v, want a permission error", err)
 		}
+	})
+	t.Run("directory mode 500", func(t *testing.T) {
+		// Every file it needs is there and writable: it opens.
+		dir := t.TempDir()
+		openTest(t, dir).Close()
+		if err := os.Chmod(dir, 0o500); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Chmod(dir, 0o700)
+		openTest(t, dir).Close()
 	})
 }

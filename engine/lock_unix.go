@@ -44,10 +44,6 @@ func lockDataDir(dir string) (io.Closer, *os.File, error) {
 	release := func() {
 		d.Close() // drops the flock
 	}
-	if err := unix.Access(dir, unix.W_OK); err != nil {
-		release()
-		return nil, nil, fmt.Errorf("engine: the data directory %s is not writable by this process: %w", dir, describeErrno(err))
-	}
 	info, err := openLockFile(lockPath(dir))
 	if err != nil {
 		release()
@@ -127,7 +123,7 @@ func describeErrno(err error) error {
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
 		return fmt.Errorf("%w (to uid %d; no sign that another process uses it)", err, os.Getuid())
 	case errors.Is(err, unix.EROFS):
-		return fmt.Errorf("%w (it cannot be written, so annal cannot open it)", err)
+		return fmt.Errorf("%w (annal opens a data directory for writing)", err)
 	}
 	return err
 }
