@@ -22,7 +22,7 @@ import (
 
 // A data directory:
 //
-//	DIR/LOCK              held while a DB has the directory open
+//	DIR/LOCK              names the process holding the directory (lock.go)
 //	DIR/meta.db           bbolt: one record per ledger (name, ID, genesis, checkpoint)
 //	DIR/index/            Pebble: the index of every ledger
 //	DIR/ledgers/LLLLLLLL/ the segment files of ledger LLLLLLLL (its ID in hex)
@@ -66,8 +66,10 @@ type DB struct {
 // Unavailable.
 //
 // Only one DB may have a directory open: a second Open, from this or
-// another process, fails with ErrLocked. Options out of range fail with
-// ErrInvalid, before anything is created.
+// another process, fails with ErrLocked (a *LockedError naming the
+// holder), whatever was deleted in the directory; see "One writer" in
+// lock.go. Options out of range fail with ErrInvalid, before anything is
+// created.
 func Open(dir string, opts *Options) (*DB, error) {
 	o := opts.withDefaults()
 	if err := o.check(); err != nil {
