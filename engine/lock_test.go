@@ -77,13 +77,13 @@ func lockChild(mode, arg string) error {
 		for i := 0; in.Scan(); i++ {
 			ids, err := db.Append(ctx, "l", []EventInput{{Entity: "e", Key: "k", Event: "A", Meta: []byte(`{}`), Data: []byte(fmt.Sprint(i))}}, nil)
 			if err != nil {
-				fmt.Println("err", changedOrOther(err), oneLine(err))
+				fmt.Println("err", lockChangedOrOther(err), lockOneLine(err))
 				continue
 			}
 			fmt.Println("ok", ids[0])
 		}
 		if err := db.Close(); err != nil {
-			fmt.Println("close-err", changedOrOther(err), oneLine(err))
+			fmt.Println("close-err", lockChangedOrOther(err), lockOneLine(err))
 			return nil
 		}
 		fmt.Println("closed")
@@ -92,9 +92,9 @@ func lockChild(mode, arg string) error {
 	return fmt.Errorf("unknown mode %q", mode)
 }
 
-func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
+func lockOneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
 
-func changedOrOther(err error) string {
+func lockChangedOrOther(err error) string {
 	if errors.Is(err, ErrDirectoryChanged) {
 		return "changed"
 	}
@@ -170,12 +170,12 @@ func (c *lockChildProc) finish() string {
 	return last
 }
 
-// tree describes every file and directory under dir (name, kind, size,
+// lockTestTree describes every file and directory under dir (name, kind, size,
 // modification time), to show that something changed nothing; of
 // DIR/LOCK and DIR/index/LOCK, only that they exist if lockInfo (an Open
 // that took the directory writes its description into the one, and
 // Pebble truncates the other as it tries to lock it).
-func tree(t *testing.T, dir string, lockInfo bool) string {
+func lockTestTree(t *testing.T, dir string, lockInfo bool) string {
 	t.Helper()
 	var b strings.Builder
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -212,7 +212,7 @@ func wantLocked(t *testing.T, dir string, pid int) { t.Helper(); wantLockedIn(t,
 // after Open took the directory, lets DIR/LOCK say who tried.
 func wantLockedIn(t *testing.T, dir string, pid int, lockInfo bool) {
 	t.Helper()
-	before := tree(t, dir, lockInfo)
+	before := lockTestTree(t, dir, lockInfo)
 	db, err := Open(dir, nil)
 	if err == nil {
 		db.Close()
@@ -227,7 +227,7 @@ func wantLockedIn(t *testing.T, dir string, pid int, lockInfo bool) {
 			t.Fatalf("second Open: %v, want it to name process %d", err, pid)
 		}
 	}
-	if after := tree(t, dir, lockInfo); after != before {
+	if after := lockTestTree(t, dir, lockInfo); after != before {
 		t.Fatalf("the refused Open changed the directory:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 	if _, err := os.Stat(filepath.Join(dir, indexDir+".broken")); !errors.Is(err, os.ErrNotExist) {
@@ -235,7 +235,7 @@ func wantLockedIn(t *testing.T, dir string, pid int, lockInfo bool) {
 	}
 }
 
-func appendOne(t *testing.T, db *DB, data string) (eventid.ID, error) {
+func lockAppendOne(t *testing.T, db *DB, data string) (eventid.ID, error) {
 	t.Helper()
 	ids, err := db.Append(context.Background(), "l", []EventInput{{Entity: "e", Key: "k", Event: "A", Meta: []byte(`{}`), Data: []byte(`"` + data + `"`)}}, nil)
 	if err != nil {
@@ -288,7 +288,7 @@ func TestLockRemovedFiles(t *testing.T) {
 			if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
 				t.Fatal(err)
 			}
-			first, err := appendOne(t, db, "first")
+			first, err := lockAppendOne(t, db, "first")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -321,10 +321,10 @@ func TestLockRemovedFiles(t *testing.T) {
 			wantLocked(t, dir, os.Getpid())
 
 			time.Sleep(watchInterval + 20*time.Millisecond)
-			if _, err := appendOne(t, db, "after"); !errors.Is(err, ErrDirectoryChanged) || !strings.Contains(err.Error(), path) {
+			if _, err := lockAppendOne(t, db, "after"); !errors.Is(err, ErrDirectoryChanged) || !strings.Contains(err.Error(), path) {
 				t.Fatalf("append after %s: %v, want ErrDirectoryChanged naming %s", tc.name, err, path)
 			}
-			if _, err := appendOne(t, db, "again"); !errors.Is(err, ErrDirectoryChanged) {
+			if _, err := lockAppendOne(t, db, "again"); !errors.Is(err, ErrDirectoryChanged) {
 				t.Fatalf("second append after %s: %v, want ErrDirectoryChanged", tc.name, err)
 			}
 			if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "m"}); !errors.Is(err, ErrDirectoryChanged) {
@@ -459,7 +459,7 @@ func TestLockDirectoryMoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(watchInterval + 20*time.Millisecond)
-	if _, err := appendOne(t, db, "x"); !errors.Is(err, ErrDirectoryChanged) || !strings.Contains(err.Error(), dir+" was replaced") {
+	if _, err := lockAppendOne(t, db, "x"); !errors.Is(err, ErrDirectoryChanged) || !strings.Contains(err.Error(), dir+" was replaced") {
 		t.Fatalf("append after the directory was moved: %v, want ErrDirectoryChanged naming %s", err, dir)
 	}
 }
@@ -468,11 +468,11 @@ func TestLockDirectoryMoved(t *testing.T) {
 // another process (EAGAIN) or by this one (Pebble's registry) is ErrLocked;
 // the index is not moved to index.broken and rebuilt.
 func TestLockIndexConflictIsNotDamage(t *testing.T) {
-	lockPath := func(dir string) string { return filepath.Join(dir, indexDir, "LOCK") }
+	indexLock := func(dir string) string { return filepath.Join(dir, indexDir, lockFile) }
 	t.Run("another process", func(t *testing.T) {
 		dir := t.TempDir()
 		openTest(t, dir).Close()
-		child := startLockChild(t, "fcntl", lockPath(dir))
+		child := startLockChild(t, "fcntl", indexLock(dir))
 		wantLockedIn(t, dir, 0, true)
 		child.finish()
 		openTest(t, dir).Close()
@@ -480,7 +480,7 @@ func TestLockIndexConflictIsNotDamage(t *testing.T) {
 	t.Run("this process", func(t *testing.T) {
 		dir := t.TempDir()
 		openTest(t, dir).Close()
-		c, err := vfs.Default.Lock(lockPath(dir))
+		c, err := vfs.Default.Lock(indexLock(dir))
 		if err != nil {
 			t.Fatal(err)
 		}
