@@ -56,6 +56,11 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// At most every watchInterval, a look at the directory's files: a
+	// writer whose files were replaced under it stops.
+	if err := db.checkDir(false); err != nil {
+		return nil, err
+	}
 	l, err := db.ledger(ledgerName)
 	if err != nil {
 		return nil, err

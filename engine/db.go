@@ -23,7 +23,7 @@ import (
 
 // A data directory:
 //
-//	DIR/LOCK              held while a DB has the directory open
+//	DIR/LOCK              names the process holding the directory (lock.go)
 //	DIR/meta.db           bbolt: one record per ledger (name, ID, genesis, checkpoint)
 //	DIR/index/            Pebble: the index of every ledger
 //	DIR/ledgers/LLLLLLLL/ the segment files of ledger LLLLLLLL (its ID in hex)
@@ -50,7 +50,12 @@ type DB struct {
 	broken map[string]error // ledgers that failed recovery, by name or ID hex
 	// indexRebuilt: why Open rebuilt the index, if it did.
 	indexRebuilt error
-	creating     sync.Mutex // serializes CreateLedger
+	// metaRebuilt: why Open rebuilt the metadata file, if it did.
+	metaRebuilt error
+	// watch: the identity of the files the DB holds by path (nil with
+	// Options.fs); see checkDir.
+	watch    *dirWatch
+	creating sync.Mutex // serializes CreateLedger
 
 	// The witness writer (witness.go), started by Open and stopped by
 	// Close before its final metadata write. witnessed holds, by ledger,
@@ -69,8 +74,10 @@ type DB struct {
 // Unavailable.
 //
 // Only one DB may have a directory open: a second Open, from this or
-// another process, fails with ErrLocked. Options out of range fail with
-// ErrInvalid, before anything is created.
+// another process, fails with ErrLocked (a *LockedError naming the
+// holder), whatever was deleted in the directory; see "One writer" in
+// lock.go. Options out of range fail with ErrInvalid, before anything is
+// created.
 func Open(dir string, opts *Options) (*DB, error) {
 	o := opts.withDefaults()
 	if err := o.check(); err != nil {
@@ -83,20 +90,41 @@ func Open(dir string, opts *Options) (*DB, error) {
 	if err := mkdirSynced(fs, dir); err != nil {
 		return nil, fmt.Errorf("engine: create %s: %w", dir, err)
 	}
-	lockPath := filepath.Join(dir, lockFile)
-	lock, err := fs.Lock(lockPath)
-	if err != nil {
-		if !lockHeld(err) {
-			// An I/O error (a full disk, EIO), not another user.
-			return nil, fmt.Errorf("engine: lock %s: %w", lockPath, err)
+	var lock io.Closer
+	var dirFile *os.File
+	var err error
+	if o.fs != nil {
+		// A test's file system (crash tests): its own lock on DIR/LOCK.
+		if lock, err = fs.Lock(lockPath(dir)); err != nil {
+			if !lockHeld(err) {
+				// An I/O error (a full disk, EIO), not another user.
+				return nil, fmt.Errorf("engine: lock %s: %w", lockPath(dir), err)
+			}
+			return nil, fmt.Errorf("%w: %s: %w", ErrLocked, dir, err)
 		}
-		return nil, fmt.Errorf("%w: %s: %w", ErrLocked, dir, err)
+	} else if lock, dirFile, err = lockDataDir(dir); err != nil {
+		return nil, err
 	}
+	metaPath := filepath.Join(dir, metaFile)
+	if o.metaPath != "" {
+		metaPath = o.metaPath
+	}
+	noMeta := metaMissing(metaPath)
 	db := &DB{dir: dir, opts: o, fs: fs, lock: lock,
 		byName: map[string]*ledger{}, byID: map[eventid.LedgerID]*ledger{}, broken: map[string]error{}}
 	if err := db.open(); err != nil {
 		db.closeStores()
 		return nil, err
+	}
+	if noMeta && len(db.byID)+len(db.broken) > 0 {
+		db.metaRebuilt = fmt.Errorf("engine: the metadata file %s was missing and was rebuilt from the segments of %d ledgers", metaPath, len(db.byID)+len(db.broken))
+	}
+	if dirFile != nil {
+		// What the DB holds by path from now on; see checkDir.
+		if db.watch, err = newDirWatch(dirFile, dir, lockPath(dir), metaPath, filepath.Join(dir, indexDir), filepath.Join(dir, ledgersDir)); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	db.startWitnessWriter()
 	return db, nil
@@ -114,6 +142,10 @@ func (db *DB) open() error {
 		metaPath = db.opts.metaPath
 	}
 	if db.meta, err = openMeta(metaPath); err != nil {
+		if errors.Is(err, bolt.ErrTimeout) {
+			// bbolt's flock on the file: another process has it open.
+			return fmt.Errorf("%w: %s: its metadata file is locked by another process: %w", ErrLocked, db.dir, err)
+		}
 		return err
 	}
 	if db.idx, err = db.openIndex(); err != nil {
@@ -243,11 +275,12 @@ func (db *DB) open() error {
 	return nil
 }
 
-// lockHeld reports whether an error of vfs.FS.Lock means that the lock is
-// held (by another process: fcntl's EAGAIN or EACCES; by this one: Pebble's
-// own registry) rather than that locking failed.
+// lockHeld reports whether an error of vfs.FS.Lock (fcntl F_SETLK) means
+// that the lock is held (by another process: EAGAIN; by this one: Pebble's
+// own registry) rather than that locking failed. EACCES is not taken for
+// a holder: it is what opening a file without permission gives.
 func lockHeld(err error) bool {
-	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) || strings.Contains(err.Error(), "lock held by current process")
+	return errors.Is(err, syscall.EAGAIN) || strings.Contains(err.Error(), "lock held by current process")
 }
 
 func (db *DB) segmentOptions(id eventid.LedgerID) segment.Options {
@@ -325,6 +358,10 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 func (db *DB) openIndex() (*index.Index, error) {
 	path := filepath.Join(db.dir, indexDir)
 	idx, err := index.Open(path, index.Options{FS: db.fs, CacheSize: db.opts.CacheSize})
+	if err != nil && lockHeld(err) {
+		// Another process (or DB) has the index open: not damage.
+		return nil, fmt.Errorf("%w: %s: its index %s is locked by another process or DB: %w", ErrLocked, db.dir, path, err)
+	}
 	if err == nil || errors.Is(err, index.ErrFormatVersion) || errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EMFILE) {
 		if err != nil {
 			return nil, fmt.Errorf("engine: open index: %w", err)
@@ -473,13 +510,19 @@ func (db *DB) Close() error {
 		}
 		metas = append(metas, l.checkpointMeta())
 	}
-	if db.idx != nil {
+	// A file replaced under the DB gets none of its writes: they would go
+	// to an unlinked file, or into another's.
+	dirErr := db.checkDir(true)
+	if dirErr != nil {
+		errs = append(errs, fmt.Errorf("%w (Close wrote neither the index's checkpoint nor the metadata)", dirErr))
+	}
+	if db.idx != nil && dirErr == nil {
 		// Flush the memtables, so that the next Open does not replay them.
 		if err := db.idx.Checkpoint(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if len(metas) > 0 {
+	if len(metas) > 0 && dirErr == nil {
 		if err := putMeta(db.meta, metas...); err != nil {
 			errs = append(errs, err)
 		}

@@ -24,7 +24,7 @@
 //
 // A data directory:
 //
-//	DIR/LOCK              held while a DB has the directory open
+//	DIR/LOCK              names the process holding the directory (its flock)
 //	DIR/meta.db           bbolt: one record per ledger
 //	DIR/index/            Pebble: the index of every ledger
 //	DIR/ledgers/LLLLLLLL/ the segment files of ledger LLLLLLLL

@@ -12,8 +12,18 @@ import (
 // (segment.ErrCorruption, canon.ErrDuplicateKey, …).
 var (
 	// ErrLocked: another process (or another DB in this one) has the data
-	// directory open.
+	// directory open, or holds a lock on one of its files (DIR/LOCK, the
+	// metadata file, the index). The error is a *LockedError naming the
+	// holder when it can be found. A lock conflict is never taken for
+	// damage: nothing is rebuilt or moved.
 	ErrLocked = errors.New("engine: data directory in use")
+	// ErrDirectoryChanged: a file or directory that the DB holds open by
+	// its path (the data directory, DIR/LOCK, DIR/meta.db, DIR/index,
+	// DIR/ledgers) was removed or replaced while it was open. Every later
+	// append, CreateLedger and Import fails with it, and Close writes no
+	// metadata; reads go on. The process must close the DB and open it
+	// again. See "One writer" in docs/engine.md.
+	ErrDirectoryChanged = errors.New("engine: data directory changed under the running DB")
 	// ErrClosed: the DB was closed.
 	ErrClosed = errors.New("engine: closed")
 	// ErrLedgerNotFound: no ledger has that name or ID.

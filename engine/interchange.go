@@ -90,6 +90,9 @@ func (db *DB) Import(ctx context.Context, r io.Reader, opts ImportOptions) (Ledg
 	if err := ctx.Err(); err != nil {
 		return LedgerInfo{}, err
 	}
+	if err := db.checkDir(true); err != nil {
+		return LedgerInfo{}, err
+	}
 	if opts.Name != "" {
 		if err := checkName("ledger name", opts.Name); err != nil {
 			return LedgerInfo{}, fmt.Errorf("engine: import: %w", err)

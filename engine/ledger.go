@@ -144,6 +144,9 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 	if err := ctx.Err(); err != nil {
 		return LedgerInfo{}, err
 	}
+	if err := db.checkDir(true); err != nil {
+		return LedgerInfo{}, err
+	}
 	db.creating.Lock()
 	defer db.creating.Unlock()
 	db.mu.RLock()

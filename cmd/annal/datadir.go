@@ -175,7 +175,12 @@ func checkDataDir(dir string) error {
 func openError(dir string, err error) error {
 	switch {
 	case errors.Is(err, engine.ErrLocked):
-		return &exitErr{code: exitError, err: fmt.Errorf("data directory %s is in use by another process", dir)}
+		var le *engine.LockedError
+		if errors.As(err, &le) {
+			return &exitErr{code: exitError, err: fmt.Errorf("data directory %s is in use by %s", dir, le.Holder())}
+		}
+		// A lock on one of its files (meta.db, index/) held elsewhere.
+		return &exitErr{code: exitError, err: fmt.Errorf("data directory %s is in use by another process: %w", dir, err)}
 	case errors.Is(err, segment.ErrCorruption):
 		return &exitErr{code: exitVerification, err: fmt.Errorf("open data directory %s: %w", dir, err)}
 	}

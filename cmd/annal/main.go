@@ -121,7 +121,7 @@ tail, verify, stats) and checks Evently ledgers without one (verify-file).
 The data directory is --dir, or $ANNAL_DIR when --dir is not given, or
 ./annal-data. Only create, import and demo make a directory that does not exist. One process
 at a time may have a data directory open; a command run while another process
-has it open fails with "data directory D is in use by another process".
+has it open fails with "data directory D is in use by process N (its command)".
 
 --format chooses the output: table (aligned columns for people), json (one
 JSON document) or ndjson (one JSON object a line). The default is table when

@@ -1,0 +1,199 @@
+//go:build linux || darwin || dragonfly || freebsd || netbsd || openbsd
+
+package engine
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// lockDataDir takes the data directory dir for this process (see "One
+// writer" in lock.go): an exclusive flock on a descriptor of dir, then
+// DIR/LOCK, written with this process's description and fcntl-locked.
+// It returns what releases both, and the directory's descriptor.
+func lockDataDir(dir string) (io.Closer, *os.File, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("engine: open the data directory %s: %w", dir, describeErrno(err))
+	}
+	d := os.NewFile(uintptr(fd), dir)
+	fi, err := d.Stat()
+	if err != nil {
+		d.Close()
+		return nil, nil, fmt.Errorf("engine: %w", err)
+	}
+	key := keyOf(fi)
+	if err := flock(fd); err != nil {
+		d.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, nil, holderError(dir, fi)
+		}
+		return nil, nil, fmt.Errorf("engine: lock the data directory %s: %w", dir, err)
+	}
+	// From here on no other annal of this version has the directory.
+	release := func() {
+		d.Close() // drops the flock
+	}
+	info, err := openLockFile(lockPath(dir))
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	// The lock of an older annal, which locked DIR/LOCK alone.
+	spec := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart}
+	if err := unix.FcntlFlock(info.Fd(), unix.F_SETLK, &spec); err != nil {
+		defer release()
+		defer info.Close()
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+			q := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart}
+			pid := 0
+			if unix.FcntlFlock(info.Fd(), unix.F_GETLK, &q) == nil && q.Type != unix.F_UNLCK {
+				pid = int(q.Pid)
+			}
+			return nil, nil, lockedError(dir, pid, commandOf(pid), lockPath(dir)+"'s fcntl lock (an annal older than this one)")
+		}
+		return nil, nil, fmt.Errorf("engine: lock %s: %w", lockPath(dir), err)
+	}
+	// Informational: no sync, and a failure to write it is no reason to
+	// refuse the directory (a refused Open then names no one).
+	if info.Truncate(0) == nil {
+		info.WriteAt([]byte(lockInfo()), 0)
+	}
+	heldDirs.Lock()
+	if heldDirs.m == nil {
+		heldDirs.m = map[fileKey]bool{}
+	}
+	heldDirs.m[key] = true
+	heldDirs.Unlock()
+	return closerFunc(func() error {
+		heldDirs.Lock()
+		delete(heldDirs.m, key)
+		heldDirs.Unlock()
+		err := info.Close()
+		return errors.Join(err, d.Close())
+	}), d, nil
+}
+
+// flock takes an exclusive, non-blocking flock on fd.
+func flock(fd int) error {
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// openLockFile opens (creating it) DIR/LOCK, which must be a regular file.
+func openLockFile(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
+	switch {
+	case err == unix.ELOOP:
+		return nil, fmt.Errorf("engine: %s is a symbolic link, not annal's lock file (a regular file): remove it (no other annal process has the directory open: this one holds its lock)", path)
+	case err == unix.EISDIR:
+		return nil, fmt.Errorf("engine: %s is a directory, not annal's lock file (a regular file): remove it (no other annal process has the directory open: this one holds its lock)", path)
+	case err != nil:
+		return nil, fmt.Errorf("engine: open the lock file %s: %w", path, describeErrno(err))
+	}
+	f := os.NewFile(uintptr(fd), path)
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("engine: %w", err)
+		}
+		return nil, fmt.Errorf("engine: %s is a %v, not annal's lock file (a regular file): remove it", path, fi.Mode().Type())
+	}
+	return f, nil
+}
+
+// describeErrno adds to a permission error what it means here: not that
+// the directory is in use.
+func describeErrno(err error) error {
+	switch {
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		return fmt.Errorf("%w (to uid %d; no sign that another process uses it)", err, os.Getuid())
+	case errors.Is(err, unix.EROFS):
+		return fmt.Errorf("%w (annal opens a data directory for writing)", err)
+	}
+	return err
+}
+
+// holderError is the error for a directory whose flock another
+// descriptor holds: it names the holder, from the kernel's table of locks
+// if it has one (Linux), else from DIR/LOCK.
+func holderError(dir string, fi os.FileInfo) error {
+	key := keyOf(fi)
+	heldDirs.Lock()
+	mine := heldDirs.m[key]
+	heldDirs.Unlock()
+	if mine {
+		return lockedError(dir, os.Getpid(), "", "")
+	}
+	if pid := flockHolder(key); pid > 0 {
+		return lockedError(dir, pid, commandOf(pid), "")
+	}
+	b, err := os.ReadFile(lockPath(dir))
+	if err != nil {
+		return lockedError(dir, 0, "", "")
+	}
+	pid, command := parseLockInfo(b)
+	if pid <= 0 {
+		return lockedError(dir, 0, "", "")
+	}
+	return lockedError(dir, pid, command, lockPath(dir))
+}
+
+// flockHolder returns the process holding a flock on the file key names,
+// from /proc/locks (Linux), or 0.
+func flockHolder(key fileKey) int {
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return 0
+	}
+	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(key.dev), unix.Minor(key.dev), key.ino)
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		// "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; a waiter
+		// has "->" after the number.
+		f := strings.Fields(sc.Text())
+		if len(f) < 6 || f[1] != "FLOCK" || f[3] != "WRITE" || f[5] != want {
+			continue
+		}
+		if pid, err := strconv.Atoi(f[4]); err == nil && pid > 0 {
+			return pid
+		}
+	}
+	return 0
+}
+
+// commandOf returns the command line of process pid, from /proc (Linux),
+// or "".
+func commandOf(pid int) string {
+	if pid <= 0 {
+		return ""
+	}
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	args[0] = filepath.Base(args[0])
+	return printable(strings.Join(args, " "), 200)
+}
+
+func keyOf(fi os.FileInfo) fileKey {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return fileKey{dev: uint64(st.Dev), ino: uint64(st.Ino)}
+	}
+	return fileKey{}
+}
