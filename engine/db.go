@@ -50,6 +50,7 @@ type DB struct {
 	// indexRebuilt: why Open rebuilt the index, if it did.
 	indexRebuilt error
 	creating     sync.Mutex // serializes CreateLedger
+	renamed      []Renamed  // the ledgers Open renamed (see registerLedgers)
 }
 
 // Open opens the data directory dir, creating it if needed, and recovers
@@ -188,7 +189,7 @@ func (db *DB) open() error {
 			}
 		}
 	}
-	var changed []ledgerMeta
+	var recovered []*ledger
 	for _, id := range ids {
 		m, ok := known[id]
 		err := progressErr[id]
@@ -212,8 +213,12 @@ func (db *DB) open() error {
 			db.broken[key] = fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err)
 			continue
 		}
-		db.byName[l.meta.Name] = l
-		db.byID[id] = l
+		recovered = append(recovered, l)
+	}
+	// Names are given once every ledger is known: two may claim one.
+	db.registerLedgers(recovered, known)
+	var changed []ledgerMeta
+	for _, l := range db.byID {
 		changed = append(changed, l.checkpointMeta())
 	}
 	if len(changed) > 0 {

@@ -47,7 +47,7 @@ type ledger struct {
 
 // LedgerSpec describes a ledger to create.
 type LedgerSpec struct {
-	Name        string // unique in the directory; 1 to 1024 bytes of UTF-8, no control characters
+	Name        string // unique in the directory; see "Names" in docs/engine.md and checkLedgerName
 	Description string // valid UTF-8
 	Actor       string // who creates it (valid UTF-8); "annal" if empty
 }
@@ -128,7 +128,7 @@ func nameProblem(s string) string {
 // directory, the creation time moves on by a microsecond and the ID is
 // computed again.
 func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, error) {
-	if err := checkName("ledger name", spec.Name); err != nil {
+	if err := checkLedgerName(spec.Name); err != nil {
 		return LedgerInfo{}, err
 	}
 	// The genesis event holds them as JSON strings, which would replace
@@ -189,8 +189,13 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 	}
 	l := &ledger{db: db, log: log, meta: ledgerMeta{Name: spec.Name, ID: id, Description: spec.Description, Actor: spec.Actor, Created: created}}
 	l.cond.L = &l.idxMu
+	// The name is in the ledger's directory before the ledger exists (its
+	// genesis event durable): a lost metadata file cannot lose it.
+	err = writeNameFile(db.fs, dir, spec.Name)
 	b := &segment.Batch{Entries: []segment.Entry{genesis}, Durability: Sync}
-	err = log.Append(b)
+	if err == nil {
+		err = log.Append(b)
+	}
 	if err == nil {
 		l.meta.Genesis = b.IDs[0]
 		err = l.index(b)
@@ -225,7 +230,9 @@ func (db *DB) ledgerIDTaken(id eventid.LedgerID) bool {
 
 // metaFromGenesis rebuilds a ledger's metadata from its genesis event, for
 // a ledger the metadata file does not know (a crash between creating the
-// segments and writing the metadata, or a lost metadata file).
+// segments and writing the metadata, or a lost metadata file). The name it
+// gives is the genesis event's, as it is: Open prefers the ledger's NAME
+// file, and checks whichever name it takes (registerLedgers).
 func metaFromGenesis(log *segment.Log) (ledgerMeta, error) {
 	it := log.NewIterator(1, segment.FirstOffset)
 	if !it.Next() {
@@ -358,20 +365,27 @@ func (l *ledger) changed() <-chan struct{} {
 	return l.notify
 }
 
-// ledger returns the open ledger with that name, or that ID in hex.
+// ledger returns the open ledger with that name, or that ID in hex. A
+// string that reads as a ledger ID (8 hex digits, either case) is only
+// ever an ID: no ledger name reads as one (ledgerNameProblem), so the
+// two kinds of lookup cannot meet.
 func (db *DB) ledger(name string) (*ledger, error) {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	if db.closed {
 		return nil, ErrClosed
 	}
-	if l, ok := db.byName[name]; ok {
-		return l, nil
-	}
 	if id, err := eventid.ParseLedgerID(name); err == nil {
 		if l, ok := db.byID[id]; ok {
 			return l, nil
 		}
+		if err, ok := db.broken[id.String()]; ok {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: no ledger has the ID %s", ErrLedgerNotFound, id)
+	}
+	if l, ok := db.byName[name]; ok {
+		return l, nil
 	}
 	if err, ok := db.broken[name]; ok {
 		return nil, err
@@ -379,7 +393,9 @@ func (db *DB) ledger(name string) (*ledger, error) {
 	return nil, fmt.Errorf("%w: %q", ErrLedgerNotFound, name)
 }
 
-// Ledger returns the ledger with that name (or ID in hex).
+// Ledger returns the ledger with that name, or that ID in hex (8 hex
+// digits, either case: a string of that form is only ever taken as an
+// ID, since no name may have it).
 func (db *DB) Ledger(name string) (LedgerInfo, error) {
 	l, err := db.ledger(name)
 	if err != nil {
