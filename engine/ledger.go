@@ -47,7 +47,7 @@ type ledger struct {
 
 // LedgerSpec describes a ledger to create.
 type LedgerSpec struct {
-	Name        string // unique in the directory; see "Names" in docs/engine.md and checkLedgerName
+	Name        string // unique in the directory; 1 to 1024 bytes of UTF-8, no control, format or bidirectional characters, not 8 hex digits: see "Names" in docs/engine.md
 	Description string // valid UTF-8
 	Actor       string // who creates it (valid UTF-8); "annal" if empty
 }
@@ -127,6 +127,13 @@ func nameProblem(s string) string {
 // determines the ledger's ID. If that ID is already taken in the
 // directory, the creation time moves on by a microsecond and the ID is
 // computed again.
+//
+// A name that breaks the rule for ledger names (see "Names" in
+// docs/engine.md: among others, no control, format or bidirectional
+// characters, and not 8 hex digits, the form of a ledger ID) fails with
+// ErrInvalid; one in use, with ErrLedgerExists. The name is written to
+// the ledger's NAME file before its genesis event, so that it survives
+// the loss of the metadata file.
 func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, error) {
 	if err := checkLedgerName(spec.Name); err != nil {
 		return LedgerInfo{}, err
@@ -278,6 +285,9 @@ func (l *ledger) info() LedgerInfo {
 	fs := l.db.fs
 	if names, err := fs.List(l.log.Dir()); err == nil {
 		for _, name := range names {
+			if !strings.HasSuffix(name, ".seg") {
+				continue // the NAME file
+			}
 			if fi, err := fs.Stat(fs.PathJoin(l.log.Dir(), name)); err == nil && !fi.IsDir() {
 				info.Bytes += fi.Size()
 			}

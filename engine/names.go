@@ -141,6 +141,8 @@ type Renamed struct {
 	Why    string
 }
 
+// String says it in a sentence, names quoted (control characters
+// escaped).
 func (r Renamed) String() string {
 	return fmt.Sprintf("ledger %s: renamed from %q to %q: %s", r.Ledger, r.From, r.To, r.Why)
 }

@@ -535,3 +535,53 @@ func writeOldLedger(t *testing.T, dir, name string) eventid.LedgerID {
 	}
 	return id
 }
+
+// TestNamesUnreadableNameFile makes a ledger's NAME file a directory: the
+// ledger's name cannot be known, so the ledger is refused, saying why, and
+// the other ledgers open; put back, it opens under its name.
+func TestNamesUnreadableNameFile(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := openTest(t, dir)
+	bad, err := db.CreateLedger(ctx, LedgerSpec{Name: "bad"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "good"}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	name := filepath.Join(dir, ledgersDir, bad.ID.String(), nameFile)
+	if err := os.Remove(name); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(name, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	db = openTest(t, dir)
+	if got := ledgerNames(db); len(got) != 1 || got["good"] == 0 {
+		t.Fatalf("ledgers %v", got)
+	}
+	u := db.Unavailable()["bad"]
+	if !errors.Is(u, ErrLedgerUnavailable) || !strings.Contains(u.Error(), name) {
+		t.Fatalf("unavailable: %v", db.Unavailable())
+	}
+	if _, err := db.Ledger("bad"); !errors.Is(err, ErrLedgerUnavailable) {
+		t.Fatalf("Ledger(bad): %v", err)
+	}
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "bad"}); !errors.Is(err, ErrLedgerExists) {
+		t.Fatalf("CreateLedger(bad): %v", err)
+	}
+	db.Close()
+	if err := os.Remove(name); err != nil {
+		t.Fatal(err)
+	}
+	db = openTest(t, dir)
+	defer db.Close()
+	if info, err := db.Ledger("bad"); err != nil || info.ID != bad.ID {
+		t.Fatalf("Ledger(bad) = %+v %v", info, err)
+	}
+	if b, err := os.ReadFile(name); err != nil || string(b) != "bad" {
+		t.Fatalf("NAME: %q %v", b, err)
+	}
+}
