@@ -56,6 +56,7 @@ type DB struct {
 	// Options.fs); see checkDir.
 	watch    *dirWatch
 	creating sync.Mutex // serializes CreateLedger
+	renamed  []Renamed  // the ledgers Open renamed (see registerLedgers)
 
 	// The witness writer (witness.go), started by Open and stopped by
 	// Close before its final metadata write. witnessed holds, by ledger,
@@ -229,8 +230,7 @@ func (db *DB) open() error {
 			}
 		}
 	}
-	var changed []ledgerMeta
-	db.witnessed = map[*ledger]uint64{}
+	var recovered []*ledger
 	for _, id := range ids {
 		m, ok := known[id]
 		err := progressErr[id]
@@ -254,9 +254,14 @@ func (db *DB) open() error {
 			db.broken[key] = fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err)
 			continue
 		}
-		db.byName[l.meta.Name] = l
-		db.byID[id] = l
-		m = l.checkpointMeta()
+		recovered = append(recovered, l)
+	}
+	// Names are given once every ledger is known: two may claim one.
+	db.registerLedgers(recovered, known)
+	var changed []ledgerMeta
+	db.witnessed = map[*ledger]uint64{}
+	for _, l := range db.byID {
+		m := l.checkpointMeta()
 		changed = append(changed, m)
 		db.witnessed[l] = m.Witness.Seq
 	}

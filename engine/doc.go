@@ -27,7 +27,7 @@
 //	DIR/LOCK              names the process holding the directory (its flock)
 //	DIR/meta.db           bbolt: one record per ledger
 //	DIR/index/            Pebble: the index of every ledger
-//	DIR/ledgers/LLLLLLLL/ the segment files of ledger LLLLLLLL
+//	DIR/ledgers/LLLLLLLL/ the segment files of ledger LLLLLLLL, and its NAME
 //
 // Files are created for the owner only (0600, directories 0700).
 package engine

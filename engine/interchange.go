@@ -28,6 +28,12 @@ import (
 // removeImportLeftovers.
 const importDirPrefix = ".import-"
 
+// importCommitHook, if not nil, is called by an import's commit at its
+// steps ("renamed": the segments in place, nothing else written;
+// "indexed": indexed, the metadata not yet written). For tests, which
+// kill the process there.
+var importCommitHook func(step string)
+
 // importBatchBytes is how much event data (canonical meta and data) an
 // import gathers into one segment append. A variable for tests.
 var importBatchBytes = 4 << 20
@@ -35,14 +41,14 @@ var importBatchBytes = 4 << 20
 // ImportOptions are the options of Import.
 type ImportOptions struct {
 	// Name is the name of the new ledger. Empty means the genesis event's
-	// data "name" (a string), or else its key: the name annal gives a
-	// ledger whose metadata it rebuilds from its segments.
+	// data "name" (a string), or else its key. Either way the name must
+	// follow the rule for ledger names (see "Names" in docs/engine.md):
+	// a genesis event whose name does not fails with ErrInvalid, and
+	// Name can choose another.
 	//
-	// A Name that differs from that is kept in the metadata file only: if
-	// the metadata is lost (or the process crashes after the ledger's
-	// segments are in place and before its metadata is written), Open
-	// rebuilds it from the genesis event and the ledger is named as if
-	// Name had been empty.
+	// The name is written in the ledger's directory (its NAME file)
+	// before the ledger appears there, so that neither a lost metadata
+	// file nor a crash during the import's last step can lose it.
 	Name string
 	// Progress, if not nil, is called now and then (after each batch of
 	// events is written, and once at the end) with the events imported and
@@ -74,9 +80,11 @@ type ImportOptions struct {
 // When ctx ends, Import stops, removes what it wrote and returns ctx's
 // error.
 //
-// Names (entity, key, event) are kept as they are: the IDs cover them.
-// Only the limits of the segment format apply (65,535 bytes each), not the
-// rules Append applies to new names.
+// Names (entity, key, event) get the rule Append applies to new names:
+// 1 to 1024 bytes of UTF-8 without control characters. A line that breaks
+// it fails as a bad line does (ErrInvalid, an *ndjson.LineError naming the
+// line), although its ID verifies: such a name could not have been
+// appended here, and printed it could write to an operator's terminal.
 //
 // Events are written without fsync, in batches of a few MB, and synced
 // once at the end. Reading the input and writing the segments run
@@ -94,7 +102,7 @@ func (db *DB) Import(ctx context.Context, r io.Reader, opts ImportOptions) (Ledg
 		return LedgerInfo{}, err
 	}
 	if opts.Name != "" {
-		if err := checkName("ledger name", opts.Name); err != nil {
+		if err := checkLedgerName(opts.Name); err != nil {
 			return LedgerInfo{}, fmt.Errorf("engine: import: %w", err)
 		}
 	}
@@ -143,7 +151,7 @@ func (im *importer) run() (LedgerInfo, error) {
 	im.name = im.opts.Name
 	if im.name == "" {
 		im.name = genesisName(ev)
-		if err := checkName("ledger name", im.name); err != nil {
+		if err := checkLedgerName(im.name); err != nil {
 			return LedgerInfo{}, fmt.Errorf("engine: import: the genesis event names the ledger, but: %w (choose a name with ImportOptions.Name)", err)
 		}
 	}
@@ -193,6 +201,12 @@ func (im *importer) run() (LedgerInfo, error) {
 	if err != nil {
 		return LedgerInfo{}, fmt.Errorf("engine: import of ledger %s: %w", im.id, err)
 	}
+	// The name goes with the segments, before the rename that makes the
+	// ledger exist: a crash in commit, or a lost metadata file, leaves a
+	// ledger Open names as it was imported (see names.go).
+	if err := writeNameFile(db.fs, im.tmp, im.name); err != nil {
+		return LedgerInfo{}, fmt.Errorf("engine: import of ledger %s: %w", im.id, err)
+	}
 	if im.opts.Progress != nil {
 		im.opts.Progress(int64(head.Seq), im.in.n)
 	}
@@ -228,11 +242,11 @@ func (im *importer) next() (*ndjson.Event, error) {
 	return ev, nil
 }
 
-// check applies the limits of the segment format and of the DB to a line.
+// check applies the rule for names and the limits of the DB to a line.
 func (im *importer) check(ev *ndjson.Event) error {
-	for _, f := range [...]struct{ what, v string }{{"entity", ev.Entity}, {"key", ev.Key}, {"event", ev.Event}} {
-		if len(f.v) > segment.MaxNameLen {
-			return &ndjson.LineError{Line: im.rd.Line(), Err: fmt.Errorf("%s is %d bytes, the limit is %d", f.what, len(f.v), segment.MaxNameLen)}
+	for _, f := range [...]struct{ what, v string }{{"entity", ev.Entity}, {"key", ev.Key}, {"event name", ev.Event}} {
+		if p := nameProblem(f.v); p != "" {
+			return &ndjson.LineError{Line: im.rd.Line(), Err: fmt.Errorf("%s %s", f.what, p)}
 		}
 	}
 	if n := len(ev.Meta) + len(ev.Data); n > im.db.opts.MaxEventSize {
@@ -333,6 +347,9 @@ func (im *importer) commit(head segment.Head, meta ledgerMeta) (LedgerInfo, erro
 	if err := segment.SyncDir(db.fs, parent); err != nil {
 		return undo(nil, err)
 	}
+	if importCommitHook != nil {
+		importCommitHook("renamed")
+	}
 
 	// Index it as recovery does (catchUp, from the start). The read lock
 	// keeps Close from closing the index and the metadata meanwhile.
@@ -355,6 +372,9 @@ func (im *importer) commit(head segment.Head, meta ledgerMeta) (LedgerInfo, erro
 	err = db.idx.DeleteLedger(im.id)
 	if err == nil {
 		err = l.catchUp(segment.Head{})
+	}
+	if err == nil && importCommitHook != nil {
+		importCommitHook("indexed")
 	}
 	if err == nil {
 		err = putMeta(db.meta, l.checkpointMeta())

@@ -604,7 +604,7 @@ func TestImportName(t *testing.T) {
 	in := vector(t, examplesFile)
 	for _, tc := range []struct{ opt, want, rebuilt string }{
 		{"", "preview", "preview"},
-		{"examples", "examples", "preview"}, // the rebuild falls back to the genesis name
+		{"examples", "examples", "examples"}, // the rebuild reads the name from the ledger's NAME file
 	} {
 		dir := t.TempDir()
 		db := openTest(t, dir)

@@ -47,7 +47,7 @@ type ledger struct {
 
 // LedgerSpec describes a ledger to create.
 type LedgerSpec struct {
-	Name        string // unique in the directory; 1 to 1024 bytes of UTF-8, no control characters
+	Name        string // unique in the directory; 1 to 1024 bytes of UTF-8, no control, format or bidirectional characters, not 8 hex digits: see "Names" in docs/engine.md
 	Description string // valid UTF-8
 	Actor       string // who creates it (valid UTF-8); "annal" if empty
 }
@@ -127,8 +127,15 @@ func nameProblem(s string) string {
 // determines the ledger's ID. If that ID is already taken in the
 // directory, the creation time moves on by a microsecond and the ID is
 // computed again.
+//
+// A name that breaks the rule for ledger names (see "Names" in
+// docs/engine.md: among others, no control, format or bidirectional
+// characters, and not 8 hex digits, the form of a ledger ID) fails with
+// ErrInvalid; one in use, with ErrLedgerExists. The name is written to
+// the ledger's NAME file before its genesis event, so that it survives
+// the loss of the metadata file.
 func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, error) {
-	if err := checkName("ledger name", spec.Name); err != nil {
+	if err := checkLedgerName(spec.Name); err != nil {
 		return LedgerInfo{}, err
 	}
 	// The genesis event holds them as JSON strings, which would replace
@@ -192,8 +199,13 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 	}
 	l := &ledger{db: db, log: log, meta: ledgerMeta{Name: spec.Name, ID: id, Description: spec.Description, Actor: spec.Actor, Created: created}}
 	l.cond.L = &l.idxMu
+	// The name is in the ledger's directory before the ledger exists (its
+	// genesis event durable): a lost metadata file cannot lose it.
+	err = writeNameFile(db.fs, dir, spec.Name)
 	b := &segment.Batch{Entries: []segment.Entry{genesis}, Durability: Sync}
-	err = log.Append(b)
+	if err == nil {
+		err = log.Append(b)
+	}
 	if err == nil {
 		l.meta.Genesis = b.IDs[0]
 		err = l.index(b)
@@ -228,7 +240,9 @@ func (db *DB) ledgerIDTaken(id eventid.LedgerID) bool {
 
 // metaFromGenesis rebuilds a ledger's metadata from its genesis event, for
 // a ledger the metadata file does not know (a crash between creating the
-// segments and writing the metadata, or a lost metadata file).
+// segments and writing the metadata, or a lost metadata file). The name it
+// gives is the genesis event's, as it is: Open prefers the ledger's NAME
+// file, and checks whichever name it takes (registerLedgers).
 func metaFromGenesis(log *segment.Log) (ledgerMeta, error) {
 	it := log.NewIterator(1, segment.FirstOffset)
 	if !it.Next() {
@@ -276,6 +290,9 @@ func (l *ledger) info() LedgerInfo {
 	fs := l.db.fs
 	if names, err := fs.List(l.log.Dir()); err == nil {
 		for _, name := range names {
+			if !strings.HasSuffix(name, ".seg") {
+				continue // the NAME file
+			}
 			if fi, err := fs.Stat(fs.PathJoin(l.log.Dir(), name)); err == nil && !fi.IsDir() {
 				info.Bytes += fi.Size()
 			}
@@ -363,20 +380,27 @@ func (l *ledger) changed() <-chan struct{} {
 	return l.notify
 }
 
-// ledger returns the open ledger with that name, or that ID in hex.
+// ledger returns the open ledger with that name, or that ID in hex. A
+// string that reads as a ledger ID (8 hex digits, either case) is only
+// ever an ID: no ledger name reads as one (ledgerNameProblem), so the
+// two kinds of lookup cannot meet.
 func (db *DB) ledger(name string) (*ledger, error) {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	if db.closed {
 		return nil, ErrClosed
 	}
-	if l, ok := db.byName[name]; ok {
-		return l, nil
-	}
 	if id, err := eventid.ParseLedgerID(name); err == nil {
 		if l, ok := db.byID[id]; ok {
 			return l, nil
 		}
+		if err, ok := db.broken[id.String()]; ok {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: no ledger has the ID %s", ErrLedgerNotFound, id)
+	}
+	if l, ok := db.byName[name]; ok {
+		return l, nil
 	}
 	if err, ok := db.broken[name]; ok {
 		return nil, err
@@ -384,7 +408,9 @@ func (db *DB) ledger(name string) (*ledger, error) {
 	return nil, fmt.Errorf("%w: %q", ErrLedgerNotFound, name)
 }
 
-// Ledger returns the ledger with that name (or ID in hex).
+// Ledger returns the ledger with that name, or that ID in hex (8 hex
+// digits, either case: a string of that form is only ever taken as an
+// ID, since no name may have it).
 func (db *DB) Ledger(name string) (LedgerInfo, error) {
 	l, err := db.ledger(name)
 	if err != nil {

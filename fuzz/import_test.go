@@ -232,10 +232,11 @@ func checkFailedImport(t *testing.T, target *importTarget, data []byte, err erro
 // engineLimit reports whether a failed Import's error is one of the
 // limits the engine applies beyond what ndjson verifies (documented at
 // Import): the genesis event names the ledger with a name a ledger cannot
-// have, a name longer than the segment format takes, an event larger than
+// have, an entity, key or event name that Append would refuse (empty,
+// longer than 1024 bytes, with a control character), an event larger than
 // Options.MaxEventSize.
 func engineLimit(err error) bool {
-	for _, s := range []string{"the genesis event names the ledger, but", "bytes, the limit is", "Options.MaxEventSize"} {
+	for _, s := range []string{"the genesis event names the ledger, but", "bytes, the limit is", "Options.MaxEventSize", " is empty", "has a control character"} {
 		if strings.Contains(err.Error(), s) {
 			return true
 		}

@@ -197,7 +197,8 @@ func buildFixture(dir string) (*fixture, error) {
 	for name := range fx.files {
 		switch {
 		case filepath.Base(name) == "LOCK":
-		case strings.HasPrefix(name, "ledgers/"):
+		case strings.HasPrefix(name, "ledgers/") && strings.HasSuffix(name, ".seg"):
+			// A ledger's NAME file stays as it is (it is not in names).
 			segs = append(segs, name)
 		case strings.HasPrefix(name, "index/"):
 			index = append(index, name)

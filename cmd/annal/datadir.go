@@ -129,6 +129,11 @@ func (g *globals) openDB(cmd *cobra.Command, create bool) (*engine.DB, string, e
 	if err != nil {
 		return nil, dir, openError(dir, err)
 	}
+	// Open reports a rename once (the new name is written): whichever
+	// command opens the directory first must say it.
+	for _, r := range db.Renamed() {
+		fmt.Fprintf(cmd.ErrOrStderr(), "annal: %s\n", r)
+	}
 	return db, dir, nil
 }
 

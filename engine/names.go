@@ -1,0 +1,331 @@
+package engine
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// A ledger's name is local to its data directory, and kept in two places:
+//
+//	DIR/ledgers/LLLLLLLL/NAME  the name, raw UTF-8 bytes, no newline: the truth
+//	DIR/meta.db                a copy, in the ledger's record
+//
+// The NAME file is in the ledger's directory so that the name goes where
+// the segments go: it is written and synced before the ledger comes to
+// exist (before the import's rename that makes an imported ledger appear,
+// before the genesis event of a created one), and survives a lost meta.db.
+// Without it (a directory written by an older annal, before its first
+// Open by this one) the name is the metadata's, else the genesis event's.
+//
+// One rule (ledgerNameProblem) applies to every name a ledger gets: chosen
+// by CreateLedger or Import, or found by Open in a NAME file, the metadata
+// or a genesis event. Open gives a ledger whose name breaks the rule, or
+// is another ledger's, a name derived from it (nameDerived), writes it to
+// the NAME file and reports it (DB.Renamed).
+const nameFile = "NAME"
+
+// maxNameFileLen bounds what Open reads of a NAME file: a longer file
+// cannot hold a valid name, and is reported as one that does not.
+const maxNameFileLen = 4 * maxNameLen
+
+// ledgerNameProblem says what is wrong with a ledger name, or "" if
+// nothing is. Besides what every name must be (nameProblem: 1 to 1024
+// bytes of UTF-8, no control character), a ledger name is printed in
+// listings and typed by operators, and it is what a command takes to mean
+// a ledger, so it must not:
+//
+//   - hold an invisible or reordering character: a format character
+//     (Unicode Cf: zero-width spaces and joiners, bidirectional marks,
+//     embeddings, overrides and isolates, the byte order mark), a
+//     bidirectional control, or a line or paragraph separator;
+//   - begin or end with white space;
+//   - read as a ledger ID (8 hex digits, either case, which is what
+//     eventid.ParseLedgerID accepts): Ledger, Append and every call that
+//     takes a ledger take a name or an ID, and neither may mean two
+//     ledgers;
+//   - end in "~" and 8 hex digits, unless those are own, the ledger's own
+//     ID in lower case: that form is reserved for the names annal derives
+//     (nameDerived), so that they cannot collide. own is "" for a name
+//     chosen by CreateLedger or Import.
+func ledgerNameProblem(s, own string) string {
+	if p := nameProblem(s); p != "" {
+		return p
+	}
+	for i, r := range s {
+		if unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Bidi_Control) {
+			return fmt.Sprintf("%q has an invisible or bidirectional formatting character U+%04X at byte %d", s, r, i)
+		}
+	}
+	if r, _ := utf8.DecodeRuneInString(s); unicode.IsSpace(r) {
+		return fmt.Sprintf("%q begins with white space", s)
+	}
+	if r, _ := utf8.DecodeLastRuneInString(s); unicode.IsSpace(r) {
+		return fmt.Sprintf("%q ends with white space", s)
+	}
+	if _, err := eventid.ParseLedgerID(s); err == nil {
+		return fmt.Sprintf("%q reads as a ledger ID (8 hex digits); a name cannot be one", s)
+	}
+	if n := len(s); n > 9 && s[n-9] == '~' {
+		if _, err := eventid.ParseLedgerID(s[n-8:]); err == nil && s[n-8:] != own {
+			return fmt.Sprintf("%q ends in ~ and 8 hex digits, a form reserved for the names annal derives (NAME~LEDGERID)", s)
+		}
+	}
+	return ""
+}
+
+// checkLedgerName returns ErrInvalid if a ledger name chosen by a caller
+// (CreateLedger, Import) breaks the rule.
+func checkLedgerName(s string) error {
+	if p := ledgerNameProblem(s, ""); p != "" {
+		return invalid("ledger name %s", p)
+	}
+	return nil
+}
+
+// nameDerived returns the name Open gives ledger id when the name it found,
+// from, breaks the rule or is taken: from without the characters the rule
+// refuses, trimmed of white space and cut to fit, then "~" and the ID
+// ("orders~9e961c04"); "ledger~9e961c04" if nothing of from is left. The
+// ID makes it unique, since no other ledger may have a name that ends in
+// it (ledgerNameProblem); n > 0 (a derived name taken all the same, by a
+// ledger that failed recovery and whose name no rule checked) adds "~n"
+// before the ID.
+func nameDerived(from string, id eventid.LedgerID, n int) string {
+	suffix := "~" + id.String()
+	if n > 0 {
+		suffix = "~" + strconv.Itoa(n) + suffix
+	}
+	var b strings.Builder
+	for i := 0; i < len(from); {
+		r, size := utf8.DecodeRuneInString(from[i:])
+		i += size
+		if r == utf8.RuneError && size <= 1 || unicode.IsControl(r) ||
+			unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Bidi_Control) {
+			continue
+		}
+		if b.Len()+size > maxNameLen-len(suffix) {
+			break
+		}
+		b.WriteRune(r)
+	}
+	base := strings.TrimFunc(b.String(), unicode.IsSpace)
+	if base == "" {
+		base = "ledger"
+	}
+	return base + suffix
+}
+
+// Renamed says that Open gave a ledger another name than the one it was
+// known by: its name broke the naming rule (a directory written by an
+// older annal, a name rebuilt from a genesis event), or another ledger
+// had it (two ledgers that came to share a name, such as a ledger
+// directory copied in from another data directory), or the ledger's NAME
+// file and the metadata disagreed. The new name is written to the
+// ledger's NAME file and the metadata, so Open reports a rename once.
+type Renamed struct {
+	Ledger eventid.LedgerID
+	From   string // the name it was known by (the metadata's, or else the one it found)
+	To     string // the name it has now
+	Why    string
+}
+
+// String says it in a sentence, names quoted (control characters
+// escaped).
+func (r Renamed) String() string {
+	return fmt.Sprintf("ledger %s: renamed from %q to %q: %s", r.Ledger, r.From, r.To, r.Why)
+}
+
+// Renamed returns the ledgers Open renamed, by ledger ID, with why; nil if
+// it renamed none. The command prints them.
+func (db *DB) Renamed() []Renamed {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	return slices.Clone(db.renamed)
+}
+
+// readNameFile reads the NAME file of a ledger directory; ok is false if
+// it has none.
+func readNameFile(fs vfs.FS, dir string) (name string, ok bool, err error) {
+	f, err := fs.Open(fs.PathJoin(dir, nameFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxNameFileLen+1))
+	if err != nil {
+		return "", false, fmt.Errorf("read %s: %w", fs.PathJoin(dir, nameFile), err)
+	}
+	return string(b), true, nil
+}
+
+// writeNameFile writes name to the NAME file of a ledger directory,
+// durably and atomically: NAME.tmp written and synced, renamed over
+// NAME, and the directory synced.
+func writeNameFile(fs vfs.FS, dir, name string) error {
+	tmp, path := fs.PathJoin(dir, nameFile+".tmp"), fs.PathJoin(dir, nameFile)
+	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("engine: write the ledger's name: %w", err)
+	}
+	_, err = io.WriteString(f, name)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = fs.Rename(tmp, path)
+	}
+	if err == nil {
+		err = segment.SyncDir(fs, dir)
+	}
+	if err != nil {
+		fs.Remove(tmp)
+		return fmt.Errorf("engine: write the ledger's name to %s: %w", path, err)
+	}
+	return nil
+}
+
+// nameChoice is what registerLedgers decides for one recovered ledger.
+type nameChoice struct {
+	l        *ledger
+	found    string // the name found: the NAME file's, else the metadata's, else the genesis event's
+	source   string // where found comes from
+	had      string // the name it was known by: the metadata's, else found
+	inFile   string // the NAME file's contents, if hasFile
+	hasFile  bool
+	name     string // the name it gets
+	why      string // why name is not found
+	assigned bool   // name is the metadata's: this directory knew the ledger by it
+}
+
+// registerLedgers names the ledgers Open recovered and registers them in
+// byName and byID. Each ledger's name is its NAME file's, else the
+// metadata's (known), else its genesis event's (recoverLedger put it in
+// l.meta). A name that breaks the rule is replaced by one derived from it.
+// When two ledgers, or a ledger and one that failed recovery, have the
+// same name, the one that keeps it is, in this order: the one a
+// failed ledger's metadata holds it for; the one whose metadata holds it;
+// the one created first (its genesis ID, which begins with its time);
+// the lower ledger ID. The others get derived names. A ledger whose new
+// name cannot be written to its NAME file is refused (as ledgers that
+// fail recovery are, see Unavailable). Every rename is reported in
+// db.renamed.
+func (db *DB) registerLedgers(ls []*ledger, known map[eventid.LedgerID]ledgerMeta) {
+	choices := make([]*nameChoice, 0, len(ls))
+	for _, l := range ls {
+		id := l.meta.ID
+		m, haveMeta := known[id]
+		c := &nameChoice{l: l}
+		var err error
+		c.inFile, c.hasFile, err = readNameFile(db.fs, l.log.Dir())
+		if err != nil {
+			db.refuse(l, known, fmt.Errorf("%w: ledger %s: its name: %w", ErrLedgerUnavailable, id, err))
+			continue
+		}
+		switch {
+		case c.hasFile:
+			c.found, c.source = c.inFile, "the name in its NAME file"
+		case haveMeta && m.Name != "":
+			c.found, c.source = m.Name, "the name in the metadata"
+		default:
+			c.found, c.source = l.meta.Name, "the name in its genesis event"
+		}
+		c.had = c.found
+		if haveMeta && m.Name != "" {
+			c.had = m.Name
+		}
+		c.name = c.found
+		if p := ledgerNameProblem(c.found, id.String()); p != "" {
+			c.name = nameDerived(c.found, id, 0)
+			c.why = fmt.Sprintf("%s breaks the naming rule: %s", c.source, p)
+		} else if c.had != c.found {
+			c.why = fmt.Sprintf("%s is %q; the metadata said %q", c.source, c.found, c.had)
+		}
+		c.assigned = haveMeta && m.Name == c.name
+		choices = append(choices, c)
+	}
+	// The names that ledgers which failed recovery hold in the metadata
+	// are theirs: a ledger recovered later must still be found by them.
+	taken := map[string]bool{}
+	for key := range db.broken {
+		taken[key] = true
+	}
+	slices.SortFunc(choices, func(a, b *nameChoice) int {
+		if a.assigned != b.assigned {
+			if a.assigned {
+				return -1
+			}
+			return 1
+		}
+		if c := a.l.meta.Genesis.Compare(b.l.meta.Genesis); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.l.meta.ID, b.l.meta.ID)
+	})
+	owner := map[string]eventid.LedgerID{}
+	for _, c := range choices {
+		id := c.l.meta.ID
+		if taken[c.name] {
+			was := c.name
+			for n := 0; taken[c.name]; n++ {
+				c.name = nameDerived(was, id, n)
+			}
+			if o, ok := owner[was]; ok {
+				c.why = fmt.Sprintf("ledger %s has the name %q", o, was)
+			} else {
+				c.why = fmt.Sprintf("the name %q is that of a ledger that is unavailable", was)
+			}
+		}
+		taken[c.name] = true
+		owner[c.name] = id
+	}
+	slices.SortFunc(choices, func(a, b *nameChoice) int { return cmp.Compare(a.l.meta.ID, b.l.meta.ID) })
+	for _, c := range choices {
+		l, id := c.l, c.l.meta.ID
+		if !c.hasFile || c.inFile != c.name {
+			err := writeNameFile(db.fs, l.log.Dir(), c.name)
+			// A directory written by an older annal gets its NAME file
+			// at its first Open, when it can be written: the metadata
+			// still holds the name meanwhile. A new name must be written,
+			// or the next Open would not find it.
+			if err != nil && (c.hasFile || c.name != c.had) {
+				db.refuse(l, known, fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err))
+				continue
+			}
+		}
+		l.meta.Name = c.name
+		if c.name != c.had {
+			db.renamed = append(db.renamed, Renamed{Ledger: id, From: c.had, To: c.name, Why: c.why})
+		}
+		db.byName[c.name] = l
+		db.byID[id] = l
+	}
+}
+
+// refuse closes a recovered ledger and records it as unavailable, by the
+// name the metadata knows it by, or else by its ID.
+func (db *DB) refuse(l *ledger, known map[eventid.LedgerID]ledgerMeta, err error) {
+	l.log.Close()
+	key := l.meta.ID.String()
+	if m, ok := known[l.meta.ID]; ok && m.Name != "" {
+		key = m.Name
+	}
+	db.broken[key] = err
+}

@@ -1,0 +1,587 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/annal-db/annal/engine/ndjson"
+	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Tests of ledger names: the rule every name follows, and names that stay
+// unique and the ledger's own through a lost metadata file, a killed
+// import and a rebuild that meets a duplicate (issue 12, findings 3 and 8).
+
+// namesTime is the creation time of the genesis events the tests write.
+var namesTime = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
+// appendTo appends one event to a ledger and returns its ID's ledger.
+func appendTo(t *testing.T, db *DB, ledger string) eventid.LedgerID {
+	t.Helper()
+	ids, err := db.Append(context.Background(), ledger, []EventInput{order(1)}, nil)
+	if err != nil {
+		t.Fatalf("append to %q: %v", ledger, err)
+	}
+	return ids[0].Ledger()
+}
+
+// ledgerNames returns the names Ledgers lists, with their IDs.
+func ledgerNames(db *DB) map[string]eventid.LedgerID {
+	out := map[string]eventid.LedgerID{}
+	for _, l := range db.Ledgers() {
+		out[l.Name] = l.ID
+	}
+	return out
+}
+
+// exportLedger exports a whole ledger.
+func exportLedger(t *testing.T, db *DB, ledger string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if _, err := db.Export(context.Background(), ledger, &buf, ExportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestNamesSurviveLostMetadata is finding 3: "orders" created in two
+// directories, one exported and imported into the other under another
+// name, then meta.db removed. Both ledgers must come back under their own
+// names, and a name must lead to its own ledger.
+func TestNamesSurviveLostMetadata(t *testing.T) {
+	ctx := context.Background()
+	shopA, shopB := t.TempDir(), t.TempDir()
+	a := openTest(t, shopA)
+	infoA, err := a.CreateLedger(ctx, LedgerSpec{Name: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendTo(t, a, "orders")
+	exported := exportLedger(t, a, "orders")
+	a.Close()
+
+	b := openTest(t, shopB)
+	infoB, err := b.CreateLedger(ctx, LedgerSpec{Name: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if infoA.ID == infoB.ID {
+		t.Fatalf("both ledgers have the ID %s", infoA.ID)
+	}
+	appendTo(t, b, "orders")
+	imported := importBytes(t, b, exported, ImportOptions{Name: "orders-from-shop-a"})
+	if imported.ID != infoA.ID {
+		t.Fatalf("imported %s, want %s", imported.ID, infoA.ID)
+	}
+	b.Close()
+	if err := os.Remove(filepath.Join(shopB, metaFile)); err != nil {
+		t.Fatal(err)
+	}
+
+	b = openTest(t, shopB)
+	defer b.Close()
+	want := map[string]eventid.LedgerID{"orders": infoB.ID, "orders-from-shop-a": infoA.ID}
+	if got := ledgerNames(b); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after losing meta.db the ledgers are %v, want %v", got, want)
+	}
+	if r := b.Renamed(); len(r) != 0 {
+		t.Fatalf("renamed %v", r)
+	}
+	for name, id := range want {
+		if info, err := b.Ledger(name); err != nil || info.ID != id {
+			t.Fatalf("Ledger(%q) = %s %v, want %s", name, info.ID, err, id)
+		}
+		if got := appendTo(t, b, name); got != id {
+			t.Fatalf("an append to %q went to ledger %s, want %s", name, got, id)
+		}
+	}
+	if info, err := b.Ledger(infoA.ID.String()); err != nil || info.Name != "orders-from-shop-a" || info.Count != 3 {
+		t.Fatalf("Ledger(%s) = %+v %v", infoA.ID, info, err)
+	}
+}
+
+// TestNamesRebuildMeetsDuplicate loses the NAME files too, as in a
+// directory an older annal wrote, so that the rebuild from the genesis
+// events meets two "orders": the one created first keeps the name, the
+// other gets a derived one, both stay reachable, and Open says so once.
+func TestNamesRebuildMeetsDuplicate(t *testing.T) {
+	ctx := context.Background()
+	shopA, shopB := t.TempDir(), t.TempDir()
+	a := openTest(t, shopA)
+	infoA, err := a.CreateLedger(ctx, LedgerSpec{Name: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := exportLedger(t, a, "orders")
+	a.Close()
+	b := openTest(t, shopB)
+	infoB, err := b.CreateLedger(ctx, LedgerSpec{Name: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	importBytes(t, b, exported, ImportOptions{Name: "orders-from-shop-a"})
+	b.Close()
+	for _, p := range []string{metaFile, filepath.Join(ledgersDir, infoA.ID.String(), nameFile), filepath.Join(ledgersDir, infoB.ID.String(), nameFile)} {
+		if err := os.Remove(filepath.Join(shopB, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A was created first.
+	first, second := infoA, infoB
+	if infoB.Genesis.Compare(infoA.Genesis) < 0 {
+		first, second = infoB, infoA
+	}
+	derived := "orders~" + second.ID.String()
+	for reopen := range 2 {
+		b = openTest(t, shopB)
+		want := map[string]eventid.LedgerID{"orders": first.ID, derived: second.ID}
+		if got := ledgerNames(b); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("open %d: ledgers %v, want %v", reopen, got, want)
+		}
+		r := b.Renamed()
+		if reopen == 0 && (len(r) != 1 || r[0].Ledger != second.ID || r[0].From != "orders" || r[0].To != derived ||
+			!strings.Contains(r[0].String(), "ledger "+first.ID.String()+" has the name \"orders\"")) {
+			t.Fatalf("first open: renamed %v", r)
+		}
+		if reopen == 1 && len(r) != 0 {
+			t.Fatalf("second open: renamed %v again", r)
+		}
+		for name, id := range want {
+			if got := appendTo(t, b, name); got != id {
+				t.Fatalf("an append to %q went to ledger %s, want %s", name, got, id)
+			}
+		}
+		b.Close()
+	}
+	if p := ledgerNameProblem(derived, second.ID.String()); p != "" {
+		t.Fatalf("the derived name breaks the rule: %s", p)
+	}
+}
+
+// TestNamesCopiedLedgerDirectory copies a ledger directory in from another
+// data directory, where it has the name of a ledger here: the ledger this
+// directory's metadata knows by the name keeps it.
+func TestNamesCopiedLedgerDirectory(t *testing.T) {
+	ctx := context.Background()
+	other, here := t.TempDir(), t.TempDir()
+	// Created first, so that only the metadata can make the local one win.
+	o := openTest(t, other)
+	infoO, err := o.CreateLedger(ctx, LedgerSpec{Name: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Close()
+	h := openTest(t, here)
+	infoH, err := h.CreateLedger(ctx, LedgerSpec{Name: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	copyTree(t, filepath.Join(other, ledgersDir, infoO.ID.String()), filepath.Join(here, ledgersDir, infoO.ID.String()))
+	h = openTest(t, here)
+	defer h.Close()
+	derived := "orders~" + infoO.ID.String()
+	want := map[string]eventid.LedgerID{"orders": infoH.ID, derived: infoO.ID}
+	if got := ledgerNames(h); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("ledgers %v, want %v", got, want)
+	}
+	if r := h.Renamed(); len(r) != 1 || r[0].Ledger != infoO.ID || r[0].To != derived {
+		t.Fatalf("renamed %v", r)
+	}
+	if got := appendTo(t, h, "orders"); got != infoH.ID {
+		t.Fatalf("an append to orders went to %s, want %s", got, infoH.ID)
+	}
+}
+
+// The child process of TestNamesImportKilledInCommit.
+const (
+	namesKillDirEnv   = "ANNAL_NAMES_KILL_DIR"
+	namesKillStepEnv  = "ANNAL_NAMES_KILL_STEP"
+	namesKillInputEnv = "ANNAL_NAMES_KILL_INPUT"
+)
+
+// TestNamesImportKillChild is the child process of
+// TestNamesImportKilledInCommit; it returns at once unless
+// ANNAL_NAMES_KILL_DIR is set. It imports a file under the name "imp" and
+// kills itself with SIGKILL at a step of the import's commit.
+func TestNamesImportKillChild(t *testing.T) {
+	dir := os.Getenv(namesKillDirEnv)
+	if dir == "" {
+		return
+	}
+	step := os.Getenv(namesKillStepEnv)
+	importCommitHook = func(s string) {
+		if s == step {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
+	}
+	in, err := os.ReadFile(os.Getenv(namesKillInputEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		os.Exit(3)
+	}
+	db, err := Open(dir, nil)
+	if err == nil {
+		_, err = db.Import(context.Background(), bytes.NewReader(in), ImportOptions{Name: "imp"})
+	}
+	fmt.Fprintln(os.Stderr, "child: not killed:", err)
+	os.Exit(3)
+}
+
+// TestNamesImportKilledInCommit is finding 3's second case: an import
+// under a chosen name killed after its segments are in place and before
+// its metadata is written. The genesis event names the ledger "preview",
+// the name of a live ledger: after the kill, Open must list the imported
+// ledger under its chosen name, and leave the live one its own.
+func TestNamesImportKilledInCommit(t *testing.T) {
+	in := vector(t, examplesFile)
+	input := filepath.Join(t.TempDir(), "in.ndjson")
+	if err := os.WriteFile(input, in, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []string{"renamed", "indexed"} {
+		t.Run(step, func(t *testing.T) {
+			dir := t.TempDir()
+			db := openTest(t, dir)
+			live, err := db.CreateLedger(context.Background(), LedgerSpec{Name: "preview"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestNamesImportKillChild$")
+			cmd.Env = append(os.Environ(), namesKillDirEnv+"="+dir, namesKillStepEnv+"="+step, namesKillInputEnv+"="+input)
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Fatalf("the child was not killed: %v\n%s", err, out)
+			}
+			db = openTest(t, dir)
+			defer db.Close()
+			want := map[string]eventid.LedgerID{"preview": live.ID, "imp": 0x9e961c04}
+			if got := ledgerNames(db); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("after the kill: ledgers %v, want %v (unavailable %v)", got, want, db.Unavailable())
+			}
+			if r := db.Renamed(); len(r) != 0 {
+				t.Fatalf("renamed %v", r)
+			}
+			if info, err := db.Ledger("imp"); err != nil || info.Count != 11550 {
+				t.Fatalf("imp: %+v %v", info, err)
+			}
+			if got := appendTo(t, db, "preview"); got != live.ID {
+				t.Fatalf("an append to preview went to %s, want %s", got, live.ID)
+			}
+			if _, err := db.Verify(context.Background(), "imp", nil); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// badLedgerNames are names the rule refuses, with what the error says.
+var badLedgerNames = []struct{ name, says string }{
+	{"orders\u202e", `"orders\u202e" has an invisible or bidirectional formatting character U+202E at byte 6`},
+	{"ord\u200bers", `U+200B at byte 3`},
+	{"\ufefforders", `U+FEFF at byte 0`},
+	{"a\u2066b\u2069", `U+2066 at byte 1`},
+	{"line\u2028sep", `U+2028 at byte 4`},
+	{"a\x1b[31mred", `"a\x1b[31mred" has a control character at byte 1`},
+	{"a\x00b", `has a control character at byte 1`},
+	{"a\nb", `has a control character at byte 1`},
+	{"", `is empty`},
+	{"40c9f5bc", `"40c9f5bc" reads as a ledger ID (8 hex digits); a name cannot be one`},
+	{"DEADBEEF", `reads as a ledger ID`},
+	{strings.Repeat("n", 1025), `is 1025 bytes, the limit is 1024`},
+	{" orders", `begins with white space`},
+	{"orders\u00a0", `ends with white space`},
+	{"orders~9e961c04", `ends in ~ and 8 hex digits, a form reserved for the names annal derives`},
+	{"\xffbad", `is not valid UTF-8`},
+}
+
+// TestLedgerNameRule checks the rule at CreateLedger and at Import (its
+// Name, and the name an import takes from the genesis event): each bad
+// name is ErrInvalid, saying what is wrong, and leaves nothing behind.
+func TestLedgerNameRule(t *testing.T) {
+	ctx := context.Background()
+	in := vector(t, twoEventFile)
+	dir := t.TempDir()
+	db := openTest(t, dir)
+	defer db.Close()
+	other, err := db.CreateLedger(ctx, LedgerSpec{Name: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := append(badLedgerNames, struct{ name, says string }{other.ID.String(), "reads as a ledger ID"})
+	for _, tc := range names {
+		if _, err := db.CreateLedger(ctx, LedgerSpec{Name: tc.name}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "ledger name ") || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("CreateLedger(%q): %v, want ErrInvalid saying %s", tc.name, err, tc.says)
+		}
+		if tc.name == "" {
+			continue // an empty Name is the genesis event's
+		}
+		if _, err := db.Import(ctx, bytes.NewReader(in), ImportOptions{Name: tc.name}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("Import(Name %q): %v, want ErrInvalid saying %s", tc.name, err, tc.says)
+		}
+		if !utf8.ValidString(tc.name) {
+			continue // NDJSON, being JSON, cannot carry it
+		}
+		// The name an import takes from its genesis event. One that
+		// breaks the rule for every name is refused as its key, at line 1.
+		want := "choose a name"
+		if nameProblem(tc.name) != "" {
+			want = "line 1: key "
+		}
+		_, err := db.Import(ctx, bytes.NewReader(ndjsonLedger(tc.name, [3]string{"e", "k", "v"})), ImportOptions{})
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Import of a genesis named %q: %v, want ErrInvalid saying %s and %s", tc.name, err, tc.says, want)
+		}
+	}
+	if got := ledgerNames(db); len(got) != 1 {
+		t.Fatalf("ledgers after the refusals: %v", got)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dir, ledgersDir)); len(entries) != 1 {
+		t.Fatalf("%s holds %d entries", ledgersDir, len(entries))
+	}
+	if info, err := db.Ledger(other.ID.String()); err != nil || info.Name != "other" {
+		t.Fatalf("Ledger(%s): %+v %v", other.ID, info, err)
+	}
+	// Names the rule accepts.
+	for _, name := range []string{"orders~x", "orders-2026", "20261123x", "a b", "📒 Ledger", "Évolution", "x~deadbeef~", strings.Repeat("é", 512)} {
+		if _, err := db.CreateLedger(ctx, LedgerSpec{Name: name}); err != nil {
+			t.Errorf("CreateLedger(%q): %v", name, err)
+		}
+		if _, err := db.Ledger(name); err != nil {
+			t.Errorf("Ledger(%q): %v", name, err)
+		}
+	}
+}
+
+// ndjsonLedger makes an NDJSON ledger whose genesis event has the key and
+// data name genesisName, followed by events with these entity, key and
+// event names, with correct IDs.
+func ndjsonLedger(genesisName string, events ...[3]string) []byte {
+	data, _ := canonJSONName(genesisName)
+	g := eventid.Content{Entity: "ledger", Key: genesisName, Event: "ledger-created", Meta: []byte(`{}`), Data: data}
+	ledger := g.LedgerID()
+	prev := g.ID(ledger, 1000, eventid.Genesis(ledger))
+	out := ndjson.AppendLine(nil, prev, 1000, g.Entity, g.Key, g.Event, g.Meta, g.Data)
+	for i, e := range events {
+		c := eventid.Content{Entity: e[0], Key: e[1], Event: e[2], Meta: []byte(`{}`), Data: []byte(`1`)}
+		micros := uint64(2000 + i)
+		id := c.ID(ledger, micros, prev)
+		out = ndjson.AppendLine(out, id, micros, c.Entity, c.Key, c.Event, c.Meta, c.Data)
+		prev = id
+	}
+	return out
+}
+
+// canonJSONName returns {"name":NAME} in canonical JSON, as the genesis
+// event of CreateLedger holds it.
+func canonJSONName(name string) ([]byte, error) {
+	g, err := genesisEvent(LedgerSpec{Name: name}, namesTime)
+	return g.Data, err
+}
+
+// TestImportNameRule checks Append's rule for entity, key and event names
+// at Import: a line that breaks it is ErrInvalid naming the line, though
+// its ID verifies, and nothing is imported. The reference ledgers still
+// import (TestImportExportExamplesLedger and others import them whole).
+func TestImportNameRule(t *testing.T) {
+	ctx := context.Background()
+	long := strings.Repeat("k", 1025)
+	for _, tc := range []struct {
+		event [3]string
+		says  string
+	}{
+		{[3]string{"e", "k", "a\x1b]0;pwned\x07"}, `line 3: event name "a\x1b]0;pwned\a" has a control character at byte 1`},
+		{[3]string{"e\x00", "k", "v"}, `line 3: entity "e\x00" has a control character at byte 1`},
+		{[3]string{"e", "a\nb", "v"}, `line 3: key "a\nb" has a control character at byte 1`},
+		{[3]string{"e", "", "v"}, `line 3: key is empty`},
+		{[3]string{"", "k", "v"}, `line 3: entity is empty`},
+		{[3]string{"e", "k", ""}, `line 3: event name is empty`},
+		{[3]string{"e", long, "v"}, `line 3: key is 1025 bytes, the limit is 1024`},
+		{[3]string{"e", "k\u0085", "v"}, `line 3: key "k\u0085" has a control character at byte 1`},
+	} {
+		dir := t.TempDir()
+		db := openTest(t, dir)
+		in := ndjsonLedger("fine", [3]string{"e", "k", "v"}, tc.event, [3]string{"e", "k", "v"})
+		_, err := db.Import(ctx, bytes.NewReader(in), ImportOptions{})
+		var le *ndjson.LineError
+		if !errors.Is(err, ErrInvalid) || !errors.As(err, &le) || le.Line != 3 || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("import with %q: %v, want ErrInvalid saying %s", tc.event, err, tc.says)
+		}
+		if got := ledgerNames(db); len(got) != 0 {
+			t.Errorf("ledgers after the refusal: %v", got)
+		}
+		if entries, _ := os.ReadDir(filepath.Join(dir, ledgersDir)); len(entries) != 0 {
+			t.Errorf("%s holds %s after the refusal", ledgersDir, entries[0].Name())
+		}
+		db.Close()
+	}
+	// The same names, fine, import.
+	db := openTest(t, t.TempDir())
+	defer db.Close()
+	if _, err := db.Import(ctx, bytes.NewReader(ndjsonLedger("fine", [3]string{"e", "k", "v"}, [3]string{"é", strings.Repeat("k", 1024), "📒"})), ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{examplesFile, twoEventFile} {
+		if _, err := db.Import(ctx, bytes.NewReader(vector(t, f)), ImportOptions{}); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+}
+
+// TestNamesRebuiltGenesisBreaksRule writes ledgers as an older annal could
+// have (segments only, with a genesis event whose name breaks the rule:
+// too long, a bidirectional override, a ledger ID, the name of a ledger
+// already there) and opens the directory: every ledger is reachable under
+// a valid derived name, and Open reports each rename.
+func TestNamesRebuiltGenesisBreaksRule(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := openTest(t, dir)
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "taken"}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	long := strings.Repeat("é", 700) // 1,400 bytes
+	cases := []struct {
+		genesis, want string
+		id            eventid.LedgerID
+	}{
+		{genesis: long, want: strings.Repeat("é", (maxNameLen-9)/2)},
+		{genesis: "orders\u202e", want: "orders"},
+		{genesis: "40c9f5bc", want: "40c9f5bc"},
+		{genesis: "\u200b\x1b", want: "ledger"},
+		{genesis: "x~0123abcd", want: "x~0123abcd"},
+		{genesis: "taken", want: "taken"},
+	}
+	for i := range cases {
+		cases[i].id = writeOldLedger(t, dir, cases[i].genesis)
+		cases[i].want += "~" + cases[i].id.String()
+	}
+	db = openTest(t, dir)
+	defer db.Close()
+	renamed := map[eventid.LedgerID]Renamed{}
+	for _, r := range db.Renamed() {
+		renamed[r.Ledger] = r
+	}
+	for _, tc := range cases {
+		info, err := db.Ledger(tc.want)
+		if err != nil || info.ID != tc.id {
+			t.Errorf("genesis %.20q: Ledger(%.40q) = %s %v, want %s (ledgers %v)", tc.genesis, tc.want, info.ID, err, tc.id, ledgerNames(db))
+			continue
+		}
+		if p := ledgerNameProblem(tc.want, tc.id.String()); p != "" || !utf8.ValidString(tc.want) || len(tc.want) > maxNameLen {
+			t.Errorf("the derived name %.40q breaks the rule: %s", tc.want, p)
+		}
+		why := "the name in its genesis event breaks the naming rule"
+		if tc.genesis == "taken" {
+			why = "has the name \"taken\""
+		}
+		r, ok := renamed[tc.id]
+		if !ok || r.From != tc.genesis || r.To != tc.want || !strings.Contains(r.Why, why) {
+			t.Errorf("genesis %.20q: renamed %+v", tc.genesis, r)
+		}
+		if got := appendTo(t, db, tc.want); got != tc.id {
+			t.Errorf("append to %.40q went to %s", tc.want, got)
+		}
+	}
+	// "40c9f5bc" is only ever an ID.
+	if _, err := db.Ledger("40c9f5bc"); !errors.Is(err, ErrLedgerNotFound) {
+		t.Errorf("Ledger(40c9f5bc): %v", err)
+	}
+	if len(db.Renamed()) != len(cases) {
+		t.Errorf("renamed %v", db.Renamed())
+	}
+	// A genesis named as a ledger here: that one keeps its name.
+	if info, err := db.Ledger("taken"); err != nil || info.Count != 1 {
+		t.Errorf("taken: %+v %v", info, err)
+	}
+}
+
+// writeOldLedger writes a ledger directory with only its segments, its
+// genesis event naming it name, as an older annal could have written it
+// (without the checks of today's CreateLedger), and returns its ID.
+func writeOldLedger(t *testing.T, dir, name string) eventid.LedgerID {
+	t.Helper()
+	g, err := genesisEvent(LedgerSpec{Name: name, Actor: "old"}, namesTime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := eventid.Content{Entity: g.Entity, Key: g.Key, Event: g.Event, Meta: g.Meta, Data: g.Data}
+	id := c.LedgerID()
+	log, err := segment.Create(filepath.Join(dir, ledgersDir, id.String()), segment.Options{FS: privateFS{vfs.Default}, Ledger: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Append(&segment.Batch{Entries: []segment.Entry{g}, Durability: Sync}); err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestNamesUnreadableNameFile makes a ledger's NAME file a directory: the
+// ledger's name cannot be known, so the ledger is refused, saying why, and
+// the other ledgers open; put back, it opens under its name.
+func TestNamesUnreadableNameFile(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := openTest(t, dir)
+	bad, err := db.CreateLedger(ctx, LedgerSpec{Name: "bad"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "good"}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	name := filepath.Join(dir, ledgersDir, bad.ID.String(), nameFile)
+	if err := os.Remove(name); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(name, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	db = openTest(t, dir)
+	if got := ledgerNames(db); len(got) != 1 || got["good"] == 0 {
+		t.Fatalf("ledgers %v", got)
+	}
+	u := db.Unavailable()["bad"]
+	if !errors.Is(u, ErrLedgerUnavailable) || !strings.Contains(u.Error(), name) {
+		t.Fatalf("unavailable: %v", db.Unavailable())
+	}
+	if _, err := db.Ledger("bad"); !errors.Is(err, ErrLedgerUnavailable) {
+		t.Fatalf("Ledger(bad): %v", err)
+	}
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "bad"}); !errors.Is(err, ErrLedgerExists) {
+		t.Fatalf("CreateLedger(bad): %v", err)
+	}
+	db.Close()
+	if err := os.Remove(name); err != nil {
+		t.Fatal(err)
+	}
+	db = openTest(t, dir)
+	defer db.Close()
+	if info, err := db.Ledger("bad"); err != nil || info.ID != bad.ID {
+		t.Fatalf("Ledger(bad) = %+v %v", info, err)
+	}
+	if b, err := os.ReadFile(name); err != nil || string(b) != "bad" {
+		t.Fatalf("NAME: %q %v", b, err)
+	}
+}
