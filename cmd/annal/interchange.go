@@ -58,7 +58,7 @@ the new ledger's name and ID. On a terminal, a progress bar shows the rate.`,
 			if err != nil {
 				return importError(dir, args[0], err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", info.Name, info.ID)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", safeName(info.Name), info.ID)
 			if isTerminal(cmd.ErrOrStderr()) {
 				fmt.Fprintf(cmd.ErrOrStderr(), "imported %d events in %s\n", info.Count, time.Since(start).Round(time.Millisecond))
 			}
@@ -149,7 +149,7 @@ before). On a terminal, with -o, a progress bar shows the rate.`,
 				}
 				file = nil
 				if isTerminal(cmd.ErrOrStderr()) {
-					fmt.Fprintf(cmd.ErrOrStderr(), "exported %d events to %s\n", n, output)
+					fmt.Fprintf(cmd.ErrOrStderr(), "exported %d events to %s\n", n, safeText(output))
 				}
 			}
 			return nil

@@ -85,7 +85,7 @@ actor, created, count, head, first, last and bytes.`,
 func warnUnavailable(w io.Writer, db *engine.DB) {
 	bad := db.Unavailable()
 	for _, name := range slices.Sorted(maps.Keys(bad)) {
-		fmt.Fprintf(w, "annal: ledger %s is unavailable: %v\n", name, bad[name])
+		fmt.Fprintf(w, "annal: ledger %s is unavailable: %s\n", safeName(name), errorText(bad[name]))
 	}
 }
 
@@ -116,7 +116,7 @@ func writeLedgers(w io.Writer, format string, ls []engine.LedgerInfo) error {
 		tw := newTable(w)
 		fmt.Fprintln(tw, "NAME\tID\tCOUNT\tHEAD\tFIRST\tLAST\tBYTES")
 		for _, l := range ls {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", l.Name, l.ID, l.Count, l.Head, tableTime(l.First), tableTime(l.Last), humanBytes(l.Bytes))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", safeName(l.Name), l.ID, l.Count, l.Head, tableTime(l.First), tableTime(l.Last), humanBytes(l.Bytes))
 		}
 		return tw.Flush()
 	case formatJSON:
@@ -251,7 +251,7 @@ func writeStats(w io.Writer, format string, rows []statsRow, total statsRow) err
 		tw := newTable(w)
 		fmt.Fprintln(tw, "NAME\tID\tCOUNT\tFIRST\tLAST\tEVENTS/DAY\tSEGMENTS\tBYTES\tHEAD")
 		for _, r := range append(rows, total) {
-			name := r.Name
+			name := safeName(r.Name)
 			if r.Total {
 				name = "TOTAL"
 			}

@@ -84,7 +84,7 @@ failed and where. Exit 3 if any ledger fails.`,
 			for _, r := range results {
 				if r.err != nil {
 					failed++
-					fmt.Fprintf(cmd.ErrOrStderr(), "annal: verify %s: %v\n", r.Name, r.err)
+					fmt.Fprintf(cmd.ErrOrStderr(), "annal: verify %s: %s\n", safeName(r.Name), errorText(r.err))
 				}
 			}
 			if failed > 0 {
@@ -142,7 +142,7 @@ func newProgressBar(w io.Writer, ledgers []engine.LedgerInfo) *progressbar.Progr
 func (v *verifier) verify(ctx context.Context, l *engine.LedgerInfo) verifyResult {
 	r := verifyResult{Name: l.Name, ID: l.ID.String()}
 	if v.bar != nil {
-		v.bar.Describe("verify " + l.Name)
+		v.bar.Describe("verify " + safeName(l.Name))
 	}
 	if v.full {
 		var progress func(records, bytes int64)
@@ -204,7 +204,7 @@ func (r *verifyResult) json() verifyJSON {
 		j.Head = r.Head.String()
 	}
 	if r.err != nil {
-		j.Error = r.err.Error()
+		j.Error = errorLine(r.err)
 	}
 	return j
 }
@@ -220,7 +220,7 @@ func writeVerifyResults(w io.Writer, format string, results []verifyResult) erro
 			if !j.OK {
 				result = "FAILED"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", j.Name, orDash(j.ID), j.Events, orDash(j.Head), result)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", safeName(j.Name), orDash(j.ID), j.Events, orDash(j.Head), result)
 		}
 		return tw.Flush()
 	case formatJSON:
