@@ -1,8 +1,18 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"reflect"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/annal-db/annal/engine"
 )
 
 // TestProtectIDArgsLeavesValues: a flag's value, and a positional argument
@@ -59,4 +69,136 @@ func TestProtectIDArgsLeavesValues(t *testing.T) {
 			t.Errorf("annal %q: got %q, want %q", c.args, got, c.want)
 		}
 	}
+}
+
+// TestEscape: what a table or a message shows of a name or a value that
+// would act on a terminal, forge a row or hide itself (issue 12, finding 8).
+func TestEscape(t *testing.T) {
+	cases := []struct{ in, name, text, json string }{
+		{"orders", "orders", "orders", "orders"},
+		{"\x1b[2J\x1b[Hfake", `\x1b[2J\x1b[Hfake`, `\x1b[2J\x1b[Hfake`, `\u001b[2J\u001b[Hfake`},
+		{"a\rb\nc\td", `a\rb\nc\td`, `a\rb\nc\td`, `a\u000db\u000ac\u0009d`},
+		{"nul\x00del\x7f", `nul\x00del\x7f`, `nul\x00del\x7f`, `nul\u0000del\u007f`},
+		{"c1\u0085\u009b2J", `c1\u0085\u009b2J`, `c1\u0085\u009b2J`, `c1\u0085\u009b2J`},
+		{"orders\u202e", `orders\u202e`, `orders\u202e`, `orders\u202e`},
+		{"\u202agnp.exe\u202c \u2066x\u2069", `\u202agnp.exe\u202c \u2066x\u2069`, `\u202agnp.exe\u202c \u2066x\u2069`, `\u202agnp.exe\u202c \u2066x\u2069`},
+		{"zero\u200bwidth\u200c\u200d\u200e\u200f\ufeff", `zero\u200bwidth\u200c\u200d\u200e\u200f\ufeff`, `zero\u200bwidth\u200c\u200d\u200e\u200f\ufeff`, `zero\u200bwidth\u200c\u200d\u200e\u200f\ufeff`},
+		{"line\u2028para\u2029", `line\u2028para\u2029`, `line\u2028para\u2029`, `line\u2028para\u2029`},
+		{"tag\U000e0041", `tag\U000e0041`, `tag\U000e0041`, `tag\udb40\udc41`},
+		{"caf\xe9", `caf\xe9`, `caf\xe9`, `caf\ufffd`},
+		{`back\slash`, `back\\slash`, `back\slash`, `back\slash`},
+		{"é📒 日本 ok", "é📒 日本 ok", "é📒 日本 ok", "é📒 日本 ok"},
+	}
+	for _, c := range cases {
+		if got := safeName(c.in); got != c.name {
+			t.Errorf("safeName(%q) = %q, want %q", c.in, got, c.name)
+		}
+		if got := safeText(c.in); got != c.text {
+			t.Errorf("safeText(%q) = %q, want %q", c.in, got, c.text)
+		}
+		if got := safeJSON(c.in); got != c.json {
+			t.Errorf("safeJSON(%q) = %q, want %q", c.in, got, c.json)
+		}
+	}
+	// Escaped JSON is the same JSON value.
+	raw := "{\"a\":\"\u202e\u2028\x7f\u0085\ufeff\"}"
+	var a, b any
+	if err := json.Unmarshal([]byte(raw), &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(safeJSON(raw)), &b); err != nil || !reflect.DeepEqual(a, b) {
+		t.Fatalf("safeJSON(%q) = %q: %v, %v; %v", raw, safeJSON(raw), a, b, err)
+	}
+}
+
+// hostile is what an event's names and data may hold that the engine lets
+// an append store (control characters it refuses; format characters in
+// names, and anything in JSON strings, it takes).
+var hostile = engine.EventInput{Entity: "order\u202e", Key: "k\u200b-1\ufeff", Event: "placed",
+	Meta: []byte("{\"by\":\"\u2066x\u2069\"}"), Data: []byte("{\"note\":\"\u202e1 row\u2028\x7f\u0085\"}")}
+
+// TestTablesEscape: scan, get, tail and stats tables of a ledger whose
+// event has bidirectional, zero-width and separator characters in its
+// names and data show them escaped, one row an event (issue 12, finding 8).
+func TestTablesEscape(t *testing.T) {
+	dir := newDir(t)
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := db.Append(context.Background(), "orders", []engine.EventInput{hostile}, nil)
+	if err != nil {
+		t.Fatalf("append: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what, out string, rows int) {
+		t.Helper()
+		for _, r := range "\u202e\u200b\ufeff\u2066\u2069\u2028\x7f\u0085\x1b\r" {
+			if strings.ContainsRune(out, r) {
+				t.Errorf("%s prints %U raw:\n%s", what, r, out)
+			}
+		}
+		for _, want := range []string{`order\u202e`, `k\u200b-1\ufeff`, `\u202e1 row\u2028\u007f\u0085`} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s does not show %s:\n%s", what, want, out)
+			}
+		}
+		if n := strings.Count(out, "\n"); rows >= 0 && n != rows {
+			t.Errorf("%s has %d lines, want %d:\n%s", what, n, rows, out)
+		}
+	}
+	code, out, errOut := annal(t, "", "--dir", dir, "--format", "table", "scan", "orders")
+	if code != 0 {
+		t.Fatalf("scan: exit %d: %s", code, errOut)
+	}
+	check("scan", out, 3)
+	code, out, errOut = annal(t, "", "--dir", dir, "--format", "table", "get", ids[0].String())
+	if code != 0 {
+		t.Fatalf("get: exit %d: %s", code, errOut)
+	}
+	check("get", out, 9)
+	if !strings.Contains(out, `\u2066x\u2069`) {
+		t.Errorf("get does not escape meta:\n%s", out)
+	}
+	code, out, errOut = annal(t, "", "--dir", dir, "--format", "table", "scan", "orders", "--entity", hostile.Entity)
+	if code != 0 {
+		t.Fatalf("scan --entity: exit %d: %s", code, errOut)
+	}
+	check("scan --entity", out, 2)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var tailOut syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- runContext(ctx, []string{"--dir", dir, "--format", "table", "tail", "orders", "--from-start"}, strings.NewReader(""), &tailOut, io.Discard)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(tailOut.String(), ids[0].String()) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("tail: exit %d", code)
+	}
+	check("tail", tailOut.String(), 3)
+}
+
+// syncBuffer is a bytes.Buffer for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
