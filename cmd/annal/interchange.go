@@ -44,7 +44,8 @@ the new ledger's name and ID. On a terminal, a progress bar shows the rate.`,
 			if err != nil {
 				return err
 			}
-			defer closeDB(db, &err)
+			imported := ""
+			defer closeDBStored(db, &err, cmd.ErrOrStderr(), func() string { return imported }, noStored)
 			bar := newTransferBar(cmd.ErrOrStderr(), "import", size)
 			opts := engine.ImportOptions{Name: name}
 			if bar != nil {
@@ -60,6 +61,8 @@ the new ledger's name and ID. On a terminal, a progress bar shows the rate.`,
 			if err != nil {
 				return importError(dir, args[0], err)
 			}
+			// Import syncs the ledger before it returns: it is there.
+			imported = fmt.Sprintf("ledger %s (%s) is imported, %d events: do not import it again", safeName(info.Name), info.ID, info.Count)
 			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", safeName(info.Name), info.ID)
 			if isTerminal(cmd.ErrOrStderr()) {
 				fmt.Fprintf(cmd.ErrOrStderr(), "imported %d events in %s\n", info.Count, time.Since(start).Round(time.Millisecond))

@@ -33,9 +33,14 @@ data directory if it does not exist. A name already in use exits 1.`,
 			if err != nil {
 				return err
 			}
-			defer closeDB(db, &err)
+			created := ""
+			defer closeDBStored(db, &err, cmd.ErrOrStderr(), func() string { return created }, noStored)
 			spec.Name = args[0]
 			info, err := db.CreateLedger(cmd.Context(), spec)
+			if err == nil {
+				// Its genesis event is synced: the ledger is there.
+				created = fmt.Sprintf("ledger %s (%s) is created: do not create it again", safeName(info.Name), info.ID)
+			}
 			if errors.Is(err, engine.ErrLedgerExists) {
 				return &exitErr{code: exitError, err: fmt.Errorf("ledger %q already exists in %s", spec.Name, dir)}
 			}

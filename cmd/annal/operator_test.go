@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -201,4 +205,164 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestCloseFailsAfterAppend: closing the data directory fails after append
+// printed IDs (the disk filled up after the append, so the index's
+// checkpoint or the metadata's write at close fails). Those IDs are
+// stored: with --durability sync append exits 0 and warns that the close
+// failed and that the events are stored, so that nobody appends them again
+// (issue 12, finding 7: it exited 1); with --durability none it exits 1 and
+// says the events may not be on stable storage. Either way the events are
+// there once space is back. A real full disk: a small tmpfs (root only).
+func TestCloseFailsAfterAppend(t *testing.T) {
+	mnt := mountTmpfs(t, "8m")
+	dir := filepath.Join(mnt, "data")
+	if code, _, errOut := annal(t, "", "--dir", dir, "create", "full"); code != 0 {
+		t.Fatalf("create: exit %d: %s", code, errOut)
+	}
+	filler := filepath.Join(mnt, "filler")
+	for _, durability := range []string{"sync", "none"} {
+		// Standard input gives one event, waits for its ID on standard
+		// output, fills the disk and ends: the command then closes.
+		out := &lineSignal{first: make(chan struct{})}
+		in := &fillingReader{line: `{"entity":"order","key":"o-1","event":"placed"}` + "\n", printed: out.first,
+			fill: func() { fillUp(t, filler) }}
+		var errOut bytes.Buffer
+		code := run([]string{"--dir", dir, "append", "full", "--durability", durability}, in, out, &errOut)
+		id := strings.TrimSpace(out.String())
+		t.Logf("--durability %s: exit %d, stdout %q, stderr:\n%s", durability, code, id, errOut.String())
+		if !strings.Contains(errOut.String(), "clos") {
+			t.Fatalf("--durability %s: the close did not fail on the full disk (stderr %q): the fault this test needs was not reached", durability, errOut.String())
+		}
+		switch durability {
+		case "sync":
+			if code != 0 || !strings.Contains(errOut.String(), "annal: warning: closing the data directory failed: ") ||
+				!strings.Contains(errOut.String(), "annal: warning: the event whose ID was printed is stored (it was on stable storage before its ID was printed): do not append it again\n") {
+				t.Errorf("--durability sync: exit %d, want 0 with a warning that the events are stored", code)
+			}
+		case "none":
+			if code != 1 || !strings.Contains(errOut.String(), "may not be on it") {
+				t.Errorf("--durability none: exit %d, want 1 and that the events may not be on stable storage", code)
+			}
+		}
+		if err := os.Remove(filler); err != nil {
+			t.Fatal(err)
+		}
+		if code, got, errOut := annal(t, "", "--dir", dir, "get", id); code != 0 || !strings.Contains(got, id) {
+			t.Fatalf("--durability %s: the printed ID %s once space is back: exit %d, %s%s", durability, id, code, got, errOut)
+		}
+	}
+}
+
+// fillingReader is standard input for TestCloseFailsAfterAppend.
+type fillingReader struct {
+	line    string
+	printed <-chan struct{}
+	fill    func()
+	state   int
+}
+
+func (r *fillingReader) Read(p []byte) (int, error) {
+	switch r.state {
+	case 0:
+		r.state++
+		return copy(p, r.line), nil
+	case 1:
+		r.state++
+		select {
+		case <-r.printed:
+		case <-time.After(30 * time.Second):
+		}
+		r.fill()
+	}
+	return 0, io.EOF
+}
+
+// lineSignal is standard output that closes first at the first newline.
+type lineSignal struct {
+	syncBuffer
+	first chan struct{}
+	once  sync.Once
+}
+
+func (w *lineSignal) Write(p []byte) (int, error) {
+	n, err := w.syncBuffer.Write(p)
+	if bytes.IndexByte(p, '\n') >= 0 {
+		w.once.Do(func() { close(w.first) })
+	}
+	return n, err
+}
+
+// mountTmpfs mounts a tmpfs of size bytes on a new directory and returns
+// it; it is unmounted when the test ends. Without the right to mount (not
+// root, or in a container that forbids it) the test is skipped.
+func mountTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "tmpfs")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput()
+	if err != nil {
+		t.Skipf("not root / mount not permitted: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, strings.TrimSpace(string(out)))
+			exec.Command("umount", "-l", dir).Run()
+		}
+	})
+	return dir
+}
+
+// fillUp writes a file until the disk is full.
+func fillUp(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		return // not even a new file fits
+	}
+	buf := []byte(strings.Repeat("f", 4<<10))
+	for {
+		if _, err := f.Write(buf); err != nil {
+			break
+		}
+	}
+	f.Close()
+}
+
+// TestCloseOutcome: how a command ends when closing the data directory
+// fails, for every command that stores something (append, create, import).
+func TestCloseOutcome(t *testing.T) {
+	closeErr := errors.New("index: checkpoint: no space left on device")
+	cmdErr := &exitErr{code: exitCondition, err: errors.New("condition failed")}
+	cases := []struct {
+		name           string
+		cmdErr         error
+		stored, unsure string
+		code           int
+		stderr, errMsg string
+	}{
+		{"stored", nil, "the event whose ID was printed is stored", "", exitOK,
+			"annal: warning: closing the data directory failed: index: checkpoint: no space left on device\nannal: warning: the event whose ID was printed is stored\n", ""},
+		{"nothing stored", nil, "", "", exitError, "", "close: index: checkpoint: no space left on device"},
+		{"unsure", nil, "", "may not be on it", exitError, "", "close: index: checkpoint: no space left on device (may not be on it)"},
+		{"the command failed", cmdErr, "stored", "", exitCondition, "", "condition failed"},
+	}
+	for _, c := range cases {
+		var stderr bytes.Buffer
+		err := closeOutcome(c.cmdErr, closeErr, c.stored, c.unsure, &stderr)
+		code, msg := exitOK, ""
+		var ee *exitErr
+		if errors.As(err, &ee) {
+			code, msg = ee.code, ee.err.Error()
+		}
+		if code != c.code || msg != c.errMsg || stderr.String() != c.stderr {
+			t.Errorf("%s: exit %d %q, stderr %q; want exit %d %q, stderr %q", c.name, code, msg, stderr.String(), c.code, c.errMsg, c.stderr)
+		}
+	}
+	if err := closeOutcome(nil, nil, "stored", "", io.Discard); err != nil {
+		t.Errorf("a clean close: %v", err)
+	}
 }
