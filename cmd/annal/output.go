@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -352,14 +353,16 @@ func safeJSON(s string) string { return escape(s, escapeJSON) }
 // cockroachdb/errors values: their Error is the short message, but a
 // corruption error joins a "<corruption detail carrier>" line to it, and a
 // message that embeds a "%+v" formatting carries a stack trace. Those lines
-// are dropped; the rest are joined with "; ". The result is not escaped:
+// are dropped, and so is a line that repeats one before it (a joined error
+// can carry the same one twice); the rest are joined with "; ". The result
+// is not escaped:
 // safeText does that for a terminal.
 func errorLine(err error) string {
 	lines := strings.Split(err.Error(), "\n")
 	kept := lines[:0]
 	for _, l := range lines {
 		t := strings.TrimSpace(l)
-		if t == "" || t == "<corruption detail carrier>" {
+		if t == "" || t == "<corruption detail carrier>" || slices.Contains(kept, strings.TrimRight(l, " \t\r")) {
 			continue
 		}
 		if isStackLine(l) {
