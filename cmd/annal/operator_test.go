@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/annal-db/annal/engine"
+	"github.com/spf13/cobra"
 )
 
 // TestProtectIDArgsLeavesValues: a flag's value, and a positional argument
@@ -364,5 +365,84 @@ func TestCloseOutcome(t *testing.T) {
 	}
 	if err := closeOutcome(nil, nil, "stored", "", io.Discard); err != nil {
 		t.Errorf("a clean close: %v", err)
+	}
+}
+
+// TestPanicIsNotUsage: a panic of a command (a bug; Pebble once panicked
+// on a read-only index directory) is reported in one line and exits 1:
+// exit code 2 means a usage error only, and an uncaught panic exits 2.
+func TestPanicIsNotUsage(t *testing.T) {
+	root := newRootCmd()
+	root.AddCommand(&cobra.Command{Use: "boom", RunE: func(*cobra.Command, []string) error {
+		panic(errors.New("MANIFEST create failed\ngoroutine 1 [running]:\nmain.boom()\n\t/src/x.go:1"))
+	}})
+	t.Setenv("GOTRACEBACK", "")
+	var out, errOut bytes.Buffer
+	code := execute(context.Background(), root, []string{"boom"}, strings.NewReader(""), &out, &errOut)
+	want := "annal: internal error (a bug in annal; please report it): panic: MANIFEST create failed\n"
+	if code != exitError || errOut.String() != want {
+		t.Fatalf("exit %d, stderr %q; want exit 1, stderr %q", code, errOut.String(), want)
+	}
+}
+
+// TestErrorLine: an error's message as the command prints it is one line,
+// without the stack traces and the "<corruption detail carrier>" that
+// Pebble's errors can carry, with what would act on a terminal escaped.
+func TestErrorLine(t *testing.T) {
+	pebbleVerbose := "pebble: file 000010: block 48868/1984: crc32c checksum mismatch 370361de != c5e1ad10\n" +
+		"(1) path: /d/index/000010.sst\nWraps: (2) attached stack trace\n  -- stack trace:\n" +
+		"  | github.com/cockroachdb/pebble/v2/sstable/block.(*Reader).doRead\n  | \t/root/go/pkg/mod/block.go:598\n" +
+		"Error types: (1) *hintdetail.withHint (2) *withstack.withStack"
+	cases := []struct{ err, want string }{
+		{"plain", "plain"},
+		{"pebble: file 000010: crc32c checksum mismatch\n<corruption detail carrier>", "pebble: file 000010: crc32c checksum mismatch"},
+		{"a\n<corruption detail carrier>\na\n<corruption detail carrier>", "a"},
+		{pebbleVerbose, "pebble: file 000010: block 48868/1984: crc32c checksum mismatch 370361de != c5e1ad10"},
+		{"close: index: flush: no space\nwrite meta.db: no space", `close: index: flush: no space; write meta.db: no space`},
+		{"ledger \"x\x1b[2J\": bad\rfake", `ledger "x\x1b[2J": bad\rfake`},
+		{"name \"orders\u202e\"", `name "orders\u202e"`},
+	}
+	for _, c := range cases {
+		if got := errorText(errors.New(c.err)); got != c.want {
+			t.Errorf("errorText(%q) = %q, want %q", c.err, got, c.want)
+		}
+	}
+	var errOut bytes.Buffer
+	code := execute(context.Background(), newRootCmd(), []string{"get", "--dir", t.TempDir() + "/nope\x1b[2J", "x"}, strings.NewReader(""), io.Discard, &errOut)
+	if code != exitError || strings.ContainsRune(errOut.String(), 0x1b) || !strings.Contains(errOut.String(), `nope\x1b[2J does not exist`) {
+		t.Fatalf("exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+// TestLedgerTablesEscape: the ledgers, stats and verify tables, and the
+// warning about an unavailable ledger, escape a ledger's name. Such names
+// can no longer be created (an imported ledger's name once could be
+// anything), so the tables are written from crafted values.
+func TestLedgerTablesEscape(t *testing.T) {
+	const name = "orders\x1b[2J\r\nfake\t row\u202e\\"
+	const want = `orders\x1b[2J\r\nfake\t row\u202e\\`
+	var b bytes.Buffer
+	info := engine.LedgerInfo{Name: name}
+	if err := writeLedgers(&b, formatTable, []engine.LedgerInfo{info}); err != nil {
+		t.Fatal(err)
+	}
+	row := statsRow{Name: name}
+	if err := writeStats(&b, formatTable, []statsRow{row}, statsRow{Total: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeVerifyResults(&b, formatTable, []verifyResult{{Name: name, err: errors.New("bad\x1b[31m"), segments: partFailed, index: partUnchecked}}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != 7 { // three headers, three rows, the totals
+		t.Errorf("%d lines, want 7:\n%s", len(lines), b.String())
+	}
+	for _, i := range []int{1, 3, 6} {
+		if !strings.HasPrefix(lines[i], want+"  ") {
+			t.Errorf("line %d: %q, want it to start with %q", i+1, lines[i], want)
+		}
+	}
+	if strings.ContainsAny(b.String(), "\x1b\r\u202e") {
+		t.Errorf("raw control or format characters:\n%q", b.String())
 	}
 }
