@@ -66,7 +66,13 @@ nothing and prints the first one's IDs. From standard input the whole input
 is then one all-or-nothing append, read to its end first.
 
 --durability interval or none returns (and prints IDs) before the events are
-synced: faster, and a machine crash may lose them.`,
+synced: faster, and a machine crash may lose them.
+
+A printed ID is stored. If closing the data directory fails after IDs were
+printed (on a full disk, say), append exits 0 and says on standard error
+that the close failed and that the events are stored: appending them again
+would store them twice. With --durability interval or none it exits 1 and
+says that they may not be on stable storage.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			opts, err := f.options()

@@ -23,8 +23,13 @@
 // terminal, ndjson otherwise). Only create, import and demo make a data
 // directory; the other commands refuse one that does not exist.
 //
-// Exit codes: 0 success, 1 error, 2 usage, 3 verification failed,
-// 4 condition failed.
+// Exit codes: 0 success, 1 error (a panic too), 2 usage, 3 verification
+// failed, 4 condition failed.
+//
+// Only the positional arguments of id and get, which are Event IDs, are
+// read as IDs before the flags are parsed (protectIDArgs); no other
+// argument and no flag's value is ever changed. Tables and messages escape
+// what would act on a terminal (safeName, safeText).
 package main
 
 import (
@@ -192,6 +197,10 @@ standard output is a terminal and ndjson otherwise, so scripts and pipes get
 NDJSON unless they ask for something else. Events in json and ndjson are in
 the Evently download format: entity, key, event, eventId, timestamp, meta,
 data. append prints bare IDs, one a line, in every format.
+
+Tables and messages escape control, format and bidirectional characters in
+names and values (\x1b, \n, \u202e; a backslash in a name as \\); JSON and
+NDJSON carry them as JSON does.
 
 Exit codes: 0 success, 1 error, 2 usage, 3 verification failed,
 4 condition failed.`,
