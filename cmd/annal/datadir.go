@@ -241,5 +241,9 @@ func ledgerError(dir, name string, err error) error {
 	case errors.Is(err, engine.ErrLedgerUnavailable):
 		return &exitErr{code: exitError, err: fmt.Errorf("ledger %q cannot be read: %w (annal verify says more)", name, err)}
 	}
+	if isIndexError(err) {
+		return &exitErr{code: exitError, err: fmt.Errorf("%w; the index is damaged, not the events in the segments: it is derived from them: %s", err,
+			strings.ReplaceAll(indexRebuildHint, "DIR", dir))}
+	}
 	return &exitErr{code: exitError, err: err}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"github.com/annal-db/annal/engine"
+	"github.com/annal-db/annal/index"
+	"github.com/annal-db/annal/segment"
 	"github.com/spf13/cobra"
 )
 
@@ -444,5 +447,23 @@ func TestLedgerTablesEscape(t *testing.T) {
 	}
 	if strings.ContainsAny(b.String(), "\x1b\r\u202e") {
 		t.Errorf("raw control or format characters:\n%q", b.String())
+	}
+}
+
+// TestIndexErrorHint: an error of the index alone, met by any command,
+// says that the events are not affected and how the index is rebuilt.
+func TestIndexErrorHint(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("engine: get: %w: key T…: value is 3 bytes, want 20", index.ErrCorruption),
+		fmt.Errorf("%w: ledger orders: the index disagrees with the segments (index against segments): ids: 3 against 4", segment.ErrCorruption),
+	} {
+		got := errorText(ledgerError("d", "orders", err))
+		want := "; the index is damaged, not the events in the segments: it is derived from them: move d/index away (or remove it) and the next command rebuilds it from the segments"
+		if !strings.HasSuffix(got, want) {
+			t.Errorf("%v: %s", err, got)
+		}
+	}
+	if got := errorText(ledgerError("d", "orders", fmt.Errorf("%w: frame CRC mismatch", segment.ErrCorruption))); strings.Contains(got, "index") {
+		t.Errorf("a segment's damage is called the index's: %s", got)
 	}
 }
