@@ -282,7 +282,7 @@ func appendEscaped(dst []byte, s string, mode escapeMode) []byte {
 		switch {
 		case r == utf8.RuneError && size == 1:
 			if mode == escapeJSON {
-				dst = fmt.Appendf(dst, `\ufffd`)
+				dst = append(dst, `\ufffd`...)
 			} else {
 				dst = fmt.Appendf(dst, `\x%02x`, s[i])
 			}
