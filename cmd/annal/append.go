@@ -66,7 +66,13 @@ nothing and prints the first one's IDs. From standard input the whole input
 is then one all-or-nothing append, read to its end first.
 
 --durability interval or none returns (and prints IDs) before the events are
-synced: faster, and a machine crash may lose them.`,
+synced: faster, and a machine crash may lose them.
+
+A printed ID is stored. If closing the data directory fails after IDs were
+printed (on a full disk, say), append exits 0 and says on standard error
+that the close failed and that the events are stored: appending them again
+would store them twice. With --durability interval or none it exits 1 and
+says that they may not be on stable storage.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			opts, err := f.options()
@@ -85,12 +91,14 @@ synced: faster, and a machine crash may lose them.`,
 			if err != nil {
 				return err
 			}
-			defer closeDB(db, &err)
 			name := args[0]
+			a := &appender{db: db, dir: dir, name: name, opts: opts, out: bufio.NewWriter(cmd.OutOrStdout())}
+			// Printed IDs are stored: a failure to close after them is a
+			// warning, not a failed append (closeDBStored).
+			defer closeDBStored(db, &err, cmd.ErrOrStderr(), a.stored, a.unsure)
 			if _, err := db.Ledger(name); err != nil {
 				return ledgerError(dir, name, err)
 			}
-			a := &appender{db: db, dir: dir, name: name, opts: opts, out: bufio.NewWriter(cmd.OutOrStdout())}
 			if one != nil {
 				return a.appendOne(cmd.Context(), one)
 			}
@@ -186,6 +194,40 @@ func (a *appender) appendOne(ctx context.Context, ev *engine.EventInput) error {
 		return a.fail(err)
 	}
 	return a.print(ids)
+}
+
+// stored says which events are stored and durable: with --durability
+// sync, those whose IDs were printed.
+func (a *appender) stored() string {
+	if a.n == 0 || a.opts.Durability != engine.Sync {
+		return ""
+	}
+	if a.n == 1 {
+		return "the event whose ID was printed is stored (it was on stable storage before its ID was printed): do not append it again"
+	}
+	return fmt.Sprintf("the %d events whose IDs were printed are stored (each was on stable storage before its ID was printed): do not append them again", a.n)
+}
+
+// unsure says which events were acknowledged but may not be durable: with
+// --durability interval or none, those whose IDs were printed.
+func (a *appender) unsure() string {
+	if a.n == 0 || a.opts.Durability == engine.Sync {
+		return ""
+	}
+	if a.n == 1 {
+		return fmt.Sprintf("the event whose ID was printed was appended without waiting for stable storage (--durability %s) and may not be on it", durabilityName(a.opts.Durability))
+	}
+	return fmt.Sprintf("the %d events whose IDs were printed were appended without waiting for stable storage (--durability %s) and may not be on it", a.n, durabilityName(a.opts.Durability))
+}
+
+func durabilityName(d engine.Durability) string {
+	switch d {
+	case engine.Interval:
+		return "interval"
+	case engine.None:
+		return "none"
+	}
+	return "sync"
 }
 
 // print writes ids and flushes them.

@@ -55,7 +55,7 @@ func runCanon(stdin io.Reader, stdout, stderr io.Writer) error {
 		dst, err = c.Append(dst[:0], line)
 		if err != nil {
 			bad++
-			fmt.Fprintf(stderr, "line %d: %v\n", n, err)
+			fmt.Fprintf(stderr, "line %d: %s\n", n, errorText(err))
 			continue
 		}
 		dst = append(dst, '\n')

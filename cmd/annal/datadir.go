@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -199,6 +200,40 @@ func closeDB(db *engine.DB, err *error) {
 	}
 }
 
+// closeDBStored is closeDB for a command that tells its user that what it
+// did is stored (append prints IDs, create and import a ledger): once it
+// has, a failure to close the data directory (on a full disk, the index's
+// checkpoint or the metadata's write) must not read as a failed command,
+// which would invite a retry that stores it twice. stored says, when the
+// command is done, what is stored and is durable, or "" if nothing is;
+// unsure says what was acknowledged but may not be durable, or "".
+func closeDBStored(db *engine.DB, err *error, stderr io.Writer, stored, unsure func() string) {
+	if cerr := db.Close(); cerr != nil {
+		*err = closeOutcome(*err, cerr, stored(), unsure(), stderr)
+	}
+}
+
+// closeOutcome decides how a command ends whose data directory failed to
+// close (closeErr; nil if it closed): the command's own error wins; if the
+// command stored something durable (stored), it succeeds, and a warning on
+// stderr says that the close failed and that what it printed is stored;
+// otherwise it fails (exit 1), saying what may not be durable (unsure).
+func closeOutcome(cmdErr, closeErr error, stored, unsure string, stderr io.Writer) error {
+	switch {
+	case closeErr == nil || cmdErr != nil:
+		return cmdErr
+	case stored != "":
+		fmt.Fprintf(stderr, "annal: warning: closing the data directory failed: %s\nannal: warning: %s\n", errorText(closeErr), stored)
+		return nil
+	case unsure != "":
+		return &exitErr{code: exitError, err: fmt.Errorf("close: %w (%s)", closeErr, unsure)}
+	}
+	return &exitErr{code: exitError, err: fmt.Errorf("close: %w", closeErr)}
+}
+
+// noStored is the stored or unsure of closeDBStored for nothing.
+func noStored() string { return "" }
+
 // ledgerError turns an engine error about the ledger name (or about no
 // ledger in particular, for "") into the command's error, with the exit code
 // it calls for.
@@ -215,6 +250,10 @@ func ledgerError(dir, name string, err error) error {
 		return &exitErr{code: exitError, err: fmt.Errorf("no ledger %q in %s (annal ledgers lists them)", name, dir)}
 	case errors.Is(err, engine.ErrLedgerUnavailable):
 		return &exitErr{code: exitError, err: fmt.Errorf("ledger %q cannot be read: %w (annal verify says more)", name, err)}
+	}
+	if isIndexError(err) {
+		return &exitErr{code: exitError, err: fmt.Errorf("%w; the index is damaged, not the events in the segments: it is derived from them: %s", err,
+			strings.ReplaceAll(indexRebuildHint, "DIR", dir))}
 	}
 	return &exitErr{code: exitError, err: err}
 }

@@ -19,7 +19,8 @@ sortable base64 or Crockford base32) and prints, for each, its time (RFC 3339
 with microseconds, UTC), microseconds, checksum, ledger ID, version and all
 four text forms. With --format json each ID is one JSON object on its own line.
 An ID that does not parse is reported on standard error; the exit code is then 1.`,
-		Args: usageArgs(cobra.MinimumNArgs(1)),
+		Args:        usageArgs(cobra.MinimumNArgs(1)),
+		Annotations: map[string]string{idArgsAnnotation: "every argument is an ID"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format != "text" && format != "json" {
 				return usageErr("id: --format must be text or json, not %q", format)
@@ -70,7 +71,7 @@ func runID(args []string, format string, stdout, stderr io.Writer) error {
 		id, err := eventid.Parse(arg)
 		if err != nil {
 			bad++
-			fmt.Fprintf(stderr, "annal id: %v\n", err)
+			fmt.Fprintf(stderr, "annal id: %s\n", errorText(err))
 			continue
 		}
 		f := describeID(id)

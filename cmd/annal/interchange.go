@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/annal-db/annal/engine"
@@ -42,7 +44,8 @@ the new ledger's name and ID. On a terminal, a progress bar shows the rate.`,
 			if err != nil {
 				return err
 			}
-			defer closeDB(db, &err)
+			imported := ""
+			defer closeDBStored(db, &err, cmd.ErrOrStderr(), func() string { return imported }, noStored)
 			bar := newTransferBar(cmd.ErrOrStderr(), "import", size)
 			opts := engine.ImportOptions{Name: name}
 			if bar != nil {
@@ -58,7 +61,9 @@ the new ledger's name and ID. On a terminal, a progress bar shows the rate.`,
 			if err != nil {
 				return importError(dir, args[0], err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", info.Name, info.ID)
+			// Import syncs the ledger before it returns: it is there.
+			imported = fmt.Sprintf("ledger %s (%s) is imported, %d events: do not import it again", safeName(info.Name), info.ID, info.Count)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", safeName(info.Name), info.ID)
 			if isTerminal(cmd.ErrOrStderr()) {
 				fmt.Fprintf(cmd.ErrOrStderr(), "imported %d events in %s\n", info.Count, time.Since(start).Round(time.Millisecond))
 			}
@@ -93,7 +98,11 @@ FILE (-o), in constant memory. The whole ledger verifies with
 'annal verify-file' and with any other Evently validator; importing it gives
 back the same IDs. With --after ID only the events after that one are
 written (a continuation, which verifies only together with what came
-before). On a terminal, with -o, a progress bar shows the rate.`,
+before). On a terminal, with -o, a progress bar shows the rate.
+
+FILE must not be inside the data directory (symbolic links and ".."
+resolved): an export written there could replace one of the ledgers' own
+files. Such a FILE is a usage error (exit 2), and nothing is written.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			var opts engine.ExportOptions
@@ -103,6 +112,15 @@ before). On a terminal, with -o, a progress bar shows the rate.`,
 					return usageErr("--after: %v", perr)
 				}
 				opts.After = id
+			}
+			if output != "" && output != "-" {
+				dataDir, err := g.dataDir(cmd)
+				if err != nil {
+					return err
+				}
+				if err := checkOutsideDataDir(dataDir, output); err != nil {
+					return err
+				}
 			}
 			db, info, dir, err := g.openLedger(cmd, args[0])
 			if err != nil {
@@ -149,7 +167,7 @@ before). On a terminal, with -o, a progress bar shows the rate.`,
 				}
 				file = nil
 				if isTerminal(cmd.ErrOrStderr()) {
-					fmt.Fprintf(cmd.ErrOrStderr(), "exported %d events to %s\n", n, output)
+					fmt.Fprintf(cmd.ErrOrStderr(), "exported %d events to %s\n", n, safeText(output))
 				}
 			}
 			return nil
@@ -158,6 +176,45 @@ before). On a terminal, with -o, a progress bar shows the rate.`,
 	cmd.Flags().StringVar(&after, "after", "", "export only the events after this event ID")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "write to FILE instead of standard output")
 	return cmd
+}
+
+// checkOutsideDataDir refuses an output file inside the data directory
+// dataDir, where it could replace a segment, the metadata or a file of the
+// index (rename replaces whatever has the name): a usage error. The file's
+// directory is resolved as the system resolves it (symbolic links, then
+// ".."), and it and each directory above it is compared with the data
+// directory as a file (device and inode), so that no spelling of the path
+// and no link or mount gets past. A directory that does not exist (the
+// export then fails to create its file) or a data directory that does not
+// exist (the open fails) is no reason to refuse.
+func checkOutsideDataDir(dataDir, output string) error {
+	data, err := os.Stat(dataDir)
+	if err != nil {
+		return nil
+	}
+	// The directory part as written: filepath.Dir would clean "x/.." to
+	// ".", where the system goes up from wherever x leads.
+	parent := "."
+	if i := strings.LastIndexByte(output, filepath.Separator); i == 0 {
+		parent = string(filepath.Separator)
+	} else if i > 0 {
+		parent = output[:i]
+	}
+	real, err := filepath.EvalSymlinks(parent)
+	if err != nil {
+		return nil
+	}
+	if real, err = filepath.Abs(real); err != nil {
+		return nil
+	}
+	for d := real; ; d = filepath.Dir(d) {
+		if fi, err := os.Stat(d); err == nil && os.SameFile(fi, data) {
+			return usageErr("export: -o %s is inside the data directory %s: annal does not write its output there, where it could replace a ledger's own files; choose a file outside it", strconv.Quote(output), dataDir)
+		}
+		if filepath.Dir(d) == d {
+			return nil
+		}
+	}
 }
 
 // openInput opens FILE, or standard input for "-", and returns its size

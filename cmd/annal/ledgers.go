@@ -33,9 +33,14 @@ data directory if it does not exist. A name already in use exits 1.`,
 			if err != nil {
 				return err
 			}
-			defer closeDB(db, &err)
+			created := ""
+			defer closeDBStored(db, &err, cmd.ErrOrStderr(), func() string { return created }, noStored)
 			spec.Name = args[0]
 			info, err := db.CreateLedger(cmd.Context(), spec)
+			if err == nil {
+				// Its genesis event is synced: the ledger is there.
+				created = fmt.Sprintf("ledger %s (%s) is created: do not create it again", safeName(info.Name), info.ID)
+			}
 			if errors.Is(err, engine.ErrLedgerExists) {
 				return &exitErr{code: exitError, err: fmt.Errorf("ledger %q already exists in %s", spec.Name, dir)}
 			}
@@ -85,7 +90,7 @@ actor, created, count, head, first, last and bytes.`,
 func warnUnavailable(w io.Writer, db *engine.DB) {
 	bad := db.Unavailable()
 	for _, name := range slices.Sorted(maps.Keys(bad)) {
-		fmt.Fprintf(w, "annal: ledger %s is unavailable: %v\n", name, bad[name])
+		fmt.Fprintf(w, "annal: ledger %s is unavailable: %s\n", safeName(name), errorText(bad[name]))
 	}
 }
 
@@ -116,7 +121,7 @@ func writeLedgers(w io.Writer, format string, ls []engine.LedgerInfo) error {
 		tw := newTable(w)
 		fmt.Fprintln(tw, "NAME\tID\tCOUNT\tHEAD\tFIRST\tLAST\tBYTES")
 		for _, l := range ls {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", l.Name, l.ID, l.Count, l.Head, tableTime(l.First), tableTime(l.Last), humanBytes(l.Bytes))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", safeName(l.Name), l.ID, l.Count, l.Head, tableTime(l.First), tableTime(l.Last), humanBytes(l.Bytes))
 		}
 		return tw.Flush()
 	case formatJSON:
@@ -251,7 +256,7 @@ func writeStats(w io.Writer, format string, rows []statsRow, total statsRow) err
 		tw := newTable(w)
 		fmt.Fprintln(tw, "NAME\tID\tCOUNT\tFIRST\tLAST\tEVENTS/DAY\tSEGMENTS\tBYTES\tHEAD")
 		for _, r := range append(rows, total) {
-			name := r.Name
+			name := safeName(r.Name)
 			if r.Total {
 				name = "TOTAL"
 			}

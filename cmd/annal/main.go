@@ -23,8 +23,13 @@
 // terminal, ndjson otherwise). Only create, import and demo make a data
 // directory; the other commands refuse one that does not exist.
 //
-// Exit codes: 0 success, 1 error, 2 usage, 3 verification failed,
-// 4 condition failed.
+// Exit codes: 0 success, 1 error (a panic too), 2 usage, 3 verification
+// failed, 4 condition failed.
+//
+// Only the positional arguments of id and get, which are Event IDs, are
+// read as IDs before the flags are parsed (protectIDArgs); no other
+// argument and no flag's value is ever changed. Tables and messages escape
+// what would act on a terminal (safeName, safeText).
 package main
 
 import (
@@ -32,8 +37,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -76,7 +83,16 @@ func usageErr(format string, a ...any) error {
 func silentExit(code int) error { return &exitErr{code: code} }
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(runMain())
+}
+
+// runMain runs the process's command line, with the standard logger's
+// output (Pebble logs its errors there) filtered into one escaped line a
+// message (logFilter).
+func runMain() int {
+	log.SetFlags(0)
+	log.SetOutput(&logFilter{w: os.Stderr})
+	return run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 }
 
 // run executes the command line args and returns the exit code.
@@ -87,7 +103,25 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // runContext is run with a context that ends long-running commands (tail,
 // append from standard input) as SIGINT or SIGTERM would.
 func runContext(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	root := newRootCmd()
+	return execute(ctx, newRootCmd(), args, stdin, stdout, stderr)
+}
+
+// execute runs the command line args of root and returns the exit code.
+// A panic of the command (a bug: bad disk data and full disks are errors,
+// not panics) is reported in one line and exits 1, not 2 as an uncaught
+// panic would: exit code 2 means a usage error only. GOTRACEBACK=all (or
+// system, or crash) adds the stack.
+func execute(ctx context.Context, root *cobra.Command, args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "annal: internal error (a bug in annal; please report it): panic: %s\n", errorText(fmt.Errorf("%v", r)))
+			switch os.Getenv("GOTRACEBACK") {
+			case "all", "system", "crash":
+				stderr.Write(debug.Stack())
+			}
+			code = exitError
+		}
+	}()
 	root.SetArgs(protectIDArgs(root, args))
 	root.SetIn(stdin)
 	root.SetOut(stdout)
@@ -99,15 +133,49 @@ func runContext(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	var ee *exitErr
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			fmt.Fprintf(stderr, "annal: %v\n", ee.err)
+			fmt.Fprintf(stderr, "annal: %s\n", messageText(ee.err))
 		}
 		if ee.code == exitUsage {
 			fmt.Fprintln(stderr, "Run 'annal --help' for usage.")
 		}
 		return ee.code
 	}
-	fmt.Fprintf(stderr, "annal: %v\n", err)
+	fmt.Fprintf(stderr, "annal: %s\n", messageText(err))
 	return exitError
+}
+
+// linesError is an error of several lines, each of them escaped for a
+// terminal already (a prefix that matches several IDs, and the list of
+// them), which is printed as it is.
+type linesError struct{ lines []string }
+
+func (e *linesError) Error() string { return strings.Join(e.lines, "\n") }
+
+// messageText is an error's message as the command prints it: one escaped
+// line (errorText), or the lines of a linesError.
+func messageText(err error) string {
+	var le *linesError
+	if errors.As(err, &le) && le.Error() == err.Error() {
+		return err.Error()
+	}
+	return errorText(err)
+}
+
+// logFilter is the standard logger's output. Pebble, the index's store,
+// logs its errors there (the engine keeps its routine messages quiet), and
+// some of them are multi-line stack traces ("%+v"). logFilter writes the
+// first line of each message, escaped, and drops Pebble's report of a
+// damaged file, since the error it also returns reaches the command, which
+// says what it means.
+type logFilter struct{ w io.Writer }
+
+func (f *logFilter) Write(p []byte) (int, error) {
+	line, _, _ := strings.Cut(string(p), "\n")
+	if strings.HasPrefix(line, "on-disk corruption:") {
+		return len(p), nil
+	}
+	fmt.Fprintf(f.w, "annal: index: %s\n", safeText(errorLine(errors.New(line))))
+	return len(p), nil
 }
 
 func newRootCmd() *cobra.Command {
@@ -129,6 +197,10 @@ standard output is a terminal and ndjson otherwise, so scripts and pipes get
 NDJSON unless they ask for something else. Events in json and ndjson are in
 the Evently download format: entity, key, event, eventId, timestamp, meta,
 data. append prints bare IDs, one a line, in every format.
+
+Tables and messages escape control, format and bidirectional characters in
+names and values (\x1b, \n, \u202e; a backslash in a name as \\); JSON and
+NDJSON carry them as JSON does.
 
 Exit codes: 0 success, 1 error, 2 usage, 3 verification failed,
 4 condition failed.`,
@@ -176,40 +248,90 @@ func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 	}
 }
 
-// protectIDArgs rewrites each argument that is an Event ID in the sortable
+// idArgsAnnotation, in a command's Annotations, says that its positional
+// arguments are Event IDs (or, for get, may be): protectIDArgs protects
+// them. No other argument is ever rewritten.
+const idArgsAnnotation = "annal:id-args"
+
+// protectIDArgs rewrites each positional argument of a command that takes
+// Event IDs (id, get: see idArgsAnnotation) that is an ID in the sortable
 // base64 form and starts with '-' into the hex form of the same ID. Nearly
 // every base64 ID of our era starts with "--" (the top bits of a timestamp
 // are zero, and '-' is the base64 digit 0), so without this the flag parser
-// would take `annal id --0SL0Dzb3HJCJLsyT_Wk3` for an unknown flag. An
-// argument that names a flag of some command is left alone, and so is
-// everything after a literal "--".
+// would take `annal id --0SL0Dzb3HJCJLsyT_Wk3` for an unknown flag.
+//
+// Nothing else is touched: not a flag, not a flag's value (the flag
+// parser takes the argument after a flag that needs a value as it is,
+// whatever it starts with: --after --0SL0Dzb3HJCJLsyT_Wk3 needs no help),
+// not a positional argument of another command (a ledger name, a file),
+// and nothing after a literal "--". The arguments are walked as the flag
+// parser walks them, with the flags of the command they run.
 func protectIDArgs(root *cobra.Command, args []string) []string {
-	flags := map[string]bool{}
-	var walk func(c *cobra.Command)
-	walk = func(c *cobra.Command) {
-		for _, fs := range []*pflag.FlagSet{c.Flags(), c.PersistentFlags()} {
-			fs.VisitAll(func(f *pflag.Flag) { flags[f.Name] = true })
-		}
-		for _, sub := range c.Commands() {
-			walk(sub)
-		}
+	cmd, _, err := root.Find(args)
+	if err != nil || cmd.Annotations[idArgsAnnotation] == "" {
+		return args
 	}
-	walk(root)
+	fs := pflag.NewFlagSet(cmd.Name(), pflag.ContinueOnError)
+	fs.AddFlagSet(cmd.Flags())
+	fs.AddFlagSet(cmd.InheritedFlags())
+	fs.AddFlagSet(root.PersistentFlags())
+	// The command's path after the root: the first positional arguments
+	// that name it are its name, not its arguments.
+	var path []string
+	for c := cmd; c != root && c != nil; c = c.Parent() {
+		path = append([]string{c.Name()}, path...)
+	}
 	out := slices.Clone(args)
-	for i, a := range out {
-		if a == "--" {
-			break
-		}
-		if !strings.HasPrefix(a, "-") {
-			continue
-		}
-		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if flags[name] || name == "help" {
-			continue
-		}
-		if id, err := eventid.Parse(a); err == nil {
-			out[i] = id.String()
+	for i := 0; i < len(out); i++ {
+		a := out[i]
+		switch {
+		case a == "--":
+			return out
+		case len(a) < 2 || a[0] != '-':
+			if len(path) > 0 {
+				path = path[1:]
+			}
+		case isFlagArg(fs, a):
+			if takesNextArg(fs, a) {
+				i++ // the flag's value, as it is
+			}
+		case len(path) == 0:
+			if id, err := eventid.Parse(a); err == nil {
+				out[i] = id.String()
+			}
 		}
 	}
 	return out
+}
+
+// isFlagArg reports whether a (which starts with '-') is a flag of fs, or
+// the help flag, as the flag parser reads it: --name or --name=value for a
+// long flag, -abc for shorthands (the first must be one).
+func isFlagArg(fs *pflag.FlagSet, a string) bool {
+	if name, ok := strings.CutPrefix(a, "--"); ok {
+		name, _, _ = strings.Cut(name, "=")
+		return name == "help" || fs.Lookup(name) != nil
+	}
+	c := a[1:2]
+	return c == "h" || fs.ShorthandLookup(c) != nil
+}
+
+// takesNextArg reports whether the flag argument a (isFlagArg) takes the
+// argument after it as its value: a flag that needs a value, given
+// without "=" (and, for shorthands, as the last letter of a).
+func takesNextArg(fs *pflag.FlagSet, a string) bool {
+	if name, ok := strings.CutPrefix(a, "--"); ok {
+		f := fs.Lookup(name)
+		return !strings.Contains(name, "=") && f != nil && f.NoOptDefVal == ""
+	}
+	for i := 1; i < len(a); i++ {
+		f := fs.ShorthandLookup(a[i : i+1])
+		if f == nil {
+			return false // the parser stops here with an error
+		}
+		if f.NoOptDefVal == "" {
+			return i == len(a)-1 // else the rest of a is the value
+		}
+	}
+	return false
 }

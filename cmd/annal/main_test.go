@@ -18,7 +18,7 @@ import (
 // as "annal", it runs the command and exits with its code.
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"annal": func() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+		"annal": func() { os.Exit(runMain()) },
 	})
 }
 

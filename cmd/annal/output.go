@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/annal-db/annal/engine"
@@ -110,7 +113,7 @@ const maxTableData = 60
 func (ew *eventWriter) write(ev *engine.Event) error {
 	if ew.format == formatTable {
 		cells := []string{ev.ID.Time().UTC().Format(evently), strconv.FormatUint(ev.Seq, 10),
-			ev.Entity, ev.Key, ev.Event, ev.ID.String(), clipRunes(ev.Data, maxTableData)}
+			safeName(ev.Entity), safeName(ev.Key), safeName(ev.Event), ev.ID.String(), safeJSON(clipRunes(ev.Data, maxTableData))}
 		if ew.widths != nil {
 			ew.row(cells)
 			return nil
@@ -167,7 +170,8 @@ func (ew *eventWriter) end() error {
 func writeEventDetail(w io.Writer, ev *engine.Event) error {
 	tw := newTable(w)
 	fmt.Fprintf(tw, "ledger\t%s\nseq\t%d\nid\t%s\ntime\t%s\nentity\t%s\nkey\t%s\nevent\t%s\nmeta\t%s\ndata\t%s\n",
-		ev.Ledger, ev.Seq, ev.ID, ev.ID.Time().UTC().Format(evently), ev.Entity, ev.Key, ev.Event, ev.Meta, ev.Data)
+		safeName(ev.Ledger), ev.Seq, ev.ID, ev.ID.Time().UTC().Format(evently), safeName(ev.Entity), safeName(ev.Key), safeName(ev.Event),
+		safeJSON(string(ev.Meta)), safeJSON(string(ev.Data)))
 	return tw.Flush()
 }
 
@@ -234,3 +238,151 @@ func idOrNone(id eventid.ID) string {
 	}
 	return id.String()
 }
+
+// Escaping for people. A ledger's names and values come from its writers,
+// and an imported ledger from anyone: printed raw, an escape sequence, a
+// carriage return or a newline in a name would act on the operator's
+// terminal or forge rows, and a bidirectional override or a zero-width
+// character would make one name look like another. Every table and message
+// the command prints passes what it did not write itself through one of
+// these. JSON and NDJSON output needs none: JSON encoding escapes the
+// control characters, and what it leaves raw is machine output.
+
+// escapeMode says how appendEscaped writes an escaped character.
+type escapeMode int
+
+const (
+	escapeText escapeMode = iota // \x1b, \n, \u202e; a backslash as it is (messages)
+	escapeName                   // as escapeText, and a backslash as \\ (names in tables)
+	escapeJSON                   // \u001b, \u202e: JSON text stays JSON with the same meaning
+)
+
+// mustEscape reports whether r is escaped for a terminal: a control
+// character (C0, DEL, C1), a format character (Unicode category Cf: the
+// zero-width characters U+200B-U+200F, the bidirectional embeddings,
+// overrides and isolates U+202A-U+202E and U+2066-U+2069, U+FEFF, the tag
+// characters) or a line or paragraph separator (U+2028, U+2029).
+func mustEscape(r rune) bool {
+	switch {
+	case r < 0x20, r == 0x7f:
+		return true
+	case r < 0x80:
+		return false
+	case r < 0xa0:
+		return true
+	}
+	return r == 0x2028 || r == 0x2029 || unicode.Is(unicode.Cf, r)
+}
+
+// appendEscaped appends s to dst with every character mustEscape names,
+// and every byte that is not UTF-8, escaped as mode says.
+func appendEscaped(dst []byte, s string, mode escapeMode) []byte {
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			if mode == escapeJSON {
+				dst = append(dst, `\ufffd`...)
+			} else {
+				dst = fmt.Appendf(dst, `\x%02x`, s[i])
+			}
+		case r == '\\' && mode == escapeName:
+			dst = append(dst, `\\`...)
+		case !mustEscape(r):
+			dst = append(dst, s[i:i+size]...)
+		case mode != escapeJSON && r == '\t':
+			dst = append(dst, `\t`...)
+		case mode != escapeJSON && r == '\n':
+			dst = append(dst, `\n`...)
+		case mode != escapeJSON && r == '\r':
+			dst = append(dst, `\r`...)
+		case mode != escapeJSON && r < 0x80:
+			dst = fmt.Appendf(dst, `\x%02x`, r)
+		case r > 0xffff: // only tag characters and the like; JSON would need a surrogate pair
+			if mode == escapeJSON {
+				hi, lo := utf16.EncodeRune(r)
+				dst = fmt.Appendf(dst, `\u%04x\u%04x`, hi, lo)
+			} else {
+				dst = fmt.Appendf(dst, `\U%08x`, r)
+			}
+		default:
+			dst = fmt.Appendf(dst, `\u%04x`, r)
+		}
+		i += size
+	}
+	return dst
+}
+
+// needsEscape reports whether appendEscaped would change s.
+func needsEscape(s string, mode escapeMode) bool {
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 || mustEscape(r) || r == '\\' && mode == escapeName {
+			return true
+		}
+		i += size
+	}
+	return false
+}
+
+func escape(s string, mode escapeMode) string {
+	if !needsEscape(s, mode) {
+		return s
+	}
+	return string(appendEscaped(make([]byte, 0, len(s)+16), s, mode))
+}
+
+// safeName returns a name (of a ledger, an entity, a key, an event) for a
+// table or a message: control, format and separator characters and bytes
+// that are not UTF-8 escaped (\x1b, \n, \u202e, \xff), and a backslash
+// doubled, so that two different names never look the same.
+func safeName(s string) string { return escape(s, escapeName) }
+
+// safeText returns a message for a terminal, such as an error's text,
+// with the characters safeName escapes escaped and a backslash kept (the
+// names in messages are quoted already, with Go's escapes).
+func safeText(s string) string { return escape(s, escapeText) }
+
+// safeJSON returns JSON text (an event's meta or data, in a table) with the
+// characters safeName escapes written as JSON escapes (\u202e): the same
+// JSON value, nothing for a terminal to act on.
+func safeJSON(s string) string { return escape(s, escapeJSON) }
+
+// errorLine returns err's message on one line, for standard error and for
+// the error field of verify's results. Errors from Pebble (the index) are
+// cockroachdb/errors values: their Error is the short message, but a
+// corruption error joins a "<corruption detail carrier>" line to it, and a
+// message that embeds a "%+v" formatting carries a stack trace. Those lines
+// are dropped, and so is a line that repeats one before it (a joined error
+// can carry the same one twice); the rest are joined with "; ". The result
+// is not escaped:
+// safeText does that for a terminal.
+func errorLine(err error) string {
+	lines := strings.Split(err.Error(), "\n")
+	kept := lines[:0]
+	for _, l := range lines {
+		t := strings.TrimSpace(l)
+		if t == "" || t == "<corruption detail carrier>" || slices.Contains(kept, strings.TrimRight(l, " \t\r")) {
+			continue
+		}
+		if isStackLine(l) {
+			break // what follows is the rest of the trace
+		}
+		kept = append(kept, strings.TrimRight(l, " \t\r"))
+	}
+	return strings.Join(kept, "; ")
+}
+
+// isStackLine reports whether l starts the verbose form of a
+// cockroachdb/errors error ("%+v"), or a Go stack trace.
+func isStackLine(l string) bool {
+	for _, p := range []string{"Wraps: (", "Error types: (", "  -- stack trace:", "  | ", "goroutine ", "\t/"} {
+		if strings.HasPrefix(l, p) {
+			return true
+		}
+	}
+	return len(l) > 3 && l[0] == '(' && l[1] >= '1' && l[1] <= '9' && strings.HasPrefix(l[2:], ") ")
+}
+
+// errorText is errorLine escaped for a terminal.
+func errorText(err error) string { return safeText(errorLine(err)) }

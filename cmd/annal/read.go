@@ -30,7 +30,8 @@ func newGetCmd(g *globals) *cobra.Command {
 in the Evently download format ({"entity","key","event","eventId","timestamp",
 "meta","data"}); json prints the same object indented. An event that is not
 there, or an argument that names none of the forms above, exits 1.`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args:        usageArgs(cobra.ExactArgs(1)),
+		Annotations: map[string]string{idArgsAnnotation: "the argument may be an ID"},
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			format, err := g.outputFormat(cmd)
 			if err != nil {
@@ -90,15 +91,15 @@ func getEvent(ctx context.Context, db *engine.DB, dir, arg string) (engine.Event
 	ev, err := db.GetPrefix(ctx, arg)
 	var amb *engine.AmbiguousError
 	if errors.As(err, &amb) {
-		var b strings.Builder
-		fmt.Fprintf(&b, "ID prefix %q is ambiguous; it matches:", arg)
+		lines := []string{fmt.Sprintf("ID prefix %s is ambiguous; it matches:", safeText(strconv.Quote(arg)))}
 		for _, c := range amb.Candidates {
-			fmt.Fprintf(&b, "\n  %s", c)
+			l := "  " + c.String()
 			if ev, err := db.Get(ctx, c); err == nil {
-				fmt.Fprintf(&b, "  %s#%d  %s", ev.Ledger, ev.Seq, ev.ID.Time().UTC().Format(evently))
+				l += fmt.Sprintf("  %s#%d  %s", safeName(ev.Ledger), ev.Seq, ev.ID.Time().UTC().Format(evently))
 			}
+			lines = append(lines, l)
 		}
-		return ev, &exitErr{code: exitError, err: errors.New(b.String())}
+		return ev, &exitErr{code: exitError, err: &linesError{lines}}
 	}
 	if err != nil {
 		return ev, ledgerError(dir, "", err)

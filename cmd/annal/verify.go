@@ -7,10 +7,14 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/annal-db/annal/engine"
 	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/index"
+	"github.com/annal-db/annal/segment"
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 )
@@ -34,9 +38,17 @@ recomputed, chain link, timestamps, sequence numbers, on all cores) and checks
 that the index agrees with the segments. When standard error is a terminal it
 shows a progress bar with the rate and the time left.
 
-It prints one result a ledger (table: name, ID, events, head, result; JSON
-and NDJSON: name, id, ok, events, head, error) and, on standard error, what
-failed and where. Exit 3 if any ledger fails.`,
+It prints one result a ledger (table: name, ID, events, head, the segments'
+result, the index's result and the ledger's; JSON and NDJSON: name, id, ok,
+events, head, error, and for a ledger that failed, segments and index:
+"ok", "failed" or "damaged", or "-" when not checked) and, on standard
+error, what failed and where, in one line a ledger. Exit 3 if any ledger
+fails.
+
+The index is derived from the segments. When it alone is damaged (its files
+fail their checksums, or it disagrees with segments that verify), verify
+says so: the events are intact, the count and head are the segments', and
+the index can be rebuilt from them.`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			format, err := g.outputFormat(cmd)
@@ -54,7 +66,7 @@ failed and where. Exit 3 if any ledger fails.`,
 				info, err := db.Ledger(args[0])
 				switch {
 				case errors.Is(err, engine.ErrLedgerUnavailable):
-					results = append(results, verifyResult{Name: args[0], err: err})
+					results = append(results, verifyResult{Name: args[0], err: err, segments: partFailed, index: partUnchecked})
 				case err != nil:
 					return ledgerError(dir, args[0], err)
 				default:
@@ -63,11 +75,11 @@ failed and where. Exit 3 if any ledger fails.`,
 			} else {
 				bad := db.Unavailable()
 				for _, name := range slices.Sorted(maps.Keys(bad)) {
-					results = append(results, verifyResult{Name: name, err: bad[name]})
+					results = append(results, verifyResult{Name: name, err: bad[name], segments: partFailed, index: partUnchecked})
 				}
 				ledgers = db.Ledgers()
 			}
-			v := &verifier{db: db, full: full}
+			v := &verifier{db: db, dir: dir, full: full}
 			if full && isTerminal(cmd.ErrOrStderr()) {
 				v.bar = newProgressBar(cmd.ErrOrStderr(), ledgers)
 			}
@@ -84,7 +96,7 @@ failed and where. Exit 3 if any ledger fails.`,
 			for _, r := range results {
 				if r.err != nil {
 					failed++
-					fmt.Fprintf(cmd.ErrOrStderr(), "annal: verify %s: %v\n", r.Name, r.err)
+					fmt.Fprintf(cmd.ErrOrStderr(), "annal: verify %s: %s\n", safeName(r.Name), errorText(r.err))
 				}
 			}
 			if failed > 0 {
@@ -108,11 +120,60 @@ type verifyResult struct {
 	Events uint64
 	Head   eventid.ID
 	err    error
+	// The parts' results when err is not nil: partOK, partFailed (the
+	// segments), partDamaged (the index) or partUnchecked.
+	segments, index string
+}
+
+// Results of a ledger's parts.
+const (
+	partOK        = "ok"
+	partFailed    = "failed"
+	partDamaged   = "damaged"
+	partUnchecked = "-"
+)
+
+// indexRebuildHint says how the index is rebuilt: Open rebuilds a missing
+// index from the segments.
+const indexRebuildHint = "move DIR/index away (or remove it) and the next command rebuilds it from the segments"
+
+// isIndexError reports whether err is a failure of the index alone: a
+// file of the index's store that fails its checksum, an entry that does
+// not decode, a store that failed, or the index disagreeing with segments
+// that verified (engine.DB.Verify checks the segments first, and compares
+// the index with them only when they verify).
+//
+// The engine has no sentinel for the last case; its message is matched.
+func isIndexError(err error) bool {
+	if errors.Is(err, index.ErrCorruption) || errors.Is(err, index.ErrFailed) || pebble.IsCorruptionError(err) ||
+		pebble.ExtractDataCorruptionInfo(err) != nil {
+		return true
+	}
+	msg := err.Error()
+	return errors.Is(err, segment.ErrCorruption) &&
+		(strings.Contains(msg, ": the index disagrees with the segments") || strings.Contains(msg, ": the index has "))
+}
+
+// indexDamaged is the error verify reports for a ledger whose index alone
+// is damaged: one line that says so, what the events are and how the index
+// is rebuilt.
+func indexDamaged(dir string, err error, events uint64, full bool) error {
+	detail := errorLine(err)
+	if info := pebble.ExtractDataCorruptionInfo(err); info != nil && !strings.Contains(detail, info.Path) {
+		detail += " (" + info.Path + ")"
+	}
+	intact := "the events in the segments are intact (the tail was checked when the directory was opened; verify --full checks every record)"
+	if full {
+		intact = fmt.Sprintf("the %d events in the segments are intact (every record verified)", events)
+	}
+	return fmt.Errorf("the index is damaged: %s; %s; the index is derived from them: %s", detail, intact,
+		strings.ReplaceAll(indexRebuildHint, "DIR", dir))
 }
 
 // verifier verifies ledgers one after the other.
 type verifier struct {
 	db   *engine.DB
+	dir  string
 	full bool
 	bar  *progressbar.ProgressBar // nil: no progress shown
 	done int64                    // bytes of the ledgers verified before
@@ -142,7 +203,7 @@ func newProgressBar(w io.Writer, ledgers []engine.LedgerInfo) *progressbar.Progr
 func (v *verifier) verify(ctx context.Context, l *engine.LedgerInfo) verifyResult {
 	r := verifyResult{Name: l.Name, ID: l.ID.String()}
 	if v.bar != nil {
-		v.bar.Describe("verify " + l.Name)
+		v.bar.Describe("verify " + safeName(l.Name))
 	}
 	if v.full {
 		var progress func(records, bytes int64)
@@ -157,6 +218,23 @@ func (v *verifier) verify(ctx context.Context, l *engine.LedgerInfo) verifyResul
 	if v.bar != nil {
 		v.done += l.Bytes
 		v.bar.Set64(v.done)
+	}
+	switch {
+	case r.err == nil:
+	case isIndexError(r.err):
+		// The segments verified: with --full, Verify reads every record
+		// before it compares the index (and nothing appends meanwhile,
+		// this process having the directory to itself); without it, Open
+		// verified the tail. Their count and head are the ledger's.
+		r.Events, r.Head = l.Count, l.Head
+		r.segments, r.index = partOK, partDamaged
+		r.err = indexDamaged(v.dir, r.err, l.Count, v.full)
+	case v.full:
+		r.segments, r.index = partFailed, partUnchecked
+	default:
+		// The quick check reads the head and the genesis event through
+		// the index; what failed is not known to be either part.
+		r.segments, r.index = partUnchecked, partUnchecked
 	}
 	return r
 }
@@ -190,12 +268,14 @@ func checkHead(ctx context.Context, db *engine.DB, l *engine.LedgerInfo) error {
 
 // verifyJSON is a verify result in JSON output.
 type verifyJSON struct {
-	Name   string `json:"name"`
-	ID     string `json:"id"`
-	OK     bool   `json:"ok"`
-	Events uint64 `json:"events"`
-	Head   string `json:"head,omitempty"`
-	Error  string `json:"error,omitempty"`
+	Name     string `json:"name"`
+	ID       string `json:"id"`
+	OK       bool   `json:"ok"`
+	Events   uint64 `json:"events"`
+	Head     string `json:"head,omitempty"`
+	Error    string `json:"error,omitempty"`
+	Segments string `json:"segments,omitempty"` // on a failure
+	Index    string `json:"index,omitempty"`    // on a failure
 }
 
 func (r *verifyResult) json() verifyJSON {
@@ -204,23 +284,32 @@ func (r *verifyResult) json() verifyJSON {
 		j.Head = r.Head.String()
 	}
 	if r.err != nil {
-		j.Error = r.err.Error()
+		j.Error = errorLine(r.err)
+		j.Segments, j.Index = r.segments, r.index
 	}
 	return j
+}
+
+// tablePart is a part's result in verify's table: a failure in capitals.
+func tablePart(s string) string {
+	if s == partOK || s == partUnchecked {
+		return s
+	}
+	return strings.ToUpper(s)
 }
 
 func writeVerifyResults(w io.Writer, format string, results []verifyResult) error {
 	switch format {
 	case formatTable:
 		tw := newTable(w)
-		fmt.Fprintln(tw, "NAME\tID\tEVENTS\tHEAD\tRESULT")
+		fmt.Fprintln(tw, "NAME\tID\tEVENTS\tHEAD\tSEGMENTS\tINDEX\tRESULT")
 		for _, r := range results {
 			j := r.json()
-			result := "ok"
+			result, segments, index := "ok", "ok", "ok"
 			if !j.OK {
-				result = "FAILED"
+				result, segments, index = "FAILED", tablePart(j.Segments), tablePart(j.Index)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", j.Name, orDash(j.ID), j.Events, orDash(j.Head), result)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", safeName(j.Name), orDash(j.ID), j.Events, orDash(j.Head), segments, index, result)
 		}
 		return tw.Flush()
 	case formatJSON:

@@ -44,7 +44,7 @@ func runVerifyFile(in io.Reader, stdout, stderr io.Writer) error {
 	case errors.Is(err, ndjson.ErrRead):
 		return &exitErr{code: exitError, err: err}
 	default:
-		fmt.Fprintln(stderr, err)
+		fmt.Fprintln(stderr, errorText(err))
 		return silentExit(exitVerification)
 	}
 }
