@@ -617,7 +617,7 @@ func (l *ledger) exportStart(ctx context.Context, head segment.Head, o *ExportOp
 			lo = next
 		}
 	}
-	hi := l.meta.ID.MaxForTime(time.Unix(0, 0).Add(1 << 62))
+	hi := eventid.MaxForLedger(l.meta.ID)
 	for pos, err := range l.db.idx.TimeRange(ctx, l.meta.ID, lo, hi, false) {
 		if err != nil {
 			return 0, 0, err

@@ -189,7 +189,8 @@ func (db *DB) Scan(ctx context.Context, ledgerName string, o ScanOptions) iter.S
 			yield(Event{}, err)
 			return
 		}
-		lo, hi := l.meta.ID.MinForTime(time.Unix(0, 0)), l.meta.ID.MaxForTime(time.Unix(0, 0).Add(1<<62))
+		// Unbounded, a scan covers every ID of the ledger, whatever its time.
+		lo, hi := eventid.MinForLedger(l.meta.ID), eventid.MaxForLedger(l.meta.ID)
 		if !o.From.IsZero() {
 			lo = l.meta.ID.MinForTime(o.From)
 		}

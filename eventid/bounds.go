@@ -1,9 +1,39 @@
 package eventid
 
 import (
+	"errors"
 	"math"
 	"time"
 )
+
+// MaxMicros is the last microsecond an event may have:
+// 9999-12-31T23:59:59.999999Z, the last time the interchange format
+// (ISO-8601 with a four-digit year, see engine/ndjson) can write. An ID
+// can hold times up to about the year 586,524, but an event after
+// MaxMicros could be stored and never exported, verified or imported, so
+// no event is given a later time: see [ErrTimeLimit].
+const MaxMicros uint64 = 253402300799999999
+
+// MaxTime is [MaxMicros] as a time.Time.
+var MaxTime = time.UnixMicro(int64(MaxMicros)).UTC()
+
+// ErrTimeLimit: an event would get a time after [MaxMicros] (a clock past
+// the year 9999, or a ledger whose last event is at MaxMicros, after which
+// no time is left). Nothing is stored.
+var ErrTimeLimit = errors.New("eventid: time after 9999-12-31T23:59:59.999999Z, the last an event can have")
+
+// MaxForLedger returns the highest ID of ledger l: the upper bound of a
+// scan of the whole ledger, whatever its events' times. Every ID of l,
+// even one after [MaxMicros], is at or below it.
+func MaxForLedger(l LedgerID) ID {
+	return New(math.MaxUint64, math.MaxUint32, l)
+}
+
+// MinForLedger returns the lowest ID of ledger l, (0, 0, l): the lower
+// bound of a scan of the whole ledger.
+func MinForLedger(l LedgerID) ID {
+	return New(0, 0, l)
+}
 
 // Time bounds for range scans. Every ID whose timestamp is a given
 // microsecond lies, in byte order, between MinForMicros and MaxForMicros of

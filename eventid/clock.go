@@ -49,10 +49,22 @@ func NewClock(last uint64, now func() time.Time) *Clock {
 // timestamp: Next returns 0, which no caller can take for one, since every
 // timestamp Next hands out is at least 1, and leaves the Clock unchanged.
 func (c *Clock) Next() uint64 {
+	next, _ := c.NextAtMost(math.MaxUint64)
+	return next
+}
+
+// NextAtMost is Next for timestamps up to limit: it returns the timestamp
+// Next would hand out and true, or, if that timestamp would be above limit
+// (the time source reads later, or Last() is limit or above), that
+// timestamp (0 once Last() is math.MaxUint64) and false, and then hands
+// nothing out: Last stays as it was, so a clock that read too far ahead
+// and came back hands out timestamps again. The engine passes
+// [MaxMicros].
+func (c *Clock) NextAtMost(limit uint64) (uint64, bool) {
 	c.mu.Lock()
 	if c.last == math.MaxUint64 {
 		c.mu.Unlock()
-		return 0
+		return 0, false
 	}
 	var t time.Time
 	if c.now == nil {
@@ -66,9 +78,13 @@ func (c *Clock) Next() uint64 {
 	}
 	c.reading = now
 	next := max(now, c.last+1)
+	if next > limit {
+		c.mu.Unlock()
+		return next, false
+	}
 	c.last = next
 	c.mu.Unlock()
-	return next
+	return next, true
 }
 
 // Last returns the last timestamp handed out by Next or raised to by

@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -704,10 +705,14 @@ func (l *Log) encode(b *Batch, head Head) (Head, error) {
 		}
 		micros := e.Micros
 		if micros == 0 {
-			if micros = l.clock.Next(); micros == 0 {
-				return head, ErrClockExhausted
+			var ok bool
+			if micros, ok = l.clock.NextAtMost(eventid.MaxMicros); !ok {
+				return head, timeLimit(i, micros, head)
 			}
 		} else {
+			if micros > eventid.MaxMicros {
+				return head, timeLimit(i, micros, head)
+			}
 			if micros <= head.ID.Micros() {
 				return head, fmt.Errorf("%w: entry %d at %d µs, head at %d µs", ErrTimeOrder, i, micros, head.ID.Micros())
 			}
@@ -725,6 +730,19 @@ func (l *Log) encode(b *Batch, head Head) (Head, error) {
 		head = Head{ID: id, Seq: head.Seq + 1, Loc: loc}
 	}
 	return head, nil
+}
+
+// timeLimit is the error for entry i, whose time would be micros, past
+// eventid.MaxMicros.
+func timeLimit(i int, micros uint64, head Head) error {
+	if head.Seq > 0 && head.ID.Micros() >= eventid.MaxMicros {
+		return fmt.Errorf("%w: the ledger's last event (#%d) is at %s, and each event's time is after the one before it (max(now, last+1)): this ledger can take no more events", eventid.ErrTimeLimit, head.Seq, eventid.MaxTime.Format(time.RFC3339Nano))
+	}
+	when := "after the year 292,277"
+	if micros <= math.MaxInt64 {
+		when = time.UnixMicro(int64(micros)).UTC().Format(time.RFC3339Nano)
+	}
+	return fmt.Errorf("%w: entry %d would be at %s (the clock or the time given is past the year 9999)", eventid.ErrTimeLimit, i, when)
 }
 
 // undo removes a failed write from the end of the active segment. If that
