@@ -100,8 +100,8 @@ func checkLedgerName(s string) error {
 // ("orders~9e961c04"); "ledger~9e961c04" if nothing of from is left. The
 // ID makes it unique, since no other ledger may have a name that ends in
 // it (ledgerNameProblem); n > 0 (a derived name taken all the same, by a
-// ledger that failed recovery and whose name no rule checked) adds "~n"
-// before the ID.
+// ledger that failed recovery and whose name, from an older annal's
+// metadata, no rule checked) adds "~n" before the ID.
 func nameDerived(from string, id eventid.LedgerID, n int) string {
 	suffix := "~" + id.String()
 	if n > 0 {
@@ -220,14 +220,32 @@ type nameChoice struct {
 // metadata's (known), else its genesis event's (recoverLedger put it in
 // l.meta). A name that breaks the rule is replaced by one derived from it.
 // When two ledgers, or a ledger and one that failed recovery, have the
-// same name, the one that keeps it is, in this order: the one a
-// failed ledger's metadata holds it for; the one whose metadata holds it;
+// same name, the one that keeps it is, in this order: a ledger whose
+// directory is here but failed recovery, whose metadata holds the name;
+// the one whose metadata holds it;
 // the one created first (its genesis ID, which begins with its time);
 // the lower ledger ID. The others get derived names. A ledger whose new
 // name cannot be written to its NAME file is refused (as ledgers that
 // fail recovery are, see Unavailable). Every rename is reported in
 // db.renamed.
 func (db *DB) registerLedgers(ls []*ledger, known map[eventid.LedgerID]ledgerMeta) {
+	// The names the metadata gives ledgers that are in the directory but
+	// failed recovery stay theirs: an append by such a name must not reach
+	// another ledger. (A ledger whose directory is gone, or a metadata
+	// file brought from another data directory, holds none.)
+	taken := map[string]bool{}
+	recovered := map[eventid.LedgerID]bool{}
+	for _, l := range ls {
+		recovered[l.meta.ID] = true
+	}
+	for id, m := range known {
+		if recovered[id] || m.Name == "" {
+			continue
+		}
+		if _, err := db.fs.Stat(db.ledgerDir(id)); err == nil {
+			taken[m.Name] = true
+		}
+	}
 	choices := make([]*nameChoice, 0, len(ls))
 	for _, l := range ls {
 		id := l.meta.ID
@@ -237,6 +255,9 @@ func (db *DB) registerLedgers(ls []*ledger, known map[eventid.LedgerID]ledgerMet
 		c.inFile, c.hasFile, err = readNameFile(db.fs, l.log.Dir())
 		if err != nil {
 			db.refuse(l, known, fmt.Errorf("%w: ledger %s: its name: %w", ErrLedgerUnavailable, id, err))
+			if haveMeta && m.Name != "" {
+				taken[m.Name] = true
+			}
 			continue
 		}
 		switch {
@@ -260,12 +281,6 @@ func (db *DB) registerLedgers(ls []*ledger, known map[eventid.LedgerID]ledgerMet
 		}
 		c.assigned = haveMeta && m.Name == c.name
 		choices = append(choices, c)
-	}
-	// The names that ledgers which failed recovery hold in the metadata
-	// are theirs: a ledger recovered later must still be found by them.
-	taken := map[string]bool{}
-	for key := range db.broken {
-		taken[key] = true
 	}
 	slices.SortFunc(choices, func(a, b *nameChoice) int {
 		if a.assigned != b.assigned {

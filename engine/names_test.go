@@ -585,3 +585,73 @@ func TestNamesUnreadableNameFile(t *testing.T) {
 		t.Fatalf("NAME: %q %v", b, err)
 	}
 }
+
+// TestNamesUnavailableLedgerKeepsName: a ledger in the directory that
+// fails recovery keeps its name; a ledger copied in under that name gets a
+// derived one, so that an append by the name cannot reach it.
+func TestNamesUnavailableLedgerKeepsName(t *testing.T) {
+	ctx := context.Background()
+	here, other := t.TempDir(), t.TempDir()
+	h := openTest(t, here)
+	damaged, err := h.CreateLedger(ctx, LedgerSpec{Name: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	o := openTest(t, other)
+	copied, err := o.CreateLedger(ctx, LedgerSpec{Name: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Close()
+	copyTree(t, filepath.Join(other, ledgersDir, copied.ID.String()), filepath.Join(here, ledgersDir, copied.ID.String()))
+	seg := filepath.Join(here, ledgersDir, damaged.ID.String(), "00000000000000000001.seg")
+	badRewrite(t, seg, func(b []byte) []byte { b[0] ^= 0xff; return b })
+
+	h = openTest(t, here)
+	defer h.Close()
+	if _, err := h.Ledger("orders"); !errors.Is(err, ErrLedgerUnavailable) {
+		t.Fatalf("Ledger(orders): %v, want the damaged ledger's ErrLedgerUnavailable", err)
+	}
+	if _, err := h.Append(ctx, "orders", []EventInput{order(1)}, nil); !errors.Is(err, ErrLedgerUnavailable) {
+		t.Fatalf("append to orders: %v", err)
+	}
+	derived := "orders~" + copied.ID.String()
+	if got := ledgerNames(h); len(got) != 1 || got[derived] != copied.ID {
+		t.Fatalf("ledgers %v", got)
+	}
+	if r := h.Renamed(); len(r) != 1 || r[0].To != derived || !strings.Contains(r[0].Why, "unavailable") {
+		t.Fatalf("renamed %v", r)
+	}
+}
+
+// TestNamesForeignMetadata puts another data directory's meta.db in place:
+// its ledgers are missing here (unavailable) and take no name from the
+// ledgers that are here.
+func TestNamesForeignMetadata(t *testing.T) {
+	ctx := context.Background()
+	here, other := t.TempDir(), t.TempDir()
+	for _, dir := range []string{other, here} {
+		db := openTest(t, dir)
+		if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "orders"}); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+	}
+	b, err := os.ReadFile(filepath.Join(other, metaFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(here, metaFile), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := openTest(t, here)
+	defer db.Close()
+	info, err := db.Ledger("orders")
+	if err != nil {
+		t.Fatalf("Ledger(orders): %v (unavailable %v)", err, db.Unavailable())
+	}
+	if ls := db.Ledgers(); len(ls) != 1 || ls[0].ID != info.ID || len(db.Renamed()) != 0 {
+		t.Fatalf("ledgers %+v, renamed %v", ls, db.Renamed())
+	}
+}
