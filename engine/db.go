@@ -19,6 +19,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // A data directory:
@@ -143,7 +144,7 @@ func (db *DB) open() error {
 		metaPath = db.opts.metaPath
 	}
 	if db.meta, err = openMeta(metaPath); err != nil {
-		if errors.Is(err, bolt.ErrTimeout) {
+		if errors.Is(err, bolterrors.ErrTimeout) {
 			// bbolt's flock on the file: another process has it open.
 			return fmt.Errorf("%w: %s: its metadata file is locked by another process: %w", ErrLocked, db.dir, err)
 		}

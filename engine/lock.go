@@ -3,7 +3,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -146,9 +145,8 @@ type watchedFile struct {
 	fi   os.FileInfo
 }
 
-// watch records the identity of each path now. The first is the data
-// directory and is compared through the descriptor that holds its lock,
-// when there is one.
+// newDirWatch records the identity of each path now. The first is the
+// data directory, taken from dir, the descriptor that holds its lock.
 func newDirWatch(dir *os.File, paths ...string) (*dirWatch, error) {
 	w := &dirWatch{start: time.Now()}
 	for i, p := range paths {
@@ -233,8 +231,6 @@ func metaMissing(path string) bool {
 type closerFunc func() error
 
 func (f closerFunc) Close() error { return f() }
-
-var _ io.Closer = closerFunc(nil)
 
 // lockPath is DIR/LOCK.
 func lockPath(dir string) string { return filepath.Join(dir, lockFile) }

@@ -1,3 +1,5 @@
+//go:build linux || darwin || dragonfly || freebsd || netbsd || openbsd
+
 package engine
 
 import (
@@ -12,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -578,4 +581,32 @@ func TestLockPermissions(t *testing.T) {
 		defer os.Chmod(dir, 0o700)
 		openTest(t, dir).Close()
 	})
+}
+
+// TestLockInfo: what DIR/LOCK says is read back (the holder's name where
+// the kernel's lock table is not available), and reading it is safe
+// whatever was put in its place.
+func TestLockInfo(t *testing.T) {
+	pid, command := parseLockInfo([]byte(lockInfo()))
+	if pid != os.Getpid() || !strings.Contains(command, filepath.Base(os.Args[0])) {
+		t.Fatalf("parseLockInfo(lockInfo()) = %d, %q", pid, command)
+	}
+	if _, command := parseLockInfo([]byte("pid 12\ncommand a\x1b[2Jb\u202e\n")); command != "a?[2Jb?" {
+		t.Fatalf("control characters in LOCK: %q", command)
+	}
+	dir := t.TempDir()
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink("/dev/zero", link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readLockInfo(link); err == nil {
+		t.Fatal("readLockInfo followed a link")
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readLockInfo(fifo); err == nil {
+		t.Fatal("readLockInfo read a FIFO")
+	}
 }

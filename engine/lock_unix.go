@@ -142,7 +142,7 @@ func holderError(dir string, fi os.FileInfo) error {
 	if pid := flockHolder(key); pid > 0 {
 		return lockedError(dir, pid, commandOf(pid), "")
 	}
-	b, err := os.ReadFile(lockPath(dir))
+	b, err := readLockInfo(lockPath(dir))
 	if err != nil {
 		return lockedError(dir, 0, "", "")
 	}
@@ -151,6 +151,21 @@ func holderError(dir string, fi os.FileInfo) error {
 		return lockedError(dir, 0, "", "")
 	}
 	return lockedError(dir, pid, command, lockPath(dir))
+}
+
+// readLockInfo reads the start of DIR/LOCK, if it is a regular file:
+// anyone may have put anything there (a link to /dev/zero, a FIFO).
+func readLockInfo(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	return io.ReadAll(io.LimitReader(f, 4096))
 }
 
 // flockHolder returns the process holding a flock on the file key names,
