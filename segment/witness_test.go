@@ -85,14 +85,14 @@ func witnessLedger(t *testing.T) (map[string][]byte, []Location, Head) {
 	return files(t, fs, "led"), locs, w
 }
 
-func openWithWitness(t *testing.T, contents map[string][]byte, w Head) (*Recovery, error, map[string][]byte) {
+func openWithWitness(t *testing.T, contents map[string][]byte, w Head) (*Recovery, map[string][]byte, error) {
 	t.Helper()
 	fs := memDir(t, "led", contents)
 	l, rec, err := Open("led", Options{FS: fs, Ledger: testLedger(), Witness: w}, Head{})
 	if err == nil {
 		l.Close()
 	}
-	return rec, err, files(t, fs, "led")
+	return rec, files(t, fs, "led"), err
 }
 
 // TestWitnessRefusesLostTail: with the witness of a clean close, every
@@ -134,7 +134,7 @@ func TestWitnessRefusesLostTail(t *testing.T) {
 			m := cloneFiles(orig)
 			c.change(m)
 			before := cloneFiles(m)
-			_, err, after := openWithWitness(t, m, w)
+			_, after, err := openWithWitness(t, m, w)
 			var cerr *CorruptionError
 			if !errors.As(err, &cerr) || !errors.Is(err, ErrCorruption) || cerr.Expected == "" || cerr.Found == "" {
 				t.Fatalf("Open: %v, want a CorruptionError with expected and found", err)
@@ -148,7 +148,7 @@ func TestWitnessRefusesLostTail(t *testing.T) {
 				t.Fatal("Open changed the files")
 			}
 			// Without the witness, the same files open (as before it).
-			if _, err, _ := openWithWitness(t, before, Head{}); c.name != "last header zeroed" && c.name != "witness record replaced by another" && err != nil {
+			if _, _, err := openWithWitness(t, before, Head{}); c.name != "last header zeroed" && c.name != "witness record replaced by another" && err != nil {
 				t.Fatalf("without a witness: %v", err)
 			}
 		})
@@ -157,7 +157,7 @@ func TestWitnessRefusesLostTail(t *testing.T) {
 	t.Run("torn write after the witness", func(t *testing.T) {
 		m := cloneFiles(orig)
 		m[last] = append(bytes.Clone(orig[last]), orig[last][inLast[0].Offset:inLast[0].Offset+30]...)
-		rec, err, after := openWithWitness(t, m, w)
+		rec, after, err := openWithWitness(t, m, w)
 		if err != nil || rec.TruncatedBytes != 30 || rec.Head != w || !bytes.Equal(after[last], orig[last]) {
 			t.Fatalf("Open: %v, %+v", err, rec)
 		}
@@ -165,7 +165,7 @@ func TestWitnessRefusesLostTail(t *testing.T) {
 	t.Run("unfinished segment after the witness's", func(t *testing.T) {
 		m := cloneFiles(orig)
 		m[segmentName(w.Loc.Segment+1)] = make([]byte, 10)
-		rec, err, after := openWithWitness(t, m, w)
+		rec, after, err := openWithWitness(t, m, w)
 		if err != nil || rec.RemovedSegment != w.Loc.Segment+1 || !maps.EqualFunc(after, orig, bytes.Equal) {
 			t.Fatalf("Open: %v, %+v", err, rec)
 		}
