@@ -3,8 +3,8 @@ package engine
 import (
 	"encoding/binary"
 	"encoding/json"
-	"hash/crc32"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"os"
 	"runtime/debug"
