@@ -73,7 +73,9 @@ type DB struct {
 // write, and brings the index and the metadata up to the tail. A ledger
 // that fails verification is refused (ErrLedgerUnavailable, wrapping the
 // segment.ErrCorruption that says where) and the others open; see
-// Unavailable.
+// Unavailable. So is a ledger whose segments no longer hold its durable
+// witness, the head that the metadata or the index recorded as durable
+// ("acknowledged events lost"; see witness.go): nothing is cut then.
 //
 // Only one DB may have a directory open: a second Open, from this or
 // another process, fails with ErrLocked (a *LockedError naming the

@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"os"
 	"runtime/debug"
@@ -68,7 +70,14 @@ type metaRecord struct {
 	Count       uint64         `msgpack:"count"`
 	LastMicros  uint64         `msgpack:"lastMicros"`
 	Witness     *witnessRecord `msgpack:"witness,omitempty"`
+	// CRC is the CRC32C of every byte of the record before its own four:
+	// the last field, a uint32 written in full (0xce and 4 bytes), so a
+	// damaged record (a wrong witness would refuse an intact ledger) is
+	// found. bbolt has no checksum of its own for a value.
+	CRC uint32 `msgpack:"crc"`
 }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // witnessRecord is a durable head: the record Seq with ID, whose frame
 // is Size bytes at Offset in segment Segment.
@@ -87,7 +96,16 @@ func encodeMeta(m *ledgerMeta) ([]byte, error) {
 	if w := m.Witness; w.Seq != 0 {
 		r.Witness = &witnessRecord{Seq: w.Seq, ID: w.ID[:], Segment: w.Loc.Segment, Offset: w.Loc.Offset, Size: w.Loc.Size}
 	}
-	return msgpack.Marshal(&r)
+	b, err := msgpack.Marshal(&r)
+	if err != nil {
+		return nil, err
+	}
+	n := len(b) - 4
+	if n < 1 || b[n-1] != 0xce {
+		return nil, fmt.Errorf("engine: metadata record of ledger %s: the encoding does not end with the CRC field", m.ID)
+	}
+	binary.BigEndian.PutUint32(b[n:], crc32.Checksum(b[:n], castagnoli))
+	return b, nil
 }
 
 // decodeMeta decodes a record, msgpack or (before version 1) JSON.
@@ -111,9 +129,16 @@ func decodeMeta(v []byte) (ledgerMeta, error) {
 	if err := msgpack.Unmarshal(v, &r); err != nil {
 		return m, err
 	}
-	switch {
+	switch n := len(v) - 4; {
 	case r.Version > metaVersion:
+		// Before the CRC: a newer version may place it elsewhere.
 		return m, fmt.Errorf("record version %d, written by a newer annal (this one reads up to version %d)", r.Version, metaVersion)
+	case n < 1 || v[n-1] != 0xce || binary.BigEndian.Uint32(v[n:]) != r.CRC:
+		return m, fmt.Errorf("the record does not end with its CRC field")
+	case crc32.Checksum(v[:n], castagnoli) != r.CRC:
+		return m, fmt.Errorf("CRC mismatch: the record's bytes give %08x, its CRC field holds %08x", crc32.Checksum(v[:n], castagnoli), r.CRC)
+	}
+	switch {
 	case r.Version < 1:
 		return m, fmt.Errorf("record version %d is not a version", r.Version)
 	case len(r.Genesis) != eventid.Size || len(r.Head) != eventid.Size:

@@ -531,6 +531,9 @@ func TestWitnessWriter(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	// The writer counts its transaction just after the commit that the
+	// loop above saw: give it that moment.
+	time.Sleep(50 * time.Millisecond)
 	n := db.witnessWrites.Load()
 	if n == 0 {
 		t.Fatal("no witness write counted")
@@ -538,6 +541,31 @@ func TestWitnessWriter(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if m := db.witnessWrites.Load(); m != n {
 		t.Fatalf("%d witness writes while nothing was appended", m-n)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// No fsync on the append path: a Sync append is one fsync of its
+	// segment, and no metadata transaction runs within the interval.
+	db, err = Open(t.TempDir(), &Options{WitnessInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := db.ledger("l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncs := l.log.Stats().Syncs
+	for i := range 50 {
+		if _, err := db.Append(ctx, "l", []EventInput{order(i)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := l.log.Stats().Syncs - syncs; n != 50 || db.witnessWrites.Load() != 0 {
+		t.Fatalf("50 Sync appends: %d segment fsyncs, %d metadata transactions; want 50 and 0", n, db.witnessWrites.Load())
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
@@ -713,23 +741,34 @@ func TestMetaJSONRewrittenAsMsgpack(t *testing.T) {
 	}
 }
 
-// TestMetaBadRecord: a record that is not msgpack of a known version is a
-// clear error naming the file and the ledger, not a silent rebuild.
+// TestMetaBadRecord: a record that is not msgpack of a known version, or
+// whose CRC does not match (a changed witness would refuse an intact
+// ledger), is a clear error naming the file and the ledger, not a silent
+// rebuild.
 func TestMetaBadRecord(t *testing.T) {
 	ctx := context.Background()
 	newer, err := msgpack.Marshal(&metaRecord{Version: metaVersion + 1, Name: "l", Genesis: make([]byte, 16), Head: make([]byte, 16)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	half := func(v []byte) []byte { return v[:len(v)/2] }
+	flip := func(v []byte) []byte { // a bit of the witness's sequence number
+		v = bytes.Clone(v)
+		i := bytes.Index(v, []byte("\xa3seq\xcf"))
+		v[i+12] ^= 0x04
+		return v
+	}
 	for _, c := range []struct {
-		name string
-		v    []byte
-		msg  string
+		name   string
+		v      []byte
+		change func([]byte) []byte
+		msg    string
 	}{
-		{"garbage", []byte("\xc1\x00garbage"), "unreadable"},
-		{"truncated", nil, "unreadable"},
-		{"newer version", newer, "newer annal"},
-		{"broken JSON", []byte(`{"name":`), "unreadable"},
+		{"garbage", []byte("\xc1\x00garbage"), nil, "unreadable"},
+		{"truncated", nil, half, "unreadable"},
+		{"witness bit flipped", nil, flip, "CRC mismatch"},
+		{"newer version", newer, nil, "newer annal"},
+		{"broken JSON", []byte(`{"name":`), nil, "unreadable"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -745,8 +784,7 @@ func TestMetaBadRecord(t *testing.T) {
 			metaPath := filepath.Join(dir, metaFile)
 			v := c.v
 			if v == nil {
-				good := rawMeta(t, metaPath)[info.ID.String()]
-				v = good[:len(good)/2]
+				v = c.change(rawMeta(t, metaPath)[info.ID.String()])
 			}
 			putRawMeta(t, metaPath, info.ID.String(), v)
 			_, err = Open(dir, nil)
