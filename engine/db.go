@@ -300,6 +300,9 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 func (db *DB) openIndex() (*index.Index, error) {
 	path := filepath.Join(db.dir, indexDir)
 	idx, err := index.Open(path, index.Options{FS: db.fs, CacheSize: db.opts.CacheSize})
+	if errors.Is(err, index.ErrNotWritable) || errors.Is(err, syscall.EROFS) {
+		return nil, fmt.Errorf("engine: open index: %s is not writable (no permission, or a read-only file system); the events in the segments are not affected: %w", path, err)
+	}
 	if err == nil || errors.Is(err, index.ErrFormatVersion) || errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EMFILE) {
 		if err != nil {
 			return nil, fmt.Errorf("engine: open index: %w", err)

@@ -16,6 +16,10 @@ var (
 	// an index that holds data. The error names the key, the expected and
 	// the found values. The index can be rebuilt from the segments.
 	ErrCorruption = errors.New("index: corruption")
+	// ErrNotWritable: Open (not ReadOnly) cannot create a file in the
+	// index directory: no permission (EACCES, EPERM) or a read-only file
+	// system (EROFS). The error names the directory; nothing was changed.
+	ErrNotWritable = errors.New("index: the index directory is not writable")
 	// ErrClosed: the Index was used after Close.
 	ErrClosed = errors.New("index: closed")
 	// ErrInvalid: an argument cannot be indexed: a location with a negative
