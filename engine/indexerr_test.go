@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/annal-db/annal/index"
+	"github.com/annal-db/annal/segment"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -192,5 +193,119 @@ func TestIndexNotWritable(t *testing.T) {
 	}
 	if after, _ := os.ReadDir(idx); len(after) != len(before) {
 		t.Fatalf("the index directory changed: %d entries, %d before", len(after), len(before))
+	}
+}
+
+// TestVerifyIndexDamaged: a damaged block in one of the index's tables,
+// which Open does not read, is found by Verify. The error used to be
+// Pebble's (a stack of lines and "<corruption detail carrier>") with a
+// report of 0 events, and no word that the segments are intact or that
+// the index can be rebuilt. It must match ErrIndexDamaged, be one line,
+// say the events are intact and how to rebuild, and come with the count
+// of verified events; Options.RebuildIndex then rebuilds the index, with
+// progress, and Verify passes.
+func TestVerifyIndexDamaged(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "acct"}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 20000
+	for b := range n / 1000 {
+		evs := make([]EventInput, 1000)
+		for i := range evs {
+			evs[i] = EventInput{Entity: "order", Key: fmt.Sprintf("order-%d", b*1000+i), Event: "placed",
+				Meta: []byte(`{}`), Data: []byte(fmt.Sprintf(`{"n":%d}`, b*1000+i))}
+		}
+		if _, err := db.Append(ctx, "acct", evs, &AppendOptions{Durability: None}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Flip bytes in the middle of the largest table: a data block.
+	entries, err := os.ReadDir(filepath.Join(dir, indexDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victim string
+	var size int64
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && strings.HasSuffix(e.Name(), ".sst") && info.Size() > size {
+			victim, size = filepath.Join(dir, indexDir, e.Name()), info.Size()
+		}
+	}
+	if victim == "" {
+		t.Fatal("no index table")
+	}
+	b, err := os.ReadFile(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(b) / 3; i < len(b)/3+16; i++ {
+		b[i] ^= 0x5a
+	}
+	if err := os.WriteFile(victim, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	db, err = Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.IndexRebuilt(); err != nil {
+		t.Fatalf("Open found the damage (%v): the test must damage what only Verify reads", err)
+	}
+	rep, err := db.Verify(ctx, "acct", nil)
+	t.Logf("Verify: %v", err)
+	switch {
+	case err == nil:
+		t.Fatal("Verify passed a damaged index")
+	case !errors.Is(err, ErrIndexDamaged):
+		t.Fatalf("Verify: %v; want ErrIndexDamaged", err)
+	case errors.Is(err, segment.ErrCorruption) && !strings.Contains(err.Error(), "disagrees"):
+		t.Errorf("Verify: %v: a damaged index is not a damaged segment", err)
+	case strings.Contains(err.Error(), "\n") || strings.Contains(err.Error(), "detail carrier"):
+		t.Errorf("Verify's error is not one line: %q", err)
+	}
+	for _, want := range []string{"ledger acct", "the events in the segments are intact (20001 verified)", "RebuildIndex", "annal reindex"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Verify: %q does not say %q", err, want)
+		}
+	}
+	if rep.Events != n+1 {
+		t.Errorf("Verify's report: %d events, want the %d the segments hold", rep.Events, n+1)
+	}
+	if err := db.Close(); err != nil {
+		t.Logf("Close: %v", err)
+	}
+
+	var calls []int64
+	db, err = Open(dir, &Options{RebuildIndex: true, Progress: func(what string, done, total int64) {
+		if what != "index ledger acct" || total != n+1 || done > total {
+			t.Errorf("Progress(%q, %d, %d)", what, done, total)
+		}
+		calls = append(calls, done)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.IndexRebuilt(); err == nil || !strings.Contains(err.Error(), "as asked") {
+		t.Errorf("IndexRebuilt after RebuildIndex: %v", err)
+	}
+	if len(calls) == 0 || calls[len(calls)-1] != n+1 {
+		t.Errorf("Progress was called with %v; want it to end at %d", calls, n+1)
+	}
+	if _, err := os.Stat(filepath.Join(dir, indexDir+".broken")); err != nil {
+		t.Errorf("the old index was not kept: %v", err)
+	}
+	if rep, err := db.Verify(ctx, "acct", nil); err != nil || rep.Events != n+1 {
+		t.Fatalf("Verify after the rebuild: %+v, %v", rep, err)
 	}
 }

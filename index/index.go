@@ -136,7 +136,9 @@ func Open(dir string, opts Options) (*Index, error) {
 	po.Logger = fatalLogger{logger, h}
 	bgErr := make(chan error, 1)
 	po.EventListener = &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
-		logger.Errorf("%s", info)
+		// One line: Pebble's own rendering of info carries the stack of
+		// its error (%+v). The error also reaches the caller.
+		logger.Errorf("index: damaged file %s: %s (the index is derived from the segments and can be rebuilt)", info.Path, firstLine(info.Details))
 	}, BackgroundError: func(err error) {
 		// A failed flush or compaction, which Pebble retries: Flush
 		// waits for this or for the flush.
@@ -253,6 +255,15 @@ func checkWritable(fs vfs.FS, dir string) error {
 		return fmt.Errorf("index: open %s: %w", dir, err)
 	}
 	return nil
+}
+
+// firstLine returns the first line of err's message.
+func firstLine(err error) string {
+	if err == nil {
+		return ""
+	}
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	return msg
 }
 
 // ErrFailed: Pebble met an error it treats as fatal (it panicked, or
