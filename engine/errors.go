@@ -112,5 +112,7 @@ func oneLine(err error) string {
 		msg = msg[:i]
 	}
 	msg = strings.ReplaceAll(msg, "<corruption detail carrier>", "")
+	// Said once, by indexDamaged.
+	msg = strings.TrimSuffix(strings.TrimSpace(msg), " (the index is derived from the segments and can be rebuilt)")
 	return strings.TrimSpace(msg)
 }

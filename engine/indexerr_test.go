@@ -281,6 +281,44 @@ func TestVerifyIndexDamaged(t *testing.T) {
 	if rep.Events != n+1 {
 		t.Errorf("Verify's report: %d events, want the %d the segments hold", rep.Events, n+1)
 	}
+	// Reads that reach the damage say the index is damaged and can be
+	// rebuilt, in one line.
+	var readErrs []error
+	for what, seq := range map[string]func(func(Event, error) bool){
+		"Scan reverse":  db.Scan(ctx, "acct", ScanOptions{Reverse: true}),
+		"Replay entity": db.Replay(ctx, "acct", ReplayOptions{Entity: "order"}),
+		"Replay events": db.Replay(ctx, "acct", ReplayOptions{Events: []string{"placed"}}),
+	} {
+		for _, err := range seq {
+			if err != nil {
+				t.Logf("%s: %v", what, err)
+				readErrs = append(readErrs, err)
+				break
+			}
+		}
+	}
+	for seq := uint64(1); seq <= n+1; seq++ {
+		if _, err := db.GetSeq(ctx, "acct", seq); err != nil {
+			t.Logf("GetSeq %d: %v", seq, err)
+			readErrs = append(readErrs, err)
+			break
+		}
+	}
+	for _, err := range db.idx.Entity(ctx, db.byName["acct"].meta.ID, []byte("order"), 0) {
+		if err != nil {
+			t.Logf("index streams: %v", err)
+			readErrs = append(readErrs, err)
+			break
+		}
+	}
+	if len(readErrs) == 0 {
+		t.Error("no read reached the damaged block")
+	}
+	for _, err := range readErrs {
+		if !errors.Is(err, index.ErrCorruption) || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "can be rebuilt") {
+			t.Errorf("a read of the damaged index: %q; want one line matching index.ErrCorruption that says it can be rebuilt", err)
+		}
+	}
 	if err := db.Close(); err != nil {
 		t.Logf("Close: %v", err)
 	}

@@ -3,6 +3,8 @@ package index
 import (
 	"errors"
 	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // Errors of package index.
@@ -51,3 +53,22 @@ func describeKey(key []byte) string {
 	}
 	return fmt.Sprintf("%q %x %x", key[0], key[1:ledgerPrefixLen], key[ledgerPrefixLen:])
 }
+
+// readErr wraps the error of a read of Pebble. Damage that Pebble found (a
+// block whose checksum does not match) becomes a one-line error matching
+// ErrCorruption and Pebble's error, that says the index can be rebuilt:
+// Pebble's own message may run over several lines.
+func readErr(err error) error {
+	if pebble.IsCorruptionError(err) {
+		return &damageError{cause: err}
+	}
+	return fmt.Errorf("index: %w", err)
+}
+
+type damageError struct{ cause error }
+
+func (e *damageError) Error() string {
+	return fmt.Sprintf("%s: %s (the index is derived from the segments and can be rebuilt)", ErrCorruption, firstLine(e.cause))
+}
+
+func (e *damageError) Unwrap() []error { return []error{ErrCorruption, e.cause} }

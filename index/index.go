@@ -580,7 +580,7 @@ func (x *Index) get(key []byte) (value []byte, found bool, err error) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("index: get %s: %w", describeKey(key), err)
+		return nil, false, fmt.Errorf("index: get %s: %w", describeKey(key), readErr(err))
 	}
 	value = slices.Clone(v)
 	return value, true, closer.Close()
@@ -717,7 +717,7 @@ func (x *Index) PrefixMatches(ledgers []eventid.LedgerID, prefix []byte, oddNibb
 func (x *Index) collectIDs(lo, hi []byte, limit int, out *[]eventid.ID) error {
 	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return fmt.Errorf("index: %w", err)
+		return readErr(err)
 	}
 	n := 0
 	for ok := it.First(); ok && n < limit; ok = it.Next() {
@@ -730,7 +730,7 @@ func (x *Index) collectIDs(lo, hi []byte, limit int, out *[]eventid.ID) error {
 		n++
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
-		return fmt.Errorf("index: %w", err)
+		return readErr(err)
 	}
 	return nil
 }
