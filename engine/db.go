@@ -344,7 +344,11 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 	}
 	l := &ledger{db: db, log: log}
 	l.cond.L = &l.idxMu
-	if err := l.catchUp(checkpoint); err != nil {
+	name := m.Name
+	if name == "" {
+		name = id.String()
+	}
+	if err := l.catchUp(checkpoint, name); err != nil {
 		log.Close()
 		return nil, err
 	}
@@ -365,12 +369,22 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 // permission or of file descriptors.
 func (db *DB) openIndex() (*index.Index, error) {
 	path := filepath.Join(db.dir, indexDir)
+	if db.opts.RebuildIndex {
+		return db.rebuildIndex(errRebuildAsked)
+	}
 	idx, err := index.Open(path, index.Options{FS: db.fs, CacheSize: db.opts.CacheSize})
 	if err != nil && lockHeld(err) {
 		// Another process (or DB) has the index open: not damage.
 		return nil, fmt.Errorf("%w: %s: its index %s is locked by another process or DB: %w", ErrLocked, db.dir, path, err)
 	}
-	if err == nil || errors.Is(err, index.ErrFormatVersion) || errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EMFILE) {
+	if errors.Is(err, index.ErrNotWritable) || errors.Is(err, syscall.EROFS) {
+		return nil, fmt.Errorf("engine: open index: %s is not writable (no permission, or a read-only file system); the events in the segments are not affected: %w", path, err)
+	}
+	// A full disk, a format from a newer annal, a missing permission or
+	// too many open files say nothing of the index's state: report them,
+	// and move nothing.
+	if err == nil || errors.Is(err, index.ErrFormatVersion) || errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EMFILE) ||
+		errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 		if err != nil {
 			return nil, fmt.Errorf("engine: open index: %w", err)
 		}
@@ -394,13 +408,24 @@ func (db *DB) rebuildIndex(err error) (*index.Index, error) {
 	if rerr := mkdirSynced(db.fs, path); rerr != nil {
 		return nil, fmt.Errorf("engine: open index: %w (and creating a new one failed: %v)", err, rerr)
 	}
-	db.indexRebuilt = fmt.Errorf("engine: the index could not be opened and was rebuilt from the segments (the old one is in %s): %w", broken, err)
+	if err == errRebuildAsked {
+		db.indexRebuilt = fmt.Errorf("engine: the index was rebuilt from the segments, as asked (the old one is in %s): %w", broken, err)
+	} else {
+		db.indexRebuilt = fmt.Errorf("engine: the index could not be opened and was rebuilt from the segments (the old one is in %s): %w", broken, err)
+	}
 	idx, err := index.Open(path, index.Options{FS: db.fs, CacheSize: db.opts.CacheSize})
 	if err != nil {
 		return nil, fmt.Errorf("engine: open a new index: %w", err)
 	}
 	return idx, nil
 }
+
+// progressEvery is how many records catchUp indexes between two calls of
+// Options.Progress: a multiple of its batches of 4096.
+const progressEvery = 64 * 4096
+
+// errRebuildAsked is why the index is rebuilt with Options.RebuildIndex.
+var errRebuildAsked = errors.New("Options.RebuildIndex")
 
 // IndexRebuilt returns why the index was rebuilt from the segments when
 // the DB opened because it could not be opened (or what Open reads of it,
@@ -428,7 +453,11 @@ func (db *DB) removeLedgerDir(id eventid.LedgerID) error {
 
 // catchUp indexes every record after from (a checkpoint, or the zero Head
 // for all of them) up to the segment log's head.
-func (l *ledger) catchUp(from segment.Head) error {
+//
+// It calls Options.Progress, if set, every progressEvery records and at
+// the end; name names the ledger there ("": no progress, for Import,
+// which reports its own).
+func (l *ledger) catchUp(from segment.Head, name string) error {
 	seg, off := uint64(1), int64(segment.FirstOffset)
 	if from.Seq != 0 {
 		seg, off = from.Loc.Segment, from.Loc.End()
@@ -436,6 +465,12 @@ func (l *ledger) catchUp(from segment.Head) error {
 	it := l.log.NewIterator(seg, off)
 	b := l.db.idx.NewBatch()
 	defer func() { b.Close() }()
+	progress := l.db.opts.Progress
+	if name == "" {
+		progress = nil
+	}
+	what := "index ledger " + name
+	total := int64(l.log.Head().Seq - from.Seq)
 	n := 0
 	var head segment.Head
 	for it.Next() {
@@ -450,6 +485,9 @@ func (l *ledger) catchUp(from segment.Head) error {
 			}
 			b.Close()
 			b = l.db.idx.NewBatch()
+			if progress != nil && n%progressEvery == 0 {
+				progress(what, int64(n), total)
+			}
 		}
 	}
 	if err := it.Err(); err != nil {
@@ -459,6 +497,9 @@ func (l *ledger) catchUp(from segment.Head) error {
 		b.SetProgressDurable(l.log.Ledger(), head, l.log.Durable())
 		if err := b.Commit(false); err != nil {
 			return err
+		}
+		if progress != nil {
+			progress(what, int64(n), total)
 		}
 	}
 	l.indexed = l.log.Head().Seq

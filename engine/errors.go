@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/annal-db/annal/eventid"
 )
@@ -42,6 +43,11 @@ var (
 	// ErrInvalid: bad input (a name, a JSON value, an ID, an option); the
 	// message says what and where. Nothing was stored.
 	ErrInvalid = errors.New("engine: invalid input")
+	// ErrIndexDamaged: the index (DIR/index, derived from the segments)
+	// is damaged or disagrees with the segments, which were verified and
+	// are intact: no event is lost. Rebuild the index: open with
+	// Options.RebuildIndex (the command: annal reindex).
+	ErrIndexDamaged = errors.New("engine: the index is damaged")
 	// ErrConditionFailed: a condition of an append did not hold; the
 	// error is a *ConditionError with the current head. Nothing was
 	// appended.
@@ -89,3 +95,34 @@ func (e *AmbiguousError) Error() string {
 
 // Is reports whether target is ErrAmbiguous.
 func (e *AmbiguousError) Is(target error) bool { return target == ErrAmbiguous }
+
+// indexDamage is an error matching ErrIndexDamaged and its cause, with a
+// one-line message: a Pebble error's own message may carry details over
+// several lines.
+type indexDamage struct {
+	msg   string
+	cause error
+}
+
+func (e *indexDamage) Error() string   { return e.msg }
+func (e *indexDamage) Unwrap() []error { return []error{ErrIndexDamaged, e.cause} }
+
+// indexDamaged returns the error of a ledger whose segments verified up to
+// events, and whose index failed with cause.
+func indexDamaged(ledger string, events uint64, cause error) error {
+	return &indexDamage{cause: cause, msg: fmt.Sprintf("%s: ledger %s: %s; the events in the segments are intact (%d verified); the index is derived from them and can be rebuilt: reopen with Options.RebuildIndex (annal reindex)",
+		ErrIndexDamaged, ledger, oneLine(cause), events)}
+}
+
+// oneLine returns the first line of err's message, without the
+// placeholder that cockroachdb/errors prints for a detail it redacts.
+func oneLine(err error) string {
+	msg := err.Error()
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	msg = strings.ReplaceAll(msg, "<corruption detail carrier>", "")
+	// Said once, by indexDamaged.
+	msg = strings.TrimSuffix(strings.TrimSpace(msg), " (the index is derived from the segments and can be rebuilt)")
+	return strings.TrimSpace(msg)
+}

@@ -70,8 +70,12 @@ type VerifyReport struct {
 // and that the index agrees with them: every entry of every family (ID,
 // sequence number, stream, entity, event name, idempotency key) and
 // nothing more. progress, if not nil, is called now and then with the records and
-// bytes verified so far. A failure is an error matching
-// segment.ErrCorruption that says where.
+// bytes verified so far. A failure of the segments is an error matching
+// segment.ErrCorruption that says where. A failure of the index, once the
+// segments verified, matches ErrIndexDamaged (and the cause: Pebble's
+// corruption error, or segment.ErrCorruption for a disagreement) and
+// comes with the report of the segments: the events are intact, and
+// Options.RebuildIndex rebuilds the index from them.
 func (db *DB) Verify(ctx context.Context, ledgerName string, progress func(records, bytes int64)) (VerifyReport, error) {
 	l, err := db.ledger(ledgerName)
 	if err != nil {
@@ -106,16 +110,24 @@ func (db *DB) Verify(ctx context.Context, ledgerName string, progress func(recor
 	if err := it.Err(); err != nil {
 		return VerifyReport{}, err
 	}
+	// From here on the segments are intact: what fails is the index.
+	report := VerifyReport{Events: head.Seq, Head: head.ID}
 	if got.err != nil {
-		return VerifyReport{}, got.err
+		if ctx.Err() != nil {
+			return VerifyReport{}, got.err
+		}
+		return report, indexDamaged(l.meta.Name, head.Seq, got.err)
 	}
 	if diff := got.d.Diff(want); diff != "" {
 		if err := l.locateIndexMismatch(ctx, head); err != nil {
-			return VerifyReport{}, err
+			if ctx.Err() != nil {
+				return VerifyReport{}, err
+			}
+			return report, indexDamaged(l.meta.Name, head.Seq, err)
 		}
-		return VerifyReport{}, fmt.Errorf("%w: ledger %s: the index disagrees with the segments (index against segments): %s", segment.ErrCorruption, l.meta.Name, diff)
+		return report, indexDamaged(l.meta.Name, head.Seq, fmt.Errorf("%w: the index disagrees with the segments (index against segments): %s", segment.ErrCorruption, diff))
 	}
-	return VerifyReport{Events: head.Seq, Head: head.ID}, nil
+	return report, nil
 }
 
 // locateIndexMismatch walks the index's ID entries beside the segments up

@@ -371,7 +371,7 @@ func (im *importer) commit(head segment.Head, meta ledgerMeta) (LedgerInfo, erro
 	// catchUp from the start must not mix with it.
 	err = db.idx.DeleteLedger(im.id)
 	if err == nil {
-		err = l.catchUp(segment.Head{})
+		err = l.catchUp(segment.Head{}, "")
 	}
 	if err == nil && importCommitHook != nil {
 		importCommitHook("indexed")

@@ -60,6 +60,20 @@ type Options struct {
 	WitnessInterval time.Duration
 	// Now is the clock; nil means time.Now. For tests.
 	Now func() time.Time
+	// RebuildIndex makes Open rebuild the index from the segments: the
+	// old one is moved to DIR/index.broken (replacing an earlier one), and
+	// every ledger is verified from its first record and re-indexed (see
+	// IndexRebuilt). The index is derived data, so nothing is lost; use
+	// it when Verify reports ErrIndexDamaged. It takes about as long as
+	// verifying every ledger (80 s for 10^7 events); see Progress.
+	RebuildIndex bool
+	// Progress, if not nil, is called now and then while Open indexes a
+	// ledger's events (after a rebuild, a crash, or a lost index): what
+	// names the work ("index ledger NAME"), done counts the events
+	// indexed so far and total those to index. It is called from the
+	// goroutine that called Open, every few thousand events and once at
+	// the end of each ledger.
+	Progress func(what string, done, total int64)
 
 	// fs, if set, holds the segments and the index instead of the OS file
 	// system, and metaPath is then where the metadata file lives (bbolt

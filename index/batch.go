@@ -2,6 +2,7 @@ package index
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/annal-db/annal/eventid"
@@ -188,7 +189,12 @@ func (b *Batch) commit(sync bool) (err error) {
 	if b.pb == nil {
 		return errBatchClosed
 	}
-	if err := b.x.db.Apply(b.pb, pebble.NoSync); err != nil {
+	pb := b.pb
+	if err := b.x.call("commit", false, func() error { return b.x.db.Apply(pb, pebble.NoSync) }); err != nil {
+		if errors.Is(err, ErrFailed) {
+			// Pebble may still be applying it: the batch is Pebble's now.
+			b.pb = nil
+		}
 		return fmt.Errorf("index: commit: %w", err)
 	}
 	if sync {

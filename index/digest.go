@@ -107,10 +107,13 @@ func (x *Index) Digest(ctx context.Context, ledger eventid.LedgerID, maxSeq uint
 		lo := appendLedgerPrefix(nil, fam, ledger)
 		it, err := x.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: prefixSuccessor(lo)})
 		if err != nil {
-			return nil, fmt.Errorf("index: %w", err)
+			return nil, readErr(err)
 		}
 		err = d.addFamily(ctx, it, fam, maxSeq)
 		if err = errors.Join(err, it.Error(), it.Close()); err != nil {
+			if pebble.IsCorruptionError(err) {
+				return nil, readErr(err)
+			}
 			return nil, err
 		}
 	}
@@ -127,7 +130,7 @@ func (d *Digest) addFamily(ctx context.Context, it *pebble.Iterator, fam byte, m
 		k := it.Key()
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return fmt.Errorf("index: %w", err)
+			return readErr(err)
 		}
 		var seq uint64
 		switch fam {

@@ -3,6 +3,8 @@ package index
 import (
 	"errors"
 	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // Errors of package index.
@@ -16,6 +18,10 @@ var (
 	// an index that holds data. The error names the key, the expected and
 	// the found values. The index can be rebuilt from the segments.
 	ErrCorruption = errors.New("index: corruption")
+	// ErrNotWritable: Open (not ReadOnly) cannot create a file in the
+	// index directory: no permission (EACCES, EPERM) or a read-only file
+	// system (EROFS). The error names the directory; nothing was changed.
+	ErrNotWritable = errors.New("index: the index directory is not writable")
 	// ErrClosed: the Index was used after Close.
 	ErrClosed = errors.New("index: closed")
 	// ErrInvalid: an argument cannot be indexed: a location with a negative
@@ -47,3 +53,22 @@ func describeKey(key []byte) string {
 	}
 	return fmt.Sprintf("%q %x %x", key[0], key[1:ledgerPrefixLen], key[ledgerPrefixLen:])
 }
+
+// readErr wraps the error of a read of Pebble. Damage that Pebble found (a
+// block whose checksum does not match) becomes a one-line error matching
+// ErrCorruption and Pebble's error, that says the index can be rebuilt:
+// Pebble's own message may run over several lines.
+func readErr(err error) error {
+	if pebble.IsCorruptionError(err) {
+		return &damageError{cause: err}
+	}
+	return fmt.Errorf("index: %w", err)
+}
+
+type damageError struct{ cause error }
+
+func (e *damageError) Error() string {
+	return fmt.Sprintf("%s: %s (the index is derived from the segments and can be rebuilt)", ErrCorruption, firstLine(e.cause))
+}
+
+func (e *damageError) Unwrap() []error { return []error{ErrCorruption, e.cause} }

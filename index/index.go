@@ -4,8 +4,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"runtime"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
@@ -54,13 +60,40 @@ const (
 // for concurrent use, except that Close must not run concurrently with
 // any other call or iteration.
 type Index struct {
+	*health
 	db       *pebble.DB
 	readOnly bool
 	closed   atomic.Bool
+	bgErr    chan error // Pebble's background errors (EventListener)
+}
+
+// health is what Pebble's event listener and logger tell the Index about
+// its background work, and what the Index does about it.
+type health struct {
 	// failed is set when Pebble met an error it treats as fatal (see
-	// fatalLogger); every later call returns it.
+	// fatalLogger), or when a write waits on flushes that fail (see
+	// call); every later call returns it.
 	failed atomic.Pointer[error]
-	bgErr  chan error // Pebble's background errors (EventListener)
+	// flushes is the number of flushes begun and not ended.
+	flushes atomic.Int32
+	// flushErr is the error of the last flush, nil once one succeeds.
+	flushErr atomic.Pointer[error]
+	// stalled is set while Pebble holds writes back until its memtables
+	// are flushed (or its level 0 compacted).
+	stalled atomic.Bool
+	// parked is set when a goroutine of Pebble's stopped in Fatalf, maybe
+	// holding its locks: Pebble's Close would wait for it.
+	parked atomic.Bool
+
+	// mu guards stuck and abandoned.
+	mu sync.Mutex
+	// stuck counts the calls given up on (see call) that are still inside
+	// Pebble.
+	stuck int
+	// abandoned is set by Close when calls were stuck: the last of them to
+	// return closes Pebble (close).
+	abandoned bool
+	close     func() error
 }
 
 // Open opens the index in dir, creating dir and an empty index if they do
@@ -99,10 +132,13 @@ func Open(dir string, opts Options) (*Index, error) {
 	// exits the process. The index is derived data: the corruption error
 	// Pebble also returns reaches the caller, which rebuilds the index.
 	logger := po.Logger
-	po.Logger = fatalLogger{logger}
+	h := &health{}
+	po.Logger = fatalLogger{logger, h}
 	bgErr := make(chan error, 1)
 	po.EventListener = &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
-		logger.Errorf("%s", info)
+		// One line: Pebble's own rendering of info carries the stack of
+		// its error (%+v). The error also reaches the caller.
+		logger.Errorf("index: damaged file %s: %s (the index is derived from the segments and can be rebuilt)", info.Path, firstLine(info.Details))
 	}, BackgroundError: func(err error) {
 		// A failed flush or compaction, which Pebble retries: Flush
 		// waits for this or for the flush.
@@ -110,6 +146,22 @@ func Open(dir string, opts Options) (*Index, error) {
 		case bgErr <- err:
 		default:
 		}
+	}, FlushBegin: func(pebble.FlushInfo) {
+		h.flushes.Add(1)
+	}, FlushEnd: func(info pebble.FlushInfo) {
+		// A flush that writes no table ends with an error that is not
+		// one (Pebble's errEmptyTable).
+		if info.Err != nil && info.Err.Error() != "pebble: empty table" {
+			err := info.Err
+			h.flushErr.Store(&err)
+		} else {
+			h.flushErr.Store(nil)
+		}
+		h.flushes.Add(-1)
+	}, WriteStallBegin: func(pebble.WriteStallBeginInfo) {
+		h.stalled.Store(true)
+	}, WriteStallEnd: func() {
+		h.stalled.Store(false)
 	}}
 	if !opts.ReadOnly {
 		if err := fs.MkdirAll(dir, 0o755); err != nil {
@@ -123,24 +175,95 @@ func Open(dir string, opts Options) (*Index, error) {
 	po.Experimental.CompactionScheduler = gate
 	cache := pebble.NewCache(size)
 	po.Cache = cache
+	if !opts.ReadOnly {
+		if err := checkWritable(fs, dir); err != nil {
+			return nil, err
+		}
+	}
 	var db *pebble.DB
-	err := func() (err error) {
-		defer recoverFatal("open", &err)
-		db, err = pebble.Open(dir, po)
-		return err
-	}()
+	err := openPebble(dir, po, h, &db)
 	cache.Unref() // the DB holds its own reference
 	if err != nil {
 		gate.abandon()
 		return nil, fmt.Errorf("index: open %s: %w", dir, err)
 	}
 	gate.release()
-	x := &Index{db: db, readOnly: opts.ReadOnly, bgErr: bgErr}
+	x := &Index{health: h, db: db, readOnly: opts.ReadOnly, bgErr: bgErr}
+	h.close = db.Close
 	if err := x.checkVersion(); err != nil {
 		_ = x.Close()
 		return nil, fmt.Errorf("index: open %s: %w", dir, err)
 	}
 	return x, nil
+}
+
+// openPebble runs pebble.Open, recovering its panics. Open may wait for
+// a flush of what it replays, on one of Pebble's goroutines: if that
+// flush fails for good (Fatalf, see fatalLogger), Open would wait for
+// ever, so openPebble then returns the failure, and leaves Pebble.
+func openPebble(dir string, po *pebble.Options, h *health, db **pebble.DB) error {
+	type result struct {
+		db  *pebble.DB
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		func() {
+			defer recoverFatal("open", &r.err)
+			r.db, r.err = pebble.Open(dir, po)
+		}()
+		done <- r
+	}()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case r := <-done:
+			*db = r.db
+			return r.err
+		case <-tick.C:
+			if p := h.failed.Load(); p != nil {
+				return *p
+			}
+		}
+	}
+}
+
+// writeCheckFile is created and removed by Open to see that the index
+// directory can be written.
+const writeCheckFile = "write-check.tmp"
+
+// checkWritable returns an error matching ErrNotWritable if a file cannot
+// be created in dir for lack of permission or on a read-only file system:
+// Pebble writes a new MANIFEST on every Open, and its failure there is
+// fatal to it.
+func checkWritable(fs vfs.FS, dir string) error {
+	path := fs.PathJoin(dir, writeCheckFile)
+	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.EPERM) {
+			return fmt.Errorf("%w: %s: %w", ErrNotWritable, dir, err)
+		}
+		return fmt.Errorf("index: open %s: %w", dir, err)
+	}
+	err = f.Close()
+	if rerr := fs.Remove(path); err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return fmt.Errorf("index: open %s: %w", dir, err)
+	}
+	return nil
+}
+
+// firstLine returns the first line of err's message.
+func firstLine(err error) string {
+	if err == nil {
+		return ""
+	}
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	return msg
 }
 
 // ErrFailed: Pebble met an error it treats as fatal (it panicked, or
@@ -153,9 +276,14 @@ var ErrFailed = errors.New("index: failed")
 // process, into a panic that the Index's calls recover (recoverFatal), so
 // that a full disk or an I/O error fails the index, not the program. A
 // Fatalf on one of Pebble's background goroutines (a flush or a
-// compaction whose MANIFEST update failed) cannot be recovered: that
-// panic still ends the process.
-type fatalLogger struct{ pebble.Logger }
+// compaction whose MANIFEST update failed), where no call of the Index
+// could recover a panic, fails the Index instead and stops that goroutine
+// for good: Pebble's state is unknown then, and the Index touches it no
+// more (see call and Close).
+type fatalLogger struct {
+	pebble.Logger
+	h *health
+}
 
 // fatalError is what fatalLogger.Fatalf panics with.
 type fatalError struct {
@@ -174,7 +302,31 @@ func (l fatalLogger) Fatalf(format string, args ...any) {
 			e.errs = append(e.errs, err)
 		}
 	}
+	if l.h != nil && !calledByIndex() {
+		err := fatal("in the background", e)
+		l.h.failed.CompareAndSwap(nil, &err)
+		l.h.parked.Store(true)
+		select {} // Fatalf must not return
+	}
 	panic(e)
+}
+
+// calledByIndex reports whether a method of the Index (or Open), which
+// recovers a panic, is on the calling goroutine's stack: whether Pebble
+// runs a call of the Index rather than its own background work.
+func calledByIndex() bool {
+	var pcs [256]uintptr
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs[:])])
+	for {
+		f, more := frames.Next()
+		if strings.HasPrefix(f.Function, "github.com/annal-db/annal/index.") &&
+			!strings.Contains(f.Function, "compactionGate") && !strings.Contains(f.Function, "fatalLogger") {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
 }
 
 // recoverFatal, deferred around a call into Pebble, turns a panic of that
@@ -262,6 +414,19 @@ func (x *Index) Close() (err error) {
 	if x.closed.Swap(true) {
 		return ErrClosed
 	}
+	x.mu.Lock()
+	if x.parked.Load() {
+		x.mu.Unlock()
+		return *x.failed.Load()
+	}
+	if x.stuck > 0 {
+		// Pebble's Close would wait for them: it is closed when the
+		// last returns (call), if ever.
+		x.abandoned = true
+		x.mu.Unlock()
+		return *x.failed.Load()
+	}
+	x.mu.Unlock()
 	if p := x.failed.Load(); p != nil {
 		// Pebble's state after its failure is unknown: its Close may
 		// fail or panic too, which is recovered.
@@ -304,8 +469,11 @@ func (x *Index) flush() (err error) {
 	case <-x.bgErr: // an older failure
 	default:
 	}
-	flushed, err := x.db.AsyncFlush()
-	if err != nil {
+	var flushed <-chan struct{}
+	if err := x.call("flush", true, func() (err error) {
+		flushed, err = x.db.AsyncFlush()
+		return err
+	}); err != nil {
 		return fmt.Errorf("index: flush: %w", err)
 	}
 	select {
@@ -314,6 +482,79 @@ func (x *Index) flush() (err error) {
 	case err := <-x.bgErr:
 		return fmt.Errorf("index: flush: %w", err)
 	}
+}
+
+// stallGiveUp is how long a write may wait, held back by Pebble, while
+// Pebble's flushes fail, before the Index gives up on it (see call).
+const stallGiveUp = 2 * time.Second
+
+// call runs f, a call into Pebble that may wait for its memtables to be
+// flushed (a commit, a flush): Pebble holds writes back while too much of
+// its memtables is unflushed, and retries a failed flush for ever, so on a
+// full disk such a call would never return. If no flush is running or
+// failing (and always is false), f runs on the caller's goroutine, which
+// is then never held back. Otherwise it runs on its own, and if Pebble
+// holds it back while its flushes fail for stallGiveUp, or Pebble fails,
+// call returns an error matching ErrFailed and the flush's error
+// (syscall.ENOSPC, say) and the Index fails: f stays inside Pebble, which
+// Close then leaves to close when f returns.
+func (x *Index) call(what string, always bool, f func() error) error {
+	if !always && x.flushes.Load() == 0 && x.flushErr.Load() == nil {
+		return f()
+	}
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		func() {
+			defer recoverFatal(what, &err)
+			err = f()
+		}()
+		done <- err
+	}()
+	tick := time.NewTicker(stallGiveUp / 20)
+	defer tick.Stop()
+	var since time.Time
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+		}
+		if p := x.failed.Load(); p != nil {
+			return x.giveUp(done, *p)
+		}
+		p := x.flushErr.Load()
+		if p == nil || !x.stalled.Load() {
+			since = time.Time{}
+			continue
+		}
+		if since.IsZero() {
+			since = time.Now()
+		} else if time.Since(since) >= stallGiveUp {
+			e := fmt.Errorf("%w: %s: Pebble holds writes back until its memtables are flushed, and its flushes fail: %w", ErrFailed, what, *p)
+			x.failed.CompareAndSwap(nil, &e)
+			return x.giveUp(done, *x.failed.Load())
+		}
+	}
+}
+
+// giveUp leaves a call that is stuck inside Pebble, and returns err.
+func (x *Index) giveUp(done chan error, err error) error {
+	x.mu.Lock()
+	x.stuck++
+	x.mu.Unlock()
+	go func() {
+		<-done
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		if x.stuck--; x.stuck == 0 && x.abandoned {
+			func() {
+				defer func() { _ = recover() }()
+				_ = x.close()
+			}()
+		}
+	}()
+	return err
 }
 
 // usable returns ErrClosed after Close, and the failure after Pebble
@@ -339,7 +580,7 @@ func (x *Index) get(key []byte) (value []byte, found bool, err error) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("index: get %s: %w", describeKey(key), err)
+		return nil, false, fmt.Errorf("index: get %s: %w", describeKey(key), readErr(err))
 	}
 	value = slices.Clone(v)
 	return value, true, closer.Close()
@@ -354,21 +595,24 @@ func (x *Index) DeleteLedger(ledger eventid.LedgerID) (err error) {
 	}
 	defer x.guard("delete ledger", &err)
 	b := x.db.NewBatch()
-	defer b.Close()
 	for _, fam := range ledgerFamilies {
 		start := appendLedgerPrefix(nil, fam, ledger)
 		// start begins with a family tag below 0xff, so it has a successor.
 		if err := b.DeleteRange(start, prefixSuccessor(start), nil); err != nil {
+			_ = b.Close()
 			return fmt.Errorf("index: delete ledger %v: %w", ledger, err)
 		}
 	}
 	// Not flushed: if a crash takes the deletion back, the entries it
 	// brings back are those the engine found wrong or useless before
 	// (see the package doc).
-	if err := b.Commit(pebble.NoSync); err != nil {
+	if err := x.call("delete ledger", false, func() error { return b.Commit(pebble.NoSync) }); err != nil {
+		if !errors.Is(err, ErrFailed) { // else Pebble may be applying b still
+			_ = b.Close()
+		}
 		return fmt.Errorf("index: delete ledger %v: %w", ledger, err)
 	}
-	return nil
+	return b.Close()
 }
 
 // Progress returns how far a ledger has been indexed: the head that the
@@ -489,7 +733,7 @@ func (x *Index) PrefixMatches(ledgers []eventid.LedgerID, prefix []byte, oddNibb
 func (x *Index) collectIDs(lo, hi []byte, limit int, out *[]eventid.ID) error {
 	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return fmt.Errorf("index: %w", err)
+		return readErr(err)
 	}
 	n := 0
 	for ok := it.First(); ok && n < limit; ok = it.Next() {
@@ -502,7 +746,7 @@ func (x *Index) collectIDs(lo, hi []byte, limit int, out *[]eventid.ID) error {
 		n++
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
-		return fmt.Errorf("index: %w", err)
+		return readErr(err)
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"iter"
 	"math"
 
@@ -72,7 +71,7 @@ func (x *Index) StreamHead(ledger eventid.LedgerID, entity, key []byte) (p Posit
 	prefix := appendStreamPrefix(nil, ledger, entity, key)
 	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixSuccessor(prefix)})
 	if err != nil {
-		return Position{}, false, fmt.Errorf("index: %w", err)
+		return Position{}, false, readErr(err)
 	}
 	if it.Last() {
 		var v []byte
@@ -82,7 +81,7 @@ func (x *Index) StreamHead(ledger eventid.LedgerID, entity, key []byte) (p Posit
 		}
 	}
 	if err2 := errors.Join(it.Error(), it.Close()); err == nil && err2 != nil {
-		err = fmt.Errorf("index: %w", err2)
+		err = readErr(err2)
 	}
 	return p, found, err
 }
@@ -159,7 +158,7 @@ func (x *Index) scan(ctx context.Context, lo, hi []byte, reverse bool, decode de
 		}
 		it, err := x.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 		if err != nil {
-			yield(Position{}, fmt.Errorf("index: %w", err))
+			yield(Position{}, readErr(err))
 			return
 		}
 		fail := func(err error) {
@@ -181,7 +180,7 @@ func (x *Index) scan(ctx context.Context, lo, hi []byte, reverse bool, decode de
 			}
 			v, err := it.ValueAndErr()
 			if err != nil {
-				fail(fmt.Errorf("index: %w", err))
+				fail(readErr(err))
 				return
 			}
 			p, seek, err := decode(it.Key(), v)
@@ -203,7 +202,7 @@ func (x *Index) scan(ctx context.Context, lo, hi []byte, reverse bool, decode de
 			}
 		}
 		if err := errors.Join(it.Error(), it.Close()); err != nil {
-			yield(Position{}, fmt.Errorf("index: %w", err))
+			yield(Position{}, readErr(err))
 		}
 	}
 }

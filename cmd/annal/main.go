@@ -226,6 +226,7 @@ Exit codes: 0 success, 1 error, 2 usage, 3 verification failed,
 		newCreateCmd(g), newLedgersCmd(g), newAppendCmd(g), newGetCmd(g),
 		newScanCmd(g), newTailCmd(g), newVerifyCmd(g), newStatsCmd(g),
 		newImportCmd(g), newExportCmd(g), newDemoCmd(g), newDemoWriterCmd(g),
+		newReindexCmd(g),
 		newCanonCmd(), newIDCmd(), newVerifyFileCmd(),
 	)
 	return root

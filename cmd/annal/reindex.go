@@ -1,0 +1,108 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/annal-db/annal/engine"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+)
+
+func newReindexCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "reindex",
+		Short: "Rebuild the index from the segments",
+		Long: `reindex rebuilds the index (DIR/index) of every ledger from its segments,
+which hold every event: the index is derived from them, so nothing is lost.
+The old index is kept in DIR/index.broken (replacing an earlier one). Every
+segment is verified from its first record on the way.
+
+Use it when verify --full says the index is damaged. It takes about as long as
+verify --full (80 s for 10^7 events); when standard error is a terminal a
+progress bar shows each ledger's indexing with the rate and the time left.
+
+It prints one line a ledger: its name and the events indexed. A ledger whose
+segments fail verification is not indexed: it is reported on standard error,
+and the exit code is 3.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			dir, err := g.dataDir(cmd)
+			if err != nil {
+				return err
+			}
+			if err := checkDataDir(dir); err != nil {
+				return &exitErr{code: exitError, err: err}
+			}
+			opts, err := g.options()
+			if err != nil {
+				return err
+			}
+			if opts == nil {
+				opts = &engine.Options{}
+			}
+			opts.RebuildIndex = true
+			var p *reindexProgress
+			if isTerminal(cmd.ErrOrStderr()) {
+				p = &reindexProgress{w: cmd.ErrOrStderr()}
+				opts.Progress = p.update
+			}
+			db, err := engine.Open(dir, opts)
+			p.clear()
+			if err != nil {
+				return openError(dir, err)
+			}
+			defer closeDB(db, &err)
+			for _, l := range db.Ledgers() {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%d events indexed\n", safeName(l.Name), l.Count)
+			}
+			bad := db.Unavailable()
+			for _, name := range slices.Sorted(maps.Keys(bad)) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "annal: reindex %s: %s\n", safeName(name), errorLine(bad[name]))
+			}
+			if len(bad) > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "annal: %d ledgers not indexed (annal verify says more)\n", len(bad))
+				return silentExit(exitVerification)
+			}
+			return nil
+		},
+	}
+}
+
+// reindexProgress draws a progress bar of the indexing of each ledger.
+type reindexProgress struct {
+	w       io.Writer
+	bar     *progressbar.ProgressBar
+	current string
+}
+
+// update is engine.Options.Progress.
+func (p *reindexProgress) update(what string, done, total int64) {
+	if what != p.current || p.bar == nil {
+		p.clear()
+		p.current = what
+		p.bar = progressbar.NewOptions64(total,
+			progressbar.OptionSetWriter(p.w),
+			progressbar.OptionSetDescription(what),
+			progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(),
+			progressbar.OptionSetItsString("events"),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionSetElapsedTime(true),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	_ = p.bar.Set64(done)
+}
+
+// clear removes the bar, if any (p may be nil).
+func (p *reindexProgress) clear() {
+	if p != nil && p.bar != nil {
+		_ = p.bar.Clear()
+	}
+}
