@@ -61,7 +61,7 @@ and the exit code is 3.`,
 			}
 			bad := db.Unavailable()
 			for _, name := range slices.Sorted(maps.Keys(bad)) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "annal: reindex %s: %s\n", safeName(name), errorLine(bad[name]))
+				fmt.Fprintf(cmd.ErrOrStderr(), "annal: reindex %s: %s\n", safeName(name), safeText(errorLine(bad[name])))
 			}
 			if len(bad) > 0 {
 				fmt.Fprintf(cmd.ErrOrStderr(), "annal: %d ledgers not indexed (annal verify says more)\n", len(bad))
