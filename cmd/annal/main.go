@@ -171,7 +171,8 @@ type logFilter struct{ w io.Writer }
 
 func (f *logFilter) Write(p []byte) (int, error) {
 	line, _, _ := strings.Cut(string(p), "\n")
-	if strings.HasPrefix(line, "on-disk corruption:") {
+	// Pebble's own report, and the index's one-line form of it.
+	if strings.HasPrefix(line, "on-disk corruption:") || strings.HasPrefix(line, "index: damaged file ") {
 		return len(p), nil
 	}
 	fmt.Fprintf(f.w, "annal: index: %s\n", safeText(errorLine(errors.New(line))))

@@ -458,7 +458,7 @@ func TestIndexErrorHint(t *testing.T) {
 		fmt.Errorf("%w: ledger orders: the index disagrees with the segments (index against segments): ids: 3 against 4", segment.ErrCorruption),
 	} {
 		got := errorText(ledgerError("d", "orders", err))
-		want := "; the index is damaged, not the events in the segments: it is derived from them: move d/index away (or remove it) and the next command rebuilds it from the segments"
+		want := "; the index is damaged, not the events in the segments: it is derived from them: annal reindex --dir d rebuilds it from the segments"
 		if !strings.HasSuffix(got, want) {
 			t.Errorf("%v: %s", err, got)
 		}

@@ -133,9 +133,10 @@ const (
 	partUnchecked = "-"
 )
 
-// indexRebuildHint says how the index is rebuilt: Open rebuilds a missing
+// indexRebuildHint says how the index is rebuilt: annal reindex (Open
+// with engine.Options.RebuildIndex), or Open, which rebuilds a missing
 // index from the segments.
-const indexRebuildHint = "move DIR/index away (or remove it) and the next command rebuilds it from the segments"
+const indexRebuildHint = "annal reindex --dir DIR rebuilds it from the segments"
 
 // isIndexError reports whether err is a failure of the index alone: a
 // file of the index's store that fails its checksum, an entry that does
@@ -145,7 +146,7 @@ const indexRebuildHint = "move DIR/index away (or remove it) and the next comman
 //
 // The engine has no sentinel for the last case; its message is matched.
 func isIndexError(err error) bool {
-	if errors.Is(err, index.ErrCorruption) || errors.Is(err, index.ErrFailed) || pebble.IsCorruptionError(err) ||
+	if errors.Is(err, engine.ErrIndexDamaged) || errors.Is(err, index.ErrCorruption) || errors.Is(err, index.ErrFailed) || pebble.IsCorruptionError(err) ||
 		pebble.ExtractDataCorruptionInfo(err) != nil {
 		return true
 	}
@@ -158,6 +159,16 @@ func isIndexError(err error) bool {
 // is damaged: one line that says so, what the events are and how the index
 // is rebuilt.
 func indexDamaged(dir string, err error, events uint64, full bool) error {
+	// The engine's ErrIndexDamaged says the same for a library's user; the
+	// command says it once, in its own words, around the cause.
+	var joined interface{ Unwrap() []error }
+	if errors.As(err, &joined) && errors.Is(err, engine.ErrIndexDamaged) {
+		for _, e := range joined.Unwrap() {
+			if e != engine.ErrIndexDamaged {
+				err = e
+			}
+		}
+	}
 	detail := errorLine(err)
 	if info := pebble.ExtractDataCorruptionInfo(err); info != nil && !strings.Contains(detail, info.Path) {
 		detail += " (" + info.Path + ")"
