@@ -239,10 +239,25 @@ const writeCheckFile = "write-check.tmp"
 // Pebble writes a new MANIFEST on every Open, and its failure there is
 // fatal to it.
 func checkWritable(fs vfs.FS, dir string) error {
+	notWritable := func(err error) bool {
+		return errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.EPERM)
+	}
+	// Pebble's lock first: an index that another process or DB holds is
+	// reported as Pebble reports it (a lock conflict, which the engine
+	// calls ErrLocked), before this check creates a file in a directory
+	// that is not ours to touch.
+	lock, err := fs.Lock(fs.PathJoin(dir, "LOCK"))
+	if err != nil {
+		if notWritable(err) && !errors.Is(err, syscall.EACCES) {
+			return fmt.Errorf("%w: %s: %w", ErrNotWritable, dir, err)
+		}
+		return fmt.Errorf("index: open %s: %w", dir, err)
+	}
+	lock.Close()
 	path := fs.PathJoin(dir, writeCheckFile)
 	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
-		if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.EPERM) {
+		if notWritable(err) {
 			return fmt.Errorf("%w: %s: %w", ErrNotWritable, dir, err)
 		}
 		return fmt.Errorf("index: open %s: %w", dir, err)
