@@ -126,14 +126,33 @@ func (g *globals) openDB(cmd *cobra.Command, create bool) (*engine.DB, string, e
 	if err != nil {
 		return nil, dir, err
 	}
+	// An Open that indexes many events (the index removed, or rebuilt
+	// because it could not be opened) shows how far it is on a terminal;
+	// one that has nothing to index draws nothing.
+	var p *reindexProgress
+	if isTerminal(cmd.ErrOrStderr()) {
+		if opts == nil {
+			opts = &engine.Options{}
+		}
+		p = &reindexProgress{w: cmd.ErrOrStderr()}
+		opts.Progress = p.update
+	}
 	db, err := engine.Open(dir, opts)
+	p.clear()
 	if err != nil {
 		return nil, dir, openError(dir, err)
 	}
 	// Open reports a rename once (the new name is written): whichever
-	// command opens the directory first must say it.
+	// command opens the directory first must say it. The same for a
+	// rebuilt index or metadata file: nothing is lost (both are derived
+	// from the segments), but the operator should know it happened.
 	for _, r := range db.Renamed() {
-		fmt.Fprintf(cmd.ErrOrStderr(), "annal: %s\n", r)
+		fmt.Fprintf(cmd.ErrOrStderr(), "annal: %s\n", safeText(r.String()))
+	}
+	for _, why := range []error{db.IndexRebuilt(), db.MetaRebuilt()} {
+		if why != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "annal: note: %s\n", safeText(errorLine(why)))
+		}
 	}
 	return db, dir, nil
 }
