@@ -14,46 +14,8 @@ import (
 
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
+	"github.com/annal-db/annal/segment/faultfs"
 )
-
-// mountTmpfs mounts a tmpfs of size bytes on a new directory and returns
-// it; it is unmounted when the test ends. Without the right to mount (not
-// root, or in a container that forbids it) the test is skipped.
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "tmpfs")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput()
-	if err != nil {
-		t.Skipf("not root / mount not permitted: %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	// Registered after TempDir's removal, so it runs before it.
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, strings.TrimSpace(string(out)))
-			exec.Command("umount", "-l", dir).Run()
-		}
-	})
-	return dir
-}
-
-// fillUp writes a file until the disk is full.
-func fillUp(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		return // not even a new file fits
-	}
-	buf := []byte(strings.Repeat("f", 4<<10))
-	for {
-		if _, err := f.Write(buf); err != nil {
-			break
-		}
-	}
-	f.Close()
-}
 
 // fill writes a file of n bytes of non-zero data (tmpfs allocates its pages
 // as they are written) and syncs it.
@@ -87,7 +49,7 @@ func fill(t *testing.T, path string, n int) {
 // (Pebble) and the metadata (bbolt) do when they meet the full disk is
 // logged.
 func TestDiskFullForReal(t *testing.T) {
-	mnt := mountTmpfs(t, "8m")
+	mnt := faultfs.MountTmpfs(t, "8m")
 	ctx := context.Background()
 	fill(t, filepath.Join(mnt, "filler"), 2<<20)
 	dir := filepath.Join(mnt, "data")
@@ -146,7 +108,7 @@ func TestDiskFullForReal(t *testing.T) {
 	}
 	checkReadable(t, db, "full", acked, "while the disk is full")
 	// Whatever space the failed append left (part of a page), taken too.
-	fillUp(t, filepath.Join(mnt, "topup"))
+	faultfs.FillUp(t, filepath.Join(mnt, "topup"))
 	if info, err := db.CreateLedger(ctx, LedgerSpec{Name: "later"}); err != nil {
 		t.Logf("CreateLedger on the full disk: %v", err)
 		if !errors.Is(err, syscall.ENOSPC) {
@@ -201,7 +163,7 @@ func TestDiskFullForReal(t *testing.T) {
 	// return (its index flush and metadata write may fail), and what
 	// Open does on the full disk is logged.
 	filler := filepath.Join(mnt, "filler2")
-	fillUp(t, filler)
+	faultfs.FillUp(t, filler)
 	closed := make(chan error, 1)
 	go func() { closed <- db.Close() }()
 	select {

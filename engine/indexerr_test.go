@@ -14,6 +14,7 @@ import (
 
 	"github.com/annal-db/annal/index"
 	"github.com/annal-db/annal/segment"
+	"github.com/annal-db/annal/segment/faultfs"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -33,7 +34,7 @@ func TestIndexDiskFullNoHang(t *testing.T) {
 		{"default cache, flushed in Close", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mnt := mountTmpfs(t, "96m")
+			mnt := faultfs.MountTmpfs(t, "96m")
 			ctx := context.Background()
 			dir := filepath.Join(mnt, "data")
 			db, err := Open(dir, &Options{Durability: None, CacheSize: tc.cache})
@@ -62,7 +63,7 @@ func TestIndexDiskFullNoHang(t *testing.T) {
 			}
 			// Full, but for 1 MiB: enough for Pebble to open, not to flush.
 			fill(t, filepath.Join(mnt, "slack"), 1<<20)
-			fillUp(t, filepath.Join(mnt, "filler"))
+			faultfs.FillUp(t, filepath.Join(mnt, "filler"))
 			if err := os.Remove(filepath.Join(mnt, "slack")); err != nil {
 				t.Fatal(err)
 			}

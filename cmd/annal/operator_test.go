@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -20,6 +19,7 @@ import (
 	"github.com/annal-db/annal/engine"
 	"github.com/annal-db/annal/index"
 	"github.com/annal-db/annal/segment"
+	"github.com/annal-db/annal/segment/faultfs"
 	"github.com/spf13/cobra"
 )
 
@@ -220,7 +220,7 @@ func (s *syncBuffer) String() string {
 // says the events may not be on stable storage. Either way the events are
 // there once space is back. A real full disk: a small tmpfs (root only).
 func TestCloseFailsAfterAppend(t *testing.T) {
-	mnt := mountTmpfs(t, "8m")
+	mnt := faultfs.MountTmpfs(t, "8m")
 	dir := filepath.Join(mnt, "data")
 	if code, _, errOut := annal(t, "", "--dir", dir, "create", "full"); code != 0 {
 		t.Fatalf("create: exit %d: %s", code, errOut)
@@ -231,7 +231,7 @@ func TestCloseFailsAfterAppend(t *testing.T) {
 		// output, fills the disk and ends: the command then closes.
 		out := &lineSignal{first: make(chan struct{})}
 		in := &fillingReader{line: `{"entity":"order","key":"o-1","event":"placed"}` + "\n", printed: out.first,
-			fill: func() { fillUp(t, filler) }}
+			fill: func() { faultfs.FillUp(t, filler) }}
 		var errOut bytes.Buffer
 		code := run([]string{"--dir", dir, "append", "full", "--durability", durability}, in, out, &errOut)
 		id := strings.TrimSpace(out.String())
@@ -296,44 +296,6 @@ func (w *lineSignal) Write(p []byte) (int, error) {
 		w.once.Do(func() { close(w.first) })
 	}
 	return n, err
-}
-
-// mountTmpfs mounts a tmpfs of size bytes on a new directory and returns
-// it; it is unmounted when the test ends. Without the right to mount (not
-// root, or in a container that forbids it) the test is skipped.
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "tmpfs")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput()
-	if err != nil {
-		t.Skipf("not root / mount not permitted: %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, strings.TrimSpace(string(out)))
-			exec.Command("umount", "-l", dir).Run()
-		}
-	})
-	return dir
-}
-
-// fillUp writes a file until the disk is full.
-func fillUp(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		return // not even a new file fits
-	}
-	buf := []byte(strings.Repeat("f", 4<<10))
-	for {
-		if _, err := f.Write(buf); err != nil {
-			break
-		}
-	}
-	f.Close()
 }
 
 // TestCloseOutcome: how a command ends when closing the data directory
