@@ -348,3 +348,57 @@ func TestVerifyIndexDamaged(t *testing.T) {
 		t.Fatalf("Verify after the rebuild: %+v, %v", rep, err)
 	}
 }
+
+// TestIndexOpenDiskFullMovesNothing: an index that cannot be opened
+// because the disk is full (ENOSPC creating its files) is not damaged: Open
+// fails with ENOSPC and leaves it where it is, rather than moving it to
+// index.broken to rebuild it (which the full disk would refuse too). Once
+// space is back, the same index opens with every event.
+func TestIndexOpenDiskFullMovesNothing(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	metaPath := filepath.Join(t.TempDir(), "meta.db")
+	ffs := faultfs.Wrap(vfs.Default)
+	opts := &Options{fs: ffs, metaPath: metaPath}
+	db, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Append(ctx, "l", []EventInput{order(1), order(2)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	index := filepath.Join(dir, indexDir)
+	ffs.SetInjector(faultfs.InjectorFunc(func(op faultfs.Op) faultfs.Fault {
+		if op.Kind == faultfs.Create && strings.HasPrefix(op.Path, index+string(filepath.Separator)) {
+			return faultfs.ENOSPC
+		}
+		return faultfs.NoFault
+	}))
+	if db, err := Open(dir, opts); err == nil || !errors.Is(err, syscall.ENOSPC) {
+		if err == nil {
+			db.Close()
+		}
+		t.Fatalf("Open with a full disk under index/: %v, want ENOSPC", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, indexDir+".broken")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the index was moved aside on a full disk (stat index.broken: %v)", err)
+	}
+	ffs.SetInjector(nil)
+	db, err = Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if db.IndexRebuilt() != nil {
+		t.Errorf("the index was rebuilt: %v", db.IndexRebuilt())
+	}
+	if info, err := db.Ledger("l"); err != nil || info.Count != 3 {
+		t.Fatalf("ledger l after the disk was freed: %+v, %v; want 3 events", info, err)
+	}
+}
