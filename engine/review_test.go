@@ -1,13 +1,17 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/annal-db/annal/segment"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // TestEverySegmentLostWitnessFromIndex: meta.db removed and every segment
@@ -43,5 +47,77 @@ func TestEverySegmentLostWitnessFromIndex(t *testing.T) {
 	}
 	if d := sameTree(before, hashTree(t, filepath.Join(dir, ledgersDir))); d != "" {
 		t.Fatalf("files under ledgers/ changed: %s", d)
+	}
+}
+
+// blockNameFS blocks the creation of a NAME.tmp file until release is
+// closed, once armed.
+type blockNameFS struct {
+	vfs.FS
+	armed   atomic.Bool
+	blocked chan struct{}
+	release chan struct{}
+}
+
+func (f *blockNameFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	if strings.HasSuffix(name, nameFile+".tmp") && f.armed.CompareAndSwap(true, false) {
+		close(f.blocked)
+		<-f.release
+	}
+	return f.FS.Create(name, c)
+}
+
+// TestCreateLedgerRacesClose: a CreateLedger under way when Close is
+// called is not cut off by it: Close waits for it (nothing of the DB
+// writes in the directory once Close has returned, as with Import), and
+// a ledger it reports created is there, whole, after a reopen.
+func TestCreateLedgerRacesClose(t *testing.T) {
+	dir := t.TempDir()
+	metaPath := filepath.Join(dir, "meta.db")
+	fs := &blockNameFS{FS: vfs.Default, blocked: make(chan struct{}), release: make(chan struct{})}
+	opts := &Options{fs: fs, metaPath: metaPath}
+	db, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs.armed.Store(true)
+	type result struct {
+		info LedgerInfo
+		err  error
+	}
+	created := make(chan result, 1)
+	go func() {
+		info, err := db.CreateLedger(context.Background(), LedgerSpec{Name: "late"})
+		created <- result{info, err}
+	}()
+	<-fs.blocked
+	closed := make(chan error, 1)
+	go func() { closed <- db.Close() }()
+	select {
+	case err := <-closed:
+		close(fs.release)
+		r := <-created
+		t.Fatalf("Close returned (%v) while CreateLedger was still writing in the directory (it then returned %v, %v)", err, r.info.ID, r.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(fs.release)
+	r := <-created
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if r.err != nil {
+		t.Fatalf("CreateLedger: %v", r.err)
+	}
+	db, err = Open(dir, &Options{fs: vfs.Default, metaPath: metaPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	info, err := db.Ledger("late")
+	if err != nil || info.ID != r.info.ID || info.Count != 1 {
+		t.Fatalf("after reopen: %+v, %v; CreateLedger said %v", info, err, r.info.ID)
+	}
+	if u := db.Unavailable(); len(u) > 0 {
+		t.Fatalf("unavailable: %v", u)
 	}
 }
