@@ -64,7 +64,10 @@ type DB struct {
 	// the witness sequence number that open wrote, for the writer.
 	witnessed                map[*ledger]uint64
 	witnessStop, witnessDone chan struct{}
-	witnessWrites            atomic.Int64 // its transactions, for tests
+	// oldWitness: the witnesses read from an index before Open rebuilt
+	// it (keepWitnesses), by ledger.
+	oldWitness    map[eventid.LedgerID]segment.Head
+	witnessWrites atomic.Int64 // its transactions, for tests
 }
 
 // Open opens the data directory dir, creating it if needed, and recovers
@@ -216,7 +219,8 @@ func (db *DB) open() error {
 		for _, id := range ids {
 			head, ok, err := db.idx.Progress(id)
 			if err != nil && (pebble.IsCorruptionError(err) || errors.Is(err, index.ErrCorruption)) {
-				db.idx.Close() // its error is the damage again
+				db.keepWitnesses(db.idx) // those that can still be read
+				db.idx.Close()           // its error is the damage again
 				db.idx = nil
 				if db.idx, err = db.rebuildIndex(err); err != nil {
 					return err
@@ -376,6 +380,12 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 func (db *DB) openIndex() (*index.Index, error) {
 	path := filepath.Join(db.dir, indexDir)
 	if db.opts.RebuildIndex {
+		// The index is moved aside: keep the witnesses it holds first,
+		// the only ones left when meta.db is gone.
+		if old, err := index.Open(path, index.Options{FS: db.fs, CacheSize: db.opts.CacheSize}); err == nil {
+			db.keepWitnesses(old)
+			old.Close()
+		}
 		return db.rebuildIndex(errRebuildAsked)
 	}
 	idx, err := index.Open(path, index.Options{FS: db.fs, CacheSize: db.opts.CacheSize})
@@ -397,6 +407,28 @@ func (db *DB) openIndex() (*index.Index, error) {
 		return idx, nil
 	}
 	return db.rebuildIndex(err)
+}
+
+// keepWitnesses records the durable witness of every ledger in the
+// ledgers directory that idx, an index about to be rebuilt, holds and can
+// read: recovery uses them (see witness) as it would have used idx's.
+func (db *DB) keepWitnesses(idx *index.Index) {
+	names, err := db.fs.List(filepath.Join(db.dir, ledgersDir))
+	if err != nil {
+		return
+	}
+	for _, name := range names {
+		id, err := eventid.ParseLedgerID(name)
+		if err != nil || id.String() != name {
+			continue
+		}
+		if d, ok, err := idx.Durable(id); err == nil && ok {
+			if db.oldWitness == nil {
+				db.oldWitness = map[eventid.LedgerID]segment.Head{}
+			}
+			db.oldWitness[id] = d
+		}
+	}
 }
 
 // rebuildIndex moves the index to DIR/index.broken, replacing any earlier

@@ -121,3 +121,44 @@ func TestCreateLedgerRacesClose(t *testing.T) {
 		t.Fatalf("unavailable: %v", u)
 	}
 }
+
+// TestLostTailRebuildIndexKeepsWitness: with meta.db gone, the index's
+// progress marker is the only witness of a ledger's durable head.
+// Rebuilding the index (Options.RebuildIndex, annal reindex) must not
+// throw that witness away before recovery has used it: the six lost
+// tails are still refused as corruption, and no byte under ledgers/
+// changes (the zeroed tail was cut, destroying the evidence).
+func TestLostTailRebuildIndexKeepsWitness(t *testing.T) {
+	lt := newLostTailLedger(t)
+	for _, c := range lostTailCases() {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			copyTree(t, lt.dir, dir)
+			if err := os.Remove(filepath.Join(dir, metaFile)); err != nil {
+				t.Fatal(err)
+			}
+			c.damage(t, lt, dir)
+			before := hashTree(t, filepath.Join(dir, ledgersDir))
+			db, err := Open(dir, &Options{SegmentSize: 4096, RebuildIndex: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var bad error
+			for _, err := range db.Unavailable() {
+				if strings.Contains(err.Error(), lt.id.String()) {
+					bad = err
+				}
+			}
+			if _, err := db.Ledger("other"); err != nil {
+				t.Errorf("ledger other: %v", err)
+			}
+			db.Close()
+			if !errors.Is(bad, segment.ErrCorruption) || !strings.Contains(bad.Error(), "acknowledged events lost") {
+				t.Fatalf("ledger l: %v, want corruption", bad)
+			}
+			if d := sameTree(before, hashTree(t, filepath.Join(dir, ledgersDir))); d != "" {
+				t.Fatalf("files under ledgers/ changed: %s", d)
+			}
+		})
+	}
+}
