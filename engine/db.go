@@ -604,6 +604,12 @@ func (db *DB) Close() error {
 		errs = append(errs, fmt.Errorf("%w (Close wrote neither the index's checkpoint nor the metadata)", dirErr))
 	}
 	if db.idx != nil && dirErr == nil {
+		// The index's witness of each ledger, exact now as the
+		// metadata's: an append indexed before its sync (Interval, None)
+		// left it behind, and with meta.db lost it is the only one.
+		if err := db.indexWitnesses(ledgers); err != nil {
+			errs = append(errs, err)
+		}
 		// Flush the memtables, so that the next Open does not replay them.
 		if err := db.idx.Checkpoint(); err != nil {
 			errs = append(errs, err)
@@ -616,6 +622,29 @@ func (db *DB) Close() error {
 	}
 	errs = append(errs, db.closeStores())
 	return errors.Join(errs...)
+}
+
+// indexWitnesses writes, in one index commit, the progress marker of
+// every ledger whose records are all indexed, with its durable head:
+// called by Close once the ledgers' logs are closed (synced).
+func (db *DB) indexWitnesses(ledgers []*ledger) error {
+	b := db.idx.NewBatch()
+	defer b.Close()
+	n := 0
+	for _, l := range ledgers {
+		l.idxMu.Lock()
+		head, ok := l.log.Head(), l.idxErr == nil
+		ok = ok && l.indexed == head.Seq && head.Seq != 0 && head.Loc.Segment != 0
+		l.idxMu.Unlock()
+		if ok {
+			b.SetProgressDurable(l.meta.ID, head, l.log.Durable())
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return b.Commit(false)
 }
 
 func (db *DB) closeStores() error {

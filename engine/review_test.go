@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,6 +156,67 @@ func TestLostTailRebuildIndexKeepsWitness(t *testing.T) {
 			db.Close()
 			if !errors.Is(bad, segment.ErrCorruption) || !strings.Contains(bad.Error(), "acknowledged events lost") {
 				t.Fatalf("ledger l: %v, want corruption", bad)
+			}
+			if d := sameTree(before, hashTree(t, filepath.Join(dir, ledgersDir))); d != "" {
+				t.Fatalf("files under ledgers/ changed: %s", d)
+			}
+		})
+	}
+}
+
+// TestIndexWitnessExactAfterCleanClose: after a clean Close the index's
+// witness is the exact head too, whatever the appends' durability: with
+// meta.db gone, a lost tail of Interval and None appends (one batch each,
+// indexed before their sync) is refused, not cut.
+func TestIndexWitnessExactAfterCleanClose(t *testing.T) {
+	for _, d := range []Durability{Interval, None} {
+		t.Run(fmt.Sprint(d), func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			db, err := Open(dir, &Options{SyncInterval: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs := make([]EventInput, 50)
+			for i := range evs {
+				evs[i] = order(i)
+			}
+			if _, err := db.Append(ctx, "l", evs, &AppendOptions{Durability: d}); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(filepath.Join(dir, metaFile)); err != nil {
+				t.Fatal(err)
+			}
+			seg := filepath.Join(dir, ledgersDir, info.ID.String(), fmt.Sprintf("%020d.seg", 1))
+			fi, err := os.Stat(seg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.OpenFile(seg, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = f.WriteAt(make([]byte, 40), fi.Size()-40)
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := hashTree(t, filepath.Join(dir, ledgersDir))
+			db, err = Open(dir, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lerr := db.Unavailable()[info.ID.String()]
+			db.Close()
+			if !errors.Is(lerr, segment.ErrCorruption) || !strings.Contains(lerr.Error(), "acknowledged events lost") {
+				t.Fatalf("ledger l: %v, want corruption", lerr)
 			}
 			if d := sameTree(before, hashTree(t, filepath.Join(dir, ledgersDir))); d != "" {
 				t.Fatalf("files under ledgers/ changed: %s", d)
