@@ -265,6 +265,9 @@ func (db *DB) open() error {
 	}
 	// Names are given once every ledger is known: two may claim one.
 	db.registerLedgers(recovered, known)
+	if err := db.keepRefusedWitnesses(); err != nil {
+		return err
+	}
 	var changed []ledgerMeta
 	db.witnessed = map[*ledger]uint64{}
 	for _, l := range db.byID {
@@ -429,6 +432,30 @@ func (db *DB) keepWitnesses(idx *index.Index) {
 			db.oldWitness[id] = d
 		}
 	}
+}
+
+// keepRefusedWitnesses writes into the rebuilt index the witnesses that
+// keepWitnesses read from the old one, of the ledgers Open refused: their
+// only witness when meta.db is gone, which the next Open must find too.
+// The marker's progress is the zero Head (nothing indexed: recovery
+// verifies from the first record), its durable head the witness.
+func (db *DB) keepRefusedWitnesses() error {
+	b := db.idx.NewBatch()
+	defer b.Close()
+	n := 0
+	for id, w := range db.oldWitness {
+		if _, ok := db.byID[id]; !ok {
+			b.SetProgressDurable(id, segment.Head{}, w)
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := b.Commit(false); err != nil {
+		return fmt.Errorf("engine: keep the durable witness of %d refused ledgers in the rebuilt index: %w", n, err)
+	}
+	return nil
 }
 
 // rebuildIndex moves the index to DIR/index.broken, replacing any earlier
