@@ -663,10 +663,20 @@ func (db *DB) indexWitnesses(ledgers []*ledger) error {
 		head, ok := l.log.Head(), l.idxErr == nil
 		ok = ok && l.indexed == head.Seq && head.Seq != 0 && head.Loc.Segment != 0
 		l.idxMu.Unlock()
-		if ok {
-			b.SetProgressDurable(l.meta.ID, head, l.log.Durable())
-			n++
+		if !ok {
+			continue
 		}
+		// Unchanged (nothing appended since the last index commit, or
+		// all of it synced then): no write, so a read-only use of the DB
+		// leaves the index as it was.
+		d := l.log.Durable()
+		if p, found, err := db.idx.Progress(l.meta.ID); err == nil && found && p == head {
+			if was, found, err := db.idx.Durable(l.meta.ID); err == nil && found && was == d {
+				continue
+			}
+		}
+		b.SetProgressDurable(l.meta.ID, head, d)
+		n++
 	}
 	if n == 0 {
 		return nil
