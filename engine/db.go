@@ -64,7 +64,10 @@ type DB struct {
 	// the witness sequence number that open wrote, for the writer.
 	witnessed                map[*ledger]uint64
 	witnessStop, witnessDone chan struct{}
-	witnessWrites            atomic.Int64 // its transactions, for tests
+	// oldWitness: the witnesses read from an index before Open rebuilt
+	// it (keepWitnesses), by ledger.
+	oldWitness    map[eventid.LedgerID]segment.Head
+	witnessWrites atomic.Int64 // its transactions, for tests
 }
 
 // Open opens the data directory dir, creating it if needed, and recovers
@@ -216,7 +219,8 @@ func (db *DB) open() error {
 		for _, id := range ids {
 			head, ok, err := db.idx.Progress(id)
 			if err != nil && (pebble.IsCorruptionError(err) || errors.Is(err, index.ErrCorruption)) {
-				db.idx.Close() // its error is the damage again
+				db.keepWitnesses(db.idx) // those that can still be read
+				db.idx.Close()           // its error is the damage again
 				db.idx = nil
 				if db.idx, err = db.rebuildIndex(err); err != nil {
 					return err
@@ -261,6 +265,9 @@ func (db *DB) open() error {
 	}
 	// Names are given once every ledger is known: two may claim one.
 	db.registerLedgers(recovered, known)
+	if err := db.keepRefusedWitnesses(); err != nil {
+		return err
+	}
 	var changed []ledgerMeta
 	db.witnessed = map[*ledger]uint64{}
 	for _, l := range db.byID {
@@ -317,6 +324,12 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 	// durable, before it cuts anything.
 	so.Witness = db.witness(id, m, haveMeta)
 	log, _, err := segment.Open(dir, so, checkpoint)
+	if errors.Is(err, segment.ErrNoLog) && so.Witness.Seq != 0 {
+		// Not an unfinished creation: a witness (the metadata's, or the
+		// index's when meta.db is gone) says events were durable.
+		return nil, &segment.CorruptionError{File: dir, Problem: fmt.Sprintf("every segment is missing: acknowledged events lost: events up to #%d (%s) were durable", so.Witness.Seq, so.Witness.ID),
+			Expected: fmt.Sprintf("segments holding events 1 to %d", so.Witness.Seq), Found: "no segment file"}
+	}
 	if errors.Is(err, segment.ErrNoLog) && !haveMeta {
 		return nil, errUnfinishedCreate
 	}
@@ -370,6 +383,12 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 func (db *DB) openIndex() (*index.Index, error) {
 	path := filepath.Join(db.dir, indexDir)
 	if db.opts.RebuildIndex {
+		// The index is moved aside: keep the witnesses it holds first,
+		// the only ones left when meta.db is gone.
+		if old, err := index.Open(path, index.Options{FS: db.fs, CacheSize: db.opts.CacheSize}); err == nil {
+			db.keepWitnesses(old)
+			old.Close()
+		}
 		return db.rebuildIndex(errRebuildAsked)
 	}
 	idx, err := index.Open(path, index.Options{FS: db.fs, CacheSize: db.opts.CacheSize})
@@ -391,6 +410,52 @@ func (db *DB) openIndex() (*index.Index, error) {
 		return idx, nil
 	}
 	return db.rebuildIndex(err)
+}
+
+// keepWitnesses records the durable witness of every ledger in the
+// ledgers directory that idx, an index about to be rebuilt, holds and can
+// read: recovery uses them (see witness) as it would have used idx's.
+func (db *DB) keepWitnesses(idx *index.Index) {
+	names, err := db.fs.List(filepath.Join(db.dir, ledgersDir))
+	if err != nil {
+		return
+	}
+	for _, name := range names {
+		id, err := eventid.ParseLedgerID(name)
+		if err != nil || id.String() != name {
+			continue
+		}
+		if d, ok, err := idx.Durable(id); err == nil && ok {
+			if db.oldWitness == nil {
+				db.oldWitness = map[eventid.LedgerID]segment.Head{}
+			}
+			db.oldWitness[id] = d
+		}
+	}
+}
+
+// keepRefusedWitnesses writes into the rebuilt index the witnesses that
+// keepWitnesses read from the old one, of the ledgers Open refused: their
+// only witness when meta.db is gone, which the next Open must find too.
+// The marker's progress is the zero Head (nothing indexed: recovery
+// verifies from the first record), its durable head the witness.
+func (db *DB) keepRefusedWitnesses() error {
+	b := db.idx.NewBatch()
+	defer b.Close()
+	n := 0
+	for id, w := range db.oldWitness {
+		if _, ok := db.byID[id]; !ok {
+			b.SetProgressDurable(id, segment.Head{}, w)
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := b.Commit(false); err != nil {
+		return fmt.Errorf("engine: keep the durable witness of %d refused ledgers in the rebuilt index: %w", n, err)
+	}
+	return nil
 }
 
 // rebuildIndex moves the index to DIR/index.broken, replacing any earlier
@@ -566,6 +631,12 @@ func (db *DB) Close() error {
 		errs = append(errs, fmt.Errorf("%w (Close wrote neither the index's checkpoint nor the metadata)", dirErr))
 	}
 	if db.idx != nil && dirErr == nil {
+		// The index's witness of each ledger, exact now as the
+		// metadata's: an append indexed before its sync (Interval, None)
+		// left it behind, and with meta.db lost it is the only one.
+		if err := db.indexWitnesses(ledgers); err != nil {
+			errs = append(errs, err)
+		}
 		// Flush the memtables, so that the next Open does not replay them.
 		if err := db.idx.Checkpoint(); err != nil {
 			errs = append(errs, err)
@@ -578,6 +649,39 @@ func (db *DB) Close() error {
 	}
 	errs = append(errs, db.closeStores())
 	return errors.Join(errs...)
+}
+
+// indexWitnesses writes, in one index commit, the progress marker of
+// every ledger whose records are all indexed, with its durable head:
+// called by Close once the ledgers' logs are closed (synced).
+func (db *DB) indexWitnesses(ledgers []*ledger) error {
+	b := db.idx.NewBatch()
+	defer b.Close()
+	n := 0
+	for _, l := range ledgers {
+		l.idxMu.Lock()
+		head, ok := l.log.Head(), l.idxErr == nil
+		ok = ok && l.indexed == head.Seq && head.Seq != 0 && head.Loc.Segment != 0
+		l.idxMu.Unlock()
+		if !ok {
+			continue
+		}
+		// Unchanged (nothing appended since the last index commit, or
+		// all of it synced then): no write, so a read-only use of the DB
+		// leaves the index as it was.
+		d := l.log.Durable()
+		if p, found, err := db.idx.Progress(l.meta.ID); err == nil && found && p == head {
+			if was, found, err := db.idx.Durable(l.meta.ID); err == nil && found && was == d {
+				continue
+			}
+		}
+		b.SetProgressDurable(l.meta.ID, head, d)
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	return b.Commit(false)
 }
 
 func (db *DB) closeStores() error {

@@ -187,9 +187,19 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 		created = created.Add(time.Microsecond)
 	}
 
+	// The read lock keeps Close from closing the index and the metadata,
+	// and from releasing the directory, while the ledger is made (as in
+	// Import): nothing of this DB writes in the directory once Close has
+	// returned. (ledgerIDTaken, above, takes it too: not under it.)
+	db.mu.RLock()
+	if db.closed {
+		db.mu.RUnlock()
+		return LedgerInfo{}, ErrClosed
+	}
 	dir := db.ledgerDir(id)
 	log, err := segment.Create(dir, db.segmentOptions(id))
 	if err != nil {
+		db.mu.RUnlock()
 		if !errors.Is(err, segment.ErrExists) {
 			// What Create made before it failed (the directory, on a
 			// full disk); it holds no event. ErrExists: not ours.
@@ -217,9 +227,22 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 		log.Close()
 		db.fs.RemoveAll(dir)
 		db.idx.DeleteLedger(id)
+		db.mu.RUnlock()
 		return LedgerInfo{}, fmt.Errorf("engine: create ledger %q: %w", spec.Name, err)
 	}
+	db.mu.RUnlock()
 	db.mu.Lock()
+	if db.closed {
+		// Close ran between the two locks. The ledger is complete on
+		// disk (genesis synced, indexed, metadata written): the next
+		// Open has it. Close did not know it, so close its log here.
+		db.mu.Unlock()
+		info := l.info()
+		if err := log.Close(); err != nil {
+			return LedgerInfo{}, fmt.Errorf("engine: create ledger %q: %w", spec.Name, err)
+		}
+		return info, nil
+	}
 	db.byName[spec.Name] = l
 	db.byID[id] = l
 	db.mu.Unlock()

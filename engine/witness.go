@@ -94,7 +94,8 @@ func (db *DB) witnessLoop(written map[*ledger]uint64) {
 
 // witness returns the durable witness of ledger id for recovery: the later
 // of the one in its metadata record m (if haveMeta) and the one in the
-// index's progress marker. The index's is not synced, so a crash may have
+// index's progress marker (or in the index Open rebuilt, read before it
+// was moved aside). The index's is not synced, so a crash may have
 // taken it back (never forward); it still covers a ledger whose metadata
 // file was lost or replaced by an older copy. An index that cannot be read
 // gives none: Open has read the same marker for the checkpoint and
@@ -106,6 +107,9 @@ func (db *DB) witness(id eventid.LedgerID, m ledgerMeta, haveMeta bool) segment.
 	}
 	if d, ok, err := db.idx.Durable(id); err == nil && ok && d.Seq > w.Seq {
 		w = d
+	}
+	if d := db.oldWitness[id]; d.Seq > w.Seq {
+		w = d // from the index Open rebuilt
 	}
 	return w
 }
