@@ -295,7 +295,7 @@ func TestLostTailWitnessFromIndex(t *testing.T) {
 	}
 }
 
-// TestCleanCloseWitnessIsExact: after a clean close the metadata's witness
+// TestTornTailAfterWitnessIsCut: after a clean close the metadata's witness
 // is the head, and a torn write after it (never acknowledged) is still cut.
 func TestTornTailAfterWitnessIsCut(t *testing.T) {
 	ctx := context.Background()
