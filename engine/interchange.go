@@ -384,22 +384,11 @@ func (im *importer) commit(head segment.Head, meta ledgerMeta) (LedgerInfo, erro
 		return undo(l, err)
 	}
 
-	db.mu.Lock()
-	if db.closed {
-		// Close ran between the two locks. The ledger is complete on
-		// disk (segments synced, indexed, metadata written): the next
-		// Open has it. Close did not know it, so close its log here.
-		db.mu.Unlock()
-		info := l.info()
-		if err := log.Close(); err != nil {
-			return LedgerInfo{}, fmt.Errorf("engine: import of ledger %s: %w", im.id, err)
-		}
-		return info, nil
+	info, err := db.register(l, im.name, im.id)
+	if err != nil {
+		return LedgerInfo{}, fmt.Errorf("engine: import of ledger %s: %w", im.id, err)
 	}
-	db.byName[im.name] = l
-	db.byID[im.id] = l
-	db.mu.Unlock()
-	return l.info(), nil
+	return info, nil
 }
 
 // cleanup removes what a failed import wrote before its commit.

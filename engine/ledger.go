@@ -231,19 +231,25 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 		return LedgerInfo{}, fmt.Errorf("engine: create ledger %q: %w", spec.Name, err)
 	}
 	db.mu.RUnlock()
+	info, err := db.register(l, spec.Name, id)
+	if err != nil {
+		return LedgerInfo{}, fmt.Errorf("engine: create ledger %q: %w", spec.Name, err)
+	}
+	return info, nil
+}
+
+// register makes a ledger that is complete on disk (synced, indexed, its
+// metadata written) reachable under name and id. If Close ran since the
+// caller let go of the read lock, Close did not know the ledger: its log
+// is closed here, and the next Open has the ledger.
+func (db *DB) register(l *ledger, name string, id eventid.LedgerID) (LedgerInfo, error) {
 	db.mu.Lock()
 	if db.closed {
-		// Close ran between the two locks. The ledger is complete on
-		// disk (genesis synced, indexed, metadata written): the next
-		// Open has it. Close did not know it, so close its log here.
 		db.mu.Unlock()
 		info := l.info()
-		if err := log.Close(); err != nil {
-			return LedgerInfo{}, fmt.Errorf("engine: create ledger %q: %w", spec.Name, err)
-		}
-		return info, nil
+		return info, l.log.Close()
 	}
-	db.byName[spec.Name] = l
+	db.byName[name] = l
 	db.byID[id] = l
 	db.mu.Unlock()
 	return l.info(), nil
