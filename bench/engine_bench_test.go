@@ -51,7 +51,7 @@ func buildEngine(b *testing.B, n int, d engine.Durability) (*engine.DB, []eventi
 			if err != nil {
 				b.Fatal(err)
 			}
-			ids = append(ids, got...)
+			ids = append(ids, got.IDs...)
 			batch = batch[:0]
 		}
 	}

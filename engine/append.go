@@ -47,33 +47,52 @@ type AppendOptions struct {
 	IdempotencyKey string
 }
 
+// AppendResult is what an append stored: its events' IDs, in order, and
+// their sequence numbers in the ledger (IDs[i] is event FirstSeq+i; the
+// genesis event is 1).
+type AppendResult struct {
+	IDs      []eventid.ID
+	FirstSeq uint64
+}
+
+// Seq returns the sequence number of the i-th event of the append.
+func (r AppendResult) Seq(i int) uint64 { return r.FirstSeq + uint64(i) }
+
+// Last returns the ID and sequence number of the append's last event.
+func (r AppendResult) Last() (eventid.ID, uint64) {
+	if len(r.IDs) == 0 {
+		return eventid.ID{}, 0
+	}
+	return r.IDs[len(r.IDs)-1], r.Seq(len(r.IDs) - 1)
+}
+
 // Append appends events to the ledger, all or nothing, and returns their
-// IDs in order. It returns once they are as durable as asked and in the
-// index, so a read that follows sees them. Bad input fails with
+// IDs in order, with their sequence numbers. It returns once they are as
+// durable as asked and in the index, so a read that follows sees them. Bad input fails with
 // ErrInvalid and an error that says which event and what; nothing is
 // stored then.
-func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput, opts *AppendOptions) ([]eventid.ID, error) {
+func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput, opts *AppendOptions) (AppendResult, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return AppendResult{}, err
 	}
 	// At most every watchInterval, a look at the directory's files: a
 	// writer whose files were replaced under it stops.
 	if err := db.checkDir(false); err != nil {
-		return nil, err
+		return AppendResult{}, err
 	}
 	l, err := db.ledger(ledgerName)
 	if err != nil {
-		return nil, err
+		return AppendResult{}, err
 	}
 	if len(events) == 0 {
-		return nil, invalid("no events to append")
+		return AppendResult{}, invalid("no events to append")
 	}
 	var o AppendOptions
 	if opts != nil {
 		o = *opts
 	}
 	if o.Durability < segment.DefaultDurability || o.Durability > None {
-		return nil, invalid("durability %v is not Sync, Interval or None", o.Durability)
+		return AppendResult{}, invalid("durability %v is not Sync, Interval or None", o.Durability)
 	}
 	b := &segment.Batch{Entries: make([]segment.Entry, len(events)), Durability: o.Durability}
 	// Every event's canonical meta and data go into one buffer, sliced
@@ -83,7 +102,7 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 	sizes := make([][2]int, len(events))
 	for i := range events {
 		if b.Entries[i], buf, sizes[i][0], sizes[i][1], err = db.entry(&c, buf, i, &events[i]); err != nil {
-			return nil, err
+			return AppendResult{}, err
 		}
 	}
 	for i := range b.Entries {
@@ -92,7 +111,7 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 		b.Entries[i].Data, buf = buf[:d:d], buf[d:]
 	}
 	if b.Check, err = l.conditions(&o); err != nil {
-		return nil, err
+		return AppendResult{}, err
 	}
 	b.Prepared, b.Aborted = l.prepared, l.aborted
 	if o.IdempotencyKey != "" {
@@ -102,18 +121,18 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 		err := l.log.Append(b)
 		var d *duplicate
 		if errors.As(err, &d) {
-			ids, found, err := l.awaitFirst(o.IdempotencyKey, d)
+			res, found, err := l.awaitFirst(o.IdempotencyKey, d)
 			if err != nil || found {
-				return ids, err
+				return res, err
 			}
 			continue // the first append with the key failed: this one goes ahead
 		}
 		if errors.Is(err, segment.ErrTooLarge) {
 			// Bad input too (a batch over the segment format's limit).
-			return nil, fmt.Errorf("%w: append to %s: %w", ErrInvalid, l.meta.Name, err)
+			return AppendResult{}, fmt.Errorf("%w: append to %s: %w", ErrInvalid, l.meta.Name, err)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("engine: append to %s: %w", l.meta.Name, err)
+			return AppendResult{}, fmt.Errorf("engine: append to %s: %w", l.meta.Name, err)
 		}
 		break
 	}
@@ -121,7 +140,7 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 	// not undo that. It is kept by the ledger and its reads report it
 	// until a reopen rebuilds the index from the segments.
 	_ = l.index(b)
-	return b.IDs, nil
+	return AppendResult{IDs: b.IDs, FirstSeq: b.FirstSeq}, nil
 }
 
 // entry validates one event and appends the canonical form of its meta

@@ -488,7 +488,7 @@ func newBadFixture(t *testing.T) *badFixture {
 		t.Fatal(err)
 	}
 	for i := range 40 {
-		ids, err := f.db.Append(ctx, "l", []EventInput{order(i)}, nil)
+		ids, err := idsOf(f.db.Append(ctx, "l", []EventInput{order(i)}, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -547,7 +547,7 @@ func newBadTemplate(t *testing.T) *badTemplate {
 	for i := range 50 {
 		e := order(i)
 		e.Data = fmt.Appendf(nil, `{"i":%d,"pad":%q}`, i, strings.Repeat("p", 200))
-		ids, err := db.Append(ctx, "victim", []EventInput{e}, nil)
+		ids, err := idsOf(db.Append(ctx, "victim", []EventInput{e}, nil))
 		if err != nil {
 			t.Fatal(err)
 		}

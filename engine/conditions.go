@@ -117,9 +117,9 @@ func (l *ledger) inFlight(key string, seq uint64) bool {
 }
 
 // awaitFirst waits for the outcome of the first append with an
-// idempotency key, then returns its IDs, or found false if it was not
+// idempotency key, then returns its result, or found false if it was not
 // committed after all (its group failed).
-func (l *ledger) awaitFirst(key string, d *duplicate) (ids []eventid.ID, found bool, err error) {
+func (l *ledger) awaitFirst(key string, d *duplicate) (res AppendResult, found bool, err error) {
 	l.idxMu.Lock()
 	for l.indexed < d.firstSeq+uint64(d.count)-1 && l.inFlight(key, d.firstSeq) {
 		l.cond.Wait()
@@ -129,23 +129,24 @@ func (l *ledger) awaitFirst(key string, d *duplicate) (ids []eventid.ID, found b
 	if idxErr != nil {
 		// Without the index the outcome cannot be told: appending again
 		// could append twice.
-		return nil, false, idxErr
+		return res, false, idxErr
 	}
 	first, count, found, err := l.db.idx.Idempotency(l.meta.ID, []byte(key))
 	if err != nil || !found {
-		return nil, false, err
+		return res, false, err
 	}
+	res.FirstSeq = first
 	for seq := first; seq < first+uint64(count); seq++ {
 		id, ok, err := l.db.idx.BySeq(l.meta.ID, seq)
 		if err != nil {
-			return nil, false, err
+			return res, false, err
 		}
 		if !ok {
-			return nil, false, fmt.Errorf("engine: ledger %s: the index has idempotency key %q at #%d but no event #%d", l.meta.Name, key, first, seq)
+			return res, false, fmt.Errorf("engine: ledger %s: the index has idempotency key %q at #%d but no event #%d", l.meta.Name, key, first, seq)
 		}
-		ids = append(ids, id)
+		res.IDs = append(res.IDs, id)
 	}
-	return ids, true, nil
+	return res, true, nil
 }
 
 // indexedUpTo forgets the in-flight events the index now has.

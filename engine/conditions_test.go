@@ -26,7 +26,7 @@ func TestStreamAndSelectorConditions(t *testing.T) {
 		t.Fatal(err)
 	}
 	app := func(e EventInput, o *AppendOptions) (eventid.ID, error) {
-		ids, err := db.Append(ctx, "l", []EventInput{e}, o)
+		ids, err := idsOf(db.Append(ctx, "l", []EventInput{e}, o))
 		if err != nil {
 			return eventid.ID{}, err
 		}
@@ -114,8 +114,8 @@ func TestOptimisticConcurrencyOnOneStream(t *testing.T) {
 			defer wg.Done()
 			var head eventid.ID
 			for n := 0; n < 10; {
-				ids, err := db.Append(ctx, "l", []EventInput{ev("account", "acc-1", "debited")},
-					&AppendOptions{ExpectedStreams: []ExpectedStream{{Entity: "account", Key: "acc-1", Head: head}}})
+				ids, err := idsOf(db.Append(ctx, "l", []EventInput{ev("account", "acc-1", "debited")},
+					&AppendOptions{ExpectedStreams: []ExpectedStream{{Entity: "account", Key: "acc-1", Head: head}}}))
 				var ce *ConditionError
 				switch {
 				case errors.As(err, &ce):
@@ -158,11 +158,11 @@ func TestIdempotencyKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	batch := []EventInput{ev("payment", "p1", "received"), ev("payment", "p1", "booked")}
-	first, err := db.Append(ctx, "l", batch, &AppendOptions{IdempotencyKey: "req-1"})
+	first, err := idsOf(db.Append(ctx, "l", batch, &AppendOptions{IdempotencyKey: "req-1"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := db.Append(ctx, "l", batch, &AppendOptions{IdempotencyKey: "req-1", ExpectedHead: first[0]})
+	again, err := idsOf(db.Append(ctx, "l", batch, &AppendOptions{IdempotencyKey: "req-1", ExpectedHead: first[0]}))
 	if err != nil || fmt.Sprint(again) != fmt.Sprint(first) {
 		t.Fatalf("retry: %v %v, want %v (the first result, whatever the other conditions say now)", again, err, first)
 	}
@@ -193,7 +193,7 @@ func TestIdempotencyKey(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				ids, err := db.Append(ctx, "l", []EventInput{ev("payment", key, "received")}, &AppendOptions{IdempotencyKey: key})
+				ids, err := idsOf(db.Append(ctx, "l", []EventInput{ev("payment", key, "received")}, &AppendOptions{IdempotencyKey: key}))
 				if err != nil {
 					t.Error(err)
 				}
@@ -218,7 +218,7 @@ func TestIdempotencyKey(t *testing.T) {
 	}
 	db = openTest(t, dir)
 	defer db.Close()
-	again, err = db.Append(ctx, "l", batch, &AppendOptions{IdempotencyKey: "req-1"})
+	again, err = idsOf(db.Append(ctx, "l", batch, &AppendOptions{IdempotencyKey: "req-1"}))
 	if err != nil || fmt.Sprint(again) != fmt.Sprint(first) {
 		t.Fatalf("retry after an index rebuild: %v %v, want %v", again, err, first)
 	}
@@ -259,7 +259,7 @@ func TestInFlightViews(t *testing.T) {
 	if d, err := l.idempotent("k", after); err != nil || d != nil {
 		t.Fatalf("idempotency key after the batch aborted: %+v %v", d, err)
 	}
-	if ids, found, err := l.awaitFirst("k", &duplicate{firstSeq: head.Seq + 1, count: 1}); err != nil || found || ids != nil {
-		t.Fatalf("waiting for an aborted first append: %v %v %v", ids, found, err)
+	if res, found, err := l.awaitFirst("k", &duplicate{firstSeq: head.Seq + 1, count: 1}); err != nil || found || res.IDs != nil {
+		t.Fatalf("waiting for an aborted first append: %v %v %v", res.IDs, found, err)
 	}
 }

@@ -250,7 +250,7 @@ func crashWriter(ctx context.Context, db *DB, st *crashState, w, n int, rng *ran
 		case kind == 9 && len(idemKeys) > 0:
 			// A retry: same key, same ledger, must return the first IDs.
 			k := idemKeys[rng.IntN(len(idemKeys))]
-			ids, err := db.Append(ctx, k.ledger, []EventInput{ev("retry", "r", "retried")}, &AppendOptions{IdempotencyKey: k.key})
+			ids, err := idsOf(db.Append(ctx, k.ledger, []EventInput{ev("retry", "r", "retried")}, &AppendOptions{IdempotencyKey: k.key}))
 			if err != nil {
 				return err
 			}
@@ -275,7 +275,7 @@ func crashWriter(ctx context.Context, db *DB, st *crashState, w, n int, rng *ran
 			events[j] = EventInput{Entity: a.entity, Key: a.key, Event: a.event, Meta: []byte(`{"by":"crash-test"}`), Data: []byte(a.data)}
 		}
 		st.mu.Unlock()
-		ids, err := db.Append(ctx, ledger, events, &o)
+		ids, err := idsOf(db.Append(ctx, ledger, events, &o))
 		if err != nil {
 			return err
 		}
@@ -456,7 +456,7 @@ func checkEngineCrash(t *testing.T, rng *rand.Rand, st *crashState, c *engineCra
 	// Idempotency keys hold: a retry appends nothing and returns the IDs.
 	for _, k := range c.idem {
 		before, _ := db.Ledger(k.ledger)
-		ids, err := db.Append(ctx, k.ledger, []EventInput{ev("retry", "r", "after-crash")}, &AppendOptions{IdempotencyKey: k.key})
+		ids, err := idsOf(db.Append(ctx, k.ledger, []EventInput{ev("retry", "r", "after-crash")}, &AppendOptions{IdempotencyKey: k.key}))
 		if err != nil || !slices.Equal(ids, k.ids) {
 			t.Fatalf("retry of %q after the crash: %v, %v; want %v", k.key, ids, err, k.ids)
 		}
@@ -616,7 +616,7 @@ func TestCrashAtEveryOperation(t *testing.T) {
 			batches[string(e.Data)] = b
 		}
 		mu.Unlock()
-		ids, err := d.Append(ctx, ledger, evs, o)
+		ids, err := idsOf(d.Append(ctx, ledger, evs, o))
 		if err != nil {
 			t.Fatal(err)
 		}

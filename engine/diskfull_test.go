@@ -79,7 +79,7 @@ func TestDiskFullForReal(t *testing.T) {
 	}
 	var full error
 	for b := 0; b < 100000; b++ {
-		ids, err := db.Append(ctx, "full", batch(b, 20), nil)
+		ids, err := idsOf(db.Append(ctx, "full", batch(b, 20), nil))
 		if err != nil {
 			full = err
 			t.Logf("append %d failed after %d events acknowledged: %v", b, len(acked), err)
@@ -100,7 +100,7 @@ func TestDiskFullForReal(t *testing.T) {
 
 	// While the disk is full: another append fails the same way, reads
 	// go on.
-	if ids, err := db.Append(ctx, "full", batch(-1, 1), nil); err == nil {
+	if ids, err := idsOf(db.Append(ctx, "full", batch(-1, 1), nil)); err == nil {
 		t.Log("a single-event append fit in what was left")
 		acked = append(acked, ids...)
 	} else if !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, segment.ErrFailed) {
@@ -146,7 +146,7 @@ func TestDiskFullForReal(t *testing.T) {
 		}
 	}
 	for b := range 20 {
-		ids, err := db.Append(ctx, "full", batch(1000+b, 20), nil)
+		ids, err := idsOf(db.Append(ctx, "full", batch(1000+b, 20), nil))
 		if err != nil {
 			t.Fatalf("append once space is back: %v", err)
 		}

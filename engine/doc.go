@@ -4,11 +4,11 @@
 //
 //	db, err := engine.Open("./annal-data", nil) // Sync durability, tail verified
 //	info, err := db.CreateLedger(ctx, engine.LedgerSpec{Name: "orders"})
-//	ids, err := db.Append(ctx, "orders", []engine.EventInput{{
+//	res, err := db.Append(ctx, "orders", []engine.EventInput{{
 //		Entity: "order", Key: "order-42", Event: "order-placed",
 //		Meta: []byte(`{"actor":"web"}`), Data: []byte(`{"total":12.5}`),
 //	}}, nil)
-//	ev, err := db.Get(ctx, ids[0])
+//	ev, err := db.Get(ctx, res.IDs[0]) // res.FirstSeq: the first event's sequence number
 //	for ev, err := range db.Scan(ctx, "orders", engine.ScanOptions{From: time.Now().Add(-time.Hour)}) { … }
 //
 // The path of an append is one straight line: canonical JSON (package

@@ -66,7 +66,7 @@ func TestLedgerAppendReadReopen(t *testing.T) {
 		for i := 0; i < b%4+1; i++ {
 			evs = append(evs, order(len(ids)+i))
 		}
-		got, err := db.Append(ctx, "shop", evs, nil)
+		got, err := idsOf(db.Append(ctx, "shop", evs, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +154,7 @@ func TestLedgerAppendReadReopen(t *testing.T) {
 	if ev, err := db.Get(ctx, ids[7]); err != nil || ev.ID != ids[7] {
 		t.Fatalf("get after reopen: %v", err)
 	}
-	more, err := db.Append(ctx, info.ID.String(), []EventInput{order(100)}, &AppendOptions{ExpectedHead: ids[len(ids)-1]})
+	more, err := idsOf(db.Append(ctx, info.ID.String(), []EventInput{order(100)}, &AppendOptions{ExpectedHead: ids[len(ids)-1]}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +270,7 @@ func TestRecoveryRebuildsIndexAndMeta(t *testing.T) {
 	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l", Description: "d"}); err != nil {
 		t.Fatal(err)
 	}
-	ids, err := db.Append(ctx, "l", []EventInput{order(1), order(2), order(3)}, nil)
+	ids, err := idsOf(db.Append(ctx, "l", []EventInput{order(1), order(2), order(3)}, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +353,7 @@ func TestBadConditionsAndIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, err := db.Append(ctx, "l", []EventInput{ev("order", "1", "placed")}, nil)
+	ids, err := idsOf(db.Append(ctx, "l", []EventInput{ev("order", "1", "placed")}, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +429,7 @@ func TestIndexMemory(t *testing.T) {
 		for k := range batch {
 			batch[k] = order(i*500 + k)
 		}
-		got, err := db.Append(ctx, "l", batch, nil)
+		got, err := idsOf(db.Append(ctx, "l", batch, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -456,3 +456,6 @@ func TestIndexMemory(t *testing.T) {
 		t.Errorf("after Close: %+v, want zero", m)
 	}
 }
+
+// idsOf returns the IDs of an append's result, for tests that only need them.
+func idsOf(r AppendResult, err error) ([]eventid.ID, error) { return r.IDs, err }

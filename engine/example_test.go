@@ -26,14 +26,14 @@ func Example() {
 	if _, err := db.CreateLedger(ctx, engine.LedgerSpec{Name: "orders", Description: "the shop's orders"}); err != nil {
 		log.Fatal(err)
 	}
-	ids, err := db.Append(ctx, "orders", []engine.EventInput{
+	res, err := db.Append(ctx, "orders", []engine.EventInput{
 		{Entity: "order", Key: "order-42", Event: "order-placed", Meta: []byte(`{"actor": "web"}`), Data: []byte(`{"total": 12.50, "currency": "EUR"}`)},
 		{Entity: "order", Key: "order-42", Event: "order-paid", Meta: []byte(`{"actor": "psp"}`), Data: []byte(`{"amount": 12.5}`)},
 	}, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	ev, err := db.Get(ctx, ids[0])
+	ev, err := db.Get(ctx, res.IDs[0])
 	if err != nil {
 		log.Fatal(err)
 	}

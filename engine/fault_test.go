@@ -245,7 +245,7 @@ func (w *faultWork) appendTo(ctx context.Context, name, ledger string, n int, o 
 	mustFail := w.fsyncFailed[ledger]
 	var ids []eventid.ID
 	err := w.step(name, func() (err error) {
-		ids, err = w.db.Append(ctx, ledger, evs, o)
+		ids, err = idsOf(w.db.Append(ctx, ledger, evs, o))
 		return err
 	})
 	w.acknowledge(name, ledger, mustFail, o, atts, ids, err)
@@ -422,7 +422,7 @@ func (w *faultWork) run() {
 	mustFail := w.fsyncFailed["a"]
 	var retryIDs []eventid.ID
 	rerr := w.step("idempotent retry", func() (err error) {
-		retryIDs, err = w.db.Append(ctx, "a", retryEvs, &AppendOptions{IdempotencyKey: "idem-1"})
+		retryIDs, err = idsOf(w.db.Append(ctx, "a", retryEvs, &AppendOptions{IdempotencyKey: "idem-1"}))
 		return err
 	})
 	switch {
@@ -599,7 +599,7 @@ func (w *faultWork) check(fs vfs.FS, meta []byte, metaPath string, ackd []acked,
 		}
 	}
 	if len(w.idem) > 0 && durable[w.idem[0]] {
-		ids, err := db.Append(ctx, "a", []EventInput{ev("retry", "r", "after-reopen")}, &AppendOptions{IdempotencyKey: "idem-1"})
+		ids, err := idsOf(db.Append(ctx, "a", []EventInput{ev("retry", "r", "after-reopen")}, &AppendOptions{IdempotencyKey: "idem-1"}))
 		if err != nil || !slices.Equal(ids, w.idem) {
 			return fmt.Errorf("idempotent retry after reopen: %v, %v; want %v", ids, err, w.idem)
 		}
@@ -618,7 +618,7 @@ func (w *faultWork) check(fs vfs.FS, meta []byte, metaPath string, ackd []acked,
 		}
 	}
 	for _, info := range db.Ledgers() {
-		ids, err := db.Append(ctx, info.Name, []EventInput{ev("order", "after-reopen", "placed")}, nil)
+		ids, err := idsOf(db.Append(ctx, info.Name, []EventInput{ev("order", "after-reopen", "placed")}, nil))
 		if err != nil {
 			return fmt.Errorf("append to %s after reopen: %w", info.Name, err)
 		}

@@ -25,7 +25,7 @@ func TestSubscribeSeesEveryCommitOnceInOrder(t *testing.T) {
 	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
 		t.Fatal(err)
 	}
-	first, err := db.Append(ctx, "l", []EventInput{order(0)}, nil)
+	first, err := idsOf(db.Append(ctx, "l", []EventInput{order(0)}, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestVerifyLedgerAndIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, err := db.Append(ctx, "l", []EventInput{order(1), order(2), order(3)}, nil)
+	ids, err := idsOf(db.Append(ctx, "l", []EventInput{order(1), order(2), order(3)}, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestScansSeeAPrefix(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 50 {
-				ids, err := db.Append(ctx, "l", []EventInput{order(w*100 + i), order(w*100 + i + 1)}, &AppendOptions{Durability: None})
+				ids, err := idsOf(db.Append(ctx, "l", []EventInput{order(w*100 + i), order(w*100 + i + 1)}, &AppendOptions{Durability: None}))
 				if err != nil {
 					t.Error(err)
 					return

@@ -275,7 +275,7 @@ func TestImportExportExamplesLedger(t *testing.T) {
 	// Appends continue after a reopen: a new event chains after the head.
 	db = openTest(t, dir)
 	defer db.Close()
-	newIDs, err := db.Append(ctx, "preview", []EventInput{order(1), order(2)}, nil)
+	newIDs, err := idsOf(db.Append(ctx, "preview", []EventInput{order(1), order(2)}, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -138,7 +138,7 @@ func engineKillChild(dir string, seed uint64) error {
 				case 3:
 					o.IdempotencyKey = fmt.Sprintf("%d-%d-%d", seed, w, i)
 				}
-				ids, err := db.Append(ctx, ledger, evs, &o)
+				ids, err := idsOf(db.Append(ctx, ledger, evs, &o))
 				if err != nil {
 					errs <- err
 					return

@@ -78,7 +78,7 @@ func lockChild(mode, arg string) error {
 		}
 		fmt.Println("ready")
 		for i := 0; in.Scan(); i++ {
-			ids, err := db.Append(ctx, "l", []EventInput{{Entity: "e", Key: "k", Event: "A", Meta: []byte(`{}`), Data: []byte(fmt.Sprint(i))}}, nil)
+			ids, err := idsOf(db.Append(ctx, "l", []EventInput{{Entity: "e", Key: "k", Event: "A", Meta: []byte(`{}`), Data: []byte(fmt.Sprint(i))}}, nil))
 			if err != nil {
 				fmt.Println("err", lockChangedOrOther(err), lockOneLine(err))
 				continue
@@ -240,7 +240,7 @@ func wantLockedIn(t *testing.T, dir string, pid int, lockInfo bool) {
 
 func lockAppendOne(t *testing.T, db *DB, data string) (eventid.ID, error) {
 	t.Helper()
-	ids, err := db.Append(context.Background(), "l", []EventInput{{Entity: "e", Key: "k", Event: "A", Meta: []byte(`{}`), Data: []byte(`"` + data + `"`)}}, nil)
+	ids, err := idsOf(db.Append(context.Background(), "l", []EventInput{{Entity: "e", Key: "k", Event: "A", Meta: []byte(`{}`), Data: []byte(`"` + data + `"`)}}, nil))
 	if err != nil {
 		return eventid.ID{}, err
 	}

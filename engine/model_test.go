@@ -149,7 +149,7 @@ func runModel(t *testing.T, rng *rand.Rand, seq int) {
 					outcome = "duplicate"
 				}
 			}
-			ids, err := db.Append(ctx, name, batch, &o)
+			ids, err := idsOf(db.Append(ctx, name, batch, &o))
 			switch outcome {
 			case "ok":
 				if err != nil || len(ids) != len(batch) {
@@ -195,7 +195,7 @@ func runModel(t *testing.T, rng *rand.Rand, seq int) {
 			evs := m.ledgers[name]
 			o := ScanOptions{Reverse: rng.IntN(2) == 0, Limit: rng.IntN(5)}
 			var want []eventid.ID
-			all := append([]eventid.ID{m.genesis[name]}, idsOf(evs)...)
+			all := append([]eventid.ID{m.genesis[name]}, modelIDs(evs)...)
 			if o.Reverse {
 				slices.Reverse(all)
 			}
@@ -255,7 +255,7 @@ func runModel(t *testing.T, rng *rand.Rand, seq int) {
 			} else if k > 1 {
 				after, from = evs[k-2].id, k-1
 			}
-			want := idsOf(evs[from:])
+			want := modelIDs(evs[from:])
 			if after.IsZero() {
 				want = append([]eventid.ID{m.genesis[name]}, want...)
 			}
@@ -273,7 +273,7 @@ func runModel(t *testing.T, rng *rand.Rand, seq int) {
 				fail("subscribe", "after %s: got %v, want %v", after, got, want)
 			}
 			// A new event reaches the subscriber.
-			ids, err := db.Append(ctx, name, []EventInput{ev("order", "k1", "noted")}, nil)
+			ids, err := idsOf(db.Append(ctx, name, []EventInput{ev("order", "k1", "noted")}, nil))
 			if err != nil {
 				fail("subscribe", "append: %v", err)
 			}
@@ -306,7 +306,7 @@ func runModel(t *testing.T, rng *rand.Rand, seq int) {
 	}
 }
 
-func idsOf(evs []modelEvent) []eventid.ID {
+func modelIDs(evs []modelEvent) []eventid.ID {
 	out := make([]eventid.ID, len(evs))
 	for i, e := range evs {
 		out[i] = e.id

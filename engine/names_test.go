@@ -30,7 +30,7 @@ var namesTime = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 // appendTo appends one event to a ledger and returns its ID's ledger.
 func appendTo(t *testing.T, db *DB, ledger string) eventid.LedgerID {
 	t.Helper()
-	ids, err := db.Append(context.Background(), ledger, []EventInput{order(1)}, nil)
+	ids, err := idsOf(db.Append(context.Background(), ledger, []EventInput{order(1)}, nil))
 	if err != nil {
 		t.Fatalf("append to %q: %v", ledger, err)
 	}

@@ -55,7 +55,7 @@ func TestStaleIndexAndMetadata(t *testing.T) {
 	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
 		t.Fatal(err)
 	}
-	first, err := db.Append(ctx, "l", []EventInput{order(1), order(2)}, nil)
+	first, err := idsOf(db.Append(ctx, "l", []EventInput{order(1), order(2)}, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestStaleIndexAndMetadata(t *testing.T) {
 	copyTree(t, filepath.Join(dir, metaFile), filepath.Join(old, metaFile))
 
 	db = openTest(t, dir)
-	later, err := db.Append(ctx, "l", []EventInput{order(3), order(4), order(5)}, nil)
+	later, err := idsOf(db.Append(ctx, "l", []EventInput{order(3), order(4), order(5)}, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestIndexAheadOfSegments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kept, err := db.Append(ctx, "l", []EventInput{order(1)}, nil)
+	kept, err := idsOf(db.Append(ctx, "l", []EventInput{order(1)}, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestIndexAheadOfSegments(t *testing.T) {
 		t.Fatal(err)
 	}
 	db = openTest(t, dir)
-	lost, err := db.Append(ctx, "l", []EventInput{order(2), order(3)}, &AppendOptions{Durability: None})
+	lost, err := idsOf(db.Append(ctx, "l", []EventInput{order(2), order(3)}, &AppendOptions{Durability: None}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestUnopenableIndexIsRebuilt(t *testing.T) {
 		if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
 			t.Fatal(err)
 		}
-		ids, err := db.Append(ctx, "l", []EventInput{order(1), order(2)}, nil)
+		ids, err := idsOf(db.Append(ctx, "l", []EventInput{order(1), order(2)}, nil))
 		if err != nil {
 			t.Fatal(err)
 		}

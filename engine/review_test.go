@@ -333,7 +333,7 @@ func TestAppendCreateImportRaceClose(t *testing.T) {
 						continue
 					}
 					d := []Durability{Sync, None, Interval}[g%3]
-					ids, err := db.Append(ctx, fmt.Sprint("l", g%4), []EventInput{{Entity: "e", Key: fmt.Sprint(g), Event: "x", Meta: []byte(`{}`), Data: []byte(`{"n":1}`)}}, &AppendOptions{Durability: d})
+					ids, err := idsOf(db.Append(ctx, fmt.Sprint("l", g%4), []EventInput{{Entity: "e", Key: fmt.Sprint(g), Event: "x", Meta: []byte(`{}`), Data: []byte(`{"n":1}`)}}, &AppendOptions{Durability: d}))
 					if err == nil {
 						mu.Lock()
 						for _, id := range ids {

@@ -63,7 +63,7 @@ func TestScanCoversEveryTime(t *testing.T) {
 		time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC),
 	} {
 		clock.set(when)
-		ids, err := db.Append(ctx, "far", []EventInput{timeEvent(2 * i), timeEvent(2*i + 1)}, nil)
+		ids, err := idsOf(db.Append(ctx, "far", []EventInput{timeEvent(2 * i), timeEvent(2*i + 1)}, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +193,7 @@ func TestTimeLimit(t *testing.T) {
 
 	// The limit itself: stored.
 	clock.set(limit)
-	ids, err := db.Append(ctx, "edge", []EventInput{timeEvent(3)}, nil)
+	ids, err := idsOf(db.Append(ctx, "edge", []EventInput{timeEvent(3)}, nil))
 	if err != nil {
 		t.Fatalf("append at the limit: %v", err)
 	}

@@ -359,7 +359,7 @@ func witnessChild(dir string) error {
 		return err
 	}
 	for i := range 200 {
-		ids, err := db.Append(ctx, "l", []EventInput{order(i)}, &AppendOptions{Durability: Sync})
+		ids, err := idsOf(db.Append(ctx, "l", []EventInput{order(i)}, &AppendOptions{Durability: Sync}))
 		if err != nil {
 			return err
 		}
@@ -512,7 +512,7 @@ func TestWitnessWriter(t *testing.T) {
 	}
 	var last eventid.ID
 	for i := range 20 {
-		ids, err := db.Append(ctx, "l", []EventInput{order(i)}, nil)
+		ids, err := idsOf(db.Append(ctx, "l", []EventInput{order(i)}, nil))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -138,7 +138,7 @@ func buildFixture(dir string) (*fixture, error) {
 			case ledger == "beta" && round%4 == 2:
 				o = &engine.AppendOptions{Durability: engine.None}
 			}
-			ids, err := db.Append(ctx, ledger, next(ledger, size), o)
+			res, err := db.Append(ctx, ledger, next(ledger, size), o)
 			if err != nil {
 				return nil, err
 			}
@@ -147,7 +147,7 @@ func buildFixture(dir string) (*fixture, error) {
 				if err != nil {
 					return nil, err
 				}
-				if !slices.Equal(ids, again) {
+				if !slices.Equal(res.IDs, again.IDs) || res.FirstSeq != again.FirstSeq {
 					return nil, fmt.Errorf("an idempotent append was appended twice")
 				}
 			}

@@ -47,12 +47,12 @@ func (s *annalStore) Append(events []Event) ([]ID, error) {
 	for i, e := range events {
 		in[i] = engine.EventInput{Entity: e.Entity, Key: e.Key, Event: e.Name, Meta: e.Meta, Data: e.Data}
 	}
-	ids, err := s.db.Append(context.Background(), annalLedger, in, nil)
+	res, err := s.db.Append(context.Background(), annalLedger, in, nil)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]ID, len(ids))
-	for i, id := range ids {
+	out := make([]ID, len(res.IDs))
+	for i, id := range res.IDs {
 		out[i] = ID(id)
 	}
 	return out, nil

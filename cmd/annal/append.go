@@ -189,11 +189,11 @@ type appender struct {
 
 // appendOne appends one event given by flags.
 func (a *appender) appendOne(ctx context.Context, ev *engine.EventInput) error {
-	ids, err := a.db.Append(ctx, a.name, []engine.EventInput{*ev}, &a.opts)
+	res, err := a.db.Append(ctx, a.name, []engine.EventInput{*ev}, &a.opts)
 	if err != nil {
 		return a.fail(err)
 	}
-	return a.print(ids)
+	return a.print(res.IDs)
 }
 
 // stored says which events are stored and durable: with --durability
@@ -370,11 +370,11 @@ func (a *appender) appendAll(ctx context.Context, in io.Reader) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	ids, err := a.db.Append(ctx, a.name, evs, &a.opts)
+	res, err := a.db.Append(ctx, a.name, evs, &a.opts)
 	if err != nil {
 		return a.fail(err)
 	}
-	return a.print(ids)
+	return a.print(res.IDs)
 }
 
 // appendStream appends the events of in as they come, in batches of what
@@ -459,9 +459,9 @@ func (a *appender) appendStream(ctx context.Context, in io.Reader) error {
 // refuses one of them as invalid (nothing is then stored), it appends the
 // events before that one, in halves, so that the error can name its line.
 func (a *appender) appendBatch(ctx context.Context, batch []engine.EventInput, lines []int) error {
-	ids, err := a.db.Append(ctx, a.name, batch, &a.opts)
+	res, err := a.db.Append(ctx, a.name, batch, &a.opts)
 	if err == nil {
-		return a.print(ids)
+		return a.print(res.IDs)
 	}
 	if !errors.Is(err, engine.ErrInvalid) {
 		return a.fail(err)

@@ -356,7 +356,7 @@ func TestFollow(t *testing.T) {
 			}
 		}
 		for i := range 3 {
-			ids, err := db.Append(ctx, "orders", []engine.EventInput{{Entity: "e", Key: "k", Event: fmt.Sprintf("n%d", i), Meta: []byte("{}"), Data: []byte(`{"a":1}`)}}, nil)
+			res, err := db.Append(ctx, "orders", []engine.EventInput{{Entity: "e", Key: "k", Event: fmt.Sprintf("n%d", i), Meta: []byte("{}"), Data: []byte(`{"a":1}`)}}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -366,11 +366,11 @@ func TestFollow(t *testing.T) {
 			line := lines.Text()
 			switch format {
 			case formatTable:
-				if f := strings.Fields(line); len(f) != 7 || f[2] != "e" || f[4] != fmt.Sprintf("n%d", i) || f[5] != ids[0].String() || f[6] != `{"a":1}` {
+				if f := strings.Fields(line); len(f) != 7 || f[2] != "e" || f[4] != fmt.Sprintf("n%d", i) || f[5] != res.IDs[0].String() || f[6] != `{"a":1}` {
 					t.Fatalf("table row %q", line)
 				}
 			default: // json is written as ndjson: a stream has no end
-				if want := `"eventId":"` + ids[0].String() + `"`; !strings.HasPrefix(line, `{"entity":"e",`) || !strings.Contains(line, want) {
+				if want := `"eventId":"` + res.IDs[0].String() + `"`; !strings.HasPrefix(line, `{"entity":"e",`) || !strings.Contains(line, want) {
 					t.Fatalf("%s: line %q, want %s", format, line, want)
 				}
 			}

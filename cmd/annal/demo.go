@@ -108,11 +108,11 @@ func newDemoWriterCmd(g *globals) *cobra.Command {
 				if err := cmd.Context().Err(); err != nil {
 					return nil
 				}
-				ids, err := db.Append(cmd.Context(), args[0], []engine.EventInput{demoEvent(rng, 0, 1, 1_000_000+i)}, &engine.AppendOptions{Durability: engine.Sync})
+				res, err := db.Append(cmd.Context(), args[0], []engine.EventInput{demoEvent(rng, 0, 1, 1_000_000+i)}, &engine.AppendOptions{Durability: engine.Sync})
 				if err != nil {
 					return err
 				}
-				fmt.Fprintln(out, ids[0])
+				fmt.Fprintln(out, res.IDs[0])
 				if err := out.Flush(); err != nil {
 					return err
 				}

@@ -134,7 +134,7 @@ func TestTablesEscape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, err := db.Append(context.Background(), "orders", []engine.EventInput{hostile}, nil)
+	res, err := db.Append(context.Background(), "orders", []engine.EventInput{hostile}, nil)
 	if err != nil {
 		t.Fatalf("append: %v", err)
 	}
@@ -162,7 +162,7 @@ func TestTablesEscape(t *testing.T) {
 		t.Fatalf("scan: exit %d: %s", code, errOut)
 	}
 	check("scan", out, 3)
-	code, out, errOut = annal(t, "", "--dir", dir, "--format", "table", "get", ids[0].String())
+	code, out, errOut = annal(t, "", "--dir", dir, "--format", "table", "get", res.IDs[0].String())
 	if code != 0 {
 		t.Fatalf("get: exit %d: %s", code, errOut)
 	}
@@ -183,7 +183,7 @@ func TestTablesEscape(t *testing.T) {
 		done <- runContext(ctx, []string{"--dir", dir, "--format", "table", "tail", "orders", "--from-start"}, strings.NewReader(""), &tailOut, io.Discard)
 	}()
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(tailOut.String(), ids[0].String()) && time.Now().Before(deadline) {
+	for !strings.Contains(tailOut.String(), res.IDs[0].String()) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	cancel()

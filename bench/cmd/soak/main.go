@@ -209,7 +209,7 @@ func run(duration time.Duration, rate int, reopenEvery, every time.Duration, dir
 				}
 				dbMu.RLock()
 				t0 := time.Now()
-				ids, err := db.Append(ctx, "soak", evs, &o)
+				res, err := db.Append(ctx, "soak", evs, &o)
 				appendLat.add(time.Since(t0))
 				dbMu.RUnlock()
 				if err != nil {
@@ -217,12 +217,12 @@ func run(duration time.Duration, rate int, reopenEvery, every time.Duration, dir
 					return
 				}
 				if o.ExpectedStreams != nil {
-					heads[o.ExpectedStreams[0].Key] = ids[len(ids)-1]
+					heads[o.ExpectedStreams[0].Key], _ = res.Last()
 				}
-				events.Add(int64(len(ids)))
+				events.Add(int64(len(res.IDs)))
 				appends.Add(1)
 				ackMu.Lock()
-				for _, id := range ids {
+				for _, id := range res.IDs {
 					// A reservoir sample, so that the tool's own memory
 					// stays flat and what grows is the engine's.
 					ackedN++
