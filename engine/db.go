@@ -68,6 +68,10 @@ type DB struct {
 	// it (keepWitnesses), by ledger.
 	oldWitness    map[eventid.LedgerID]segment.Head
 	witnessWrites atomic.Int64 // its transactions, for tests
+
+	// readers: the reads in progress, which Close waits for before it
+	// closes files (lifecycle.go).
+	readers readers
 }
 
 // Open opens the data directory dir, creating it if needed, and recovers
@@ -613,6 +617,9 @@ func (db *DB) Close() error {
 		ledgers = append(ledgers, l)
 	}
 	db.mu.Unlock()
+	// Iterators and subscribers stop with ErrClosed; wait for the reads
+	// touching files now.
+	db.stopReads()
 	// Before the logs close, and before the last metadata write, which
 	// must be the last: it holds the exact head of every ledger.
 	db.stopWitnessWriter()
