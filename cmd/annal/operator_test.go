@@ -395,12 +395,12 @@ func TestLedgerTablesEscape(t *testing.T) {
 	if err := writeStats(&b, formatTable, []statsRow{row}, statsRow{Total: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeVerifyResults(&b, formatTable, []verifyResult{{Name: name, err: errors.New("bad\x1b[31m"), segments: partFailed, index: partUnchecked}}); err != nil {
+	if err := writeVerifyResults(&b, formatTable, []verifyResult{{Name: name, err: errors.New("bad\x1b[31m"), segments: partFailed, index: partUnchecked}}, false); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
-	if len(lines) != 7 { // three headers, three rows, the totals
-		t.Errorf("%d lines, want 7:\n%s", len(lines), b.String())
+	if len(lines) != 8 { // three headers, three rows, the totals, what verify checked
+		t.Errorf("%d lines, want 8:\n%s", len(lines), b.String())
 	}
 	for _, i := range []int{1, 3, 6} {
 		if !strings.HasPrefix(lines[i], want+"  ") {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -31,19 +33,31 @@ the index's last checkpoint (frame CRCs, event checksums, chain links,
 timestamps; a torn write at the very end is cut, anything else refuses the
 ledger), then that the head, the last sequence number and the genesis event
 can be read and agree. It is quick, and finds no damage to records that the
-checkpoint already covers.
+checkpoint already covers: those were verified when they were written (and by
+the open that indexed them), and are not read again. Each result says what
+was checked: the events after the index's checkpoint (#N..#M), the head and
+the genesis event. Run verify --full to check every byte.
 
 With --full it reads every record of every segment (frame CRC, event checksum
 recomputed, chain link, timestamps, sequence numbers, on all cores) and checks
 that the index agrees with the segments. When standard error is a terminal it
 shows a progress bar with the rate and the time left.
 
-It prints one result a ledger (table: name, ID, events, head, the segments'
-result, the index's result and the ledger's; JSON and NDJSON: name, id, ok,
-events, head, error, and for a ledger that failed, segments and index:
-"ok", "failed" or "damaged", or "-" when not checked) and, on standard
-error, what failed and where, in one line a ledger. Exit 3 if any ledger
-fails.
+It prints one result a ledger (table: name, ID, events, head, what was
+checked, the segments' result, the index's result and the ledger's, then a
+line that says what the check covered; JSON and NDJSON: name, id, ok,
+events, head, full (whether every record was read), checked (what was
+checked, in words), checked_from and checked_to (the events whose records
+were read and verified; absent when not known), error, and for a ledger
+that failed, segments and index: "ok", "failed" or "damaged", or "-" when
+not checked) and, on standard error, what failed and where, in one line a
+ledger. Exit 3 if any ledger fails.
+
+The checksums (CRC32C of every frame, and each Event ID's checksum of its
+content and of the ID before) find accidental damage: a flipped bit, a torn
+write, a lost or misplaced block; verify --full finds it anywhere. They are
+no protection against a deliberate rewrite by someone who can write the
+files: CRC32C can be recomputed.
 
 The index is derived from the segments. When it alone is damaged (its files
 fail their checksums, or it disagrees with segments that verify), verify
@@ -54,6 +68,14 @@ the index can be rebuilt from them.`,
 			format, err := g.outputFormat(cmd)
 			if err != nil {
 				return err
+			}
+			var checkpoints map[eventid.LedgerID]uint64
+			if !full {
+				// Where the open's check of each ledger starts: read
+				// before the engine opens the index.
+				if dir, derr := g.dataDir(cmd); derr == nil && checkDataDir(dir) == nil {
+					checkpoints = readCheckpoints(dir)
+				}
 			}
 			db, dir, err := g.openDB(cmd, false)
 			if err != nil {
@@ -66,7 +88,7 @@ the index can be rebuilt from them.`,
 				info, err := db.Ledger(args[0])
 				switch {
 				case errors.Is(err, engine.ErrLedgerUnavailable):
-					results = append(results, verifyResult{Name: args[0], err: err, segments: partFailed, index: partUnchecked})
+					results = append(results, verifyResult{Name: args[0], full: full, err: err, segments: partFailed, index: partUnchecked})
 				case err != nil:
 					return ledgerError(dir, args[0], err)
 				default:
@@ -75,11 +97,11 @@ the index can be rebuilt from them.`,
 			} else {
 				bad := db.Unavailable()
 				for _, name := range slices.Sorted(maps.Keys(bad)) {
-					results = append(results, verifyResult{Name: name, err: bad[name], segments: partFailed, index: partUnchecked})
+					results = append(results, verifyResult{Name: name, full: full, err: bad[name], segments: partFailed, index: partUnchecked})
 				}
 				ledgers = db.Ledgers()
 			}
-			v := &verifier{db: db, dir: dir, full: full}
+			v := &verifier{db: db, dir: dir, full: full, checkpoints: checkpoints, rebuilt: db.IndexRebuilt() != nil}
 			if full && isTerminal(cmd.ErrOrStderr()) {
 				v.bar = newProgressBar(cmd.ErrOrStderr(), ledgers)
 			}
@@ -89,7 +111,7 @@ the index can be rebuilt from them.`,
 			if v.bar != nil {
 				v.bar.Clear()
 			}
-			if err := writeVerifyResults(cmd.OutOrStdout(), format, results); err != nil {
+			if err := writeVerifyResults(cmd.OutOrStdout(), format, results, full); err != nil {
 				return err
 			}
 			failed := 0
@@ -119,7 +141,12 @@ type verifyResult struct {
 	ID     string
 	Events uint64
 	Head   eventid.ID
-	err    error
+	// What was checked: every record (full), or the records from
+	// checkedFrom to checkedTo (0, 0: not known; checkedFrom above
+	// checkedTo: none, the checkpoint being the head) and the head.
+	full                   bool
+	checkedFrom, checkedTo uint64
+	err                    error
 	// The parts' results when err is not nil: partOK, partFailed (the
 	// segments), partDamaged (the index) or partUnchecked.
 	segments, index string
@@ -186,8 +213,56 @@ type verifier struct {
 	db   *engine.DB
 	dir  string
 	full bool
-	bar  *progressbar.ProgressBar // nil: no progress shown
-	done int64                    // bytes of the ledgers verified before
+	// The quick check: each ledger's checkpoint, as readCheckpoints
+	// read it (a ledger not in it: not known), or rebuilt when the open
+	// rebuilt the index, verifying every record.
+	checkpoints map[eventid.LedgerID]uint64
+	rebuilt     bool
+	bar         *progressbar.ProgressBar // nil: no progress shown
+	done        int64                    // bytes of the ledgers verified before
+}
+
+// readCheckpoints returns the index's checkpoint of each ledger of the data
+// directory dir: the sequence number of the last event it had indexed when
+// it was last written, which is where engine.Open starts verifying a
+// ledger's segments (it verifies every record after it; 0 when the index
+// has none, and Open then verifies them all). The engine does not report
+// it, so verify reads it from the index (read-only, before the engine
+// opens the directory; the layout is engine's package doc). A ledger whose
+// checkpoint cannot be read is not in the map; nil if the index cannot be
+// opened.
+func readCheckpoints(dir string) map[eventid.LedgerID]uint64 {
+	entries, err := os.ReadDir(filepath.Join(dir, "ledgers"))
+	if err != nil {
+		return nil
+	}
+	x, err := index.Open(filepath.Join(dir, "index"), index.Options{ReadOnly: true, CacheSize: 8 << 20, Logger: quietLogger{}})
+	if err != nil {
+		return nil
+	}
+	defer x.Close()
+	cps := map[eventid.LedgerID]uint64{}
+	for _, e := range entries {
+		id, err := eventid.ParseLedgerID(e.Name())
+		if err != nil || !e.IsDir() {
+			continue
+		}
+		head, _, err := x.Progress(id)
+		if err == nil {
+			cps[id] = head.Seq
+		}
+	}
+	return cps
+}
+
+// quietLogger drops Pebble's messages about an index that verify only
+// peeks at: the engine's open that follows says what matters.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any)  {}
+func (quietLogger) Errorf(string, ...any) {}
+func (quietLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf(format, args...))
 }
 
 // newProgressBar returns a bar over the segment bytes of ledgers, which
@@ -223,8 +298,16 @@ func (v *verifier) verify(ctx context.Context, l *engine.LedgerInfo) verifyResul
 		}
 		rep, err := v.db.Verify(ctx, l.Name, progress)
 		r.Events, r.Head, r.err = rep.Events, rep.Head, err
+		r.full, r.checkedFrom, r.checkedTo = true, 1, rep.Events
 	} else {
 		r.Events, r.Head, r.err = l.Count, l.Head, checkHead(ctx, v.db, l)
+		cp, known := v.checkpoints[l.ID]
+		if v.rebuilt {
+			cp, known = 0, true
+		}
+		if known {
+			r.checkedFrom, r.checkedTo = min(cp, l.Count)+1, l.Count
+		}
 	}
 	if v.bar != nil {
 		v.done += l.Bytes
@@ -279,20 +362,60 @@ func checkHead(ctx context.Context, db *engine.DB, l *engine.LedgerInfo) error {
 
 // verifyJSON is a verify result in JSON output.
 type verifyJSON struct {
-	Name     string `json:"name"`
-	ID       string `json:"id"`
-	OK       bool   `json:"ok"`
-	Events   uint64 `json:"events"`
-	Head     string `json:"head,omitempty"`
-	Error    string `json:"error,omitempty"`
-	Segments string `json:"segments,omitempty"` // on a failure
-	Index    string `json:"index,omitempty"`    // on a failure
+	Name        string  `json:"name"`
+	ID          string  `json:"id"`
+	OK          bool    `json:"ok"`
+	Events      uint64  `json:"events"`
+	Head        string  `json:"head,omitempty"`
+	Full        bool    `json:"full"`
+	Checked     string  `json:"checked"`
+	CheckedFrom *uint64 `json:"checked_from,omitempty"`
+	CheckedTo   *uint64 `json:"checked_to,omitempty"`
+	Error       string  `json:"error,omitempty"`
+	Segments    string  `json:"segments,omitempty"` // on a failure
+	Index       string  `json:"index,omitempty"`    // on a failure
+}
+
+// fullHint is what the quick check's results say about the rest.
+const fullHint = "the events before were verified when they were written and are not read again; run annal verify --full to check every byte"
+
+// checked says in words what the check of a ledger covered.
+func (r *verifyResult) checked() string {
+	switch {
+	case r.full && r.checkedTo > 0 && r.err == nil:
+		return fmt.Sprintf("every record (events #1..#%d), and the index against the segments", r.checkedTo)
+	case r.full && r.checkedTo > 0:
+		return fmt.Sprintf("every record (events #1..#%d, intact), and the index against the segments (failed)", r.checkedTo)
+	case r.full:
+		return "every record, until the failure"
+	case r.checkedTo == 0:
+		return "the tail after the index's checkpoint (as every open checks it), and the head and the genesis event; " + fullHint
+	case r.checkedFrom > r.checkedTo:
+		return fmt.Sprintf("the tail after the index's checkpoint: no events after it (the checkpoint is the head, #%d); the head and the genesis event; %s", r.checkedTo, fullHint)
+	}
+	return fmt.Sprintf("the tail after the index's checkpoint: events #%d..#%d; the head and the genesis event; %s", r.checkedFrom, r.checkedTo, fullHint)
+}
+
+// checkedColumn is what was checked in verify's table.
+func (r *verifyResult) checkedColumn() string {
+	switch {
+	case r.full:
+		return "all"
+	case r.checkedTo == 0:
+		return "tail"
+	case r.checkedFrom > r.checkedTo:
+		return "head only"
+	}
+	return fmt.Sprintf("#%d..#%d", r.checkedFrom, r.checkedTo)
 }
 
 func (r *verifyResult) json() verifyJSON {
-	j := verifyJSON{Name: r.Name, ID: r.ID, OK: r.err == nil, Events: r.Events}
+	j := verifyJSON{Name: r.Name, ID: r.ID, OK: r.err == nil, Events: r.Events, Full: r.full, Checked: r.checked()}
 	if !r.Head.IsZero() {
 		j.Head = r.Head.String()
+	}
+	if r.checkedTo > 0 && r.checkedFrom <= r.checkedTo {
+		j.CheckedFrom, j.CheckedTo = &r.checkedFrom, &r.checkedTo
 	}
 	if r.err != nil {
 		j.Error = errorLine(r.err)
@@ -309,20 +432,28 @@ func tablePart(s string) string {
 	return strings.ToUpper(s)
 }
 
-func writeVerifyResults(w io.Writer, format string, results []verifyResult) error {
+func writeVerifyResults(w io.Writer, format string, results []verifyResult, full bool) error {
 	switch format {
 	case formatTable:
 		tw := newTable(w)
-		fmt.Fprintln(tw, "NAME\tID\tEVENTS\tHEAD\tSEGMENTS\tINDEX\tRESULT")
+		fmt.Fprintln(tw, "NAME\tID\tEVENTS\tHEAD\tCHECKED\tSEGMENTS\tINDEX\tRESULT")
 		for _, r := range results {
 			j := r.json()
 			result, segments, index := "ok", "ok", "ok"
 			if !j.OK {
 				result, segments, index = "FAILED", tablePart(j.Segments), tablePart(j.Index)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", safeName(j.Name), orDash(j.ID), j.Events, orDash(j.Head), segments, index, result)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", safeName(j.Name), orDash(j.ID), j.Events, orDash(j.Head), r.checkedColumn(), segments, index, result)
 		}
-		return tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if full {
+			_, err := fmt.Fprintln(w, "checked: every record of every segment (all), and the index against the segments")
+			return err
+		}
+		_, err := fmt.Fprintf(w, "checked: each ledger's tail after the index's checkpoint, as every open checks it (CHECKED: the events read, #N..#M; \"head only\": none after it), and its head and genesis event; %s\n", fullHint)
+		return err
 	case formatJSON:
 		out := make([]verifyJSON, 0, len(results))
 		for i := range results {
