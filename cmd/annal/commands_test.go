@@ -466,3 +466,44 @@ func TestVerifyQuickSaysWhatItChecked(t *testing.T) {
 		t.Fatalf("verify --full: exit %d: %s", code, out)
 	}
 }
+
+// TestUsageErrorNamesItsHelp: a usage error points to the help of the
+// command that was run (issue 13, finding 8: it said "Run 'annal --help'"
+// for every command), and a malformed argument of get is one (it exited 1).
+func TestUsageErrorNamesItsHelp(t *testing.T) {
+	dir := newDir(t)
+	for _, c := range []struct {
+		args []string
+		help string
+	}{
+		{[]string{"append", "orders", "--durability", "fast"}, "annal append"},
+		{[]string{"scan", "orders", "--from", "soon"}, "annal scan"},
+		{[]string{"get", "abc"}, "annal get"},
+		{[]string{"get", "orders#x"}, "annal get"},
+		{[]string{"id", "--format", "xml", "0005d5813bf9c44943545b8f9e961c04"}, "annal id"},
+		{[]string{"verify", "--fast"}, "annal verify"},
+		{[]string{"frobnicate"}, "annal"},
+	} {
+		code, _, errOut := annal(t, "", append([]string{"--dir", dir}, c.args...)...)
+		want := "Run '" + c.help + " --help' for usage.\n"
+		if code != exitUsage || !strings.HasSuffix(errOut, want) || strings.Count(errOut, "\n") != 2 {
+			t.Errorf("annal %q: exit %d, stderr %q; want exit 2, one line and %q", c.args, code, errOut, want)
+		}
+	}
+}
+
+// TestIDFormatTable: id takes --format table (the listing) and ndjson (the
+// JSON lines), as the other commands do (issue 13, finding 8).
+func TestIDFormatTable(t *testing.T) {
+	const hex = "0005d5813bf9c44943545b8f9e961c04"
+	_, text, _ := annal(t, "", "id", hex)
+	code, table, errOut := annal(t, "", "id", "--format", "table", hex)
+	if code != 0 || table != text || !strings.HasPrefix(table, "id        "+hex+"\n") {
+		t.Fatalf("id --format table: exit %d, stdout %q, stderr %q; want the listing %q", code, table, errOut, text)
+	}
+	_, js, _ := annal(t, "", "id", "--format", "json", hex)
+	code, nd, errOut := annal(t, "", "id", "--format", "ndjson", hex)
+	if code != 0 || nd != js || !strings.HasPrefix(nd, `{"id":"`+hex+`"`) {
+		t.Fatalf("id --format ndjson: exit %d, stdout %q, stderr %q", code, nd, errOut)
+	}
+}

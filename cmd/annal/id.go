@@ -17,18 +17,25 @@ func newIDCmd() *cobra.Command {
 		Long: `id takes Event IDs in any text form (32 hex characters in either case, UUID,
 sortable base64 or Crockford base32) and prints, for each, its time (RFC 3339
 with microseconds, UTC), microseconds, checksum, ledger ID, version and all
-four text forms. With --format json each ID is one JSON object on its own line.
+four text forms. --format text (or table, the same: the default) prints them
+as a key/value listing; --format json (or ndjson, the same) prints each ID as
+one JSON object on its own line.
 An ID that does not parse is reported on standard error; the exit code is then 1.`,
 		Args:        usageArgs(cobra.MinimumNArgs(1)),
 		Annotations: map[string]string{idArgsAnnotation: "every argument is an ID"},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != "text" && format != "json" {
-				return usageErr("id: --format must be text or json, not %q", format)
+			switch format {
+			case "text", formatTable:
+				format = "text"
+			case formatJSON, formatNDJSON:
+				format = formatJSON
+			default:
+				return usageErr("id: --format must be text (or table) or json (or ndjson), not %q", format)
 			}
 			return runID(args, format, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
+	cmd.Flags().StringVar(&format, "format", "text", "output format: text (or table: a key/value listing) or json (or ndjson: one JSON object a line)")
 	return cmd
 }
 

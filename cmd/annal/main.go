@@ -126,7 +126,7 @@ func execute(ctx context.Context, root *cobra.Command, args []string, stdin io.R
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
@@ -136,7 +136,13 @@ func execute(ctx context.Context, root *cobra.Command, args []string, stdin io.R
 			fmt.Fprintf(stderr, "annal: %s\n", messageText(ee.err))
 		}
 		if ee.code == exitUsage {
-			fmt.Fprintln(stderr, "Run 'annal --help' for usage.")
+			// The help of the command that was run: its flags and
+			// arguments are what went wrong.
+			path := root.Name()
+			if cmd != nil {
+				path = cmd.CommandPath()
+			}
+			fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", path)
 		}
 		return ee.code
 	}

@@ -29,12 +29,16 @@ func newGetCmd(g *globals) *cobra.Command {
 --format table prints a key/value listing; ndjson prints the event as one line
 in the Evently download format ({"entity","key","event","eventId","timestamp",
 "meta","data"}); json prints the same object indented. An event that is not
-there, or an argument that names none of the forms above, exits 1.`,
+there exits 1; an argument that names none of the forms above (such as a
+prefix shorter than 4 digits) is a usage error, exit 2.`,
 		Args:        usageArgs(cobra.ExactArgs(1)),
 		Annotations: map[string]string{idArgsAnnotation: "the argument may be an ID"},
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			format, err := g.outputFormat(cmd)
 			if err != nil {
+				return err
+			}
+			if err := checkGetArg(args[0]); err != nil {
 				return err
 			}
 			db, dir, err := g.openDB(cmd, false)
@@ -58,6 +62,28 @@ there, or an argument that names none of the forms above, exits 1.`,
 	}
 }
 
+// checkGetArg returns a usage error for an argument of get that names
+// none of its forms (getEvent), before the data directory is opened.
+func checkGetArg(arg string) error {
+	if i := strings.LastIndexByte(arg, '#'); i >= 0 {
+		seq, err := strconv.ParseUint(arg[i+1:], 10, 64)
+		if err != nil || seq == 0 {
+			return usageErr("get %q: %q is not a sequence number (1 is the genesis event)", arg, arg[i+1:])
+		}
+		return nil
+	}
+	_, err := eventid.Parse(arg)
+	switch {
+	case err == nil:
+		return nil
+	case isHex(arg) && len(arg) < 4:
+		return usageErr("get %q: an ID prefix has 4 to 31 hex digits", arg)
+	case isHex(arg) && len(arg) < 2*eventid.Size:
+		return nil
+	}
+	return usageErr("get %q: not an Event ID (hex, UUID, base64 or base32), a hex prefix or NAME#SEQ: %w", arg, err)
+}
+
 // getEvent finds the event arg names: NAME#SEQ, an ID in any text form, or
 // a hex prefix.
 func getEvent(ctx context.Context, db *engine.DB, dir, arg string) (engine.Event, error) {
@@ -65,7 +91,7 @@ func getEvent(ctx context.Context, db *engine.DB, dir, arg string) (engine.Event
 		name, seqText := arg[:i], arg[i+1:]
 		seq, err := strconv.ParseUint(seqText, 10, 64)
 		if err != nil || seq == 0 {
-			return engine.Event{}, &exitErr{code: exitError, err: fmt.Errorf("get %q: %q is not a sequence number (1 is the genesis event)", arg, seqText)}
+			return engine.Event{}, usageErr("get %q: %q is not a sequence number (1 is the genesis event)", arg, seqText)
 		}
 		ev, err := db.GetSeq(ctx, name, seq)
 		if err != nil {
@@ -86,7 +112,7 @@ func getEvent(ctx context.Context, db *engine.DB, dir, arg string) (engine.Event
 		}
 	}
 	if !prefix {
-		return engine.Event{}, &exitErr{code: exitError, err: fmt.Errorf("get %q: not an Event ID (hex, UUID, base64 or base32), a hex prefix or NAME#SEQ: %w", arg, parseErr)}
+		return engine.Event{}, usageErr("get %q: not an Event ID (hex, UUID, base64 or base32), a hex prefix or NAME#SEQ: %w", arg, parseErr)
 	}
 	ev, err := db.GetPrefix(ctx, arg)
 	var amb *engine.AmbiguousError
