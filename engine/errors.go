@@ -60,7 +60,9 @@ func invalid(format string, a ...any) error {
 }
 
 // ConditionError says which condition of an append failed and what the
-// head it was checked against is. It matches ErrConditionFailed.
+// head it was checked against is. It matches ErrConditionFailed. Append
+// returns it wrapped with the ledger ("engine: append to L: condition
+// failed: …"), so its own message has no package prefix.
 type ConditionError struct {
 	Condition string     // which condition, e.g. "expected head"
 	Head      eventid.ID // the ledger's head the condition was checked against
@@ -69,7 +71,7 @@ type ConditionError struct {
 }
 
 func (e *ConditionError) Error() string {
-	return fmt.Sprintf("engine: condition failed: %s: expected %s, found %s (ledger head %s)", e.Condition, idOrNone(e.Expected), idOrNone(e.Found), e.Head)
+	return fmt.Sprintf("condition failed: %s: expected %s, found %s (ledger head %s)", e.Condition, idOrNone(e.Expected), idOrNone(e.Found), e.Head)
 }
 
 func idOrNone(id eventid.ID) string {

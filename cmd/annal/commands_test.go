@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -505,5 +506,53 @@ func TestIDFormatTable(t *testing.T) {
 	code, nd, errOut := annal(t, "", "id", "--format", "ndjson", hex)
 	if code != 0 || nd != js || !strings.HasPrefix(nd, `{"id":"`+hex+`"`) {
 		t.Fatalf("id --format ndjson: exit %d, stdout %q, stderr %q", code, nd, errOut)
+	}
+}
+
+// TestErrorsSayEachThingOnce: an error names each thing once (issue 13,
+// finding 8: "engine: append to l: engine: condition failed", and verify's
+// "verify orders: engine: verify orders: segment: …"), and the sentinels
+// still match.
+func TestErrorsSayEachThingOnce(t *testing.T) {
+	dir := newDir(t)
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := db.Ledger("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := []engine.EventInput{{Entity: "e", Key: "k", Event: "v", Meta: []byte("{}"), Data: []byte("{}")}}
+	if _, err := db.Append(context.Background(), "orders", ev, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []*engine.AppendOptions{
+		{ExpectedHead: info.Head},
+		{ExpectedStreams: []engine.ExpectedStream{{Entity: "e", Key: "k"}}},
+	} {
+		_, err := db.Append(context.Background(), "orders", ev, o)
+		var ce *engine.ConditionError
+		msg := fmt.Sprint(err)
+		if !errors.Is(err, engine.ErrConditionFailed) || !errors.As(err, &ce) ||
+			strings.Count(msg, "engine:") != 1 || strings.Count(msg, "condition failed") != 1 || !strings.HasPrefix(msg, "engine: append to orders: condition failed: ") {
+			t.Errorf("a failed condition: %q (matches ErrConditionFailed: %v)", msg, errors.Is(err, engine.ErrConditionFailed))
+		}
+	}
+	db.Close()
+
+	seg := filepath.Join(dir, "ledgers", info.ID.String(), "00000000000000000001.seg")
+	b, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[100] ^= 0xff // in the genesis event's record
+	if err := os.WriteFile(seg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := annal(t, "", "--dir", dir, "verify", "--full")
+	first, _, _ := strings.Cut(errOut, "\n")
+	if code != exitVerification || strings.Count(first, "verify orders") != 1 || !strings.HasPrefix(first, "annal: verify orders: segment: corruption in ") {
+		t.Errorf("verify --full of a damaged ledger: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -384,5 +384,17 @@ func isStackLine(l string) bool {
 	return len(l) > 3 && l[0] == '(' && l[1] >= '1' && l[1] <= '9' && strings.HasPrefix(l[2:], ") ")
 }
 
+// trimContext returns msg, an error's message printed after what
+// ("verify orders: …"), without a repetition of what at its start (the
+// engine's "engine: verify orders: "), so that the line says it once.
+func trimContext(msg, what string) string {
+	for _, p := range []string{"engine: " + what + ": ", what + ": "} {
+		if rest, ok := strings.CutPrefix(msg, p); ok {
+			return rest
+		}
+	}
+	return msg
+}
+
 // errorText is errorLine escaped for a terminal.
 func errorText(err error) string { return safeText(errorLine(err)) }

@@ -118,7 +118,8 @@ the index can be rebuilt from them.`,
 			for _, r := range results {
 				if r.err != nil {
 					failed++
-					fmt.Fprintf(cmd.ErrOrStderr(), "annal: verify %s: %s\n", safeName(r.Name), errorText(r.err))
+					what := "verify " + r.Name
+					fmt.Fprintf(cmd.ErrOrStderr(), "annal: %s: %s\n", safeName(what), safeText(trimContext(errorLine(r.err), what)))
 				}
 			}
 			if failed > 0 {
