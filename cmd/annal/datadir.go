@@ -38,15 +38,26 @@ func (g *globals) options() (*engine.Options, error) {
 	return &engine.Options{CacheSize: n}, nil
 }
 
-// sizeUnits are the units parseSize takes, case-insensitively.
+// sizeUnits are the units parseSize takes, case-insensitively, longest
+// first. Every one is binary: annal writes sizes in IEC units (KiB, MiB,
+// GiB: powers of 1024) everywhere, and reads KB, MB, GB, TB and K, M, G, T
+// as the same (as PostgreSQL, Docker and the JVM read a memory size): a
+// cache budget is never meant in powers of 1000.
 var sizeUnits = []struct {
 	name string
 	n    int64
-}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"b", 1}}
+}{
+	{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"tib", 1 << 40},
+	{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}, {"tb", 1 << 40},
+	{"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"t", 1 << 40}, {"b", 1},
+}
+
+// sizeForms says which forms parseSize takes, for help and errors.
+const sizeForms = "bytes, or a number with KiB, MiB, GiB or TiB (powers of 1024; KB, MB, GB, TB and K, M, G, T mean the same), such as 64MiB, 64MB, 64M or 67108864"
 
 // parseSize parses a memory size: a whole number of bytes, or one followed
-// by KiB, MiB or GiB (or K, M, G, which mean the same), as in "64MiB". It
-// must be above zero and at most 1 TiB.
+// by a unit of sizeUnits, as in "64MiB", "64MB", "64M". It must be above
+// zero and at most 1 TiB.
 func parseSize(s string) (int64, error) {
 	num, mult := strings.TrimSpace(s), int64(1)
 	lower := strings.ToLower(num)
@@ -58,7 +69,7 @@ func parseSize(s string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(num, 10, 64)
 	if err != nil || n <= 0 || n > (1<<40)/mult {
-		return 0, fmt.Errorf("%q is not a size above zero and at most 1TiB, such as 64MiB or 1GiB", s)
+		return 0, fmt.Errorf("%q is not a size above zero and at most 1TiB: want %s", s, sizeForms)
 	}
 	return n * mult, nil
 }

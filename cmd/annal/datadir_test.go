@@ -23,12 +23,22 @@ func TestParseSize(t *testing.T) {
 		{"2G", 2 << 30},
 		{"100B", 100},
 		{"1024GiB", 1 << 40},
+		// issue 13, finding 8: --cache 32MB was refused. Sizes are
+		// binary, whatever the unit's spelling.
+		{"32MB", 32 << 20},
+		{"32mb", 32 << 20},
+		{"32 MB", 32 << 20},
+		{"512KB", 512 << 10},
+		{"1GB", 1 << 30},
+		{"1TB", 1 << 40},
+		{"1TiB", 1 << 40},
+		{"1T", 1 << 40},
 	} {
 		if got, err := parseSize(c.in); err != nil || got != c.want {
 			t.Errorf("parseSize(%q) = %d, %v; want %d", c.in, got, err, c.want)
 		}
 	}
-	for _, in := range []string{"", "0", "0MiB", "-1", "-64MiB", "64XB", "MiB", "1.5GiB", "1025GiB", "1099511627777", "9223372036854775807GiB", "0x10"} {
+	for _, in := range []string{"", "0", "0MiB", "-1", "-64MiB", "64XB", "MiB", "1.5GiB", "1025GiB", "2TB", "32MBB", "32 M B", "1099511627777", "9223372036854775807GiB", "0x10"} {
 		if got, err := parseSize(in); err == nil || !strings.Contains(err.Error(), "is not a size above zero") {
 			t.Errorf("parseSize(%q) = %d, %v; want an error", in, got, err)
 		}
