@@ -163,8 +163,15 @@ func newScanCmd(g *globals) *cobra.Command {
 
 --from and --to bound the events' times, both inclusive. A time is
   - RFC 3339: 2024-05-01T12:00:00Z, 2024-05-01T14:00:00.5+02:00;
+  - a date and time with a space (or a T) and no zone, read as UTC (the
+    zone of every time annal prints), or with one: 2024-05-01 12:00:00,
+    2024-05-01 12:00, 2024-05-01 14:00:00+02:00;
   - a date, midnight UTC: 2024-05-01;
-  - now, or relative to now: -1h, -30m, -7d, -1h30m, +2w (units ms s m h d w);
+  - now, or relative to now: 1h or -1h (an hour ago; a time without a sign
+    is that long ago, as kubectl's and nats's --since read it), 30m, 7d,
+    1h30m, +2w (two weeks ahead); units ms s m h d w;
+  - Unix seconds: 1714564800, 1714564800.250 (a number is always seconds:
+    write milliseconds as a fraction; 10^11 or more is refused);
   - an Event ID, standing for its time.
 
 --after ID starts after that event (in the scan's direction) and --limit N
@@ -211,8 +218,8 @@ objects. NDJSON of a whole ledger is what 'annal verify-file' verifies.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.from, "from", "", "the earliest time (inclusive)")
-	fl.StringVar(&f.to, "to", "", "the latest time (inclusive)")
+	fl.StringVar(&f.from, "from", "", "the earliest time (inclusive): RFC 3339, '2024-05-01 12:00:00' (UTC), a date, now, 1h or -1h (ago), +1h, Unix seconds or an Event ID")
+	fl.StringVar(&f.to, "to", "", "the latest time (inclusive), in the forms of --from")
 	fl.StringVar(&f.after, "after", "", "start after this event ID (paging)")
 	fl.IntVar(&f.limit, "limit", 0, "stop after this many events (0: no limit)")
 	fl.BoolVar(&f.reverse, "reverse", false, "newest first (time scans only)")
