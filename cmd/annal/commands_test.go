@@ -556,3 +556,85 @@ func TestErrorsSayEachThingOnce(t *testing.T) {
 		t.Errorf("verify --full of a damaged ledger: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// TestTailTableLinesUp: every row of tail's table lines up with the header
+// above it (issue 13, finding 8: the header was as wide as the column
+// names, and the first key longer than "KEY" pushed every row off it). The
+// columns start as wide as the last events need; a wider cell later widens
+// its column and writes the header again.
+func TestTailTableLinesUp(t *testing.T) {
+	dir := newDir(t)
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	appendOne := func(entity, key, event string) {
+		t.Helper()
+		if _, err := db.Append(context.Background(), "orders", []engine.EventInput{{Entity: entity, Key: key, Event: event, Meta: []byte("{}"), Data: []byte(`{"n":1}`)}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 12 {
+		appendOne("order", fmt.Sprintf("order-%d", i), "placed")
+	}
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		err := follow(ctx, db, "orders", eventid.ID{}, outW, formatTable)
+		outW.Close()
+		done <- err
+	}()
+	lines := bufio.NewScanner(outR)
+	var got []string
+	next := func() {
+		t.Helper()
+		if !lines.Scan() {
+			t.Fatalf("tail ended; got %q", got)
+		}
+		got = append(got, lines.Text())
+	}
+	for range 1 + 13 { // the header, the genesis event and 12 events
+		next()
+	}
+	appendOne("order", "order-12", "paid")                               // fits
+	appendOne("a-much-longer-entity", "a-much-longer-key-than-any", "x") // does not
+	for range 3 {                                                        // a row, a header, a row
+		next()
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Each cell starts where its column's name does in the header above.
+	var starts []int
+	headers := 0
+	for _, line := range got {
+		if strings.HasPrefix(line, "TIME ") {
+			headers++
+			starts = starts[:0]
+			for _, name := range eventColumns {
+				starts = append(starts, strings.Index(line, " "+name+" ")+1)
+			}
+			starts[0] = 0
+			starts[len(starts)-1] = strings.Index(line, " DATA") + 1
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) != len(eventColumns) {
+			t.Fatalf("row %q", line)
+		}
+		at := 0
+		for i, f := range fields {
+			at += strings.Index(line[at:], f)
+			if at != starts[i] {
+				t.Errorf("row %q: %s starts at %d, its column %s at %d in the header above", line, f, at, eventColumns[i], starts[i])
+			}
+			at += len(f)
+		}
+	}
+	if headers != 2 {
+		t.Errorf("%d headers, want 2 (the second above the row that widened the table):\n%s", headers, strings.Join(got, "\n"))
+	}
+}

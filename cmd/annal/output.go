@@ -43,6 +43,7 @@ type eventWriter struct {
 	w      *bufio.Writer
 	tw     *tabwriter.Writer // table of a scan: aligned in blocks of rows
 	widths []int             // table of a stream: columns that only grow
+	rows   int               // rows of a stream's table written
 	n      int
 	line   []byte
 	indent bytes.Buffer
@@ -85,7 +86,8 @@ func newTable(w io.Writer) *tabwriter.Writer {
 func (ew *eventWriter) begin() {
 	switch {
 	case ew.widths != nil:
-		ew.row(eventColumns)
+		ew.grow(eventColumns)
+		ew.writeRow(eventColumns)
 	case ew.format == formatTable:
 		fmt.Fprintln(ew.tw, strings.Join(eventColumns, "\t"))
 	case ew.format == formatJSON:
@@ -94,17 +96,53 @@ func (ew *eventWriter) begin() {
 	}
 }
 
-// row writes a row of a stream's table.
+// row writes a row of a stream's table. A cell wider than its column so
+// far widens it, and the header is written again above the row, so that
+// every row lines up with the header above it (the rows before it keep the
+// alignment of theirs).
 func (ew *eventWriter) row(cells []string) {
+	if ew.grow(cells) && ew.rows > 0 {
+		ew.writeRow(eventColumns)
+	}
+	ew.writeRow(cells)
+	ew.rows++
+}
+
+// grow widens the columns of a stream's table to fit cells, and reports
+// whether one grew. The last column (the data) is not padded.
+func (ew *eventWriter) grow(cells []string) bool {
+	grown := false
+	for i, c := range cells[:len(cells)-1] {
+		if n := utf8.RuneCountInString(c); n > ew.widths[i] {
+			ew.widths[i], grown = n, true
+		}
+	}
+	return grown
+}
+
+// fit widens the columns of a stream's table to fit ev, before the header
+// is written: tail fits the last events of the ledger, so that the rows
+// to come most likely fit the header.
+func (ew *eventWriter) fit(ev *engine.Event) {
+	if ew.widths != nil {
+		ew.grow(ew.cells(ev))
+	}
+}
+
+func (ew *eventWriter) writeRow(cells []string) {
 	for i, c := range cells {
-		n := utf8.RuneCountInString(c)
-		ew.widths[i] = max(ew.widths[i], n)
 		ew.w.WriteString(c)
 		if i < len(cells)-1 {
-			ew.w.WriteString(strings.Repeat(" ", ew.widths[i]-n+2))
+			ew.w.WriteString(strings.Repeat(" ", ew.widths[i]-utf8.RuneCountInString(c)+2))
 		}
 	}
 	ew.w.WriteByte('\n')
+}
+
+// cells are the cells of ev's row in a table.
+func (ew *eventWriter) cells(ev *engine.Event) []string {
+	return []string{ev.ID.Time().UTC().Format(evently), strconv.FormatUint(ev.Seq, 10),
+		safeName(ev.Entity), safeName(ev.Key), safeName(ev.Event), ev.ID.String(), safeJSON(clipRunes(ev.Data, maxTableData))}
 }
 
 // maxTableData is how much of an event's data a table row shows, in runes.
@@ -112,8 +150,7 @@ const maxTableData = 60
 
 func (ew *eventWriter) write(ev *engine.Event) error {
 	if ew.format == formatTable {
-		cells := []string{ev.ID.Time().UTC().Format(evently), strconv.FormatUint(ev.Seq, 10),
-			safeName(ev.Entity), safeName(ev.Key), safeName(ev.Event), ev.ID.String(), safeJSON(clipRunes(ev.Data, maxTableData))}
+		cells := ew.cells(ev)
 		if ew.widths != nil {
 			ew.row(cells)
 			return nil

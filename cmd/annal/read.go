@@ -336,7 +336,9 @@ func newTailCmd(g *globals) *cobra.Command {
 SIGTERM; then it exits 0. It starts at the current head (only new events),
 after an event with --after ID, or at the genesis event with --from-start.
 Output is as scan's, flushed after every event; --format json
-writes NDJSON, since a stream has no end to close a JSON array at.
+writes NDJSON, since a stream has no end to close a JSON array at. A table's
+columns start as wide as the ledger's last 100 events need; a wider value
+later widens its column, and the header is written again above its row.
 
 The data directory is open for as long as tail runs, and one process at a time
 may have it open: tail sees the events appended by its own process, so today
@@ -378,10 +380,24 @@ it serves to print a ledger and wait, not to watch another writer.`,
 	return cmd
 }
 
+// tableFitEvents is how many of the last events tail's table is made wide
+// enough for before it starts.
+const tableFitEvents = 100
+
 // follow writes the events of ledger name after the event after (all of
 // them for the zero ID) as they commit, flushing each, until ctx ends.
 func follow(ctx context.Context, db *engine.DB, name string, after eventid.ID, w io.Writer, format string) error {
 	ew := newEventStream(w, format)
+	if format == formatTable {
+		// The columns as wide as the last events need, so that the
+		// header lines up with the rows to come.
+		for ev, err := range db.Scan(ctx, name, engine.ScanOptions{Reverse: true, Limit: tableFitEvents}) {
+			if err != nil {
+				break // the subscription says what is wrong
+			}
+			ew.fit(&ev)
+		}
+	}
 	ew.begin()
 	if err := ew.flush(); err != nil {
 		return err
