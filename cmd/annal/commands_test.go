@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/annal-db/annal/engine"
 	"github.com/annal-db/annal/engine/ndjson"
@@ -636,5 +637,31 @@ func TestTailTableLinesUp(t *testing.T) {
 	}
 	if headers != 2 {
 		t.Errorf("%d headers, want 2 (the second above the row that widened the table):\n%s", headers, strings.Join(got, "\n"))
+	}
+}
+
+// TestStatsRate: the rate is given per the largest unit the span covers,
+// never extrapolated from seconds to a day (issue 13, finding 8: 10^6
+// events in 7 seconds showed "1000001.0" events a day).
+func TestStatsRate(t *testing.T) {
+	first := time.Date(2026, 11, 23, 11, 18, 20, 0, time.UTC)
+	for _, c := range []struct {
+		count  uint64
+		span   time.Duration
+		rate   string
+		perDay bool
+	}{
+		{1_000_001, 7 * time.Second, "142857.3/s", false},
+		{5, 500 * time.Millisecond, "10.0/s", false},
+		{600, 10 * time.Minute, "60.0/min", false},
+		{7200, 2 * time.Hour, "3600.0/h", false},
+		{30, 3 * 24 * time.Hour, "10.0/day", true},
+		{1, 0, "-", false},
+	} {
+		r := statsRow{Count: c.count, First: jsonTime(first), Last: jsonTime(first.Add(c.span))}
+		r.finish()
+		if got := r.rate(); got != c.rate || (r.EventsPerDay != nil) != c.perDay {
+			t.Errorf("%d events over %v: rate %q, events a day %v; want %q, a day's rate given: %v", c.count, c.span, got, r.EventsPerDay, c.rate, c.perDay)
+		}
 	}
 }

@@ -145,14 +145,19 @@ func newStatsCmd(g *globals) *cobra.Command {
 		Short: "Show per-ledger statistics and totals",
 		Long: `stats shows, for one ledger (NAME, or its ID) or for every ledger and their
 total: the event count, head, times of the first and last events, the size
-and number of its segment files, and the average of events a day: the count
-divided by the days from the first to the last event, counted as at least
-one day.
+and number of its segment files, and the rate: the count divided by the time
+from the first to the last event, per second, minute, hour or day, whichever
+is the largest unit the span covers (a 7-second ledger shows events a
+second, never a day's worth extrapolated from seconds); "-" for a span of
+zero. Then the size of the index (DIR/index, all ledgers together: the
+index is one store) in bytes of its files.
 
 JSON and NDJSON objects have the fields name, id, count, head, first, last,
-bytes, segments and events_per_day. In NDJSON the totals are a last line with
-"total": true and the number of ledgers; in JSON the document is
-{"ledgers": [...], "total": {...}}.`,
+bytes, segments, span_seconds, events_per_second (null for a span of zero)
+and events_per_day (null for a span shorter than a day: not extrapolated).
+In NDJSON the totals are a last line with "total": true, the number of
+ledgers and index_bytes; in JSON the document is {"ledgers": [...],
+"total": {...}}.`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			format, err := g.outputFormat(cmd)
@@ -185,6 +190,9 @@ bytes, segments and events_per_day. In NDJSON the totals are a last line with
 			n := len(rows)
 			total.Ledgers = &n
 			total.finish()
+			if size, err := dirSize(filepath.Join(dir, "index")); err == nil {
+				total.IndexBytes = &size
+			}
 			return writeStats(cmd.OutOrStdout(), format, rows, total)
 		},
 	}
@@ -200,9 +208,12 @@ type statsRow struct {
 	Last         jsonTime `json:"last"`
 	Bytes        int64    `json:"bytes"`
 	Segments     int      `json:"segments"`
-	EventsPerDay float64  `json:"events_per_day"`
+	SpanSeconds  float64  `json:"span_seconds"`
+	EventsPerSec *float64 `json:"events_per_second"` // nil for a span of zero
+	EventsPerDay *float64 `json:"events_per_day"`    // nil for a span under a day
 	Total        bool     `json:"total,omitempty"`
-	Ledgers      *int     `json:"ledgers,omitempty"` // for the totals
+	Ledgers      *int     `json:"ledgers,omitempty"`     // for the totals
+	IndexBytes   *int64   `json:"index_bytes,omitempty"` // for the totals
 }
 
 func newStatsRow(dir string, l *engine.LedgerInfo) statsRow {
@@ -244,26 +255,85 @@ func (r *statsRow) add(o *statsRow) {
 	}
 }
 
-// finish computes the events a day.
+// finish computes the span and the rates. A rate is given only over a span
+// that holds its unit: events a day need a span of a day at least.
 func (r *statsRow) finish() {
-	days := time.Time(r.Last).Sub(time.Time(r.First)).Hours() / 24
-	r.EventsPerDay = float64(r.Count) / max(days, 1)
+	span := time.Time(r.Last).Sub(time.Time(r.First))
+	r.SpanSeconds = span.Seconds()
+	r.EventsPerSec, r.EventsPerDay = nil, nil
+	if span <= 0 {
+		return
+	}
+	perSec := float64(r.Count) / span.Seconds()
+	r.EventsPerSec = &perSec
+	if span >= 24*time.Hour {
+		perDay := perSec * 86400
+		r.EventsPerDay = &perDay
+	}
+}
+
+// rateUnits are the units of stats' rate, largest first.
+var rateUnits = []struct {
+	name string
+	d    time.Duration
+}{{"day", 24 * time.Hour}, {"h", time.Hour}, {"min", time.Minute}, {"s", time.Second}}
+
+// rate is the table's rate of r: events per the largest unit its span
+// covers (per second for a span under a second), or "-" for a span of
+// zero.
+func (r *statsRow) rate() string {
+	if r.EventsPerSec == nil {
+		return "-"
+	}
+	span := time.Duration(r.SpanSeconds * float64(time.Second))
+	for _, u := range rateUnits {
+		if span >= u.d || u.d == time.Second {
+			return fmt.Sprintf("%.1f/%s", *r.EventsPerSec*u.d.Seconds(), u.name)
+		}
+	}
+	return "-"
+}
+
+// dirSize returns the bytes of the regular files under dir.
+func dirSize(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n, err
 }
 
 func writeStats(w io.Writer, format string, rows []statsRow, total statsRow) error {
 	switch format {
 	case formatTable:
 		tw := newTable(w)
-		fmt.Fprintln(tw, "NAME\tID\tCOUNT\tFIRST\tLAST\tEVENTS/DAY\tSEGMENTS\tBYTES\tHEAD")
+		fmt.Fprintln(tw, "NAME\tID\tCOUNT\tFIRST\tLAST\tRATE\tSEGMENTS\tBYTES\tHEAD")
 		for _, r := range append(rows, total) {
 			name := safeName(r.Name)
 			if r.Total {
 				name = "TOTAL"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.1f\t%d\t%s\t%s\n", name, orDash(r.ID), r.Count,
-				tableTime(time.Time(r.First)), tableTime(time.Time(r.Last)), r.EventsPerDay, r.Segments, humanBytes(r.Bytes), orDash(r.Head))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\n", name, orDash(r.ID), r.Count,
+				tableTime(time.Time(r.First)), tableTime(time.Time(r.Last)), r.rate(), r.Segments, humanBytes(r.Bytes), orDash(r.Head))
 		}
-		return tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if total.IndexBytes != nil {
+			_, err := fmt.Fprintf(w, "index: %s (the index of all ledgers, one store)\n", humanBytes(*total.IndexBytes))
+			return err
+		}
+		return nil
 	case formatJSON:
 		return writeJSON(w, format, struct {
 			Ledgers []statsRow `json:"ledgers"`

@@ -10,7 +10,7 @@
 //	                            or by stream (--entity, --key, --event)
 //	annal tail NAME             follow a ledger, printing events as they commit
 //	annal verify [NAME]         check ledgers: the tail and the head, or every record with --full
-//	annal stats [NAME]          count, head, time span, bytes, segments, events a day; totals
+//	annal stats [NAME]          count, head, time span, bytes, segments, rate; totals, index size
 //	annal import [--name N] FILE|-  import an Evently NDJSON ledger, all or nothing; prints name and ID
 //	annal export NAME [--after ID] [-o FILE]  a ledger as Evently NDJSON
 //	annal demo                  annal's whole job on a local directory, with a SIGKILL, in seconds
