@@ -141,11 +141,11 @@ func (g *globals) openDB(cmd *cobra.Command, create bool) (*engine.DB, string, e
 	// because it could not be opened) shows how far it is on a terminal;
 	// one that has nothing to index draws nothing.
 	var p *reindexProgress
-	if isTerminal(cmd.ErrOrStderr()) {
+	if w := progressTo(cmd.ErrOrStderr()); w != nil {
 		if opts == nil {
 			opts = &engine.Options{}
 		}
-		p = &reindexProgress{w: cmd.ErrOrStderr()}
+		p = &reindexProgress{w: w}
 		opts.Progress = p.update
 	}
 	db, err := engine.Open(dir, opts)

@@ -14,7 +14,6 @@ import (
 	"github.com/annal-db/annal/engine"
 	"github.com/annal-db/annal/engine/ndjson"
 	"github.com/annal-db/annal/eventid"
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 )
 
@@ -32,7 +31,10 @@ wrong (exit 3 when an ID does not verify, 1 otherwise), and nothing is left
 behind: an import is all or nothing.
 
 The ledger is named NAME, or else as its genesis event names it. It prints
-the new ledger's name and ID. On a terminal, a progress bar shows the rate.`,
+the new ledger's name and ID. On a terminal, a progress bar shows the rate
+(from half a second on: a rate over less is noise), and, once the input is
+read, that the ledger is being written, synced and indexed, with the time
+that takes.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			in, size, closeIn, err := openInput(cmd, args[0])
@@ -46,18 +48,21 @@ the new ledger's name and ID. On a terminal, a progress bar shows the rate.`,
 			}
 			imported := ""
 			defer closeDBStored(db, &err, cmd.ErrOrStderr(), func() string { return imported }, noStored)
-			bar := newTransferBar(cmd.ErrOrStderr(), "import", size)
+			m := newMeter(progressTo(cmd.ErrOrStderr()), "import", size, meterBytes)
 			opts := engine.ImportOptions{Name: name}
-			if bar != nil {
-				opts.Progress = func(_, bytes int64) { _ = bar.Set64(bytes) }
+			if m != nil {
+				opts.Progress = func(_, bytes int64) { m.set(bytes) }
+				// Once the input is read, Import writes the last
+				// events, syncs and indexes the ledger, which reports
+				// no progress (seconds for a large ledger): say so,
+				// rather than leave a full bar or none.
+				in = &eofReader{r: in, atEOF: func() { m.showPhase("import: input read; writing, syncing and indexing the ledger") }}
 			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
 			start := time.Now()
 			info, err := db.Import(ctx, bufio.NewReaderSize(in, 1<<20), opts)
-			if bar != nil {
-				_ = bar.Finish()
-			}
+			m.finish()
 			if err != nil {
 				return importError(dir, args[0], err)
 			}
@@ -144,9 +149,9 @@ files. Such a FILE is a usage error (exit 2), and nothing is written.`,
 					}
 				}()
 				w = file
-				if bar := newTransferBar(cmd.ErrOrStderr(), "export", int64(info.Count)); bar != nil {
-					opts.Progress = func(events, _ int64) { _ = bar.Set64(events) }
-					defer bar.Finish()
+				if m := newMeter(progressTo(cmd.ErrOrStderr()), "export", int64(info.Count), meterEvents); m != nil {
+					opts.Progress = func(events, _ int64) { m.set(events) }
+					defer m.finish()
 				}
 			}
 			ctx, stop := signalContext(cmd.Context())
@@ -234,29 +239,18 @@ func openInput(cmd *cobra.Command, name string) (io.Reader, int64, func(), error
 	return f, size, func() { f.Close() }, nil
 }
 
-// newTransferBar returns a progress bar of total units (bytes for an
-// import, events for an export) on w when w is a terminal, else nil.
-func newTransferBar(w io.Writer, what string, total int64) *progressbar.ProgressBar {
-	if !isTerminal(w) {
-		return nil
+// eofReader calls atEOF, once, when r first returns io.EOF.
+type eofReader struct {
+	r     io.Reader
+	atEOF func()
+	seen  bool
+}
+
+func (e *eofReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err == io.EOF && !e.seen {
+		e.seen = true
+		e.atEOF()
 	}
-	if total <= 0 {
-		total = -1 // unknown: a spinner with the rate
-	}
-	opts := []progressbar.Option{
-		progressbar.OptionSetWriter(w),
-		progressbar.OptionSetDescription(what),
-		progressbar.OptionShowCount(),
-		progressbar.OptionSetPredictTime(true),
-		progressbar.OptionSetElapsedTime(true),
-		progressbar.OptionThrottle(100 * time.Millisecond),
-		progressbar.OptionSetWidth(30),
-		progressbar.OptionClearOnFinish(),
-	}
-	if what == "import" {
-		opts = append(opts, progressbar.OptionShowBytes(true))
-	} else {
-		opts = append(opts, progressbar.OptionShowIts(), progressbar.OptionSetItsString("events"))
-	}
-	return progressbar.NewOptions64(total, opts...)
+	return n, err
 }

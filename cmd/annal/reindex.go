@@ -5,10 +5,8 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/annal-db/annal/engine"
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 )
 
@@ -46,8 +44,8 @@ and the exit code is 3.`,
 			}
 			opts.RebuildIndex = true
 			var p *reindexProgress
-			if isTerminal(cmd.ErrOrStderr()) {
-				p = &reindexProgress{w: cmd.ErrOrStderr()}
+			if w := progressTo(cmd.ErrOrStderr()); w != nil {
+				p = &reindexProgress{w: w}
 				opts.Progress = p.update
 			}
 			db, err := engine.Open(dir, opts)
@@ -75,34 +73,23 @@ and the exit code is 3.`,
 // reindexProgress draws a progress bar of the indexing of each ledger.
 type reindexProgress struct {
 	w       io.Writer
-	bar     *progressbar.ProgressBar
+	meter   *meter
 	current string
 }
 
 // update is engine.Options.Progress.
 func (p *reindexProgress) update(what string, done, total int64) {
-	if what != p.current || p.bar == nil {
+	if what != p.current || p.meter == nil {
 		p.clear()
 		p.current = what
-		p.bar = progressbar.NewOptions64(total,
-			progressbar.OptionSetWriter(p.w),
-			progressbar.OptionSetDescription(what),
-			progressbar.OptionShowCount(),
-			progressbar.OptionShowIts(),
-			progressbar.OptionSetItsString("events"),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionSetElapsedTime(true),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionSetWidth(30),
-			progressbar.OptionClearOnFinish(),
-		)
+		p.meter = newMeter(p.w, what, total, meterEvents)
 	}
-	_ = p.bar.Set64(done)
+	p.meter.set(done)
 }
 
 // clear removes the bar, if any (p may be nil).
 func (p *reindexProgress) clear() {
-	if p != nil && p.bar != nil {
-		_ = p.bar.Clear()
+	if p != nil {
+		p.meter.finish()
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -42,14 +41,17 @@ func TestReindex(t *testing.T) {
 // TestReindexProgress: the progress bar names the ledger and counts its
 // events to the end.
 func TestReindexProgress(t *testing.T) {
-	var w bytes.Buffer
+	var w lockedBuffer
 	p := &reindexProgress{w: &w}
 	p.update("index ledger orders", 0, 1000)
+	p.meter.delay = 0
 	p.update("index ledger orders", 1000, 1000)
-	if p.bar.State().CurrentNum != 1000 {
-		t.Fatalf("the bar is at %d of 1000", p.bar.State().CurrentNum)
+	if p.meter.value != 1000 {
+		t.Fatalf("the bar is at %d of 1000", p.meter.value)
 	}
 	p.update("index ledger other", 10, 20)
+	p.meter.delay = 0
+	p.update("index ledger other", 15, 20)
 	if !strings.Contains(w.String(), "index ledger orders") || !strings.Contains(w.String(), "index ledger other") {
 		t.Fatalf("the bar drew %q", w.String())
 	}

@@ -10,14 +10,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/annal-db/annal/engine"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
 	"github.com/annal-db/annal/segment"
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 )
 
@@ -41,7 +39,9 @@ the genesis event. Run verify --full to check every byte.
 With --full it reads every record of every segment (frame CRC, event checksum
 recomputed, chain link, timestamps, sequence numbers, on all cores) and checks
 that the index agrees with the segments. When standard error is a terminal it
-shows a progress bar with the rate and the time left.
+shows a progress bar with the rate and the time left (from half a second on:
+a rate over less is noise), and then, for each ledger, that it checks the
+index, with the time that takes.
 
 It prints one result a ledger (table: name, ID, events, head, what was
 checked, the segments' result, the index's result and the ledger's, then a
@@ -102,15 +102,13 @@ the index can be rebuilt from them.`,
 				ledgers = db.Ledgers()
 			}
 			v := &verifier{db: db, dir: dir, full: full, checkpoints: checkpoints, rebuilt: db.IndexRebuilt() != nil}
-			if full && isTerminal(cmd.ErrOrStderr()) {
-				v.bar = newProgressBar(cmd.ErrOrStderr(), ledgers)
+			if full {
+				v.meter = newVerifyMeter(progressTo(cmd.ErrOrStderr()), ledgers)
 			}
 			for i := range ledgers {
 				results = append(results, v.verify(cmd.Context(), &ledgers[i]))
 			}
-			if v.bar != nil {
-				v.bar.Clear()
-			}
+			v.meter.finish()
 			if err := writeVerifyResults(cmd.OutOrStdout(), format, results, full); err != nil {
 				return err
 			}
@@ -219,8 +217,8 @@ type verifier struct {
 	// rebuilt the index, verifying every record.
 	checkpoints map[eventid.LedgerID]uint64
 	rebuilt     bool
-	bar         *progressbar.ProgressBar // nil: no progress shown
-	done        int64                    // bytes of the ledgers verified before
+	meter       *meter // nil: no progress shown
+	done        int64  // bytes of the ledgers verified before
 }
 
 // readCheckpoints returns the index's checkpoint of each ledger of the data
@@ -266,36 +264,36 @@ func (quietLogger) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf(format, args...))
 }
 
-// newProgressBar returns a bar over the segment bytes of ledgers, which
-// shows the rate and the time left. A maintained library draws it
-// (progressbar handles the terminal width, throttling and the estimate).
-func newProgressBar(w io.Writer, ledgers []engine.LedgerInfo) *progressbar.ProgressBar {
+// newVerifyMeter returns a meter over the segment bytes of ledgers, drawn
+// on w (nil: nowhere), with the rate and the time left.
+func newVerifyMeter(w io.Writer, ledgers []engine.LedgerInfo) *meter {
 	var total int64
 	for _, l := range ledgers {
 		total += l.Bytes
 	}
-	return progressbar.NewOptions64(total,
-		progressbar.OptionSetWriter(w),
-		progressbar.OptionSetDescription("verify"),
-		progressbar.OptionShowBytes(true),
-		progressbar.OptionShowCount(),
-		progressbar.OptionSetPredictTime(true),
-		progressbar.OptionSetElapsedTime(true),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionSetWidth(30),
-		progressbar.OptionClearOnFinish(),
-	)
+	return newMeter(w, "verify", total, meterBytes)
 }
 
 func (v *verifier) verify(ctx context.Context, l *engine.LedgerInfo) verifyResult {
 	r := verifyResult{Name: l.Name, ID: l.ID.String()}
-	if v.bar != nil {
-		v.bar.Describe("verify " + safeName(l.Name))
-	}
+	v.meter.describe("verify " + safeName(l.Name))
 	if v.full {
 		var progress func(records, bytes int64)
-		if v.bar != nil {
-			progress = func(_, bytes int64) { v.bar.Set64(v.done + min(bytes, l.Bytes)) }
+		if v.meter != nil {
+			indexing := false
+			progress = func(records, bytes int64) {
+				v.meter.set(v.done + min(bytes, l.Bytes))
+				if records >= int64(l.Count) && !indexing {
+					// Every record is verified. Verify now reads the
+					// segments again beside the index, which reports
+					// no progress (a quarter of the time or so): say
+					// so, rather than leave the bar at its last frame
+					// (drawn at most every 100 ms, it stalled at
+					// 70-82%).
+					indexing = true
+					v.meter.showPhase("verify " + safeName(l.Name) + ": segments ok; checking the index against them")
+				}
+			}
 		}
 		rep, err := v.db.Verify(ctx, l.Name, progress)
 		r.Events, r.Head, r.err = rep.Events, rep.Head, err
@@ -310,10 +308,8 @@ func (v *verifier) verify(ctx context.Context, l *engine.LedgerInfo) verifyResul
 			r.checkedFrom, r.checkedTo = min(cp, l.Count)+1, l.Count
 		}
 	}
-	if v.bar != nil {
-		v.done += l.Bytes
-		v.bar.Set64(v.done)
-	}
+	v.done += l.Bytes
+	v.meter.set(v.done)
 	switch {
 	case r.err == nil:
 	case isIndexError(r.err):
