@@ -35,7 +35,8 @@ type meter struct {
 	delay time.Duration            // meterDelay; tests shorten it
 	bar   *progressbar.ProgressBar // nil once a spinner or the meter ended
 	value int64                    // the last value set
-	desc  string
+	desc  string                   // the description to show
+	shown string                   // the description the bar has
 	phase *progressbar.ProgressBar // the phase being shown, or nil
 	done  bool
 }
@@ -84,7 +85,7 @@ func newMeter(w io.Writer, desc string, total int64, unit meterUnit) *meter {
 	} else {
 		opts = append(opts, progressbar.OptionShowIts(), progressbar.OptionSetItsString("events"))
 	}
-	m := &meter{w: w, total: total, start: time.Now(), delay: meterDelay, desc: desc}
+	m := &meter{w: w, total: total, start: time.Now(), delay: meterDelay, desc: desc, shown: desc}
 	if total <= 0 {
 		// A spinner with the count and the rate, which the library
 		// draws every 100 ms from its start, now (at 0 B: no rate).
@@ -122,6 +123,12 @@ func (m *meter) draw() {
 		n = min(n, m.total-1) // at its total the library ends the bar and clears it
 	}
 	_ = m.bar.Set64(n)
+	if m.shown != m.desc {
+		// After the value: the library draws on Describe too, and a
+		// first frame would show 0 B.
+		m.bar.Describe(m.desc)
+		m.shown = m.desc
+	}
 }
 
 // describe changes the bar's description (the ledger being verified), and
@@ -133,10 +140,8 @@ func (m *meter) describe(desc string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.endPhase()
-	if m.bar != nil && !m.done {
-		m.bar.Describe(desc)
-		m.draw()
-	}
+	m.desc = desc
+	m.draw()
 }
 
 // showPhase shows label (such as "import: syncing and indexing") and the
