@@ -373,7 +373,7 @@ func TestErrorLine(t *testing.T) {
 		}
 	}
 	var errOut bytes.Buffer
-	code := execute(context.Background(), newRootCmd(), []string{"get", "--dir", t.TempDir() + "/nope\x1b[2J", "x"}, strings.NewReader(""), io.Discard, &errOut)
+	code := execute(context.Background(), newRootCmd(), []string{"get", "--dir", t.TempDir() + "/nope\x1b[2J", "x#1"}, strings.NewReader(""), io.Discard, &errOut)
 	if code != exitError || strings.ContainsRune(errOut.String(), 0x1b) || !strings.Contains(errOut.String(), `nope\x1b[2J does not exist`) {
 		t.Fatalf("exit %d, stderr %q", code, errOut.String())
 	}
