@@ -450,13 +450,14 @@ func TestVerifyQuickSaysWhatItChecked(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("verify: exit %d: %s", code, errOut)
 	}
-	var res []verifyJSON
+	var res []map[string]any
 	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res) != 1 {
 		t.Fatalf("verify: %v: %s", err, out)
 	}
 	r := res[0]
-	if r.Full || r.CheckedFrom == nil || *r.CheckedFrom != 2 || r.CheckedTo == nil || *r.CheckedTo != 6 ||
-		!strings.Contains(r.Checked, "events #2..#6") || !strings.Contains(r.Checked, "--full") {
+	checked, _ := r["checked"].(string)
+	if r["full"] != false || r["checked_from"] != 2.0 || r["checked_to"] != 6.0 ||
+		!strings.Contains(checked, "events #2..#6") || !strings.Contains(checked, "--full") {
 		t.Fatalf("quick verify of a crashed directory: %s", out)
 	}
 
