@@ -22,8 +22,9 @@ import (
 // bytes of a first burst over the microseconds since the bar was first
 // drawn), and an operation shorter than that needs no bar. Its clock
 // starts with the meter, so every rate it shows is an average over at
-// least meterDelay. Sizes are in IEC units (KiB, MiB, GiB), as in every
-// table.
+// least meterDelay. (A spinner, for an input of unknown size, turns from
+// the start, at 0 B and with no rate until then.) Sizes are in IEC units
+// (KiB, MiB, GiB), as in every table.
 //
 // A nil *meter draws nothing: every method may be called on one. Its
 // methods may be called from several goroutines.
