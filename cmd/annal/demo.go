@@ -313,8 +313,8 @@ func runDemo(ctx context.Context, cfg demoConfig, w io.Writer) error {
 		return fmt.Errorf("the export does not verify: %w", err)
 	}
 	fi, _ := os.Stat(exportPath)
-	p.step("exported %d events (%.1f MB) to %s in %s and verified the file as an Evently ledger: head %s",
-		exported, float64(fi.Size())/1e6, exportPath, exportTook.Round(time.Millisecond), v.Head())
+	p.step("exported %d events (%s) to %s in %s and verified the file as an Evently ledger: head %s",
+		exported, humanBytes(fi.Size()), exportPath, exportTook.Round(time.Millisecond), v.Head())
 
 	if err := db.Close(); err != nil {
 		return err
