@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/annal-db/annal/eventid"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	bolt "go.etcd.io/bbolt"
 )
 
 // take reads up to n events from a consumer (until an error), acking those
@@ -574,5 +577,54 @@ func TestConsumersConcurrent(t *testing.T) {
 	infos, err := db.Consumers("l")
 	if err != nil || len(infos) != consumers {
 		t.Fatalf("Consumers: %d %v", len(infos), err)
+	}
+}
+
+// TestConsumerPositionNeverPastDurableLedger: a machine crash (only what
+// was synced survives: vfs.NewCrashableMem) right after a Sync Ack of an
+// event appended with None durability. Ack synced the ledger up to the
+// event before it stored the position, so after the crash the position
+// is an event of the ledger and the consumer resumes after it.
+func TestConsumerPositionNeverPastDurableLedger(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewCrashableMem()
+	metaPath := filepath.Join(t.TempDir(), metaFile)
+	db, err := Open(crashDir, &Options{fs: mem, metaPath: metaPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
+		t.Fatal(err)
+	}
+	appendMany(t, db, "l", 10, order) // None: not synced
+	c, err := db.Consumer("l", "c", ConsumerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := take(ctx, t, c, 8, func(i int, _ Event) bool { return i == 6 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta bytes.Buffer
+	if err := db.meta.View(func(tx *bolt.Tx) error { _, err := tx.WriteTo(&meta); return err }); err != nil {
+		t.Fatal(err)
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
+	db.Close()
+	writeFile(t, metaPath, meta.Bytes())
+	db, err = Open(crashDir, &Options{fs: crashed, metaPath: metaPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c, err = db.Consumer("l", "c", ConsumerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Position(); p.Stored.ID != got[6].ID {
+		t.Fatalf("position after the crash: %+v, want %s", p, got[6].ID)
+	}
+	if evs, err := take(ctx, t, c, 1, nil); err != nil || evs[0].Seq != got[6].Seq+1 {
+		t.Fatalf("after the crash: %v %v, want #%d", seqs(evs), err, got[6].Seq+1)
 	}
 }
