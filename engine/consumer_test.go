@@ -142,10 +142,10 @@ func TestConsumerAckRules(t *testing.T) {
 		why  string
 		want error
 	}{
-		{ids[5], "not delivered", ErrInvalid},        // a later match
-		{ids[2], "does not match", ErrInvalid},       // before the last delivered, not matched
-		{other.Genesis, "ledger", ErrInvalid},        // another ledger
-		{eventid.ID{}, "zero", ErrInvalid},           // zero
+		{ids[5], "not delivered", ErrInvalid},  // a later match
+		{ids[2], "does not match", ErrInvalid}, // before the last delivered, not matched
+		{other.Genesis, "ledger", ErrInvalid},  // another ledger
+		{eventid.ID{}, "zero", ErrInvalid},     // zero
 		{eventid.New(ids[9].Micros()+5, 1, info.ID), "no such event", ErrInvalid},
 	} {
 		if err := c.Ack(ctx, tc.id); !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.why) {
