@@ -562,6 +562,60 @@ func (db *DB) DeleteConsumer(ledgerName, name string) error {
 	return nil
 }
 
+// SetConsumerPosition stores a consumer's position explicitly: the next
+// DB.Consumer of that name resumes after the event after (the zero ID:
+// from the ledger's first event), whether or not the name had a position.
+// It is the operator's or the program's decision, as a reset of a Kafka
+// consumer group's offsets: moving forward skips events the consumer was
+// never given, which is its purpose (to start a new consumer at the
+// ledger's head, for instance); Ack never does. An event of another
+// ledger, or one the ledger does not have, is ErrInvalid; a live
+// consumer, ErrConsumerInUse. The ledger is synced up to the event and
+// the position written and synced before it returns.
+func (db *DB) SetConsumerPosition(ledgerName, name string, after eventid.ID) error {
+	if p := consumerNameProblem(name); p != "" {
+		return invalid("consumer name %s", p)
+	}
+	l, err := db.ledger(ledgerName)
+	if err != nil {
+		return err
+	}
+	where := fmt.Sprintf("set the position of consumer %q of ledger %s to %s", name, l.meta.Name, after)
+	var pos ConsumerPosition
+	if !after.IsZero() {
+		if after.Ledger() != l.meta.ID {
+			return invalid("%s: an ID of ledger %s, not of this one (%s)", where, after.Ledger(), l.meta.ID)
+		}
+		e, found, err := l.names(after)
+		if err != nil {
+			return fmt.Errorf("engine: %s: %w", where, err)
+		}
+		if !found {
+			return invalid("%s: the ledger has no such event", where)
+		}
+		pos = ConsumerPosition{ID: after, Seq: e.seq}
+	}
+	s := &db.consumers
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if s.live[consumerKey{l.meta.ID, name}] != nil {
+		return fmt.Errorf("%w: consumer %q of ledger %s is live (Close it first)", ErrConsumerInUse, name, l.meta.Name)
+	}
+	// As Consumer.store: a live one is impossible now (s.mu), so a
+	// Consumer value made for the write.
+	c := &Consumer{db: db, l: l, key: consumerKey{l.meta.ID, name}, acked: pos, stored: ConsumerPosition{Seq: ^uint64(0)}}
+	if r, found, err := getConsumer(db.meta, l.meta.ID, name); err == nil && found {
+		c.sel = Selector{Entity: r.Entity, Keys: r.Keys, Events: r.Events}
+	}
+	if err := c.store(); err != nil {
+		return err
+	}
+	return nil
+}
+
 // eventNames is what Ack needs of an event: its sequence number and names.
 type eventNames struct {
 	seq                uint64

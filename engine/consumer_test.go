@@ -628,3 +628,51 @@ func TestConsumerPositionNeverPastDurableLedger(t *testing.T) {
 		t.Fatalf("after the crash: %v %v, want #%d", seqs(evs), err, got[6].Seq+1)
 	}
 }
+
+// TestSetConsumerPosition: an explicit position (a new consumer at the
+// head, a reset to the start) is where the next Consumer resumes; a live
+// consumer, another ledger's event and an unknown event are refused.
+func TestSetConsumerPosition(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, t.TempDir())
+	defer db.Close()
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := db.CreateLedger(ctx, LedgerSpec{Name: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := appendMany(t, db, "l", 10, order)
+	if err := db.SetConsumerPosition("l", "new", ids[9]); err != nil {
+		t.Fatal(err)
+	}
+	c, err := db.Consumer("l", "new", ConsumerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SetConsumerPosition("l", "new", eventid.ID{}); !errors.Is(err, ErrConsumerInUse) {
+		t.Fatalf("live: %v", err)
+	}
+	late := appendMany(t, db, "l", 1, order)
+	if got, err := take(ctx, t, c, 1, nil); err != nil || got[0].ID != late[0] {
+		t.Fatalf("after the head: %v %v, want %s", idsOfEvents(got), err, late[0])
+	}
+	c.Close()
+	if err := db.SetConsumerPosition("l", "new", eventid.ID{}); err != nil {
+		t.Fatal(err)
+	}
+	c, err = db.Consumer("l", "new", ConsumerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := take(ctx, t, c, 1, nil); err != nil || got[0].Seq != 1 {
+		t.Fatalf("after a reset: %v %v, want the genesis", seqs(got), err)
+	}
+	c.Close()
+	for _, id := range []eventid.ID{other.Genesis, eventid.New(ids[9].Micros()+3, 1, ids[0].Ledger())} {
+		if err := db.SetConsumerPosition("l", "new", id); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("SetConsumerPosition(%s): %v, want ErrInvalid", id, err)
+		}
+	}
+}
