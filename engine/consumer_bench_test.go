@@ -52,3 +52,53 @@ func BenchmarkSubscribeCatchUp(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkConsumerAck: one Ack per event given, by durability of the
+// acknowledgements (Sync: a bbolt commit, an fsync of meta.db, per Ack).
+// go test -run '^$' -bench ConsumerAck ./engine
+func BenchmarkConsumerAck(b *testing.B) {
+	ctx := context.Background()
+	for _, d := range []Durability{Sync, Interval, None} {
+		b.Run(d.String(), func(b *testing.B) {
+			db, err := Open(b.TempDir(), &Options{Durability: None})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
+				b.Fatal(err)
+			}
+			c, err := db.Consumer("l", "c", ConsumerOptions{Durability: d})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			ready := make([]EventInput, 0, 1000)
+			for i := 0; i < cap(ready); i++ {
+				ready = append(ready, order(i))
+			}
+			next, n := 0, 0
+			b.ResetTimer()
+			for e, err := range c.Events(ctx) {
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := c.Ack(ctx, e.ID); err != nil {
+					b.Fatal(err)
+				}
+				if n++; n > b.N {
+					break
+				}
+				if e.Seq > uint64(next) {
+					// Keep the ledger ahead of the consumer.
+					b.StopTimer()
+					if _, err := db.Append(ctx, "l", ready, nil); err != nil {
+						b.Fatal(err)
+					}
+					next += len(ready)
+					b.StartTimer()
+				}
+			}
+		})
+	}
+}
