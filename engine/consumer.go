@@ -290,9 +290,10 @@ func (c *Consumer) closedErr() error {
 // id must be an event that Events handed to the caller through this
 // Consumer: an event not yet delivered, one the selector does not match,
 // or one of another ledger is ErrInvalid, and the position does not move.
-// An event at or before the acknowledged position is a no-op (nil):
-// acknowledgements of concurrent handlers may arrive out of order, and
-// the position never goes back.
+// An event at or before the acknowledged position is a no-op (nil): the
+// position never goes back. Since Ack is cumulative, handlers running
+// concurrently must acknowledge an event only once every event before it
+// is handled.
 func (c *Consumer) Ack(ctx context.Context, id eventid.ID) error {
 	if err := ctx.Err(); err != nil {
 		return err
