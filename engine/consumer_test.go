@@ -676,3 +676,54 @@ func TestSetConsumerPosition(t *testing.T) {
 		}
 	}
 }
+
+// TestConsumerUnavailableLedger: a consumer of a ledger that Open refused
+// (a flipped byte in its segment) fails with ErrLedgerUnavailable, and
+// its stored position is kept for when the ledger is repaired.
+func TestConsumerUnavailableLedger(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := openTest(t, dir)
+	info, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendMany(t, db, "l", 5, order)
+	c, err := db.Consumer("l", "c", ConsumerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := take(ctx, t, c, 3, func(int, Event) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seg := filepath.Join(dir, ledgersDir, info.ID.String(), "00000000000000000001.seg")
+	b, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := slices.Clone(b)
+	b[len(b)/2] ^= 0xff
+	writeFile(t, seg, b)
+	db, err = Open(dir, &Options{FullVerifyOnOpen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Consumer("l", "c", ConsumerOptions{}); !errors.Is(err, ErrLedgerUnavailable) {
+		t.Fatalf("Consumer of an unavailable ledger: %v", err)
+	}
+	if _, err := db.Consumers("l"); !errors.Is(err, ErrLedgerUnavailable) {
+		t.Fatalf("Consumers of an unavailable ledger: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, seg, good)
+	db = openTest(t, dir)
+	defer db.Close()
+	if infos, err := db.Consumers("l"); err != nil || len(infos) != 1 || infos[0].Position.Seq != 3 {
+		t.Fatalf("after the repair: %+v %v", infos, err)
+	}
+}
