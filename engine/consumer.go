@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -190,7 +191,7 @@ func (db *DB) Consumer(ledgerName, name string, o ConsumerOptions) (*Consumer, e
 		return nil, err
 	}
 	c := &Consumer{db: db, l: l, key: consumerKey{l.meta.ID, name}, opts: o, done: make(chan struct{}),
-		sel: Selector{Entity: o.Entity, Keys: o.Keys, Events: o.Events}}
+		sel: Selector{Entity: o.Entity, Keys: slices.Clone(o.Keys), Events: slices.Clone(o.Events)}}
 	s := &db.consumers
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -261,8 +262,13 @@ func (c *Consumer) Events(ctx context.Context) iter.Seq2[Event, error] {
 				return
 			}
 			// Delivered before the yield: the caller may Ack it in the
-			// loop body.
+			// loop body. Not after Close.
 			c.mu.Lock()
+			if c.closed {
+				c.mu.Unlock()
+				yield(Event{}, c.closedErr())
+				return
+			}
 			if ev.Seq > c.delivered.Seq {
 				c.delivered = ConsumerPosition{ID: ev.ID, Seq: ev.Seq}
 			}

@@ -727,3 +727,46 @@ func TestConsumerUnavailableLedger(t *testing.T) {
 		t.Fatalf("after the repair: %+v %v", infos, err)
 	}
 }
+
+// TestConsumerCloseInLoop: Consumer.Close from the loop body ends Events
+// with one ErrClosed, and no event after it; the name is free again.
+func TestConsumerCloseInLoop(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, t.TempDir())
+	defer db.Close()
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
+		t.Fatal(err)
+	}
+	appendMany(t, db, "l", 200, order)
+	c, err := db.Consumer("l", "c", ConsumerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	var errs []error
+	for e, err := range c.Events(ctx) {
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if n++; n == 5 {
+			if err := c.Ack(ctx, e.ID); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n != 5 || len(errs) != 1 || !errors.Is(errs[0], ErrClosed) {
+		t.Fatalf("%d events, then %v; want 5, then one ErrClosed", n, errs)
+	}
+	c, err = db.Consumer("l", "c", ConsumerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if p := c.Position(); p.Stored.Seq != 5 {
+		t.Fatalf("position %+v, want #5", p)
+	}
+}
