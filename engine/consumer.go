@@ -314,7 +314,7 @@ func (c *Consumer) Ack(ctx context.Context, id eventid.ID) error {
 	case id.IsZero():
 		return invalid("%s: the zero ID", where)
 	case id.Ledger() != c.l.meta.ID:
-		return invalid("%s: an ID of ledger %s, not of this one (%s)", where, id.Ledger(), c.l.meta.ID)
+		return invalid("%s: an ID of another ledger (%s, not %s)", where, id.Ledger(), c.l.meta.ID)
 	case id == c.acked.ID:
 		return nil
 	}
@@ -591,7 +591,7 @@ func (db *DB) SetConsumerPosition(ledgerName, name string, after eventid.ID) err
 	var pos ConsumerPosition
 	if !after.IsZero() {
 		if after.Ledger() != l.meta.ID {
-			return invalid("%s: an ID of ledger %s, not of this one (%s)", where, after.Ledger(), l.meta.ID)
+			return invalid("%s: an ID of another ledger (%s, not %s)", where, after.Ledger(), l.meta.ID)
 		}
 		e, found, err := l.names(after)
 		if err != nil {

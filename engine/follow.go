@@ -124,7 +124,7 @@ func (db *DB) subscribeStart(ctx context.Context, l *ledger, o SubscribeOptions)
 	if !o.After.IsZero() {
 		where = fmt.Sprintf("subscribe to %s after %s", l.meta.Name, o.After)
 		if o.After.Ledger() != l.meta.ID {
-			return 0, 0, 0, invalid("%s: an ID of ledger %s, not of this one (%s)", where, o.After.Ledger(), l.meta.ID)
+			return 0, 0, 0, invalid("%s: an ID of another ledger (%s, not %s)", where, o.After.Ledger(), l.meta.ID)
 		}
 		var found bool
 		if err := db.enterRead(); err != nil {
