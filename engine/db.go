@@ -72,6 +72,8 @@ type DB struct {
 	// readers: the reads in progress, which Close waits for before it
 	// closes files (lifecycle.go).
 	readers readers
+	// consumers: the live named consumers (consumer.go).
+	consumers consumerSet
 }
 
 // Open opens the data directory dir, creating it if needed, and recovers
@@ -128,7 +130,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 		return nil, err
 	}
 	if noMeta && len(db.byID)+len(db.broken) > 0 {
-		db.metaRebuilt = fmt.Errorf("engine: the metadata file %s was missing and was rebuilt from the segments of %d ledgers", metaPath, len(db.byID)+len(db.broken))
+		db.metaRebuilt = fmt.Errorf("engine: the metadata file %s was missing and was rebuilt from the segments of %d ledgers; the positions of named consumers were in it and are lost: each starts again at the first event of its ledger", metaPath, len(db.byID)+len(db.broken))
 	}
 	if dirFile != nil {
 		// What the DB holds by path from now on; see checkDir.
@@ -620,6 +622,9 @@ func (db *DB) Close() error {
 	// Iterators and subscribers stop with ErrClosed; wait for the reads
 	// touching files now.
 	db.stopReads()
+	// Consumers closed before the logs (no Ack syncs a closed log); their
+	// positions written with the metadata.
+	consumerPositions := db.closeConsumers()
 	// Before the logs close, and before the last metadata write, which
 	// must be the last: it holds the exact head of every ledger.
 	db.stopWitnessWriter()
@@ -646,6 +651,11 @@ func (db *DB) Close() error {
 		}
 		// Flush the memtables, so that the next Open does not replay them.
 		if err := db.idx.Checkpoint(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(consumerPositions) > 0 && dirErr == nil {
+		if err := db.storeConsumers(consumerPositions); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -36,7 +36,7 @@ func TestSubscribeSeesEveryCommitOnceInOrder(t *testing.T) {
 	got := make(chan []Event, 1)
 	go func() {
 		var evs []Event
-		for ev, err := range db.Subscribe(subCtx, "l", first[0]) {
+		for ev, err := range db.Subscribe(subCtx, "l", SubscribeOptions{After: first[0]}) {
 			if err != nil {
 				break
 			}
@@ -74,7 +74,7 @@ func TestSubscribeSeesEveryCommitOnceInOrder(t *testing.T) {
 	c2, cancel2 := context.WithCancel(ctx)
 	cancel2()
 	var last error
-	for _, err := range db.Subscribe(c2, "l", evs[len(evs)-1].ID) {
+	for _, err := range db.Subscribe(c2, "l", SubscribeOptions{After: evs[len(evs)-1].ID}) {
 		last = err
 	}
 	if !errors.Is(last, context.Canceled) {
@@ -263,7 +263,7 @@ func TestManyLedgersConcurrently(t *testing.T) {
 		subs.Add(1)
 		go func() {
 			defer subs.Done()
-			for ev, err := range db.Subscribe(subCtx, n, eventid.ID{}) {
+			for ev, err := range db.Subscribe(subCtx, n, SubscribeOptions{}) {
 				if err != nil {
 					t.Errorf("%s: subscription ended: %v", n, err)
 					return

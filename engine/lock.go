@@ -217,8 +217,11 @@ func (db *DB) checkDir(force bool) error { return db.watch.check(force) }
 // MetaRebuilt returns why the metadata file was rebuilt from the
 // segments when the DB opened (it was missing while ledgers were
 // present), or nil if it was not. The segments hold every ledger's name,
-// description and events, so nothing is lost; the error is for the
-// operator, who may want to know who removed it.
+// description and events, so no event is lost; the positions of named
+// consumers (DB.Consumer) were only in it: each consumer starts again at
+// its ledger's first event, and receives again what it had acknowledged
+// (at least once). The error is for the operator, who may want to know
+// who removed it.
 func (db *DB) MetaRebuilt() error { return db.metaRebuilt }
 
 // metaMissing reports whether the metadata file at path is missing.

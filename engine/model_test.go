@@ -260,7 +260,7 @@ func runModel(t *testing.T, rng *rand.Rand, seq int) {
 				want = append([]eventid.ID{m.genesis[name]}, want...)
 			}
 			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			next, stop := iter.Pull2(db.Subscribe(sctx, name, after))
+			next, stop := iter.Pull2(db.Subscribe(sctx, name, SubscribeOptions{After: after}))
 			var got []eventid.ID
 			for len(got) < len(want) {
 				ev, err, ok := next()

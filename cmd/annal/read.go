@@ -402,7 +402,7 @@ func follow(ctx context.Context, db *engine.DB, name string, after eventid.ID, w
 	if err := ew.flush(); err != nil {
 		return err
 	}
-	for ev, err := range db.Subscribe(ctx, name, after) {
+	for ev, err := range db.Subscribe(ctx, name, engine.SubscribeOptions{After: after}) {
 		if err != nil {
 			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 				return nil

@@ -293,7 +293,7 @@ func run(duration time.Duration, rate int, reopenEvery, every time.Duration, dir
 			d := db
 			dbMu.RUnlock()
 			sctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-			for ev, err := range d.Subscribe(sctx, "soak", last) {
+			for ev, err := range d.Subscribe(sctx, "soak", engine.SubscribeOptions{After: last}) {
 				if err != nil {
 					break // the timeout, or the DB closed for a reopen
 				}
