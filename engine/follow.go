@@ -40,7 +40,15 @@ func (db *DB) Subscribe(ctx context.Context, ledgerName string, after eventid.ID
 		it := l.log.NewIterator(seg, off)
 		for {
 			changed := l.changed() // before reading, so no commit is missed
+			// Up to what readers see: an event committed but not yet
+			// indexed comes at the next wake-up, when Get finds it too.
+			bound := l.visible().Seq
 			for it.Next() {
+				if it.Record().Seq > bound {
+					loc := it.Location()
+					it = l.log.NewIterator(loc.Segment, loc.Offset)
+					break
+				}
 				if !yield(l.event(it.Record(), true), nil) {
 					return
 				}
