@@ -40,7 +40,7 @@ import (
 // crash; absent, it is left out of the history (it had no effect: its
 // result constrains nothing).
 //
-// ANNAL_LINEARIZE=long checks 100 histories instead of 2 (.ci/reliability).
+// ANNAL_LINEARIZE=long checks 100 histories instead of 4 (.ci/reliability).
 // More histories rather than longer ones: porcupine's search grows fast
 // with a history's length and concurrency (one of 12 clients and 3,800
 // operations took over a minute, the timeout; four such passed in 55 s
@@ -536,7 +536,7 @@ func (r *linRun) resolve(ctx context.Context, db *DB, crashEnd int64) (present, 
 // against a sequential model with porcupine, over rounds separated by a
 // clean close or a crash (see the comment at the top of this file).
 func TestLinearizable(t *testing.T) {
-	runs, rounds, clients, budget := 2, 4, 8, 160
+	runs, rounds, clients, budget := 4, 4, 8, 160
 	if raceEnabled {
 		runs, budget = 1, 100
 	}
