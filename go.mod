@@ -3,6 +3,7 @@ module github.com/annal-db/annal
 go 1.26.8
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/klauspost/crc32 v1.3.0
 	github.com/rogpeppe/go-internal v1.16.0

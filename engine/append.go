@@ -131,6 +131,11 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 			// Bad input too (a batch over the segment format's limit).
 			return AppendResult{}, fmt.Errorf("%w: append to %s: %w", ErrInvalid, l.meta.Name, err)
 		}
+		if ce, ok := err.(*ConditionError); ok {
+			// Read-your-conflicts: what the condition saw is readable
+			// once the error is returned.
+			l.awaitIndexed(ce.seq)
+		}
 		if err != nil {
 			return AppendResult{}, fmt.Errorf("engine: append to %s: %w", l.meta.Name, err)
 		}

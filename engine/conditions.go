@@ -163,10 +163,12 @@ func (l *ledger) indexedUpTo(seq uint64) {
 // streamHead returns the latest event of a stream as of head: an in-flight
 // one, or else the index's.
 func (l *ledger) streamHead(entity, key string, head segment.Head) (eventid.ID, error) {
+	// The ID is copied while pendMu is held: indexedUpTo shifts the
+	// slice's elements in place (slices.Delete), so a pointer into it
+	// may read another event's fields once the lock is let go.
 	l.pendMu.Lock()
 	for i := len(l.pending) - 1; i >= 0; i-- {
-		e := &l.pending[i]
-		if e.seq <= head.Seq && e.entity == entity && e.key == key {
+		if e := l.pending[i]; e.seq <= head.Seq && e.entity == entity && e.key == key {
 			l.pendMu.Unlock()
 			return e.id, nil
 		}
@@ -296,7 +298,7 @@ func (l *ledger) conditions(o *AppendOptions) (func(segment.Head) error, error) 
 			}
 		}
 		if !want.IsZero() && h.ID != want {
-			return &ConditionError{Condition: "expected head", Head: h.ID, Expected: want, Found: h.ID}
+			return &ConditionError{Condition: "expected head", Head: h.ID, Expected: want, Found: h.ID, seq: h.Seq}
 		}
 		for _, c := range streams {
 			got, err := l.streamHead(c.Entity, c.Key, h)
@@ -304,7 +306,7 @@ func (l *ledger) conditions(o *AppendOptions) (func(segment.Head) error, error) 
 				return err
 			}
 			if got != c.Head {
-				return &ConditionError{Condition: fmt.Sprintf("expected head of stream %q/%q", c.Entity, c.Key), Head: h.ID, Expected: c.Head, Found: got}
+				return &ConditionError{Condition: fmt.Sprintf("expected head of stream %q/%q", c.Entity, c.Key), Head: h.ID, Expected: c.Head, Found: got, seq: h.Seq}
 			}
 		}
 		if sel != nil {
@@ -320,7 +322,7 @@ func (l *ledger) conditions(o *AppendOptions) (func(segment.Head) error, error) 
 				return err
 			}
 			if matched {
-				return &ConditionError{Condition: "no event matching the selector since " + sel.After.String(), Head: h.ID, Found: id}
+				return &ConditionError{Condition: "no event matching the selector since " + sel.After.String(), Head: h.ID, Found: id, seq: h.Seq}
 			}
 		}
 		return nil

@@ -573,7 +573,7 @@ func (l *ledger) catchUp(from segment.Head, name string) error {
 			progress(what, int64(n), total)
 		}
 	}
-	l.indexed = l.log.Head().Seq
+	l.indexed, l.idxHead = l.log.Head().Seq, l.log.Head()
 	return nil
 }
 

@@ -60,14 +60,21 @@ func invalid(format string, a ...any) error {
 }
 
 // ConditionError says which condition of an append failed and what the
-// head it was checked against is. It matches ErrConditionFailed. Append
-// returns it wrapped with the ledger ("engine: append to L: condition
-// failed: …"), so its own message has no package prefix.
+// head it was checked against is. It matches ErrConditionFailed. When
+// Append returns it, Found and Head are readable (Get, StreamHead, Scan,
+// Replay see them): a caller can re-read and retry; see "What a reader
+// sees, and when" in docs/engine.md. Append returns it wrapped with the
+// ledger ("engine: append to L: condition failed: …"), so its own message
+// has no package prefix.
 type ConditionError struct {
 	Condition string     // which condition, e.g. "expected head"
 	Head      eventid.ID // the ledger's head the condition was checked against
 	Expected  eventid.ID // what the condition expected (zero: no event)
 	Found     eventid.ID // what it found instead (zero: no event)
+
+	// seq is Head's sequence number: Append waits for the index to reach
+	// it before returning the error, so that reads see Found.
+	seq uint64
 }
 
 func (e *ConditionError) Error() string {

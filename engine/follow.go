@@ -63,6 +63,9 @@ func (db *DB) Subscribe(ctx context.Context, ledgerName string, o SubscribeOptio
 		read := 0
 		for {
 			changed := l.changed() // before reading, so no commit is missed
+			// Up to what readers see: an event committed but not yet
+			// indexed comes at the next wake-up, when Get finds it too.
+			bound := l.visible().Seq
 			for {
 				if read%checkEvery == 0 {
 					if err := db.stopped(ctx); err != nil {
@@ -78,6 +81,12 @@ func (db *DB) Subscribe(ctx context.Context, ledgerName string, o SubscribeOptio
 				ok := it.Next()
 				var ev Event
 				matched := false
+				if ok && it.Record().Seq > bound {
+					// Not visible yet: start again at this record.
+					loc := it.Location()
+					it = l.log.NewIterator(loc.Segment, loc.Offset)
+					ok = false
+				}
 				if ok {
 					read++
 					r := it.Record()

@@ -31,6 +31,9 @@ type ledger struct {
 	idxMu   sync.Mutex
 	cond    sync.Cond
 	indexed uint64
+	// idxHead is the record at indexed (its ID and location): the head
+	// of what readers see (visible).
+	idxHead segment.Head
 	idxErr  error // a failed index write: reads fail until a reopen rebuilds
 	// ready holds the committed batches not yet indexed, by first
 	// sequence number (see index).
@@ -310,7 +313,9 @@ func (l *ledger) checkpointMeta() ledgerMeta {
 }
 
 func (l *ledger) info() LedgerInfo {
-	h := l.log.Head()
+	// What readers see: Head is then readable by Get, and the count that
+	// of a Scan.
+	h := l.visible()
 	info := LedgerInfo{
 		Name: l.meta.Name, ID: l.meta.ID, Genesis: l.meta.Genesis, Description: l.meta.Description,
 		Actor: l.meta.Actor, Created: l.meta.Created, Count: h.Seq, Head: h.ID,
@@ -361,8 +366,10 @@ func (l *ledger) index(b *segment.Batch) error {
 	last = group[len(group)-1].FirstSeq + uint64(len(group[len(group)-1].IDs)) - 1
 	defer l.cond.Broadcast()
 	defer l.wake()
+	lg := group[len(group)-1]
+	lh := segment.Head{ID: lg.IDs[len(lg.IDs)-1], Seq: last, Loc: lg.Locations[len(lg.Locations)-1]}
 	if l.idxErr != nil {
-		l.indexed = last
+		l.indexed, l.idxHead = last, lh
 		l.indexedUpTo(last)
 		return l.idxErr
 	}
@@ -379,16 +386,57 @@ func (l *ledger) index(b *segment.Batch) error {
 			x.Add(l.meta.ID, r)
 		}
 	}
-	lg := group[len(group)-1]
-	x.SetProgressDurable(l.meta.ID, segment.Head{ID: lg.IDs[len(lg.IDs)-1], Seq: last, Loc: lg.Locations[len(lg.Locations)-1]}, l.log.Durable())
+	x.SetProgressDurable(l.meta.ID, lh, l.log.Durable())
 	err := x.Commit(false)
-	l.indexed = last
+	l.indexed, l.idxHead = last, lh
 	l.indexedUpTo(last)
 	if err != nil {
 		l.idxErr = fmt.Errorf("engine: index of ledger %s: %w (reopen the DB to rebuild it)", l.meta.Name, err)
 		return l.idxErr
 	}
 	return nil
+}
+
+// visible returns the head of what readers see: the last record of the
+// indexed prefix of the ledger. Every append that returned is in it
+// (Append returns once its events are indexed), and so is every event a
+// returned ConditionError names (Append waits for it: awaitIndexed).
+// Records committed after it, still being indexed, are not: reads that
+// walk the segments (Scan) stop at it, as those that read the index do,
+// so that every read sees the same prefix and Get finds what they show.
+func (l *ledger) visible() segment.Head {
+	l.idxMu.Lock()
+	defer l.idxMu.Unlock()
+	return l.idxHead
+}
+
+// awaitIndexed waits until the index covers the record at seq, which a
+// condition was checked against: read-your-conflicts. The batch that
+// held it was committed or aborted by the time Append returned the
+// condition's error (a group is written, or aborted, before any of its
+// appenders returns); if it was committed, the log's head is at or past
+// seq, and the appender indexes it before its own Append returns. So the
+// wait ends: when the index reaches seq, when the batch was aborted (the
+// log's head is below seq: there is no such event to see), when the index
+// failed (reads fail too), or when Close begins.
+func (l *ledger) awaitIndexed(seq uint64) {
+	for {
+		l.idxMu.Lock()
+		done := l.indexed >= seq || l.idxErr != nil
+		if l.notify == nil {
+			l.notify = make(chan struct{})
+		}
+		next := l.notify
+		l.idxMu.Unlock()
+		if done || l.log.Head().Seq < seq {
+			return
+		}
+		select {
+		case <-next:
+		case <-l.db.readers.closingCh():
+			return
+		}
+	}
 }
 
 // wake wakes the subscribers. Called with idxMu held.

@@ -208,7 +208,7 @@ func (db *DB) Scan(ctx context.Context, ledgerName string, o ScanOptions) iter.S
 				lo = nextID(o.After)
 			}
 		}
-		head := l.log.Head().Seq
+		head := l.visible().Seq
 		if !o.Reverse {
 			l.scanForward(ctx, lo, hi, head, o.Limit, yield)
 			return
@@ -341,7 +341,7 @@ func (db *DB) Replay(ctx context.Context, ledgerName string, o ReplayOptions) it
 				sources = append(sources, db.idx.EventName(ctx, l.meta.ID, []byte(n), o.AfterSeq))
 			}
 		}
-		head := l.log.Head().Seq
+		head := l.visible().Seq
 		for pos, err := range mergeBySeq(sources) {
 			if err != nil {
 				yield(Event{}, err)
