@@ -7,6 +7,7 @@ import (
 
 	"github.com/annal-db/annal/canon"
 	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/index"
 	"github.com/annal-db/annal/segment"
 )
 
@@ -41,9 +42,15 @@ type AppendOptions struct {
 	// commit: against every event committed before it, indexed or not.
 	IfNoneSince *Selector
 	// IdempotencyKey, if not empty, makes the append happen once: a later
-	// append to the same ledger with the same key appends nothing and
-	// returns the first one's IDs (after waiting for its outcome if it is
-	// still being committed). Keys are kept as long as the ledger.
+	// append to the same ledger with the same key and the same events
+	// appends nothing and returns the first one's result (after waiting
+	// for its outcome if it is still being committed); one with the same
+	// key and other events (another number of events, or any difference
+	// in an entity, key, event name, or the canonical form of a meta or
+	// data) appends nothing and fails with an *IdempotencyMismatchError
+	// (ErrIdempotencyMismatch) that carries the first one's result.
+	// Events are compared by a SHA-256 digest of their canonical content,
+	// kept with the key. Keys are kept as long as the ledger.
 	IdempotencyKey string
 }
 
@@ -114,16 +121,27 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 		return AppendResult{}, err
 	}
 	b.Prepared, b.Aborted = l.prepared, l.aborted
+	// With an idempotency key, the digest of the events, which a retry's
+	// is compared with (see idemDigest), kept with the in-flight batch
+	// and then in the index.
+	var digest [index.DigestSize]byte
 	if o.IdempotencyKey != "" {
 		b.IdempotencyKey = []byte(o.IdempotencyKey)
+		digest = digestOfEntries(b.Entries)
+		b.Prepared = func(b *segment.Batch) { l.preparedDigest(b, &digest) }
 	}
 	for {
 		err := l.log.Append(b)
 		var d *duplicate
 		if errors.As(err, &d) {
 			res, found, err := l.awaitFirst(o.IdempotencyKey, d)
-			if err != nil || found {
-				return res, err
+			switch {
+			case err != nil:
+				return AppendResult{}, err
+			case found && d.digest != digest:
+				return AppendResult{}, &IdempotencyMismatchError{Ledger: l.meta.Name, Key: o.IdempotencyKey, First: res, Events: len(b.Entries)}
+			case found:
+				return res, nil
 			}
 			continue // the first append with the key failed: this one goes ahead
 		}

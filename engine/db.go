@@ -540,27 +540,38 @@ func (l *ledger) catchUp(from segment.Head, name string) error {
 	}
 	what := "index ledger " + name
 	total := int64(l.log.Head().Seq - from.Seq)
-	n := 0
+	n, added := 0, 0
 	var head segment.Head
+	// The digest of each idempotent batch is computed over its records,
+	// as the append computed it (reindexer); a batch's first record is
+	// added at its last, and no progress marker is committed in between.
+	var rx reindexer
+	emit := func(r *index.Record) { b.Add(l.log.Ledger(), r) }
 	for it.Next() {
 		r := it.Record()
-		b.Add(l.log.Ledger(), &index.Record{ID: r.ID, Seq: r.Seq, Loc: it.Location(), Entity: r.Entity, Key: r.Key, Event: r.Event,
-			IdempotencyKey: r.IdempotencyKey, BatchLen: r.BatchLen})
+		if err := rx.add(r, it.Location(), emit); err != nil {
+			return fmt.Errorf("ledger %s: %w", l.log.Ledger(), err)
+		}
 		head = segment.Head{ID: r.ID, Seq: r.Seq, Loc: it.Location()}
-		if n++; n%4096 == 0 {
+		n++
+		if added++; added >= 4096 && !rx.open() {
+			added = 0
 			b.SetProgressDurable(l.log.Ledger(), head, l.log.Durable())
 			if err := b.Commit(false); err != nil {
 				return err
 			}
 			b.Close()
 			b = l.db.idx.NewBatch()
-			if progress != nil && n%progressEvery == 0 {
-				progress(what, int64(n), total)
-			}
+		}
+		if progress != nil && n%progressEvery == 0 {
+			progress(what, int64(n), total)
 		}
 	}
 	if err := it.Err(); err != nil {
 		return err
+	}
+	if err := rx.end(); err != nil {
+		return fmt.Errorf("ledger %s: %w", l.log.Ledger(), err)
 	}
 	if head.Seq != 0 {
 		b.SetProgressDurable(l.log.Ledger(), head, l.log.Durable())
