@@ -11,14 +11,17 @@ import (
 	"github.com/annal-db/annal/segment"
 )
 
-// EventInput is an event to append. Meta must be a JSON object; Data may
-// be any JSON value. The engine stores and hashes their canonical form
+// EventInput is an event to append. Meta must be a JSON object, or nil or
+// empty, which mean {} (as in the command and in an exported line without
+// meta); Data may be any JSON value, and must be one: a nil Data is
+// ErrInvalid (most likely a payload lost on the way, such as an ignored
+// json.Marshal error). The engine stores and hashes their canonical form
 // (package canon), so any formatting of the same JSON gives the same ID.
 type EventInput struct {
 	Entity string // what the event is about, e.g. "order"
 	Key    string // which one, e.g. "order-42"
 	Event  string // what happened, e.g. "order-placed"
-	Meta   []byte // JSON object
+	Meta   []byte // JSON object; nil or empty means {}
 	Data   []byte // JSON value
 }
 
@@ -161,6 +164,9 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 	return AppendResult{IDs: b.IDs, FirstSeq: b.FirstSeq}, nil
 }
 
+// emptyObject is the meta of an event given none.
+var emptyObject = []byte("{}")
+
 // entry validates one event and appends the canonical form of its meta
 // and then its data to buf, returning the entry (without Meta and Data,
 // which the caller slices out of buf once it stops growing) and the sizes.
@@ -171,7 +177,11 @@ func (db *DB) entry(c *canon.Canonicalizer, buf []byte, i int, e *EventInput) (_
 		}
 	}
 	start := len(buf)
-	if buf, err = c.AppendObject(buf, e.Meta); err != nil {
+	meta := e.Meta
+	if len(meta) == 0 {
+		meta = emptyObject // nil or empty: no meta (only whitespace is not empty: ErrInvalid)
+	}
+	if buf, err = c.AppendObject(buf, meta); err != nil {
 		return segment.Entry{}, buf, 0, 0, fmt.Errorf("%w: event %d: meta: %w", ErrInvalid, i, err)
 	}
 	mid := len(buf)
