@@ -78,7 +78,13 @@ func hasMarker(names []string) bool {
 // directory is left to mkdirSynced to report. Nothing is created.
 func checkDirFor(fs vfs.FS, dir string) error {
 	fi, err := fs.Stat(dir)
-	if err != nil || !fi.IsDir() {
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("engine: the data directory %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
 		return nil
 	}
 	names, err := fs.List(dir)
