@@ -99,14 +99,16 @@ func TestLedgerInfoJSON(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
-	info, err := db.CreateLedger(ctx, LedgerSpec{Name: "l", Actor: "a", Description: "d"})
-	if err != nil {
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l", Actor: "a", Description: "d"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Append(ctx, "l", []EventInput{order(1)}, nil); err != nil {
 		t.Fatal(err)
 	}
-	info, _ = db.Ledger("l")
+	info, err := db.Ledger("l")
+	if err != nil {
+		t.Fatal(err)
+	}
 	b, err := json.Marshal(info)
 	if err != nil {
 		t.Fatal(err)
