@@ -7,17 +7,21 @@ import (
 
 	"github.com/annal-db/annal/canon"
 	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/index"
 	"github.com/annal-db/annal/segment"
 )
 
-// EventInput is an event to append. Meta must be a JSON object; Data may
-// be any JSON value. The engine stores and hashes their canonical form
+// EventInput is an event to append. Meta must be a JSON object, or nil or
+// empty, which mean {} (as in the command and in an exported line without
+// meta); Data may be any JSON value, and must be one: a nil Data is
+// ErrInvalid (most likely a payload lost on the way, such as an ignored
+// json.Marshal error). The engine stores and hashes their canonical form
 // (package canon), so any formatting of the same JSON gives the same ID.
 type EventInput struct {
 	Entity string // what the event is about, e.g. "order"
 	Key    string // which one, e.g. "order-42"
 	Event  string // what happened, e.g. "order-placed"
-	Meta   []byte // JSON object
+	Meta   []byte // JSON object; nil or empty means {}
 	Data   []byte // JSON value
 }
 
@@ -41,9 +45,15 @@ type AppendOptions struct {
 	// commit: against every event committed before it, indexed or not.
 	IfNoneSince *Selector
 	// IdempotencyKey, if not empty, makes the append happen once: a later
-	// append to the same ledger with the same key appends nothing and
-	// returns the first one's IDs (after waiting for its outcome if it is
-	// still being committed). Keys are kept as long as the ledger.
+	// append to the same ledger with the same key and the same events
+	// appends nothing and returns the first one's result (after waiting
+	// for its outcome if it is still being committed); one with the same
+	// key and other events (another number of events, or any difference
+	// in an entity, key, event name, or the canonical form of a meta or
+	// data) appends nothing and fails with an *IdempotencyMismatchError
+	// (ErrIdempotencyMismatch) that carries the first one's result.
+	// Events are compared by a SHA-256 digest of their canonical content,
+	// kept with the key. Keys are kept as long as the ledger.
 	IdempotencyKey string
 }
 
@@ -114,16 +124,27 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 		return AppendResult{}, err
 	}
 	b.Prepared, b.Aborted = l.prepared, l.aborted
+	// With an idempotency key, the digest of the events, which a retry's
+	// is compared with (see idemDigest), kept with the in-flight batch
+	// and then in the index.
+	var digest [index.DigestSize]byte
 	if o.IdempotencyKey != "" {
 		b.IdempotencyKey = []byte(o.IdempotencyKey)
+		digest = digestOfEntries(b.Entries)
+		b.Prepared = func(b *segment.Batch) { l.preparedDigest(b, &digest) }
 	}
 	for {
 		err := l.log.Append(b)
 		var d *duplicate
 		if errors.As(err, &d) {
 			res, found, err := l.awaitFirst(o.IdempotencyKey, d)
-			if err != nil || found {
-				return res, err
+			switch {
+			case err != nil:
+				return AppendResult{}, err
+			case found && d.digest != digest:
+				return AppendResult{}, &IdempotencyMismatchError{Ledger: l.meta.Name, Key: o.IdempotencyKey, First: res, Events: len(b.Entries)}
+			case found:
+				return res, nil
 			}
 			continue // the first append with the key failed: this one goes ahead
 		}
@@ -148,6 +169,9 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 	return AppendResult{IDs: b.IDs, FirstSeq: b.FirstSeq}, nil
 }
 
+// emptyObject is the meta of an event given none.
+var emptyObject = []byte("{}")
+
 // entry validates one event and appends the canonical form of its meta
 // and then its data to buf, returning the entry (without Meta and Data,
 // which the caller slices out of buf once it stops growing) and the sizes.
@@ -158,7 +182,11 @@ func (db *DB) entry(c *canon.Canonicalizer, buf []byte, i int, e *EventInput) (_
 		}
 	}
 	start := len(buf)
-	if buf, err = c.AppendObject(buf, e.Meta); err != nil {
+	meta := e.Meta
+	if len(meta) == 0 {
+		meta = emptyObject // nil or empty: no meta (only whitespace is not empty: ErrInvalid)
+	}
+	if buf, err = c.AppendObject(buf, meta); err != nil {
 		return segment.Entry{}, buf, 0, 0, fmt.Errorf("%w: event %d: meta: %w", ErrInvalid, i, err)
 	}
 	mid := len(buf)

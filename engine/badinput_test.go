@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/annal-db/annal/canon"
 	"github.com/annal-db/annal/engine/ndjson"
@@ -771,8 +772,10 @@ func badCases() []badCase {
 			is: []error{ErrInvalid, canon.ErrNotObject}, msg: []string{`event 1: meta: canon: JSON value is not an object at offset 0`}},
 		badCase{name: "empty data", do: badAppendCase(badData(``)),
 			is: []error{ErrInvalid, canon.ErrSyntax}, msg: []string{`event 1: data: canon: expected a JSON value, found end of input at offset 0`}},
-		badCase{name: "empty meta", do: badAppendCase(badMeta(``)),
-			is: []error{ErrInvalid, canon.ErrSyntax}, msg: []string{`event 1: meta: canon: expected a JSON value, found end of input at offset 0`}},
+		// Empty (or nil) meta means {} (issue 13); only whitespace is not empty.
+		badCase{name: "empty meta (accepted: {})", do: badAppendCase(badMeta(``)), stores: 2},
+		badCase{name: "meta only whitespace", do: badAppendCase(badMeta(" \n")),
+			is: []error{ErrInvalid, canon.ErrSyntax}, msg: []string{`event 1: meta: canon: expected a JSON value, found end of input at offset 2`}},
 		badCase{name: "whitespace only", do: badAppendCase(badData(" \t\n")),
 			is: []error{ErrInvalid, canon.ErrSyntax}, msg: []string{`event 1: data: canon: expected a JSON value, found end of input at offset 3`}},
 		badCase{name: "trailing garbage", do: badAppendCase(badMeta(`{} x`)),
@@ -897,7 +900,17 @@ func badCases() []badCase {
 		badCase{name: "Options.SegmentSize over 1 GiB", do: badOpenCase(Options{SegmentSize: 2 << 30}),
 			is: []error{ErrInvalid}, msg: []string{"options: segment: SegmentSize 2147483648 out of range"}},
 		badCase{name: "Options.CacheSize negative", do: badOpenCase(Options{CacheSize: -1}),
-			is: []error{ErrInvalid}, msg: []string{"options: CacheSize -1 is negative"}},
+			is: []error{ErrInvalid}, msg: []string{"options: CacheSize -1 is out of range: 0 (the default, 128 MiB) or 8 MiB (8388608) to 1 TiB (1099511627776)"}},
+		badCase{name: "Options.CacheSize 1 byte", do: badOpenCase(Options{CacheSize: 1}),
+			is: []error{ErrInvalid}, msg: []string{"options: CacheSize 1 is out of range"}},
+		badCase{name: "Options.SyncInterval 1 ns", do: badOpenCase(Options{SyncInterval: time.Nanosecond}),
+			is: []error{ErrInvalid}, msg: []string{"options: SyncInterval 1ns is out of range: 0 (the default, 50ms) or 1ms to 1h0m0s"}},
+		badCase{name: "Options.SyncInterval negative", do: badOpenCase(Options{SyncInterval: -time.Second}),
+			is: []error{ErrInvalid}, msg: []string{"options: SyncInterval -1s is out of range"}},
+		badCase{name: "Options.WitnessInterval 1 µs", do: badOpenCase(Options{WitnessInterval: time.Microsecond}),
+			is: []error{ErrInvalid}, msg: []string{"options: WitnessInterval 1µs is out of range: 0 (the default, 1s) or 1ms to 1h0m0s"}},
+		badCase{name: "Options.MaxEventSize negative", do: badOpenCase(Options{MaxEventSize: -1}),
+			is: []error{ErrInvalid}, msg: []string{"options: MaxEventSize -1 is out of range: 0 (the default, 1 MiB) or 1 KiB (1024) to 16 MiB (16777216)"}},
 	)
 
 	// IDs and prefixes.

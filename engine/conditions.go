@@ -38,22 +38,33 @@ type inflight struct {
 	entity, key, event string
 	id                 eventid.ID
 	seq                uint64
-	// idem and batchLen are set on the first event of a batch appended
-	// with an idempotency key.
+	// idem, batchLen and digest are set on the first event of a batch
+	// appended with an idempotency key: digest is its events' (see
+	// idemDigest), which a retry's is compared with.
 	idem     string
 	batchLen uint32
+	digest   [index.DigestSize]byte
 }
 
 // prepared records the events of a batch the log has prepared. Called in
 // commit order.
-func (l *ledger) prepared(b *segment.Batch) {
+func (l *ledger) prepared(b *segment.Batch) { l.preparedDigest(b, nil) }
+
+// preparedDigest is prepared with the digest of the batch's events, if the
+// append computed it already (nil: computed here, if the batch has an
+// idempotency key).
+func (l *ledger) preparedDigest(b *segment.Batch, digest *[index.DigestSize]byte) {
+	if b.IdempotencyKey != nil && digest == nil {
+		d := digestOfEntries(b.Entries)
+		digest = &d
+	}
 	l.pendMu.Lock()
 	defer l.pendMu.Unlock()
 	for i, id := range b.IDs {
 		e := &b.Entries[i]
 		f := inflight{entity: e.Entity, key: e.Key, event: e.Event, id: id, seq: b.FirstSeq + uint64(i)}
 		if i == 0 && b.IdempotencyKey != nil {
-			f.idem, f.batchLen = string(b.IdempotencyKey), uint32(len(b.IDs))
+			f.idem, f.batchLen, f.digest = string(b.IdempotencyKey), uint32(len(b.IDs)), *digest
 		}
 		l.pending = append(l.pending, f)
 	}
@@ -75,10 +86,12 @@ func (l *ledger) aborted(b *segment.Batch) {
 }
 
 // duplicate is what Check returns when a batch's idempotency key was used
-// before: the first append with it is at firstSeq, count events.
+// before: the first append with it is at firstSeq, count events, whose
+// digest is digest (after awaitFirst, the one in the index).
 type duplicate struct {
 	firstSeq uint64
 	count    uint32
+	digest   [index.DigestSize]byte
 }
 
 func (d *duplicate) Error() string {
@@ -92,15 +105,15 @@ func (l *ledger) idempotent(key string, head segment.Head) (*duplicate, error) {
 	for _, e := range l.pending {
 		if e.idem == key && e.seq <= head.Seq && e.batchLen > 0 {
 			l.pendMu.Unlock()
-			return &duplicate{firstSeq: e.seq, count: e.batchLen}, nil
+			return &duplicate{firstSeq: e.seq, count: e.batchLen, digest: e.digest}, nil
 		}
 	}
 	l.pendMu.Unlock()
-	first, count, found, err := l.db.idx.Idempotency(l.meta.ID, []byte(key))
+	k, found, err := l.db.idx.Idempotency(l.meta.ID, []byte(key))
 	if err != nil || !found {
 		return nil, err
 	}
-	return &duplicate{firstSeq: first, count: count}, nil
+	return &duplicate{firstSeq: k.FirstSeq, count: k.Count, digest: k.Digest}, nil
 }
 
 // inFlight reports whether the batch at seq with this key is still in
@@ -118,7 +131,8 @@ func (l *ledger) inFlight(key string, seq uint64) bool {
 
 // awaitFirst waits for the outcome of the first append with an
 // idempotency key, then returns its result, or found false if it was not
-// committed after all (its group failed).
+// committed after all (its group failed). It sets d.digest to the digest
+// the index holds for it, which the caller compares its own with.
 func (l *ledger) awaitFirst(key string, d *duplicate) (res AppendResult, found bool, err error) {
 	l.idxMu.Lock()
 	for l.indexed < d.firstSeq+uint64(d.count)-1 && l.inFlight(key, d.firstSeq) {
@@ -131,10 +145,14 @@ func (l *ledger) awaitFirst(key string, d *duplicate) (res AppendResult, found b
 		// could append twice.
 		return res, false, idxErr
 	}
-	first, count, found, err := l.db.idx.Idempotency(l.meta.ID, []byte(key))
+	k, found, err := l.db.idx.Idempotency(l.meta.ID, []byte(key))
 	if err != nil || !found {
 		return res, false, err
 	}
+	// Usually the batch Check found; if that one failed, the append with
+	// the key that was committed after it.
+	first, count := k.FirstSeq, k.Count
+	d.firstSeq, d.count, d.digest = first, count, k.Digest
 	res.FirstSeq = first
 	for seq := first; seq < first+uint64(count); seq++ {
 		id, ok, err := l.db.idx.BySeq(l.meta.ID, seq)

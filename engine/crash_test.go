@@ -52,6 +52,7 @@ type acked struct {
 type idemAck struct {
 	ledger, key string
 	ids         []eventid.ID
+	events      []EventInput // what the first append appended
 }
 
 // crashState is what the workload has done and had acknowledged.
@@ -248,9 +249,10 @@ func crashWriter(ctx context.Context, db *DB, st *crashState, w, n int, rng *ran
 			o.IdempotencyKey = fmt.Sprintf("w%d-%d", w, i)
 			size = 1 + rng.IntN(3)
 		case kind == 9 && len(idemKeys) > 0:
-			// A retry: same key, same ledger, must return the first IDs.
+			// A retry: same key, same ledger, same events, must return
+			// the first IDs.
 			k := idemKeys[rng.IntN(len(idemKeys))]
-			ids, err := idsOf(db.Append(ctx, k.ledger, []EventInput{ev("retry", "r", "retried")}, &AppendOptions{IdempotencyKey: k.key}))
+			ids, err := idsOf(db.Append(ctx, k.ledger, k.events, &AppendOptions{IdempotencyKey: k.key}))
 			if err != nil {
 				return err
 			}
@@ -290,7 +292,7 @@ func crashWriter(ctx context.Context, db *DB, st *crashState, w, n int, rng *ran
 			st.acked = append(st.acked, acked{atts[j], id})
 		}
 		if o.IdempotencyKey != "" {
-			k := idemAck{ledger: ledger, key: o.IdempotencyKey, ids: ids}
+			k := idemAck{ledger: ledger, key: o.IdempotencyKey, ids: ids, events: events}
 			st.idem = append(st.idem, k)
 			idemKeys = append(idemKeys, k)
 		}
@@ -453,12 +455,19 @@ func checkEngineCrash(t *testing.T, rng *rand.Rand, st *crashState, c *engineCra
 			t.Fatalf("replay of event %s misses %s", a.event, a.id)
 		}
 	}
-	// Idempotency keys hold: a retry appends nothing and returns the IDs.
+	// Idempotency keys hold: a retry appends nothing and returns the IDs;
+	// one with other events fails with the first IDs (the digest survived
+	// the crash, in the index or computed again from the segments).
 	for _, k := range c.idem {
 		before, _ := db.Ledger(k.ledger)
-		ids, err := idsOf(db.Append(ctx, k.ledger, []EventInput{ev("retry", "r", "after-crash")}, &AppendOptions{IdempotencyKey: k.key}))
+		ids, err := idsOf(db.Append(ctx, k.ledger, k.events, &AppendOptions{IdempotencyKey: k.key}))
 		if err != nil || !slices.Equal(ids, k.ids) {
 			t.Fatalf("retry of %q after the crash: %v, %v; want %v", k.key, ids, err, k.ids)
+		}
+		_, err = db.Append(ctx, k.ledger, []EventInput{ev("retry", "r", "after-crash")}, &AppendOptions{IdempotencyKey: k.key})
+		var me *IdempotencyMismatchError
+		if !errors.As(err, &me) || !errors.Is(err, ErrIdempotencyMismatch) || !slices.Equal(me.First.IDs, k.ids) {
+			t.Fatalf("retry of %q with other events after the crash: %v; want an IdempotencyMismatchError with %v", k.key, err, k.ids)
 		}
 		if after, _ := db.Ledger(k.ledger); after.Head != before.Head {
 			t.Fatalf("retry of %q appended", k.key)

@@ -35,6 +35,83 @@ const (
 	ledgersDir = "ledgers"
 )
 
+// dataDirMarkers are the entries only an annal data directory holds. One
+// is enough: a directory where some of them were deleted is still annal's,
+// and Open recovers it (rebuilds the index, the metadata).
+var dataDirMarkers = [...]string{lockFile, metaFile, indexDir, indexDir + ".broken", ledgersDir}
+
+// ignoredEntries are entries an empty directory may hold: the root of a
+// freshly made ext2/3/4 file system, a common place for a data directory,
+// has lost+found.
+var ignoredEntries = [...]string{"lost+found"}
+
+// IsDataDir reports whether dir holds annal data: one of DIR/LOCK,
+// DIR/meta.db, DIR/index, DIR/index.broken, DIR/ledgers (any of them: a
+// directory where only some remain is annal's, and Open recovers it). A
+// missing directory holds none (false, nil). Open refuses a directory that
+// is neither empty nor a data directory; the annal command refuses, for
+// every command but create, import and demo, one that is not a data
+// directory.
+func IsDataDir(dir string) (bool, error) {
+	names, err := vfs.Default.List(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("engine: list the data directory %s: %w", dir, err)
+	}
+	return hasMarker(names), nil
+}
+
+func hasMarker(names []string) bool {
+	for _, n := range names {
+		if slices.Contains(dataDirMarkers[:], n) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkDirFor says why Open must not use dir: it is a directory, not
+// empty (apart from ignoredEntries), with no annal data in it. A missing
+// directory, an empty one and a data directory are fine; what is not a
+// directory is left to mkdirSynced to report. Nothing is created.
+func checkDirFor(fs vfs.FS, dir string) error {
+	fi, err := fs.Stat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("engine: the data directory %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return nil
+	}
+	names, err := fs.List(dir)
+	if err != nil {
+		return fmt.Errorf("engine: list the data directory %s: %w", dir, err)
+	}
+	names = slices.DeleteFunc(names, func(n string) bool { return slices.Contains(ignoredEntries[:], n) })
+	if len(names) == 0 || hasMarker(names) {
+		return nil
+	}
+	slices.Sort(names)
+	sample := names[:min(len(names), 5)]
+	more := ""
+	if len(names) > len(sample) {
+		more = fmt.Sprintf(", … (%d entries)", len(names))
+	}
+	return invalid("data directory %s is not empty and holds no annal data (no LOCK, meta.db, index or ledgers); it has %s%s: use an empty or new directory", dir, strings.Join(quoteAll(sample), ", "), more)
+}
+
+func quoteAll(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = fmt.Sprintf("%q", n)
+	}
+	return out
+}
+
 // DB is an open data directory. It is safe for concurrent use.
 type DB struct {
 	dir  string
@@ -90,7 +167,9 @@ type DB struct {
 // another process, fails with ErrLocked (a *LockedError naming the
 // holder), whatever was deleted in the directory; see "One writer" in
 // lock.go. Options out of range fail with ErrInvalid, before anything is
-// created.
+// created; so does a directory that is not empty and holds no annal data
+// (see IsDataDir), so that a mistyped path does not scatter a database
+// among someone's files.
 func Open(dir string, opts *Options) (*DB, error) {
 	o := opts.withDefaults()
 	if err := o.check(); err != nil {
@@ -99,6 +178,9 @@ func Open(dir string, opts *Options) (*DB, error) {
 	var fs vfs.FS = privateFS{vfs.Default}
 	if o.fs != nil {
 		fs = o.fs
+	}
+	if err := checkDirFor(fs, dir); err != nil {
+		return nil, err
 	}
 	if err := mkdirSynced(fs, dir); err != nil {
 		return nil, fmt.Errorf("engine: create %s: %w", dir, err)
@@ -542,27 +624,38 @@ func (l *ledger) catchUp(from segment.Head, name string) error {
 	}
 	what := "index ledger " + name
 	total := int64(l.log.Head().Seq - from.Seq)
-	n := 0
+	n, added := 0, 0
 	var head segment.Head
+	// The digest of each idempotent batch is computed over its records,
+	// as the append computed it (reindexer); a batch's first record is
+	// added at its last, and no progress marker is committed in between.
+	var rx reindexer
+	emit := func(r *index.Record) { b.Add(l.log.Ledger(), r) }
 	for it.Next() {
 		r := it.Record()
-		b.Add(l.log.Ledger(), &index.Record{ID: r.ID, Seq: r.Seq, Loc: it.Location(), Entity: r.Entity, Key: r.Key, Event: r.Event,
-			IdempotencyKey: r.IdempotencyKey, BatchLen: r.BatchLen})
+		if err := rx.add(r, it.Location(), emit); err != nil {
+			return fmt.Errorf("ledger %s: %w", l.log.Ledger(), err)
+		}
 		head = segment.Head{ID: r.ID, Seq: r.Seq, Loc: it.Location()}
-		if n++; n%4096 == 0 {
+		n++
+		if added++; added >= 4096 && !rx.open() {
+			added = 0
 			b.SetProgressDurable(l.log.Ledger(), head, l.log.Durable())
 			if err := b.Commit(false); err != nil {
 				return err
 			}
 			b.Close()
 			b = l.db.idx.NewBatch()
-			if progress != nil && n%progressEvery == 0 {
-				progress(what, int64(n), total)
-			}
+		}
+		if progress != nil && n%progressEvery == 0 {
+			progress(what, int64(n), total)
 		}
 	}
 	if err := it.Err(); err != nil {
 		return err
+	}
+	if err := rx.end(); err != nil {
+		return fmt.Errorf("ledger %s: %w", l.log.Ledger(), err)
 	}
 	if head.Seq != 0 {
 		b.SetProgressDurable(l.log.Ledger(), head, l.log.Durable())

@@ -52,6 +52,11 @@ var (
 	// error is a *ConditionError with the current head. Nothing was
 	// appended.
 	ErrConditionFailed = errors.New("engine: condition failed")
+	// ErrIdempotencyMismatch: an append's idempotency key was used before
+	// by an append of other events (other content, or another number of
+	// events). The error is an *IdempotencyMismatchError carrying the
+	// first append's result. Nothing was appended.
+	ErrIdempotencyMismatch = errors.New("engine: idempotency key reused with other events")
 )
 
 // invalid returns an error matching ErrInvalid.
@@ -90,6 +95,35 @@ func idOrNone(id eventid.ID) string {
 
 // Is reports whether target is ErrConditionFailed.
 func (e *ConditionError) Is(target error) bool { return target == ErrConditionFailed }
+
+// IdempotencyMismatchError says that an append's idempotency key was used
+// before with other events, and what that first append stored. It matches
+// ErrIdempotencyMismatch. A retry with the same events as the first gets
+// the first's result instead, with no error.
+type IdempotencyMismatchError struct {
+	Ledger string // the ledger's name
+	Key    string // the idempotency key
+	// First is the result of the first append with the key: its IDs and
+	// sequence numbers.
+	First AppendResult
+	// Events is the number of events of this append (the first has
+	// len(First.IDs)). Which of them differ is not known: the digest
+	// covers them all.
+	Events int
+}
+
+func (e *IdempotencyMismatchError) Error() string {
+	what := fmt.Sprintf("the same number of events (%d) with other content", e.Events)
+	if n := len(e.First.IDs); n != e.Events {
+		what = fmt.Sprintf("%d events, the first had %d", e.Events, n)
+	}
+	last, lastSeq := e.First.Last()
+	return fmt.Sprintf("%s: ledger %s: key %q was used by the append of events #%d-#%d (last %s); this append has %s; nothing was appended",
+		ErrIdempotencyMismatch, e.Ledger, e.Key, e.First.FirstSeq, lastSeq, last, what)
+}
+
+// Is reports whether target is ErrIdempotencyMismatch.
+func (e *IdempotencyMismatchError) Is(target error) bool { return target == ErrIdempotencyMismatch }
 
 // AmbiguousError lists the events a hex prefix matches. It matches
 // ErrAmbiguous.

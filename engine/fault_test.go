@@ -407,8 +407,8 @@ func (w *faultWork) run() {
 		w.appendTo(ctx, "second conditional append", "a", 1, &AppendOptions{ExpectedStreams: []ExpectedStream{{Entity: "account", Key: "acc-1", Head: ids[0]}}}, "account", "acc-1")
 	}
 	// An idempotent append, and its retry with other events: the retry
-	// appends nothing and returns the first IDs; if the first failed, the
-	// retry appends its own events.
+	// appends nothing and fails with ErrIdempotencyMismatch carrying the
+	// first IDs; if the first failed, the retry appends its own events.
 	first, ferr := w.appendTo(ctx, "idempotent append", "a", 2, &AppendOptions{IdempotencyKey: "idem-1"}, "", "")
 	if ferr == nil {
 		w.idem = first
@@ -421,19 +421,25 @@ func (w *faultWork) run() {
 	w.settle("idempotent retry")
 	mustFail := w.fsyncFailed["a"]
 	var retryIDs []eventid.ID
+	var mismatch *IdempotencyMismatchError
 	rerr := w.step("idempotent retry", func() (err error) {
 		retryIDs, err = idsOf(w.db.Append(ctx, "a", retryEvs, &AppendOptions{IdempotencyKey: "idem-1"}))
+		if errors.As(err, &mismatch) {
+			return nil // the outcome wanted when the first was stored; checked below
+		}
 		return err
 	})
 	switch {
+	case mismatch != nil:
+		if ferr != nil || !slices.Equal(mismatch.First.IDs, first) {
+			w.problem("the idempotent retry's mismatch names %v, the first append %v (%v)", mismatch.First.IDs, first, ferr)
+		}
 	case rerr != nil:
 		if mustFail && !faultRefused(rerr) {
 			w.problem("idempotent retry after a failed fsync: %v, want segment.ErrFailed", rerr)
 		}
 	case ferr == nil:
-		if !slices.Equal(retryIDs, first) {
-			w.problem("the idempotent retry returned %v, the first append %v", retryIDs, first)
-		}
+		w.problem("the idempotent retry with other events returned %v, want ErrIdempotencyMismatch naming the first append %v", retryIDs, first)
 	default:
 		w.acknowledge("idempotent retry", "a", mustFail, nil, retryAtts, retryIDs, rerr)
 		w.idem = retryIDs
@@ -599,9 +605,10 @@ func (w *faultWork) check(fs vfs.FS, meta []byte, metaPath string, ackd []acked,
 		}
 	}
 	if len(w.idem) > 0 && durable[w.idem[0]] {
-		ids, err := idsOf(db.Append(ctx, "a", []EventInput{ev("retry", "r", "after-reopen")}, &AppendOptions{IdempotencyKey: "idem-1"}))
-		if err != nil || !slices.Equal(ids, w.idem) {
-			return fmt.Errorf("idempotent retry after reopen: %v, %v; want %v", ids, err, w.idem)
+		_, err := db.Append(ctx, "a", []EventInput{ev("retry", "r", "after-reopen")}, &AppendOptions{IdempotencyKey: "idem-1"})
+		var mismatch *IdempotencyMismatchError
+		if !errors.As(err, &mismatch) || !slices.Equal(mismatch.First.IDs, w.idem) {
+			return fmt.Errorf("idempotent retry with other events after reopen: %v; want ErrIdempotencyMismatch naming %v", err, w.idem)
 		}
 	}
 	// What is absent can be created again; every ledger takes appends.

@@ -244,14 +244,20 @@ func (db *DB) Verify(ctx context.Context, ledgerName string, progress func(recor
 	}()
 	want := index.NewDigest(l.meta.ID)
 	it := l.log.NewIterator(1, segment.FirstOffset)
-	for it.Next() && it.Record().Seq <= head.Seq {
-		r := it.Record()
-		want.Add(&index.Record{ID: r.ID, Seq: r.Seq, Loc: it.Location(), Entity: r.Entity, Key: r.Key, Event: r.Event,
-			IdempotencyKey: r.IdempotencyKey, BatchLen: r.BatchLen})
+	var rx reindexer // the digests of idempotent batches, as catchUp computes them
+	var rxErr error
+	for it.Next() && it.Record().Seq <= head.Seq && rxErr == nil {
+		rxErr = rx.add(it.Record(), it.Location(), want.Add)
 	}
 	got := <-indexed
 	if err := it.Err(); err != nil {
 		return VerifyReport{}, err
+	}
+	if rxErr == nil {
+		rxErr = rx.end()
+	}
+	if rxErr != nil {
+		return VerifyReport{}, fmt.Errorf("engine: verify %s: %w", l.meta.Name, rxErr)
 	}
 	// From here on the segments are intact: what fails is the index.
 	report := VerifyReport{Events: head.Seq, Head: head.ID}

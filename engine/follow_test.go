@@ -143,7 +143,7 @@ func TestVerifyStreamEntries(t *testing.T) {
 		{"another stream", index.Record{Entity: []byte(e.Entity), Key: []byte("not-" + e.Key), Event: []byte(e.Event)}, []string{"E (streams)"}},
 		{"another entity", index.Record{Entity: []byte("shipment"), Key: []byte(e.Key), Event: []byte(e.Event)}, []string{"E (streams)", "A (entities)"}},
 		{"another event name", index.Record{Entity: []byte(e.Entity), Key: []byte(e.Key), Event: []byte("cancelled")}, []string{"N (event names)"}},
-		{"an idempotency key", index.Record{Entity: []byte(e.Entity), Key: []byte(e.Key), Event: []byte(e.Event), IdempotencyKey: []byte("k"), BatchLen: 1}, []string{"K (idempotency keys)"}},
+		{"an idempotency key", index.Record{Entity: []byte(e.Entity), Key: []byte(e.Key), Event: []byte(e.Event), IdempotencyKey: []byte("k"), BatchLen: 1, Digest: make([]byte, index.DigestSize)}, []string{"K (idempotency keys)"}},
 	} {
 		r := tc.r
 		r.ID, r.Seq, r.Loc = e.ID, e.Seq, loc

@@ -381,7 +381,10 @@ func (l *ledger) index(b *segment.Batch) error {
 			r := &index.Record{ID: id, Seq: g.FirstSeq + uint64(i), Loc: g.Locations[i],
 				Entity: []byte(e.Entity), Key: []byte(e.Key), Event: []byte(e.Event)}
 			if i == 0 && g.IdempotencyKey != nil {
-				r.IdempotencyKey, r.BatchLen = g.IdempotencyKey, uint32(len(g.IDs))
+				// The digest the append compared, as a rebuild computes
+				// it from the records (reindexer).
+				d := digestOfEntries(g.Entries)
+				r.IdempotencyKey, r.BatchLen, r.Digest = g.IdempotencyKey, uint32(len(g.IDs)), d[:]
 			}
 			x.Add(l.meta.ID, r)
 		}

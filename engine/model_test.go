@@ -28,6 +28,7 @@ type modelEvent struct {
 type model struct {
 	ledgers map[string][]modelEvent    // events after the genesis, in order
 	idem    map[string][]eventid.ID    // ledger+"\x00"+key -> IDs of the first append
+	idemEvs map[string][]EventInput    // ledger+"\x00"+key -> the events of the first append
 	genesis map[string]eventid.ID      // ledger -> genesis ID
 	byID    map[eventid.ID]*modelEvent // every event
 }
@@ -79,7 +80,7 @@ func runModel(t *testing.T, rng *rand.Rand, seq int) {
 		t.Fatal(err)
 	}
 	defer func() { db.Close() }()
-	m := &model{ledgers: map[string][]modelEvent{}, idem: map[string][]eventid.ID{}, genesis: map[string]eventid.ID{}, byID: map[eventid.ID]*modelEvent{}}
+	m := &model{ledgers: map[string][]modelEvent{}, idem: map[string][]eventid.ID{}, idemEvs: map[string][]EventInput{}, genesis: map[string]eventid.ID{}, byID: map[eventid.ID]*modelEvent{}}
 	names := []string{"a", "b", "c"}
 	pick := func(v []string) string { return v[rng.IntN(len(v))] }
 	fail := func(op string, format string, a ...any) {
@@ -145,8 +146,17 @@ func runModel(t *testing.T, rng *rand.Rand, seq int) {
 				o.ExpectedStreams = []ExpectedStream{c}
 			case 3:
 				o.IdempotencyKey = fmt.Sprintf("req-%d", rng.IntN(6))
-				if _, used := m.idem[name+"\x00"+o.IdempotencyKey]; used {
+				if first, used := m.idemEvs[name+"\x00"+o.IdempotencyKey]; used {
+					// A retry: half the time with the first append's
+					// events, else with these (other events, unless
+					// they happen to be the same).
+					if rng.IntN(2) == 0 {
+						batch = first
+					}
 					outcome = "duplicate"
+					if !sameEvents(batch, first) {
+						outcome = "mismatch"
+					}
 				}
 			}
 			ids, err := idsOf(db.Append(ctx, name, batch, &o))
@@ -162,6 +172,7 @@ func runModel(t *testing.T, rng *rand.Rand, seq int) {
 				}
 				if o.IdempotencyKey != "" {
 					m.idem[name+"\x00"+o.IdempotencyKey] = ids
+					m.idemEvs[name+"\x00"+o.IdempotencyKey] = batch
 				}
 			case "condition":
 				if !errors.Is(err, ErrConditionFailed) {
@@ -170,6 +181,11 @@ func runModel(t *testing.T, rng *rand.Rand, seq int) {
 			case "duplicate":
 				if err != nil || fmt.Sprint(ids) != fmt.Sprint(m.idem[name+"\x00"+o.IdempotencyKey]) {
 					fail("append", "a retry gave %v %v, want %v", ids, err, m.idem[name+"\x00"+o.IdempotencyKey])
+				}
+			case "mismatch":
+				var me *IdempotencyMismatchError
+				if !errors.As(err, &me) || fmt.Sprint(me.First.IDs) != fmt.Sprint(m.idem[name+"\x00"+o.IdempotencyKey]) {
+					fail("append", "a retry with other events gave %v, want ErrIdempotencyMismatch naming %v", err, m.idem[name+"\x00"+o.IdempotencyKey])
 				}
 			}
 
@@ -312,4 +328,22 @@ func modelIDs(evs []modelEvent) []eventid.ID {
 		out[i] = e.id
 	}
 	return out
+}
+
+// sameEvents reports whether two batches of the model are the same events:
+// names, and meta and data in canonical form.
+func sameEvents(a, b []EventInput) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		am, _ := canon.Append(nil, a[i].Meta)
+		bm, _ := canon.Append(nil, b[i].Meta)
+		ad, _ := canon.Append(nil, a[i].Data)
+		bd, _ := canon.Append(nil, b[i].Data)
+		if a[i].Entity != b[i].Entity || a[i].Key != b[i].Key || a[i].Event != b[i].Event || string(am) != string(bm) || string(ad) != string(bd) {
+			return false
+		}
+	}
+	return true
 }

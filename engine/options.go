@@ -28,22 +28,25 @@ const (
 // tail of every ledger verified on open, files only the owner can read.
 type Options struct {
 	// Durability is the default for appends (an append may override it).
-	// Zero means Sync.
+	// Zero means Sync; Sync, Interval or None (ErrInvalid otherwise).
 	Durability Durability
 	// SyncInterval is the longest time between syncs in Interval mode.
-	// Zero means 50 ms.
+	// Zero means 50 ms; otherwise 1 ms to 1 h (ErrInvalid outside).
 	SyncInterval time.Duration
 	// SegmentSize is the size at which a ledger starts a new segment file.
-	// Zero means 64 MiB.
+	// Zero means 64 MiB; at most 1 GiB, and at least the smallest
+	// segment (a header and one record: ErrInvalid outside).
 	SegmentSize int64
 	// MaxEventSize bounds the canonical meta and data of one event
-	// together, in bytes. Zero means 1 MiB.
+	// together, in bytes. Zero means 1 MiB; otherwise 1 KiB to 16 MiB
+	// (ErrInvalid outside).
 	MaxEventSize int
 	// CacheSize is the index's memory budget in bytes: Pebble's block
 	// cache, out of which it also takes its memtables (a quarter of it,
 	// at least 4 MiB and at most 64 MiB each; Pebble holds up to two).
-	// Zero means 128 MiB. With cgo this memory is C memory, outside the
-	// Go heap: see "Memory" in docs/engine.md.
+	// Zero means 128 MiB; otherwise 8 MiB to 1 TiB (ErrInvalid outside).
+	// With cgo this memory is C memory, outside the Go heap: see
+	// "Memory" in docs/engine.md.
 	CacheSize int64
 	// FullVerifyOnOpen verifies every record of every ledger when the DB
 	// opens, instead of only what follows the index's checkpoint.
@@ -56,7 +59,7 @@ type Options struct {
 	// (acknowledged events lost). Events acknowledged within the last
 	// interval (plus one bbolt commit) before a crash are not covered:
 	// see "The durable witness" in docs/recovery.md. Zero means 1 s;
-	// negative is ErrInvalid.
+	// otherwise 1 ms to 1 h (ErrInvalid outside).
 	WitnessInterval time.Duration
 	// Now is the clock; nil means time.Now. For tests.
 	Now func() time.Time
@@ -92,20 +95,78 @@ const (
 	maxNameLen = 1024
 )
 
+// The ranges of the options (docs/engine.md, "Options and their
+// defaults"). Zero is the default of each and always accepted.
+const (
+	// An interval below 1 ms is no cheaper than Sync (an fsync takes
+	// 0.1 to a few ms) and costs CPU while idle: the syncer's ticker
+	// fires every interval once an Interval append started it (measured
+	// idle: 1 ns burns 44% of a core, 1 ms 4%, 50 ms under 1%). Above an
+	// hour the window a crash loses is no longer an interval.
+	minSyncInterval, maxSyncInterval = time.Millisecond, time.Hour
+	// The witness writer's interval: the same floor (its timer), and the
+	// window of acknowledged events that a lost tail goes unnoticed in
+	// must stay bounded.
+	minWitnessInterval, maxWitnessInterval = time.Millisecond, time.Hour
+	// The index's budget: Pebble takes its memtables out of it, at
+	// least 4 MiB each and two at most, so less than 8 MiB is not a
+	// budget it keeps; 1 TiB is the command's bound too.
+	minCacheSize, maxCacheSize = 8 << 20, 1 << 40
+	// An event's canonical meta and data: the genesis event (actor, name,
+	// description) needs a few hundred bytes; above 16 MiB (the segment
+	// log's own default bound of a record) an event is a file, better
+	// kept outside and referred to, and every reader buffers a whole one.
+	minMaxEventSize, maxMaxEventSize = 1 << 10, 16 << 20
+)
+
 // check says what is wrong with options after withDefaults, as an error
-// matching ErrInvalid: an option the segment log refuses would otherwise
-// make every ledger look unavailable.
+// matching ErrInvalid that names the option and its range: an option the
+// segment log refuses would otherwise make every ledger look unavailable,
+// and one out of range would run (a core burnt by a 1 ns SyncInterval).
 func (o *Options) check() error {
 	if err := (segment.Options{SegmentSize: o.SegmentSize, Durability: o.Durability}).Check(); err != nil {
 		return fmt.Errorf("%w: options: %w", ErrInvalid, err)
 	}
-	if o.WitnessInterval < 0 {
-		return fmt.Errorf("%w: options: WitnessInterval %v is negative (0 means %v)", ErrInvalid, o.WitnessInterval, defaultWitnessInterval)
+	for _, d := range [...]struct {
+		name     string
+		v        time.Duration
+		lo, hi   time.Duration
+		fallback time.Duration
+	}{
+		{"SyncInterval", o.SyncInterval, minSyncInterval, maxSyncInterval, 50 * time.Millisecond},
+		{"WitnessInterval", o.WitnessInterval, minWitnessInterval, maxWitnessInterval, defaultWitnessInterval},
+	} {
+		if d.v != 0 && (d.v < d.lo || d.v > d.hi) {
+			return fmt.Errorf("%w: options: %s %v is out of range: 0 (the default, %v) or %v to %v", ErrInvalid, d.name, d.v, d.fallback, d.lo, d.hi)
+		}
 	}
-	if o.CacheSize < 0 {
-		return fmt.Errorf("%w: options: CacheSize %d is negative (0 means 128 MiB)", ErrInvalid, o.CacheSize)
+	for _, n := range [...]struct {
+		name     string
+		v        int64
+		lo, hi   int64
+		fallback string
+	}{
+		{"CacheSize", o.CacheSize, minCacheSize, maxCacheSize, "128 MiB"},
+		{"MaxEventSize", int64(o.MaxEventSize), minMaxEventSize, maxMaxEventSize, "1 MiB"},
+	} {
+		if n.v != 0 && (n.v < n.lo || n.v > n.hi) {
+			return fmt.Errorf("%w: options: %s %d is out of range: 0 (the default, %s) or %s to %s", ErrInvalid, n.name, n.v, n.fallback, sizeText(n.lo), sizeText(n.hi))
+		}
 	}
 	return nil
+}
+
+// sizeText writes a power-of-two size in bytes with its unit.
+func sizeText(n int64) string {
+	for _, u := range [...]struct {
+		unit string
+		n    int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.n && n%u.n == 0 {
+			return fmt.Sprintf("%d %s (%d)", n/u.n, u.unit, n)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 func (o *Options) withDefaults() Options {
@@ -119,7 +180,7 @@ func (o *Options) withDefaults() Options {
 	if r.WitnessInterval == 0 {
 		r.WitnessInterval = defaultWitnessInterval
 	}
-	if r.MaxEventSize <= 0 {
+	if r.MaxEventSize == 0 {
 		r.MaxEventSize = defaultMaxEventSize
 	}
 	if r.Now == nil {

@@ -25,7 +25,7 @@ var (
 	ErrOverflow = errors.New("eventid: overflows 128 bits")
 
 	// ErrJSONType is returned when a JSON value for an ID is neither a
-	// string nor null.
+	// string nor null (for a LedgerID, nor a number).
 	ErrJSONType = errors.New("eventid: ID in JSON must be a string")
 
 	// ErrNull is returned when SQL NULL is scanned into an ID.

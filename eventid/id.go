@@ -115,6 +115,53 @@ func (l LedgerID) AppendHex(dst []byte) []byte {
 	return append(dst, b[:]...)
 }
 
+// MarshalText implements [encoding.TextMarshaler] with the 8 lower-case
+// hex digits of [LedgerID.String]; encoding/json writes it as a string
+// ("e95bff80"), as a value and as a map key.
+func (l LedgerID) MarshalText() ([]byte, error) {
+	return l.AppendHex(make([]byte, 0, 8)), nil
+}
+
+// AppendText implements [encoding.TextAppender] with the 8 hex digits.
+func (l LedgerID) AppendText(dst []byte) ([]byte, error) {
+	return l.AppendHex(dst), nil
+}
+
+// UnmarshalText implements [encoding.TextUnmarshaler]: 8 hex digits, either
+// case, as [ParseLedgerID] reads them.
+func (l *LedgerID) UnmarshalText(text []byte) error {
+	v, err := ParseLedgerID(string(text))
+	if err != nil {
+		return err
+	}
+	*l = v
+	return nil
+}
+
+// UnmarshalJSON implements [json.Unmarshaler]: a JSON string of 8 hex
+// digits (what MarshalText gives encoding/json), or a JSON number from 0 to
+// 2^32-1, the form encoding/json wrote before LedgerID had a text form. Any
+// other value is an error wrapping [ErrJSONType]; null leaves l unchanged,
+// as for [ID.UnmarshalJSON].
+func (l *LedgerID) UnmarshalJSON(data []byte) error {
+	switch {
+	case string(data) == "null":
+		return nil
+	case len(data) > 0 && data[0] == '"':
+		var s string
+		if err := json.Unmarshal(data, &s); err != nil {
+			return fmt.Errorf("eventid: ledger ID in JSON: %w", err)
+		}
+		return l.UnmarshalText([]byte(s))
+	}
+	var n uint32
+	if err := json.Unmarshal(data, &n); err != nil {
+		return fmt.Errorf("%w, found %s", ErrJSONType, quoteInput(string(data)))
+	}
+	*l = LedgerID(n)
+	return nil
+}
+
 // MarshalText implements [encoding.TextMarshaler] with the canonical hex
 // form (see [ID.String]).
 func (id ID) MarshalText() ([]byte, error) {

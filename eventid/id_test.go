@@ -252,3 +252,37 @@ func TestBounds(t *testing.T) {
 		t.Errorf("MinForTime(%v) = %x, want the clamp", lastUS.Add(time.Microsecond), got)
 	}
 }
+
+// TestLedgerIDTextMarshalling: a LedgerID is 8 hex digits in text and JSON (a value
+// and a map key), read back in either case; JSON numbers, the form
+// encoding/json wrote before, are still read.
+func TestLedgerIDTextMarshalling(t *testing.T) {
+	l := LedgerID(0xe95bff80)
+	b, err := json.Marshal(map[string]any{"id": l, "byID": map[LedgerID]int{l: 1}})
+	if err != nil || string(b) != `{"byID":{"e95bff80":1},"id":"e95bff80"}` {
+		t.Fatalf("json.Marshal = %s, %v", b, err)
+	}
+	for _, in := range []string{`"e95bff80"`, `"E95BFF80"`, `3915120512`} {
+		var got LedgerID
+		if err := json.Unmarshal([]byte(in), &got); err != nil || got != l {
+			t.Errorf("Unmarshal(%s) = %v, %v; want %v", in, got, err, l)
+		}
+	}
+	var m map[LedgerID]int
+	if err := json.Unmarshal([]byte(`{"e95bff80":1}`), &m); err != nil || m[l] != 1 {
+		t.Errorf("map key: %v, %v", m, err)
+	}
+	for _, in := range []string{`"e95bff8"`, `"e95bff8g"`, `-1`, `4294967296`, `1.5`, `true`, `{}`} {
+		var got LedgerID
+		if err := json.Unmarshal([]byte(in), &got); err == nil {
+			t.Errorf("Unmarshal(%s) = %v, want an error", in, got)
+		}
+	}
+	got := l
+	if err := json.Unmarshal([]byte(`null`), &got); err != nil || got != l {
+		t.Errorf("null: %v, %v; want unchanged", got, err)
+	}
+	if txt, _ := l.MarshalText(); string(txt) != "e95bff80" {
+		t.Errorf("MarshalText = %s", txt)
+	}
+}

@@ -25,7 +25,14 @@ type Record struct {
 	// BatchLen is the number of records of that batch; read only with
 	// IdempotencyKey, and then at least 1.
 	BatchLen uint32
+	// Digest is, with IdempotencyKey, the digest of the content of the
+	// batch's events that the engine compares a retry's with (DigestSize
+	// bytes; the index stores it and does not interpret it).
+	Digest []byte
 }
+
+// DigestSize is the size of Record.Digest: a SHA-256.
+const DigestSize = 32
 
 // Batch is a group of index writes committed atomically. A Batch is not
 // safe for concurrent use. Close it when done.
@@ -51,9 +58,10 @@ func (x *Index) NewBatch() *Batch {
 // last committed.
 func (b *Batch) Len() int { return b.n }
 
-// Add adds the index entries of one event of ledger: T, S, E, N, and K
+// Add adds the index entries of one event of ledger: T, S, E, A, N, and K
 // when r.IdempotencyKey is not nil (replacing any earlier entry of that
-// key: the caller checks Idempotency before appending). r is not retained. An invalid record
+// key: the caller checks Idempotency before appending), with r.Digest. r
+// is not retained. An invalid record
 // (see ErrInvalid) is not added; Commit then fails.
 func (b *Batch) Add(ledger eventid.LedgerID, r *Record) {
 	if b.err != nil {
@@ -71,6 +79,9 @@ func (b *Batch) Add(ledger eventid.LedgerID, r *Record) {
 		return
 	case r.IdempotencyKey != nil && r.BatchLen == 0:
 		b.err = fmt.Errorf("%w: record %v (seq %d) has an idempotency key and a batch length of 0", ErrInvalid, r.ID, r.Seq)
+		return
+	case r.IdempotencyKey != nil && len(r.Digest) != DigestSize:
+		b.err = fmt.Errorf("%w: record %v (seq %d) has an idempotency key and a digest of %d bytes, want %d", ErrInvalid, r.ID, r.Seq, len(r.Digest), DigestSize)
 		return
 	}
 	b.key, b.val = entries(ledger, r, b.key, b.val, b.set)
@@ -103,6 +114,9 @@ func entries(ledger eventid.LedgerID, r *Record, key, val []byte, emit func(key,
 	if r.IdempotencyKey != nil {
 		key = appendIdemKey(key[:0], ledger, r.IdempotencyKey)
 		val = binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(val[:0], r.Seq), r.BatchLen)
+		// A Digest of another size is refused by Add; Digest.Add (the
+		// segments' side of a verification) writes what it is given.
+		val = append(val, r.Digest...)
 		emit(key, val)
 	}
 	return key, val

@@ -19,14 +19,14 @@
 //
 //	family  key                                                          value
 //	------  -----------------------------------------------------------  -----------------------------------------------
-//	V       'V'                                                          format version u32 (= 1)
+//	V       'V'                                                          format version u32 (= 2)
 //	T       'T' ledger u32 | id [16]                                     seq u64 | segment u64 | offset u64 | size u32
 //	S       'S' ledger u32 | seq u64                                     id [16]
 //	E       'E' ledger u32 | uvarint n | entity [n] |                    id [16] | segment u64 | offset u64 | size u32
 //	               uvarint m | key [m] | seq u64
 //	A       'A' ledger u32 | uvarint n | entity [n] | seq u64            id [16] | segment u64 | offset u64 | size u32
 //	N       'N' ledger u32 | uvarint n | event name [n] | seq u64        id [16] | segment u64 | offset u64 | size u32
-//	K       'K' ledger u32 | uvarint n | idempotency key [n]             first seq u64 | count u32
+//	K       'K' ledger u32 | uvarint n | idempotency key [n]             first seq u64 | count u32 | digest [32]
 //	P       'P' ledger u32                                               head id [16] | seq u64 | segment u64 |
 //	                                                                         offset u64 | size u32
 //	                                                                         [ | durable id [16] | seq u64 |
@@ -34,7 +34,7 @@
 //
 // (segment, offset, size) is a [segment.Location]: the segment number, the
 // offset of the record's frame in it and the frame's size. T values are 28
-// bytes, S 16, E, A and N 36, K 12, P 44 or 88; a value of any other size, or an
+// bytes, S 16, E, A and N 36, K 44, P 44 or 88; a value of any other size, or an
 // offset above the largest int64, is reported as [ErrCorruption] naming the
 // key, never a panic.
 //
@@ -81,8 +81,15 @@
 // an 88-byte value reports [ErrCorruption], and its engine rebuilds the
 // index from the segments.
 //
+// The digest in a K value is the engine's digest of the content of the
+// batch's events (SHA-256; see "Idempotency" in docs/format.md), which it
+// compares a retry's with; it is computed from the records in the segments
+// when the index is rebuilt, as it was on the append.
+//
 // # Version
 //
 // Open writes V when it creates an index and refuses one whose V is newer
-// than this package knows, with [ErrFormatVersion].
+// than this package knows, with [ErrFormatVersion], or older (version 1,
+// whose K values had no digest), with [ErrOldFormat]: the index is derived
+// data, and the engine rebuilds it from the segments.
 package index

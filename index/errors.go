@@ -13,6 +13,11 @@ var (
 	// this package does not know (a newer one, or 0). The error says which.
 	// Rebuild the index from the segments, or use a newer annal.
 	ErrFormatVersion = errors.New("index: unsupported format version")
+	// ErrOldFormat: Open found an index written with an older format
+	// version than this package writes (1: idempotency entries without
+	// the digest of their events). Nothing in it is lost data: rebuild
+	// it from the segments (the engine does so on Open).
+	ErrOldFormat = errors.New("index: older format version")
 	// ErrCorruption: a stored key or value could not be decoded (wrong
 	// size, out-of-range field) or the format version key is missing from
 	// an index that holds data. The error names the key, the expected and
@@ -26,7 +31,8 @@ var (
 	ErrClosed = errors.New("index: closed")
 	// ErrInvalid: an argument cannot be indexed: a location with a negative
 	// offset or a size above 2^32-1, a record added under a ledger other
-	// than its ID's, an idempotency key with a batch length of 0, a nibble
+	// than its ID's, an idempotency key with a batch length of 0 or a
+	// digest of other than DigestSize bytes, a nibble
 	// outside 0-15. Batch.Commit returns it for the first bad Add or
 	// SetProgress and commits nothing.
 	ErrInvalid = errors.New("index: invalid argument")

@@ -397,7 +397,11 @@ func (x *Index) checkVersion() (err error) {
 		if len(v) != versionLen {
 			return corruptf(key, "value is %d bytes, want %d", len(v), versionLen)
 		}
-		if got := binary.BigEndian.Uint32(v); got != formatVersion {
+		got := binary.BigEndian.Uint32(v)
+		if got >= 1 && got < formatVersion {
+			return fmt.Errorf("%w %d: this build reads version %d; the index is derived from the segments and can be rebuilt", ErrOldFormat, got, formatVersion)
+		}
+		if got != formatVersion {
 			return fmt.Errorf("%w %d: this build reads version %d", ErrFormatVersion, got, formatVersion)
 		}
 		return nil
@@ -682,18 +686,29 @@ func (x *Index) BySeq(ledger eventid.LedgerID, seq uint64) (eventid.ID, bool, er
 	return id, err == nil, err
 }
 
+// Idem is the batch that an idempotency key appended: the sequence number
+// of its first event, its number of events, and the digest of their
+// content that the engine computed (Record.Digest).
+type Idem struct {
+	FirstSeq uint64
+	Count    uint32
+	Digest   [DigestSize]byte
+}
+
 // Idempotency returns the batch that an idempotency key appended in a
-// ledger: the sequence number of its first event and its number of events.
-func (x *Index) Idempotency(ledger eventid.LedgerID, key []byte) (firstSeq uint64, count uint32, found bool, err error) {
+// ledger.
+func (x *Index) Idempotency(ledger eventid.LedgerID, key []byte) (Idem, bool, error) {
 	k := appendIdemKey(nil, ledger, key)
 	v, found, err := x.get(k)
 	if err != nil || !found {
-		return 0, 0, false, err
+		return Idem{}, false, err
 	}
 	if len(v) != idemValueLen {
-		return 0, 0, false, corruptf(k, "value is %d bytes, want %d", len(v), idemValueLen)
+		return Idem{}, false, corruptf(k, "value is %d bytes, want %d", len(v), idemValueLen)
 	}
-	return binary.BigEndian.Uint64(v[0:8]), binary.BigEndian.Uint32(v[8:12]), true, nil
+	d := Idem{FirstSeq: binary.BigEndian.Uint64(v[0:8]), Count: binary.BigEndian.Uint32(v[8:12])}
+	copy(d.Digest[:], v[12:])
+	return d, true, nil
 }
 
 // PrefixMatches returns the IDs, in the given ledgers, whose 32-digit hex

@@ -3,6 +3,7 @@ package index
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -70,9 +71,15 @@ func (e event) record(ledger eventid.LedgerID) *Record {
 		Entity: []byte(e.entity), Key: []byte(e.key), Event: []byte(e.event),
 	}
 	if e.idem != "" {
-		r.IdempotencyKey, r.BatchLen = []byte(e.idem), e.batchLen
+		r.IdempotencyKey, r.BatchLen, r.Digest = []byte(e.idem), e.batchLen, digestOf(e.idem)
 	}
 	return r
+}
+
+// digestOf is a test's digest of a batch: DigestSize bytes that depend on s.
+func digestOf(s string) []byte {
+	d := sha256.Sum256([]byte(s))
+	return d[:]
 }
 
 func posOf(ledger eventid.LedgerID, seq uint64) Position {
@@ -174,9 +181,12 @@ func TestRoundTrip(t *testing.T) {
 				count       uint32
 				wantPresent bool
 			}{{"req-1", 1, 2, true}, {"req-2", 4, 1, true}, {"req-3", 0, 0, false}} {
-				first, count, found, err := x.Idempotency(ledgerA, []byte(c.key))
-				if err != nil || found != c.wantPresent || first != c.first || count != c.count {
-					t.Errorf("Idempotency(%q) = %d, %d, %v, %v; want %d, %d, %v", c.key, first, count, found, err, c.first, c.count, c.wantPresent)
+				d, found, err := x.Idempotency(ledgerA, []byte(c.key))
+				if err != nil || found != c.wantPresent || d.FirstSeq != c.first || d.Count != c.count {
+					t.Errorf("Idempotency(%q) = %+v, %v, %v; want %d, %d, %v", c.key, d, found, err, c.first, c.count, c.wantPresent)
+				}
+				if found && string(d.Digest[:]) != string(digestOf(c.key)) {
+					t.Errorf("Idempotency(%q): digest %x, want %x", c.key, d.Digest, digestOf(c.key))
 				}
 			}
 
@@ -382,9 +392,9 @@ func TestUnambiguousKeys(t *testing.T) {
 	// Idempotency keys: the last write of each wins (batchLen 2).
 	for i, s := range streams {
 		k := fmt.Sprintf("%q %q", s.entity, s.key)
-		first, count, found, err := x.Idempotency(ledgerA, []byte(k))
-		if err != nil || !found || first != uint64(i*2+2) || count != 2 {
-			t.Errorf("Idempotency(%q) = %d, %d, %v, %v", k, first, count, found, err)
+		d, found, err := x.Idempotency(ledgerA, []byte(k))
+		if err != nil || !found || d.FirstSeq != uint64(i*2+2) || d.Count != 2 {
+			t.Errorf("Idempotency(%q) = %+v, %v, %v", k, d, found, err)
 		}
 	}
 	// Raw idempotency keys of 0x00 and 0xff bytes, each its own.
@@ -393,19 +403,19 @@ func TestUnambiguousKeys(t *testing.T) {
 	defer b.Close()
 	for i, k := range raw {
 		r := event{seq: uint64(100 + i)}.record(ledgerA)
-		r.IdempotencyKey, r.BatchLen = []byte(k), uint32(i+1)
+		r.IdempotencyKey, r.BatchLen, r.Digest = []byte(k), uint32(i+1), digestOf(k)
 		b.Add(ledgerA, r)
 	}
 	if err := b.Commit(false); err != nil {
 		t.Fatal(err)
 	}
 	for i, k := range raw {
-		first, count, found, err := x.Idempotency(ledgerA, []byte(k))
-		if err != nil || !found || first != uint64(100+i) || count != uint32(i+1) {
-			t.Errorf("Idempotency(%q) = %d, %d, %v, %v; want %d, %d", k, first, count, found, err, 100+i, i+1)
+		d, found, err := x.Idempotency(ledgerA, []byte(k))
+		if err != nil || !found || d.FirstSeq != uint64(100+i) || d.Count != uint32(i+1) || string(d.Digest[:]) != string(digestOf(k)) {
+			t.Errorf("Idempotency(%q) = %+v, %v, %v; want %d, %d", k, d, found, err, 100+i, i+1)
 		}
 	}
-	if _, _, found, _ := x.Idempotency(ledgerA, []byte("a")); found {
+	if _, found, _ := x.Idempotency(ledgerA, []byte("a")); found {
 		t.Error("Idempotency(\"a\") found a prefix of another key")
 	}
 }
@@ -446,7 +456,7 @@ func TestLedgersIsolated(t *testing.T) {
 			if err != nil || found != (s <= n) || (found && id != idOf(l, s)) {
 				t.Errorf("ledger %v: BySeq(%d) = %v, %v, %v", l, s, id, found, err)
 			}
-			_, _, found, err = x.Idempotency(l, []byte(fmt.Sprint("i", s)))
+			_, found, err = x.Idempotency(l, []byte(fmt.Sprint("i", s)))
 			if err != nil || found != (s <= n) {
 				t.Errorf("ledger %v: Idempotency(i%d) found %v, %v", l, s, found, err)
 			}
@@ -608,7 +618,13 @@ func TestInvalidBatch(t *testing.T) {
 		{"wrong ledger", func(b *Batch) { b.Add(ledgerB, good) }},
 		{"negative offset", func(b *Batch) { r := *good; r.Loc.Offset = -1; b.Add(ledgerA, &r) }},
 		{"size above u32", func(b *Batch) { r := *good; r.Loc.Size = math.MaxUint32 + 1; b.Add(ledgerA, &r) }},
-		{"idempotency key, batch of 0", func(b *Batch) { r := *good; r.IdempotencyKey = []byte{}; b.Add(ledgerA, &r) }},
+		{"idempotency key, batch of 0", func(b *Batch) { r := *good; r.IdempotencyKey, r.Digest = []byte{}, digestOf(""); b.Add(ledgerA, &r) }},
+		{"idempotency key, no digest", func(b *Batch) { r := *good; r.IdempotencyKey, r.BatchLen = []byte{}, 1; b.Add(ledgerA, &r) }},
+		{"idempotency key, short digest", func(b *Batch) {
+			r := *good
+			r.IdempotencyKey, r.BatchLen, r.Digest = []byte{}, 1, make([]byte, DigestSize-1)
+			b.Add(ledgerA, &r)
+		}},
 		{"progress offset", func(b *Batch) { b.SetProgress(ledgerA, segment.Head{Seq: 1, Loc: segment.Location{Offset: -5}}) }},
 	}
 	b := x.NewBatch()
@@ -693,8 +709,8 @@ func TestFlushSurvivesCrash(t *testing.T) {
 		if head, _, err := y.Progress(ledgerA); err != nil || head.Seq != 2 {
 			t.Errorf("%s: Progress = %+v, %v", name, head, err)
 		}
-		if _, count, _, err := y.Idempotency(ledgerA, []byte("r")); err != nil || count != 2 {
-			t.Errorf("%s: Idempotency count %d, %v", name, count, err)
+		if d, _, err := y.Idempotency(ledgerA, []byte("r")); err != nil || d.Count != 2 {
+			t.Errorf("%s: Idempotency count %d, %v", name, d.Count, err)
 		}
 		if err := y.Close(); err != nil {
 			t.Fatal(err)
@@ -845,13 +861,32 @@ func TestVersion(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = Open("idx", Options{FS: fs})
-		if !errors.Is(err, ErrFormatVersion) || !strings.Contains(err.Error(), "2") {
-			t.Fatalf("Open of a version 2 index: %v, want ErrFormatVersion naming 2", err)
+		if !errors.Is(err, ErrFormatVersion) || !strings.Contains(err.Error(), fmt.Sprint(formatVersion+1)) {
+			t.Fatalf("Open of a version %d index: %v, want ErrFormatVersion naming it", formatVersion+1, err)
 		}
 		// The refused Open released the directory lock.
 		_, err = Open("idx", Options{FS: fs})
 		if !errors.Is(err, ErrFormatVersion) {
 			t.Fatalf("second Open: %v", err)
+		}
+	})
+	// Version 1 (K values without a digest): ErrOldFormat, which is not
+	// ErrFormatVersion (the engine rebuilds it, it does not refuse it).
+	t.Run("older reported", func(t *testing.T) {
+		fs := vfs.NewMem()
+		x, err := Open("idx", Options{FS: fs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := x.db.Set([]byte{famVersion}, binary.BigEndian.AppendUint32(nil, 1), pebble.NoSync); err != nil {
+			t.Fatal(err)
+		}
+		if err := x.Close(); err != nil {
+			t.Fatal(err)
+		}
+		_, err = Open("idx", Options{FS: fs})
+		if !errors.Is(err, ErrOldFormat) || errors.Is(err, ErrFormatVersion) || !strings.Contains(err.Error(), "version 1") && !strings.Contains(err.Error(), " 1:") {
+			t.Fatalf("Open of a version 1 index: %v, want ErrOldFormat naming 1", err)
 		}
 	})
 	t.Run("missing with data", func(t *testing.T) {
@@ -899,7 +934,8 @@ func TestCorruptValues(t *testing.T) {
 			return lastErr(x.TimeRange(ctx, ledgerA, eventid.ID{}, eventid.MaxForMicros(math.MaxUint64), false))
 		}},
 		{"S", appendSeqKey(nil, ledgerA, 1), []byte("short"), func() error { _, _, err := x.BySeq(ledgerA, 1); return err }},
-		{"K", appendIdemKey(nil, ledgerA, []byte("r")), nil, func() error { _, _, _, err := x.Idempotency(ledgerA, []byte("r")); return err }},
+		{"K", appendIdemKey(nil, ledgerA, []byte("r")), nil, func() error { _, _, err := x.Idempotency(ledgerA, []byte("r")); return err }},
+		{"K of version 1", appendIdemKey(nil, ledgerA, []byte("r")), make([]byte, 12), func() error { _, _, err := x.Idempotency(ledgerA, []byte("r")); return err }},
 		{"P", appendProgressKey(nil, ledgerA), []byte{0}, func() error { _, _, err := x.Progress(ledgerA); return err }},
 		{"E", binary.BigEndian.AppendUint64(appendStreamPrefix(nil, ledgerA, []byte("e"), []byte("k")), 1), []byte{9}, func() error {
 			return lastErr(x.Stream(ctx, ledgerA, []byte("e"), []byte("k"), 0))

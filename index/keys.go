@@ -23,8 +23,11 @@ const (
 // ledgerFamilies are the families that hold a ledger's keys.
 var ledgerFamilies = [...]byte{famTime, famSeq, famStream, famEntity, famEvent, famIdem, famProgress}
 
-// formatVersion is the format this package writes and reads.
-const formatVersion = 1
+// formatVersion is the format this package writes and reads. Version 2
+// (issue 13) added the digest of the batch's events to the K value; Open
+// reports an index of version 1 with ErrOldFormat (the engine rebuilds it
+// from the segments).
+const formatVersion = 2
 
 // Sizes of keys and values.
 const (
@@ -35,7 +38,7 @@ const (
 	timeValueLen    = 8 + locLen                     // T value: seq, location
 	seqValueLen     = eventid.Size                   // S value: id
 	posValueLen     = eventid.Size + locLen          // E and N values: id, location
-	idemValueLen    = 8 + 4                          // K value: first seq, count
+	idemValueLen    = 8 + 4 + DigestSize             // K value: first seq, count, digest
 	progressLen     = eventid.Size + 8 + locLen      // P value: id, seq, location
 	progressDurLen  = 2 * progressLen                // P value with the durable head after it
 	versionLen      = 4                              // V value

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -197,14 +196,17 @@ func checkDataDir(dir string) error {
 	case !fi.IsDir():
 		return fmt.Errorf("data directory %s is not a directory", dir)
 	}
-	// meta.db and ledgers/ are what a data directory holds (engine's package
-	// doc); either one is enough, since Open rebuilds the other.
-	for _, name := range []string{"meta.db", "ledgers"} {
-		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
-			return nil
-		}
+	// The engine's rule (one of LOCK, meta.db, index/, ledgers/ is
+	// enough: Open recovers the rest), which its Open applies to a
+	// non-empty directory too.
+	ok, err := engine.IsDataDir(dir)
+	if err != nil {
+		return fmt.Errorf("data directory %s: %w", dir, err)
 	}
-	return fmt.Errorf("%s is not an annal data directory (it has no meta.db or ledgers/)", dir)
+	if !ok {
+		return fmt.Errorf("%s is not an annal data directory (it has no meta.db, ledgers/, index/ or LOCK)", dir)
+	}
+	return nil
 }
 
 // openError turns a failed engine.Open into the command's error.
