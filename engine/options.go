@@ -12,6 +12,10 @@ import (
 // segment.Durability.
 type Durability = segment.Durability
 
+// MinCacheSize is the smallest Options.CacheSize (other than 0, the
+// default): Pebble takes its two memtables, at least 4 MiB each, out of it.
+const MinCacheSize = 8 << 20
+
 // Durability modes.
 const (
 	// Sync: an append returns after its events are on stable storage.
@@ -111,7 +115,7 @@ const (
 	// The index's budget: Pebble takes its memtables out of it, at
 	// least 4 MiB each and two at most, so less than 8 MiB is not a
 	// budget it keeps; 1 TiB is the command's bound too.
-	minCacheSize, maxCacheSize = 8 << 20, 1 << 40
+	minCacheSize, maxCacheSize = MinCacheSize, 1 << 40
 	// An event's canonical meta and data: the genesis event (actor, name,
 	// description) needs a few hundred bytes; above 16 MiB (the segment
 	// log's own default bound of a record) an event is a file, better

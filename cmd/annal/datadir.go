@@ -34,6 +34,9 @@ func (g *globals) options() (*engine.Options, error) {
 	if err != nil {
 		return nil, usageErr("--cache: %v", err)
 	}
+	if n < engine.MinCacheSize {
+		return nil, usageErr("--cache: %q is below the index's minimum, 8MiB", g.cache)
+	}
 	return &engine.Options{CacheSize: n}, nil
 }
 
