@@ -359,7 +359,14 @@ func (im *importer) flush() error {
 		return err
 	}
 	im.batch = segment.Batch{Entries: im.entries, Durability: None, IDs: im.batch.IDs[:0], Locations: im.batch.Locations[:0]}
-	if err := im.files(func() error { return im.log.Append(&im.batch) }); err != nil {
+	var seq uint64 // the head, for Progress
+	if err := im.files(func() error {
+		if err := im.log.Append(&im.batch); err != nil {
+			return err
+		}
+		seq = im.log.Head().Seq
+		return nil
+	}); err != nil {
 		if errors.Is(err, ErrClosed) {
 			return err
 		}
@@ -379,7 +386,7 @@ func (im *importer) flush() error {
 		im.arena = make([]byte, 0, importBatchBytes)
 	}
 	if im.opts.Progress != nil {
-		im.opts.Progress(int64(im.log.Head().Seq), im.in.n)
+		im.opts.Progress(int64(seq), im.in.n)
 	}
 	return nil
 }

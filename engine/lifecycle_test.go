@@ -38,18 +38,17 @@ const lifeWatchdog = 2 * time.Minute
 // (in order), and whether an event came after an error.
 //
 // A row for Subscribe (or any other iter.Seq2[Event, error]) is one more
-// seqRow; set follows for an iterator that never ends by itself, which the
-// cases then only stop by cancel or Close.
+// seqRow: every case stops it by cancel or Close, after fewer events than
+// the ledger holds, so one that never ends by itself fits as it is.
 type lifeRow struct {
 	name    string
 	bounded bool // the checkEvery bound applies to run's event count
-	follows bool // it never ends by itself (Subscribe)
 	run     func(ctx context.Context, db *DB, step func(n int) bool) (events int, errs []error, late bool)
 }
 
 // seqRow makes a row of an iterator.
-func seqRow(name string, follows bool, seq func(ctx context.Context, db *DB) iter.Seq2[Event, error]) lifeRow {
-	return lifeRow{name: name, bounded: true, follows: follows, run: func(ctx context.Context, db *DB, step func(int) bool) (int, []error, bool) {
+func seqRow(name string, seq func(ctx context.Context, db *DB) iter.Seq2[Event, error]) lifeRow {
+	return lifeRow{name: name, bounded: true, run: func(ctx context.Context, db *DB, step func(int) bool) (int, []error, bool) {
 		n, late := 0, false
 		var errs []error
 		for _, err := range seq(ctx, db) {
@@ -73,28 +72,28 @@ func seqRow(name string, follows bool, seq func(ctx context.Context, db *DB) ite
 func lifeRows(src [][]byte) []lifeRow {
 	l := "l"
 	return []lifeRow{
-		seqRow("Scan", false, func(ctx context.Context, db *DB) iter.Seq2[Event, error] {
+		seqRow("Scan", func(ctx context.Context, db *DB) iter.Seq2[Event, error] {
 			return db.Scan(ctx, l, ScanOptions{})
 		}),
-		seqRow("ScanReverse", false, func(ctx context.Context, db *DB) iter.Seq2[Event, error] {
+		seqRow("ScanReverse", func(ctx context.Context, db *DB) iter.Seq2[Event, error] {
 			return db.Scan(ctx, l, ScanOptions{Reverse: true})
 		}),
-		seqRow("ScanTimeRange", false, func(ctx context.Context, db *DB) iter.Seq2[Event, error] {
+		seqRow("ScanTimeRange", func(ctx context.Context, db *DB) iter.Seq2[Event, error] {
 			return db.Scan(ctx, l, ScanOptions{From: time.Unix(1, 0), To: time.Now().Add(time.Hour), AfterSeq: 1})
 		}),
-		seqRow("ReplayStreams", false, func(ctx context.Context, db *DB) iter.Seq2[Event, error] {
+		seqRow("ReplayStreams", func(ctx context.Context, db *DB) iter.Seq2[Event, error] {
 			return db.Replay(ctx, l, ReplayOptions{Entity: "order", Keys: []string{"order-1", "order-4"}})
 		}),
-		seqRow("ReplayEntity", false, func(ctx context.Context, db *DB) iter.Seq2[Event, error] {
+		seqRow("ReplayEntity", func(ctx context.Context, db *DB) iter.Seq2[Event, error] {
 			return db.Replay(ctx, l, ReplayOptions{Entity: "order"})
 		}),
-		seqRow("ReplayEventNames", false, func(ctx context.Context, db *DB) iter.Seq2[Event, error] {
+		seqRow("ReplayEventNames", func(ctx context.Context, db *DB) iter.Seq2[Event, error] {
 			return db.Replay(ctx, l, ReplayOptions{Events: []string{"order-paid", "order-shipped"}})
 		}),
-		seqRow("ReplayEntityEventNames", false, func(ctx context.Context, db *DB) iter.Seq2[Event, error] {
+		seqRow("ReplayEntityEventNames", func(ctx context.Context, db *DB) iter.Seq2[Event, error] {
 			return db.Replay(ctx, l, ReplayOptions{Entity: "order", Events: []string{"order-placed"}})
 		}),
-		seqRow("ReplayReverse", false, func(ctx context.Context, db *DB) iter.Seq2[Event, error] {
+		seqRow("ReplayReverse", func(ctx context.Context, db *DB) iter.Seq2[Event, error] {
 			return db.Replay(ctx, l, ReplayOptions{Entity: "order", Keys: []string{"order-2", "order-5"}, Reverse: true})
 		}),
 		{name: "GetSeqLoop", bounded: true, run: func(ctx context.Context, db *DB, step func(int) bool) (int, []error, bool) {
@@ -125,7 +124,9 @@ func lifeRows(src [][]byte) []lifeRow {
 		}},
 		{name: "Import", bounded: true, run: func(ctx context.Context, db *DB, step func(int) bool) (int, []error, bool) {
 			r := &lineReader{lines: src, step: step}
-			_, err := db.Import(ctx, r, ImportOptions{Name: "copy"})
+			// Progress is called after every batch written (see
+			// lifeSmallImportBatches).
+			_, err := db.Import(ctx, r, ImportOptions{Name: "copy", Progress: func(int64, int64) {}})
 			if err != nil {
 				return r.n, []error{err}, false
 			}
@@ -177,6 +178,15 @@ func (r *lineReader) Read(p []byte) (int, error) {
 	r.n++
 	r.step(r.n)
 	return n, nil
+}
+
+// lifeSmallImportBatches makes imports write a batch every few dozen
+// lines, so that Close and cancel meet an import between its writes, for
+// the duration of the test.
+func lifeSmallImportBatches(t *testing.T) {
+	was := importBatchBytes
+	importBatchBytes = 2048
+	t.Cleanup(func() { importBatchBytes = was })
 }
 
 // lifeDir returns a new data directory with ledger "l" of lifeEvents
@@ -291,6 +301,7 @@ func watch(t *testing.T, what string, f func()) {
 // its loop body (k 0: before it starts): it yields at most checkEvery
 // more events, then ctx's error once, and stops.
 func TestLifecycleCancel(t *testing.T) {
+	lifeSmallImportBatches(t)
 	src := lifeImportSource(t)
 	template := lifeDir(t)
 	for _, row := range lifeRows(src) {
@@ -356,6 +367,7 @@ func TestLifecycleCloseWhileSuspended(t *testing.T) {
 }
 
 func testLifecycleClose(t *testing.T, otherGoroutine bool) {
+	lifeSmallImportBatches(t)
 	src := lifeImportSource(t)
 	template := lifeDir(t)
 	for _, row := range lifeRows(src) {
@@ -418,6 +430,7 @@ func testLifecycleClose(t *testing.T, otherGoroutine bool) {
 // never with a closed file or Pebble's error, never with a panic. An
 // import that Close interrupts leaves nothing.
 func TestLifecycleCloseConcurrent(t *testing.T) {
+	lifeSmallImportBatches(t)
 	src := lifeImportSource(t)
 	template := lifeDir(t)
 	rows := lifeRows(src)

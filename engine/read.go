@@ -237,10 +237,9 @@ func (db *DB) Scan(ctx context.Context, ledgerName string, o ScanOptions) iter.S
 		if t := l.meta.ID.MaxForTime(o.To); !o.To.IsZero() && t.Compare(hi) < 0 {
 			hi = t
 		}
-		var fill func(buf []Event, want int) ([]Event, bool, error)
 		var it *segment.Iterator // forwards
 		started := false
-		fill = func(buf []Event, want int) ([]Event, bool, error) {
+		fill := func(buf []Event, want int) ([]Event, bool, error) {
 			if !started {
 				started = true
 				after, empty, err := l.scanCursor(o, head)
