@@ -180,6 +180,27 @@ func (r *lineReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// withSmallImportBatches returns rows with the Import row twice: as it is
+// (the input is smaller than one batch), and with batches of a few dozen
+// lines (ImportSmallBatches).
+func withSmallImportBatches(rows []lifeRow) []lifeRow {
+	for _, row := range rows {
+		if row.name != "Import" {
+			continue
+		}
+		small := row
+		small.name = "ImportSmallBatches"
+		small.run = func(ctx context.Context, db *DB, step func(int) bool) (int, []error, bool) {
+			was := importBatchBytes
+			importBatchBytes = 2048
+			defer func() { importBatchBytes = was }()
+			return row.run(ctx, db, step)
+		}
+		return append(rows, small)
+	}
+	return rows
+}
+
 // lifeSmallImportBatches makes imports write a batch every few dozen
 // lines, so that Close and cancel meet an import between its writes, for
 // the duration of the test.
@@ -301,10 +322,9 @@ func watch(t *testing.T, what string, f func()) {
 // its loop body (k 0: before it starts): it yields at most checkEvery
 // more events, then ctx's error once, and stops.
 func TestLifecycleCancel(t *testing.T) {
-	lifeSmallImportBatches(t)
 	src := lifeImportSource(t)
 	template := lifeDir(t)
-	for _, row := range lifeRows(src) {
+	for _, row := range withSmallImportBatches(lifeRows(src)) {
 		for _, k := range []int{0, 1, 10, 63, 64, 65, 100} {
 			if !row.bounded && k > 1 {
 				continue
@@ -342,7 +362,7 @@ func TestLifecycleCancel(t *testing.T) {
 					t.Fatalf("%d events after the cancel at event %d, want at most %d", events-at, at, checkEvery)
 				}
 				checkLifeErr(t, errs, context.Canceled)
-				if row.name == "Import" {
+				if strings.HasPrefix(row.name, "Import") {
 					db.Close()
 					checkNoImportLeft(t, dir)
 				}
@@ -367,10 +387,9 @@ func TestLifecycleCloseWhileSuspended(t *testing.T) {
 }
 
 func testLifecycleClose(t *testing.T, otherGoroutine bool) {
-	lifeSmallImportBatches(t)
 	src := lifeImportSource(t)
 	template := lifeDir(t)
-	for _, row := range lifeRows(src) {
+	for _, row := range withSmallImportBatches(lifeRows(src)) {
 		for _, k := range []int{1, 64, 70} {
 			if !row.bounded && k > 1 {
 				continue
@@ -416,7 +435,7 @@ func testLifecycleClose(t *testing.T, otherGoroutine bool) {
 					t.Fatalf("%d events after Close at event %d, want at most %d", events-at, at, checkEvery)
 				}
 				checkLifeErr(t, errs, ErrClosed)
-				if row.name == "Import" {
+				if strings.HasPrefix(row.name, "Import") {
 					checkNoImportLeft(t, dir)
 				}
 			})
