@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"sync"
 	"unsafe"
 
 	"github.com/annal-db/annal/eventid"
@@ -219,11 +220,101 @@ type VerifyReport struct {
 // corruption error, or segment.ErrCorruption for a disagreement) and
 // comes with the report of the segments: the events are intact, and
 // Options.RebuildIndex rebuilds the index from them.
+//
+// The checks run on other goroutines while Close waits for them; Close
+// stops them (within a few thousand records) and Verify returns
+// ErrClosed. progress is called on the goroutine that called Verify, with
+// no read in progress: it may call Close.
 func (db *DB) Verify(ctx context.Context, ledgerName string, progress func(records, bytes int64)) (VerifyReport, error) {
 	l, err := db.ledger(ledgerName)
 	if err != nil {
 		return VerifyReport{}, err
 	}
+	if err := ctx.Err(); err != nil {
+		return VerifyReport{}, err
+	}
+	// vctx ends with ctx, or when Close begins.
+	vctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-db.readers.closingCh():
+			cancel()
+		case <-vctx.Done():
+		}
+	}()
+	if err := db.enterRead(); err != nil {
+		return VerifyReport{}, err
+	}
+	type result struct {
+		report VerifyReport
+		err    error
+	}
+	done := make(chan result, 1)
+	relay := &progressRelay{ready: make(chan struct{}, 1)}
+	report := relay.report
+	if progress == nil {
+		report = nil
+	}
+	go func() {
+		defer db.exitRead()
+		r, err := l.verify(vctx, report)
+		done <- result{r, err}
+	}()
+	for {
+		select {
+		case <-relay.ready:
+			relay.deliver(progress)
+			continue
+		case res := <-done:
+			relay.deliver(progress)
+			if res.err != nil && vctx.Err() != nil {
+				if err := ctx.Err(); err != nil {
+					return VerifyReport{}, err
+				}
+				return VerifyReport{}, ErrClosed
+			}
+			return res.report, res.err
+		}
+	}
+}
+
+// progressRelay hands the progress of a verification from the goroutines
+// that check to the one that called Verify: the last counts reported,
+// delivered once.
+type progressRelay struct {
+	mu             sync.Mutex
+	records, bytes int64
+	pending        bool
+	ready          chan struct{} // one value when pending
+}
+
+// report records the counts; it never waits.
+func (p *progressRelay) report(records, bytes int64) {
+	p.mu.Lock()
+	p.records, p.bytes, p.pending = records, bytes, true
+	p.mu.Unlock()
+	select {
+	case p.ready <- struct{}{}:
+	default:
+	}
+}
+
+// deliver calls progress with the counts reported since the last call, if
+// any.
+func (p *progressRelay) deliver(progress func(records, bytes int64)) {
+	p.mu.Lock()
+	records, bytes, pending := p.records, p.bytes, p.pending
+	p.pending = false
+	p.mu.Unlock()
+	if pending && progress != nil {
+		progress(records, bytes)
+	}
+}
+
+// verify is Verify's checks, run with enterRead held.
+func (l *ledger) verify(ctx context.Context, progress func(records, bytes int64)) (VerifyReport, error) {
+	db := l.db
 	head, err := l.log.Verify(ctx, progress)
 	if err != nil {
 		return VerifyReport{}, fmt.Errorf("engine: verify %s: %w", l.meta.Name, err)
@@ -247,6 +338,10 @@ func (db *DB) Verify(ctx context.Context, ledgerName string, progress func(recor
 	var rx reindexer // the digests of idempotent batches, as catchUp computes them
 	var rxErr error
 	for it.Next() && it.Record().Seq <= head.Seq && rxErr == nil {
+		if it.Record().Seq%4096 == 0 && ctx.Err() != nil {
+			<-indexed
+			return VerifyReport{}, ctx.Err()
+		}
 		rxErr = rx.add(it.Record(), it.Location(), want.Add)
 	}
 	got := <-indexed
@@ -288,6 +383,9 @@ func (l *ledger) locateIndexMismatch(ctx context.Context, head segment.Head) err
 	it := l.log.NewIterator(1, segment.FirstOffset)
 	for it.Next() && it.Record().Seq <= head.Seq {
 		r := it.Record()
+		if r.Seq%4096 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
 		pos, err, ok := next()
 		if err != nil {
 			return err

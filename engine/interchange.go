@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -77,8 +76,10 @@ type ImportOptions struct {
 // be read (that error also matches ndjson.ErrRead). Empty input fails with
 // ErrInvalid (and ndjson.ErrNoEvents). A ledger whose ID or name exists in
 // the directory fails with ErrLedgerExists before anything is written.
-// When ctx ends, Import stops, removes what it wrote and returns ctx's
-// error.
+// When ctx ends, Import stops within 64 lines, removes what it wrote and
+// returns ctx's error. When Close begins, it stops the same way and
+// returns ErrClosed; Close removes what it wrote, and does not wait for an
+// Import that is reading its input.
 //
 // Names (entity, key, event) get the rule Append applies to new names:
 // 1 to 1024 bytes of UTF-8 without control characters. A line that breaks
@@ -111,9 +112,61 @@ func (db *DB) Import(ctx context.Context, r io.Reader, opts ImportOptions) (Ledg
 	info, err := im.run()
 	if err != nil {
 		im.cleanup()
+		if c := ctx.Err(); c != nil && errors.Is(err, c) {
+			return LedgerInfo{}, c
+		}
 		return LedgerInfo{}, err
 	}
 	return info, nil
+}
+
+// files runs f, which touches the import's files or the DB's, with
+// enterRead held: Close waits for it, and once Close has begun files
+// returns ErrClosed without running f. The import's own files are then
+// Close's to remove (see abortImports).
+func (im *importer) files(f func() error) error {
+	if err := im.db.enterRead(); err != nil {
+		return err
+	}
+	defer im.db.exitRead()
+	return f()
+}
+
+// abortImports closes and removes the temporary segments of the imports
+// in progress: called by Close once no read is in progress, when every
+// import is reading its input, or is yet to find that Close has begun.
+func (db *DB) abortImports() {
+	r := &db.readers
+	r.importsMu.Lock()
+	defer r.importsMu.Unlock()
+	for im := range r.imports {
+		if im.log != nil {
+			im.log.Close()
+			im.log = nil
+		}
+		if im.tmp != "" {
+			db.fs.RemoveAll(im.tmp)
+			segment.SyncDir(db.fs, filepath.Join(db.dir, ledgersDir))
+			im.tmp = ""
+		}
+		delete(r.imports, im)
+	}
+}
+
+// registerImport records (on) or forgets an import whose temporary
+// directory exists, for abortImports. Called with enterRead held.
+func (db *DB) registerImport(im *importer, on bool) {
+	r := &db.readers
+	r.importsMu.Lock()
+	defer r.importsMu.Unlock()
+	if !on {
+		delete(r.imports, im)
+		return
+	}
+	if r.imports == nil {
+		r.imports = map[*importer]struct{}{}
+	}
+	r.imports[im] = struct{}{}
 }
 
 // importer is one Import in progress.
@@ -160,13 +213,19 @@ func (im *importer) run() (LedgerInfo, error) {
 	}
 
 	// Write the segments in a temporary directory.
-	if im.tmp, err = db.makeImportDir(); err != nil {
+	if err := im.files(func() (err error) {
+		if im.tmp, err = db.makeImportDir(); err != nil {
+			return err
+		}
+		db.registerImport(im, true)
+		so := db.segmentOptions(im.id)
+		so.Durability = None
+		if im.log, err = segment.Create(im.tmp, so); err != nil {
+			return fmt.Errorf("engine: import of ledger %s: %w", im.id, err)
+		}
+		return nil
+	}); err != nil {
 		return LedgerInfo{}, err
-	}
-	so := db.segmentOptions(im.id)
-	so.Durability = None
-	if im.log, err = segment.Create(im.tmp, so); err != nil {
-		return LedgerInfo{}, fmt.Errorf("engine: import of ledger %s: %w", im.id, err)
 	}
 	im.arena = make([]byte, 0, importBatchBytes)
 	if err := im.add(ev); err != nil {
@@ -187,33 +246,45 @@ func (im *importer) run() (LedgerInfo, error) {
 	if err := im.flush(); err != nil {
 		return LedgerInfo{}, err
 	}
-	if err := im.log.Sync(); err != nil {
-		return LedgerInfo{}, fmt.Errorf("engine: import of ledger %s: %w", im.id, err)
-	}
-	head := im.log.Head()
-	meta, err := metaFromGenesis(im.log)
-	if err != nil {
-		return LedgerInfo{}, fmt.Errorf("engine: import of ledger %s: %w", im.id, err)
-	}
-	meta.Name = im.name
-	err = im.log.Close()
-	im.log = nil
-	if err != nil {
-		return LedgerInfo{}, fmt.Errorf("engine: import of ledger %s: %w", im.id, err)
-	}
-	// The name goes with the segments, before the rename that makes the
-	// ledger exist: a crash in commit, or a lost metadata file, leaves a
-	// ledger Open names as it was imported (see names.go).
-	if err := writeNameFile(db.fs, im.tmp, im.name); err != nil {
-		return LedgerInfo{}, fmt.Errorf("engine: import of ledger %s: %w", im.id, err)
+	var head segment.Head
+	var meta ledgerMeta
+	if err := im.files(func() error {
+		if err := im.log.Sync(); err != nil {
+			return fmt.Errorf("engine: import of ledger %s: %w", im.id, err)
+		}
+		head = im.log.Head()
+		var err error
+		if meta, err = metaFromGenesis(im.log); err != nil {
+			return fmt.Errorf("engine: import of ledger %s: %w", im.id, err)
+		}
+		meta.Name = im.name
+		err = im.log.Close()
+		im.log = nil
+		if err != nil {
+			return fmt.Errorf("engine: import of ledger %s: %w", im.id, err)
+		}
+		// The name goes with the segments, before the rename that makes
+		// the ledger exist: a crash in commit, or a lost metadata file,
+		// leaves a ledger Open names as it was imported (see names.go).
+		if err := writeNameFile(db.fs, im.tmp, im.name); err != nil {
+			return fmt.Errorf("engine: import of ledger %s: %w", im.id, err)
+		}
+		return nil
+	}); err != nil {
+		return LedgerInfo{}, err
 	}
 	if im.opts.Progress != nil {
 		im.opts.Progress(int64(head.Seq), im.in.n)
 	}
-	if err := im.ctx.Err(); err != nil {
+	if err := db.stopped(im.ctx); err != nil {
 		return LedgerInfo{}, err
 	}
-	return im.commit(head, meta)
+	var info LedgerInfo
+	err = im.files(func() (err error) {
+		info, err = im.commit(head, meta)
+		return err
+	})
+	return info, err
 }
 
 // next reads and verifies the next line. Errors name the line and match
@@ -234,8 +305,8 @@ func (im *importer) next() (*ndjson.Event, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: import: %w", ErrInvalid, err)
 	}
-	if im.rd.Line()%1024 == 0 {
-		if err := im.ctx.Err(); err != nil {
+	if im.rd.Line()%checkEvery == 0 {
+		if err := im.db.stopped(im.ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -284,11 +355,21 @@ func (im *importer) flush() error {
 	if len(im.entries) == 0 {
 		return nil
 	}
-	if err := im.ctx.Err(); err != nil {
+	if err := im.db.stopped(im.ctx); err != nil {
 		return err
 	}
 	im.batch = segment.Batch{Entries: im.entries, Durability: None, IDs: im.batch.IDs[:0], Locations: im.batch.Locations[:0]}
-	if err := im.log.Append(&im.batch); err != nil {
+	var seq uint64 // the head, for Progress
+	if err := im.files(func() error {
+		if err := im.log.Append(&im.batch); err != nil {
+			return err
+		}
+		seq = im.log.Head().Seq
+		return nil
+	}); err != nil {
+		if errors.Is(err, ErrClosed) {
+			return err
+		}
 		// Every line was verified already: this is a write error, or
 		// a check of the segment log that the Verifier lacks.
 		err = fmt.Errorf("engine: import of ledger %s: lines %d to %d: %w", im.id, im.firstLine, im.firstLine+len(im.entries)-1, err)
@@ -305,14 +386,15 @@ func (im *importer) flush() error {
 		im.arena = make([]byte, 0, importBatchBytes)
 	}
 	if im.opts.Progress != nil {
-		im.opts.Progress(int64(im.log.Head().Seq), im.in.n)
+		im.opts.Progress(int64(seq), im.in.n)
 	}
 	return nil
 }
 
 // commit moves the written and synced segments into place, indexes them,
 // writes the metadata and registers the ledger. It is the only step of an
-// import that runs alone with CreateLedger.
+// import that runs alone with CreateLedger. It runs with enterRead held,
+// so Close waits for it.
 func (im *importer) commit(head segment.Head, meta ledgerMeta) (LedgerInfo, error) {
 	db := im.db
 	db.creating.Lock()
@@ -326,6 +408,7 @@ func (im *importer) commit(head segment.Head, meta ledgerMeta) (LedgerInfo, erro
 		return LedgerInfo{}, fmt.Errorf("engine: import of ledger %s: move %s into place: %w", im.id, im.tmp, err)
 	}
 	im.tmp = ""
+	db.registerImport(im, false)
 	// From here on, undo removes the ledger.
 	undo := func(l *ledger, err error) (LedgerInfo, error) {
 		if l != nil {
@@ -391,17 +474,22 @@ func (im *importer) commit(head segment.Head, meta ledgerMeta) (LedgerInfo, erro
 	return info, nil
 }
 
-// cleanup removes what a failed import wrote before its commit.
+// cleanup removes what a failed import wrote before its commit; after
+// Close began, Close does (abortImports).
 func (im *importer) cleanup() {
-	if im.log != nil {
-		im.log.Close()
-		im.log = nil
-	}
-	if im.tmp != "" {
-		im.db.fs.RemoveAll(im.tmp)
-		segment.SyncDir(im.db.fs, filepath.Join(im.db.dir, ledgersDir))
-		im.tmp = ""
-	}
+	im.files(func() error {
+		if im.log != nil {
+			im.log.Close()
+			im.log = nil
+		}
+		if im.tmp != "" {
+			im.db.fs.RemoveAll(im.tmp)
+			segment.SyncDir(im.db.fs, filepath.Join(im.db.dir, ledgersDir))
+			im.tmp = ""
+		}
+		im.db.registerImport(im, false)
+		return nil
+	})
 }
 
 // importTargetFree checks that no ledger has the name or the ID.
@@ -522,6 +610,12 @@ type ExportOptions struct {
 // buffer, in constant memory whatever the size of the ledger. On error the
 // count says how many events were written before it (some of them may
 // still have been in the buffer).
+//
+// It reads the segments in chunks of at most 64 events and looks at ctx
+// and at Close before each: once ctx is cancelled or Close has begun, it
+// reads at most 64 more events and returns ctx's error or ErrClosed,
+// without writing what is left in its buffer. No read is in progress
+// while w.Write or Progress runs: either may call Close.
 func (db *DB) Export(ctx context.Context, ledgerName string, w io.Writer, opts ExportOptions) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -531,50 +625,73 @@ func (db *DB) Export(ctx context.Context, ledgerName string, w io.Writer, opts E
 		return 0, err
 	}
 	head := l.log.Head()
+	if err := db.enterRead(); err != nil {
+		return 0, err
+	}
 	seg, off, err := l.exportStart(ctx, head, &opts)
+	db.exitRead()
 	if err != nil || seg == 0 {
 		return 0, err
 	}
-	bw := bufio.NewWriterSize(w, 256<<10)
-	var events, written int64
+	var events, written, reported int64
 	progress := func() {
 		if opts.Progress != nil {
 			opts.Progress(events, written)
 		}
+		reported = events
 	}
 	fail := func(err error) (int64, error) {
 		return events, fmt.Errorf("engine: export of ledger %s, after %d events: %w", l.meta.Name, events, err)
 	}
+	// The lines are gathered in buf and written to w when it is full.
+	// Records are read in chunks of at most checkEvery with enterRead
+	// held, never while w.Write or Progress runs (either may call Close).
+	const bufSize = 256 << 10
+	buf := make([]byte, 0, bufSize+bufSize/4)
 	it := l.log.NewIterator(seg, off)
-	for it.Next() {
-		r := it.Record()
-		if r.Seq > head.Seq {
-			break
+	for done := false; !done; {
+		if err := db.stopped(ctx); err != nil {
+			return events, err
 		}
-		// The record's slices are valid until it.Next; AppendLine only
-		// reads the names, so they need not be copied into strings.
-		buf := ndjson.AppendLine(bw.AvailableBuffer(), r.ID, r.ID.Micros(),
-			bytesString(r.Entity), bytesString(r.Key), bytesString(r.Event), r.Meta, r.Data)
-		if _, err := bw.Write(buf); err != nil {
+		if err := db.enterRead(); err != nil {
+			return events, err
+		}
+		for range checkEvery {
+			if !it.Next() {
+				done = true
+				break
+			}
+			r := it.Record()
+			if r.Seq > head.Seq {
+				done = true
+				break
+			}
+			// The record's slices are valid until it.Next; AppendLine
+			// only reads the names, so they need not be copied into
+			// strings.
+			n := len(buf)
+			buf = ndjson.AppendLine(buf, r.ID, r.ID.Micros(),
+				bytesString(r.Entity), bytesString(r.Key), bytesString(r.Event), r.Meta, r.Data)
+			events++
+			written += int64(len(buf) - n)
+			if r.Seq == head.Seq {
+				done = true
+				break
+			}
+		}
+		db.exitRead()
+		if err := it.Err(); err != nil {
 			return fail(err)
 		}
-		events++
-		written += int64(len(buf))
-		if events%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return events, err
+		if len(buf) >= bufSize || done {
+			if _, err := w.Write(buf); err != nil {
+				return fail(err)
 			}
+			buf = buf[:0]
+		}
+		if events-reported >= 4096 {
 			progress()
 		}
-		if r.Seq == head.Seq {
-			break
-		}
-	}
-	if err := it.Err(); err != nil {
-		return fail(err)
-	}
-	if err := bw.Flush(); err != nil {
-		return fail(err)
 	}
 	progress()
 	return events, nil
@@ -597,7 +714,7 @@ func (l *ledger) exportStart(ctx context.Context, head segment.Head, o *ExportOp
 		}
 		seq, _, found, err := l.db.idx.Lookup(o.After)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, l.indexErr("export", err)
 		}
 		if !found || seq > head.Seq {
 			return 0, 0, fmt.Errorf("%w: export: after %s: no such event in ledger %s", ErrNotFound, o.After, l.meta.Name)
@@ -607,16 +724,11 @@ func (l *ledger) exportStart(ctx context.Context, head segment.Head, o *ExportOp
 		}
 	}
 	hi := eventid.MaxForLedger(l.meta.ID)
-	for pos, err := range l.db.idx.TimeRange(ctx, l.meta.ID, lo, hi, false) {
-		if err != nil {
-			return 0, 0, err
-		}
-		if pos.Seq > head.Seq {
-			return 0, 0, nil
-		}
-		return pos.Loc.Segment, pos.Loc.Offset, nil
+	pos, found, err := l.firstInRange(ctx, lo, hi, false)
+	if err != nil || !found || pos.Seq > head.Seq {
+		return 0, 0, err
 	}
-	return 0, 0, nil
+	return pos.Loc.Segment, pos.Loc.Offset, nil
 }
 
 // bytesString returns b as a string without copying. The string must not

@@ -22,6 +22,11 @@ type readers struct {
 	mu      sync.RWMutex
 	closing chan struct{} // closed when Close begins
 	once    sync.Once
+
+	// imports: the imports whose temporary directory exists, which Close
+	// removes if they are still running (see abortImports).
+	importsMu sync.Mutex
+	imports   map[*importer]struct{}
 }
 
 // closingCh returns a channel closed when Close begins (for subscribers
@@ -49,13 +54,15 @@ func (db *DB) exitRead() { db.readers.mu.RUnlock() }
 
 // stopReads is called by Close before it closes any file: every read
 // started after it fails with ErrClosed, and it returns once the reads
-// touching files now are done.
+// touching files now are done, and the imports still running have lost
+// their temporary segments (abortImports).
 func (db *DB) stopReads() {
 	db.readers.closingCh()
 	close(db.readers.closing)
 	db.readers.mu.Lock()
 	//lint:ignore SA2001 an empty critical section: waiting for the reads in progress is the point
 	db.readers.mu.Unlock()
+	db.abortImports()
 }
 
 // stopped returns ctx's error, or ErrClosed once Close has begun, or nil:

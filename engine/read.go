@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"iter"
 	"strconv"
@@ -96,9 +97,13 @@ func (db *DB) Get(ctx context.Context, id eventid.ID) (Event, error) {
 	if err := l.readable(); err != nil {
 		return Event{}, err
 	}
+	if err := db.enterRead(); err != nil {
+		return Event{}, err
+	}
+	defer db.exitRead()
 	seq, loc, found, err := db.idx.Lookup(id)
 	if err != nil {
-		return Event{}, err
+		return Event{}, fmt.Errorf("engine: get %s: %w", id, err)
 	}
 	if !found || seq > l.log.Head().Seq {
 		return Event{}, fmt.Errorf("%w: %s", ErrNotFound, id)
@@ -126,15 +131,22 @@ func (db *DB) GetPrefix(ctx context.Context, prefix string) (Event, error) {
 		}
 		odd = int(v)
 	}
+	if err := ctx.Err(); err != nil {
+		return Event{}, err
+	}
 	db.mu.RLock()
 	ids := make([]eventid.LedgerID, 0, len(db.byID))
 	for id := range db.byID {
 		ids = append(ids, id)
 	}
 	db.mu.RUnlock()
-	found, err := db.idx.PrefixMatches(ids, whole, odd, 5)
-	if err != nil {
+	if err := db.enterRead(); err != nil {
 		return Event{}, err
+	}
+	found, err := db.idx.PrefixMatches(ids, whole, odd, 5)
+	db.exitRead()
+	if err != nil {
+		return Event{}, fmt.Errorf("engine: get prefix %q: %w", prefix, err)
 	}
 	switch len(found) {
 	case 0:
@@ -148,16 +160,25 @@ func (db *DB) GetPrefix(ctx context.Context, prefix string) (Event, error) {
 // GetSeq returns the event with sequence number seq (1 is the genesis
 // event) of a ledger.
 func (db *DB) GetSeq(ctx context.Context, ledgerName string, seq uint64) (Event, error) {
+	if err := ctx.Err(); err != nil {
+		return Event{}, err
+	}
 	l, err := db.readableLedger(ledgerName)
 	if err != nil {
 		return Event{}, err
 	}
-	if seq == 0 || seq > l.log.Head().Seq {
-		return Event{}, fmt.Errorf("%w: ledger %s has no event #%d (it has %d)", ErrNotFound, l.meta.Name, seq, l.log.Head().Seq)
+	// What readers see (visible): an event committed and not yet indexed
+	// is not there yet, as for every other read.
+	if h := l.visible().Seq; seq == 0 || seq > h {
+		return Event{}, fmt.Errorf("%w: ledger %s has no event #%d (it has %d)", ErrNotFound, l.meta.Name, seq, h)
+	}
+	if err := db.enterRead(); err != nil {
+		return Event{}, err
 	}
 	id, ok, err := db.idx.BySeq(l.meta.ID, seq)
+	db.exitRead()
 	if err != nil {
-		return Event{}, err
+		return Event{}, fmt.Errorf("engine: get event #%d of ledger %s: %w", seq, l.meta.Name, err)
 	}
 	if !ok {
 		return Event{}, fmt.Errorf("%w: ledger %s event #%d is not in the index", ErrNotFound, l.meta.Name, seq)
@@ -172,106 +193,217 @@ type ScanOptions struct {
 	From, To time.Time
 	// After, if not zero, starts after this event (exclusive), in the
 	// scan's direction: for paging, pass the last ID of the page before.
+	// It must be an ID of the ledger, not necessarily of one of its
+	// events (it stands for a point in the ledger's order).
 	After eventid.ID
+	// AfterSeq, if not zero, starts after the event with this sequence
+	// number (exclusive), in the scan's direction: the other form of the
+	// cursor. With After too, both must name the same event.
+	AfterSeq uint64
 	// Reverse scans from the newest event to the oldest.
 	Reverse bool
-	// Limit stops after that many events; 0 means no limit.
+	// Limit stops after that many events; 0 means no limit. A negative
+	// Limit is ErrInvalid.
 	Limit int
 }
 
 // Scan returns the events of a ledger in a time range, in time order (or
-// reverse), as an iterator. It sees the events committed when each step
-// reads the index: a consistent prefix of the ledger.
+// reverse), as an iterator. It sees the events committed when it starts:
+// a consistent prefix of the ledger.
+//
+// It reads the events in chunks of at most 64 and looks at ctx and at
+// Close before each: once ctx is cancelled or Close has begun, it yields
+// at most 64 more events, then ctx's error or ErrClosed, and stops. It
+// holds no file and no index iterator while the loop body runs, which may
+// call Close. Its other errors are the engine's, wrapping the cause.
 func (db *DB) Scan(ctx context.Context, ledgerName string, o ScanOptions) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
 		l, err := db.readableLedger(ledgerName)
+		if err == nil && o.Limit < 0 {
+			err = invalid("scan: limit %d is negative (0 means no limit)", o.Limit)
+		}
+		if err == nil && !o.After.IsZero() && o.After.Ledger() != l.meta.ID {
+			err = invalid("scan: after %s: an ID of another ledger", o.After)
+		}
 		if err != nil {
 			yield(Event{}, err)
 			return
 		}
-		// Unbounded, a scan covers every ID of the ledger, whatever its time.
-		lo, hi := eventid.MinForLedger(l.meta.ID), eventid.MaxForLedger(l.meta.ID)
+		head := l.visible()
+		// Unbounded, a scan covers every ID of the ledger, whatever its
+		// time, up to the head when it starts.
+		lo, hi := eventid.MinForLedger(l.meta.ID), head.ID
 		if !o.From.IsZero() {
 			lo = l.meta.ID.MinForTime(o.From)
 		}
-		if !o.To.IsZero() {
-			hi = l.meta.ID.MaxForTime(o.To)
+		if t := l.meta.ID.MaxForTime(o.To); !o.To.IsZero() && t.Compare(hi) < 0 {
+			hi = t
 		}
-		if !o.After.IsZero() {
-			if o.After.Ledger() != l.meta.ID {
-				yield(Event{}, invalid("after %s: an ID of another ledger", o.After))
-				return
+		var it *segment.Iterator // forwards
+		started := false
+		fill := func(buf []Event, want int) ([]Event, bool, error) {
+			if !started {
+				started = true
+				after, empty, err := l.scanCursor(o, head)
+				if err != nil || empty {
+					return buf, false, err
+				}
+				if !after.IsZero() {
+					if p := prevID(after); o.Reverse && p.Compare(hi) < 0 {
+						hi = p
+					} else if n := nextID(after); !o.Reverse && n.Compare(lo) > 0 {
+						lo = n
+					}
+				}
+				if !o.Reverse {
+					// Time order is ledger order: one index seek for the
+					// first event, then a sequential walk of the segments,
+					// which reads in large blocks instead of one read an
+					// event.
+					pos, found, err := l.firstInRange(ctx, lo, hi, false)
+					if err != nil || !found {
+						return buf, false, err
+					}
+					it = l.log.NewIterator(pos.Loc.Segment, pos.Loc.Offset)
+				}
 			}
 			if o.Reverse {
-				hi = prevID(o.After)
-			} else {
-				lo = nextID(o.After)
+				// One index seek a chunk: no Pebble iterator stays open
+				// while the loop body runs.
+				var err error
+				for pos, e := range l.db.idx.TimeRange(ctx, l.meta.ID, lo, hi, true) {
+					if e != nil {
+						err = l.indexErr("scan", e)
+						break
+					}
+					if len(buf) == want {
+						return buf, true, nil
+					}
+					ev, e := l.read(pos)
+					if e != nil {
+						err = e
+						break
+					}
+					buf = append(buf, ev)
+					hi = prevID(pos.ID)
+				}
+				return buf, false, err
 			}
+			for len(buf) < want {
+				if !it.Next() {
+					if err := it.Err(); err != nil {
+						return buf, false, fmt.Errorf("engine: scan of ledger %s: %w", l.meta.Name, err)
+					}
+					return buf, false, nil
+				}
+				r := it.Record()
+				if r.Seq > head.Seq || r.ID.Compare(hi) > 0 {
+					return buf, false, nil
+				}
+				buf = append(buf, l.event(r, true))
+			}
+			return buf, true, nil
 		}
-		head := l.visible().Seq
-		if !o.Reverse {
-			l.scanForward(ctx, lo, hi, head, o.Limit, yield)
-			return
-		}
-		n := 0
-		for pos, err := range db.idx.TimeRange(ctx, l.meta.ID, lo, hi, true) {
-			if err != nil {
-				yield(Event{}, err)
-				return
-			}
-			if pos.Seq > head {
-				continue // committed after the scan began
-			}
-			ev, err := l.read(pos)
-			if !yield(ev, err) || err != nil {
-				return
-			}
-			if n++; o.Limit > 0 && n >= o.Limit {
-				return
-			}
-		}
+		db.chunked(ctx, o.Limit, yield, fill)
 	}
 }
 
-// scanForward yields the events with IDs in [lo, hi] up to sequence number
-// head, at most limit (0: no limit). Time order is ledger order, so it is
-// one index seek for the first event and then a sequential walk of the
-// segments, which reads in large blocks instead of one read an event.
-func (l *ledger) scanForward(ctx context.Context, lo, hi eventid.ID, head uint64, limit int, yield func(Event, error) bool) {
-	var first index.Position
-	found := false
-	for pos, err := range l.db.idx.TimeRange(ctx, l.meta.ID, lo, hi, false) {
+// scanCursor returns the ID a scan starts after (zero: none), from
+// o.After and o.AfterSeq; empty means no event can follow. Called with
+// enterRead held.
+func (l *ledger) scanCursor(o ScanOptions, head segment.Head) (after eventid.ID, empty bool, err error) {
+	if o.AfterSeq == 0 {
+		return o.After, false, nil
+	}
+	if !o.After.IsZero() {
+		seq, _, found, err := l.db.idx.Lookup(o.After)
 		if err != nil {
+			return eventid.ID{}, false, l.indexErr("scan", err)
+		}
+		if !found || seq != o.AfterSeq {
+			return eventid.ID{}, false, invalid("scan: after %s and after sequence number %d name different events", o.After, o.AfterSeq)
+		}
+		return o.After, false, nil
+	}
+	if o.AfterSeq > head.Seq {
+		// After the end: nothing follows; backwards, everything does.
+		return eventid.ID{}, !o.Reverse, nil
+	}
+	id, found, err := l.db.idx.BySeq(l.meta.ID, o.AfterSeq)
+	if err != nil {
+		return eventid.ID{}, false, l.indexErr("scan", err)
+	}
+	if !found {
+		return eventid.ID{}, false, fmt.Errorf("%w: scan after sequence number %d: not in the index of ledger %s", ErrNotFound, o.AfterSeq, l.meta.Name)
+	}
+	return id, false, nil
+}
+
+// firstInRange returns the first indexed event of l with an ID in
+// [lo, hi], or the last with reverse. Called with enterRead held.
+func (l *ledger) firstInRange(ctx context.Context, lo, hi eventid.ID, reverse bool) (index.Position, bool, error) {
+	for pos, err := range l.db.idx.TimeRange(ctx, l.meta.ID, lo, hi, reverse) {
+		if err != nil {
+			return index.Position{}, false, l.indexErr("read", err)
+		}
+		return pos, true, nil
+	}
+	return index.Position{}, false, nil
+}
+
+// indexErr wraps an error of the index met by a read of l.
+func (l *ledger) indexErr(what string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("engine: %s of ledger %s: %w", what, l.meta.Name, err)
+}
+
+// chunked runs an iterator's reads: before each chunk it looks at ctx and
+// at Close, then fill appends at most want events to buf (want is at most
+// checkEvery, and the rest of limit) with enterRead held, and says whether
+// more may follow. The chunk is yielded after exitRead, so that the loop
+// body runs with no read in progress: a Close it calls does not wait for
+// it, and one from another goroutine waits at most for one chunk's reads.
+// An error of fill is yielded after the events before it.
+func (db *DB) chunked(ctx context.Context, limit int, yield func(Event, error) bool, fill func(buf []Event, want int) ([]Event, bool, error)) {
+	buf := make([]Event, 0, checkEvery)
+	n := 0
+	for {
+		if err := db.stopped(ctx); err != nil {
 			yield(Event{}, err)
 			return
 		}
-		first, found = pos, true
-		break
-	}
-	if !found || first.Seq > head {
-		return
-	}
-	it := l.log.NewIterator(first.Loc.Segment, first.Loc.Offset)
-	for n := 0; it.Next(); {
-		r := it.Record()
-		if r.Seq > head || r.ID.Compare(hi) > 0 {
+		if err := db.enterRead(); err != nil {
+			yield(Event{}, err)
 			return
 		}
-		if n%1024 == 0 {
-			if err := ctx.Err(); err != nil {
-				yield(Event{}, err)
+		want := checkEvery
+		if limit > 0 {
+			want = min(want, limit-n)
+		}
+		var more bool
+		var err error
+		func() {
+			defer db.exitRead()
+			buf, more, err = fill(buf[:0], want)
+		}()
+		for i := range buf {
+			if !yield(buf[i], nil) {
 				return
 			}
 		}
-		if !yield(l.event(r, true), nil) {
+		n += len(buf)
+		if err != nil {
+			if c := ctx.Err(); c != nil && errors.Is(err, c) {
+				err = c
+			}
+			yield(Event{}, err)
 			return
 		}
-		if n++; limit > 0 && n >= limit {
+		if !more || limit > 0 && n >= limit {
 			return
 		}
-	}
-	if err := it.Err(); err != nil {
-		yield(Event{}, err)
 	}
 }
 
@@ -297,7 +429,8 @@ func prevID(id eventid.ID) eventid.ID {
 	return eventid.ID{}
 }
 
-// ReplayOptions select the events of a ledger to replay, in ledger order.
+// ReplayOptions select the events of a ledger to replay, in ledger order
+// (or reverse). The bounds and the cursor are Scan's.
 type ReplayOptions struct {
 	// Entity with Keys selects those streams; Entity alone, all of its
 	// keys. Empty selects by Events only.
@@ -305,60 +438,268 @@ type ReplayOptions struct {
 	Keys   []string
 	// Events selects by event name; with Entity, both must match.
 	Events []string
-	// AfterSeq starts after that sequence number.
+	// From and To bound the events' times, both inclusive; zero means the
+	// start or the end of the ledger.
+	From, To time.Time
+	// After, if not zero, starts after this event (exclusive) in the
+	// replay's direction: for paging, pass the last ID of the page before.
+	// It must be an ID of the ledger (not necessarily of one of its
+	// events: it stands for a point in the ledger's order).
+	After eventid.ID
+	// AfterSeq, if not zero, starts after the event with this sequence
+	// number (exclusive), in the replay's direction: the other form of the
+	// cursor. With After too, both must name the same event.
 	AfterSeq uint64
+	// Reverse replays from the newest event to the oldest.
+	Reverse bool
+	// Limit stops after that many events; 0 means no limit. A negative
+	// Limit is ErrInvalid.
+	Limit int
 }
 
 // Replay returns the events of a ledger selected by entity and keys, by
-// event names, or by both, in ledger order.
+// event names, or by both, in ledger order (or reverse), within Scan's
+// bounds. It sees the events committed when it starts, and stops on
+// cancel and Close as Scan does.
 func (db *DB) Replay(ctx context.Context, ledgerName string, o ReplayOptions) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
 		l, err := db.readableLedger(ledgerName)
-		if err == nil && o.Entity == "" && len(o.Events) == 0 {
+		switch {
+		case err != nil:
+		case o.Entity == "" && len(o.Events) == 0:
 			err = invalid("replay needs an entity or event names")
-		}
-		if err == nil && o.Entity == "" && len(o.Keys) > 0 {
+		case o.Entity == "" && len(o.Keys) > 0:
 			err = invalid("replay: keys without an entity")
+		case o.Limit < 0:
+			err = invalid("replay: limit %d is negative (0 means no limit)", o.Limit)
+		case !o.After.IsZero() && o.After.Ledger() != l.meta.ID:
+			err = invalid("replay: after %s: an ID of another ledger", o.After)
 		}
 		if err != nil {
 			yield(Event{}, err)
 			return
 		}
-		var sources []iter.Seq2[index.Position, error]
-		names := map[string]bool{}
-		for _, n := range o.Events {
-			names[n] = true
+		rp := &replay{l: l, ctx: ctx, reverse: o.Reverse}
+		started := false
+		db.chunked(ctx, o.Limit, yield, func(buf []Event, want int) ([]Event, bool, error) {
+			if !started {
+				started = true
+				if err := rp.start(&o); err != nil {
+					return buf, false, err
+				}
+			}
+			return rp.fill(buf, want)
+		})
+	}
+}
+
+// replay is a Replay in progress: it merges the index families it reads
+// (one a stream, an entity, or one an event name) by sequence number,
+// reading each in chunks, so that no index iterator stays open between
+// two chunks.
+type replay struct {
+	l       *ledger
+	ctx     context.Context
+	lo, hi  uint64 // the sequence numbers to replay, both inclusive
+	reverse bool
+	names   map[string]bool // with an entity: the event names to keep
+	srcs    []*replaySource
+}
+
+// replaySource is one index family read by a replay.
+type replaySource struct {
+	scan    func(index.SeqRange) iter.Seq2[index.Position, error]
+	buf     []index.Position // read, not yet merged: buf[i:]
+	i       int
+	last    uint64 // the sequence number of the last position read
+	started bool
+	done    bool // nothing follows buf
+}
+
+// start sets the replay's range of sequence numbers from o's bounds and
+// cursor, and its sources. Called with enterRead held.
+func (rp *replay) start(o *ReplayOptions) error {
+	l := rp.l
+	head := l.visible()
+	rp.lo, rp.hi = 1, head.Seq
+	// Time order is ledger order: a time bound, or an ID, is the sequence
+	// number of the first (or last) event on its side.
+	bound := func(lo, hi eventid.ID, last bool) (uint64, bool, error) {
+		if hi.Compare(head.ID) > 0 {
+			hi = head.ID
 		}
+		pos, found, err := l.firstInRange(rp.ctx, lo, hi, last)
+		return pos.Seq, found, err
+	}
+	empty := false
+	narrow := func(lo, hi eventid.ID, last bool) error {
+		seq, found, err := bound(lo, hi, last)
 		switch {
-		case o.Entity != "" && len(o.Keys) > 0:
-			for _, k := range o.Keys {
-				sources = append(sources, db.idx.Stream(ctx, l.meta.ID, []byte(o.Entity), []byte(k), o.AfterSeq))
-			}
-		case o.Entity != "":
-			sources = append(sources, db.idx.EntityEvents(ctx, l.meta.ID, []byte(o.Entity), o.AfterSeq))
+		case err != nil:
+			return err
+		case !found:
+			empty = true
+		case last:
+			rp.hi = min(rp.hi, seq)
 		default:
-			for n := range names {
-				sources = append(sources, db.idx.EventName(ctx, l.meta.ID, []byte(n), o.AfterSeq))
-			}
+			rp.lo = max(rp.lo, seq)
 		}
-		head := l.visible().Seq
-		for pos, err := range mergeBySeq(sources) {
-			if err != nil {
-				yield(Event{}, err)
-				return
-			}
-			if pos.Seq > head {
-				return // sources are in seq order: the rest came after the start
-			}
-			ev, err := l.read(pos)
-			if err == nil && o.Entity != "" && len(names) > 0 && !names[ev.Event] {
-				continue
-			}
-			if !yield(ev, err) || err != nil {
-				return
-			}
+		return nil
+	}
+	first, end := eventid.MinForLedger(l.meta.ID), eventid.MaxForLedger(l.meta.ID)
+	if !o.From.IsZero() {
+		if err := narrow(l.meta.ID.MinForTime(o.From), end, false); err != nil {
+			return err
 		}
 	}
+	if !o.To.IsZero() {
+		if err := narrow(first, l.meta.ID.MaxForTime(o.To), true); err != nil {
+			return err
+		}
+	}
+	switch {
+	case !o.After.IsZero() && o.AfterSeq != 0:
+		seq, _, found, err := l.db.idx.Lookup(o.After)
+		if err != nil {
+			return l.indexErr("replay", err)
+		}
+		if !found || seq != o.AfterSeq {
+			return invalid("replay: after %s and after sequence number %d name different events", o.After, o.AfterSeq)
+		}
+		rp.cursor(seq, &empty)
+	case o.AfterSeq != 0:
+		rp.cursor(o.AfterSeq, &empty)
+	case !o.After.IsZero() && o.Reverse:
+		if err := narrow(first, prevID(o.After), true); err != nil {
+			return err
+		}
+	case !o.After.IsZero():
+		if err := narrow(nextID(o.After), end, false); err != nil {
+			return err
+		}
+	}
+	if empty || rp.lo > rp.hi {
+		return nil
+	}
+	id := l.meta.ID
+	add := func(scan func(index.SeqRange) iter.Seq2[index.Position, error]) {
+		rp.srcs = append(rp.srcs, &replaySource{scan: scan})
+	}
+	names := map[string]bool{}
+	for _, n := range o.Events {
+		names[n] = true
+	}
+	switch {
+	case o.Entity != "" && len(o.Keys) > 0:
+		keys := map[string]bool{}
+		for _, k := range o.Keys {
+			if keys[k] {
+				continue
+			}
+			keys[k] = true
+			add(func(r index.SeqRange) iter.Seq2[index.Position, error] {
+				return l.db.idx.StreamRange(rp.ctx, id, []byte(o.Entity), []byte(k), r)
+			})
+		}
+	case o.Entity != "":
+		add(func(r index.SeqRange) iter.Seq2[index.Position, error] {
+			return l.db.idx.EntityEventsRange(rp.ctx, id, []byte(o.Entity), r)
+		})
+	default:
+		for n := range names {
+			add(func(r index.SeqRange) iter.Seq2[index.Position, error] {
+				return l.db.idx.EventNameRange(rp.ctx, id, []byte(n), r)
+			})
+		}
+	}
+	if o.Entity != "" && len(names) > 0 {
+		rp.names = names
+	}
+	return nil
+}
+
+// cursor narrows the range to the events after seq in the replay's
+// direction.
+func (rp *replay) cursor(seq uint64, empty *bool) {
+	switch {
+	case !rp.reverse && seq >= rp.hi, rp.reverse && seq <= rp.lo:
+		*empty = true
+	case rp.reverse:
+		rp.hi = min(rp.hi, seq-1)
+	default:
+		rp.lo = max(rp.lo, seq+1)
+	}
+}
+
+// refill reads the next positions of s, at most checkEvery.
+func (rp *replay) refill(s *replaySource) error {
+	r := index.SeqRange{After: rp.lo - 1, Before: rp.hi + 1, Reverse: rp.reverse}
+	if s.started {
+		if rp.reverse {
+			r.Before = s.last
+		} else {
+			r.After = s.last
+		}
+	}
+	s.buf, s.i = s.buf[:0], 0
+	for pos, err := range s.scan(r) {
+		if err != nil {
+			return rp.l.indexErr("replay", err)
+		}
+		s.buf = append(s.buf, pos)
+		if len(s.buf) == checkEvery {
+			break
+		}
+	}
+	s.done = len(s.buf) < checkEvery
+	if len(s.buf) > 0 {
+		s.last, s.started = s.buf[len(s.buf)-1].Seq, true
+	}
+	return nil
+}
+
+// fill merges the sources' next positions and reads their events: at most
+// want events, and at most checkEvery positions, so that a filter that
+// keeps few events does not make a long chunk. Called with enterRead held.
+func (rp *replay) fill(buf []Event, want int) ([]Event, bool, error) {
+	for visited := 0; len(buf) < want && visited < checkEvery; visited++ {
+		var best *replaySource
+		for _, s := range rp.srcs {
+			if s.i == len(s.buf) {
+				if s.done {
+					continue
+				}
+				if err := rp.refill(s); err != nil {
+					return buf, false, err
+				}
+				if s.i == len(s.buf) {
+					continue
+				}
+			}
+			if best == nil || (s.buf[s.i].Seq < best.buf[best.i].Seq) != rp.reverse {
+				best = s
+			}
+		}
+		if best == nil {
+			return buf, false, nil
+		}
+		pos := best.buf[best.i]
+		best.i++
+		ev, err := rp.l.read(pos)
+		if err != nil {
+			return buf, false, err
+		}
+		if rp.names != nil && !rp.names[ev.Event] {
+			continue
+		}
+		buf = append(buf, ev)
+	}
+	for _, s := range rp.srcs {
+		if s.i < len(s.buf) || !s.done {
+			return buf, true, nil
+		}
+	}
+	return buf, false, nil
 }
 
 // mergeBySeq merges iterators that are each in sequence order.

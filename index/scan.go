@@ -42,23 +42,51 @@ func (x *Index) TimeRange(ctx context.Context, ledger eventid.LedgerID, lo, hi e
 	})
 }
 
+// SeqRange bounds a scan of a family ordered by sequence number (Stream,
+// EntityEvents, EventName): the entries with sequence numbers above After
+// and, if Before is not zero, below Before (both exclusive), ascending, or
+// descending with Reverse.
+type SeqRange struct {
+	After, Before uint64
+	Reverse       bool
+}
+
 // Stream returns the events of one (entity, key) stream of a ledger whose
 // sequence numbers are above afterSeq, in sequence order. afterSeq 0 reads
 // the whole stream.
 func (x *Index) Stream(ctx context.Context, ledger eventid.LedgerID, entity, key []byte, afterSeq uint64) iter.Seq2[Position, error] {
-	return x.seqScan(ctx, appendStreamPrefix(nil, ledger, entity, key), afterSeq)
+	return x.StreamRange(ctx, ledger, entity, key, SeqRange{After: afterSeq})
+}
+
+// StreamRange returns the events of one (entity, key) stream of a ledger
+// in a range of sequence numbers, in sequence order or reverse.
+func (x *Index) StreamRange(ctx context.Context, ledger eventid.LedgerID, entity, key []byte, r SeqRange) iter.Seq2[Position, error] {
+	return x.seqScan(ctx, appendStreamPrefix(nil, ledger, entity, key), r)
 }
 
 // EventName returns the events of a ledger named event whose sequence
 // numbers are above afterSeq, in sequence order.
 func (x *Index) EventName(ctx context.Context, ledger eventid.LedgerID, event []byte, afterSeq uint64) iter.Seq2[Position, error] {
-	return x.seqScan(ctx, appendEventPrefix(nil, ledger, event), afterSeq)
+	return x.EventNameRange(ctx, ledger, event, SeqRange{After: afterSeq})
+}
+
+// EventNameRange returns the events of a ledger named event in a range of
+// sequence numbers, in sequence order or reverse.
+func (x *Index) EventNameRange(ctx context.Context, ledger eventid.LedgerID, event []byte, r SeqRange) iter.Seq2[Position, error] {
+	return x.seqScan(ctx, appendEventPrefix(nil, ledger, event), r)
 }
 
 // EntityEvents returns the events of every key of an entity of a ledger
 // with a sequence number above afterSeq, in sequence (ledger) order.
 func (x *Index) EntityEvents(ctx context.Context, ledger eventid.LedgerID, entity []byte, afterSeq uint64) iter.Seq2[Position, error] {
-	return x.seqScan(ctx, appendEntitySeqPrefix(nil, ledger, entity), afterSeq)
+	return x.EntityEventsRange(ctx, ledger, entity, SeqRange{After: afterSeq})
+}
+
+// EntityEventsRange returns the events of every key of an entity of a
+// ledger in a range of sequence numbers, in sequence (ledger) order or
+// reverse.
+func (x *Index) EntityEventsRange(ctx context.Context, ledger eventid.LedgerID, entity []byte, r SeqRange) iter.Seq2[Position, error] {
+	return x.seqScan(ctx, appendEntitySeqPrefix(nil, ledger, entity), r)
 }
 
 // StreamHead returns the last event of an (entity, key) stream of a ledger,
@@ -114,14 +142,18 @@ func (x *Index) Entity(ctx context.Context, ledger eventid.LedgerID, entity []by
 	})
 }
 
-// seqScan reads the E or N keys that start with prefix and end with a
-// sequence number above afterSeq.
-func (x *Index) seqScan(ctx context.Context, prefix []byte, afterSeq uint64) iter.Seq2[Position, error] {
-	if afterSeq == math.MaxUint64 {
+// seqScan reads the E, A or N keys that start with prefix and end with a
+// sequence number in r.
+func (x *Index) seqScan(ctx context.Context, prefix []byte, r SeqRange) iter.Seq2[Position, error] {
+	if r.After == math.MaxUint64 || r.Before != 0 && r.Before <= r.After+1 {
 		return x.scan(ctx, nil, nil, false, nil)
 	}
-	start := binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), afterSeq+1)
-	return x.scan(ctx, start, prefixSuccessor(prefix), false, seqDecoder(len(prefix)))
+	start := binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), r.After+1)
+	end := prefixSuccessor(prefix)
+	if r.Before != 0 {
+		end = binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), r.Before)
+	}
+	return x.scan(ctx, start, end, r.Reverse, seqDecoder(len(prefix)))
 }
 
 // seqDecoder decodes keys of a prefix of n bytes followed by a sequence

@@ -181,8 +181,8 @@ next. --reverse scans from the newest event back.
 --entity E selects the events of entity E, --key K (repeatable, needs
 --entity) those of its streams (E, K), --event V (repeatable) those named V;
 with both --entity and --event an event must match both. These replay the
-ledger's stream indexes in ledger order: --from, --to, --after and --limit
-work with them, --reverse does not.
+ledger's stream indexes in ledger order; --from, --to, --after, --limit and
+--reverse work with them as with a time scan.
 
 Output: a table (time, seq, entity, key, event, ID and the data cut short),
 NDJSON lines in the Evently download format, or one JSON array of the same
@@ -222,7 +222,7 @@ objects. NDJSON of a whole ledger is what 'annal verify-file' verifies.`,
 	fl.StringVar(&f.to, "to", "", "the latest time (inclusive), in the forms of --from")
 	fl.StringVar(&f.after, "after", "", "start after this event ID (paging)")
 	fl.IntVar(&f.limit, "limit", 0, "stop after this many events (0: no limit)")
-	fl.BoolVar(&f.reverse, "reverse", false, "newest first (time scans only)")
+	fl.BoolVar(&f.reverse, "reverse", false, "newest first")
 	fl.StringVar(&f.entity, "entity", "", "only the events of this entity")
 	fl.StringArrayVar(&f.keys, "key", nil, "only the events of this key of --entity (repeatable)")
 	fl.StringArrayVar(&f.events, "event", nil, "only the events with this name (repeatable)")
@@ -267,13 +267,11 @@ func (f *scanFlags) query(cmd *cobra.Command, now time.Time) (scanQuery, error) 
 	if f.entity == "" && len(f.keys) == 0 && len(f.events) == 0 {
 		return q, nil
 	}
-	switch {
-	case f.entity == "" && len(f.keys) > 0:
+	if f.entity == "" && len(f.keys) > 0 {
 		return q, usageErr("scan: --key needs --entity")
-	case f.reverse:
-		return q, usageErr("scan: --reverse works for time scans only, not with --entity, --key or --event (streams replay in ledger order)")
 	}
-	q.replay = &engine.ReplayOptions{Entity: f.entity, Keys: f.keys, Events: f.events}
+	q.replay = &engine.ReplayOptions{Entity: f.entity, Keys: f.keys, Events: f.events,
+		From: q.scan.From, To: q.scan.To, After: q.scan.After, Reverse: q.scan.Reverse, Limit: q.scan.Limit}
 	return q, nil
 }
 
@@ -283,47 +281,7 @@ func (q *scanQuery) events(ctx context.Context, db *engine.DB, name string) iter
 	if q.replay == nil {
 		return db.Scan(ctx, name, q.scan)
 	}
-	return func(yield func(engine.Event, error) bool) {
-		o := *q.replay
-		if !q.scan.After.IsZero() {
-			ev, err := db.Get(ctx, q.scan.After)
-			if err == nil && ev.Ledger != name {
-				err = fmt.Errorf("%w: --after %s is an event of ledger %s", engine.ErrInvalid, q.scan.After, ev.Ledger)
-			}
-			if err != nil {
-				yield(engine.Event{}, err)
-				return
-			}
-			o.AfterSeq = ev.Seq
-		}
-		if !q.scan.From.IsZero() {
-			// Replay has no time bound: start after the event before the
-			// first one at or after --from.
-			found := false
-			for ev, err := range db.Scan(ctx, name, engine.ScanOptions{From: q.scan.From, Limit: 1}) {
-				if err != nil {
-					yield(engine.Event{}, err)
-					return
-				}
-				o.AfterSeq, found = max(o.AfterSeq, ev.Seq-1), true
-			}
-			if !found {
-				return
-			}
-		}
-		n := 0
-		for ev, err := range db.Replay(ctx, name, o) {
-			if err == nil && !q.scan.To.IsZero() && ev.Time().After(q.scan.To) {
-				return
-			}
-			if !yield(ev, err) || err != nil {
-				return
-			}
-			if n++; q.scan.Limit > 0 && n >= q.scan.Limit {
-				return
-			}
-		}
-	}
+	return db.Replay(ctx, name, *q.replay)
 }
 
 func newTailCmd(g *globals) *cobra.Command {
