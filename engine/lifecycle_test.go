@@ -69,6 +69,9 @@ func seqRow(name string, seq func(ctx context.Context, db *DB) iter.Seq2[Event, 
 
 // lifeRows returns the table; src is the NDJSON of another ledger, for
 // Import.
+// lifeConsumers numbers the consumers of the Consumer row.
+var lifeConsumers atomic.Int64
+
 func lifeRows(src [][]byte) []lifeRow {
 	l := "l"
 	return []lifeRow{
@@ -95,6 +98,28 @@ func lifeRows(src [][]byte) []lifeRow {
 		}),
 		seqRow("ReplayReverse", func(ctx context.Context, db *DB) iter.Seq2[Event, error] {
 			return db.Replay(ctx, l, ReplayOptions{Entity: "order", Keys: []string{"order-2", "order-5"}, Reverse: true})
+		}),
+		seqRow("Subscribe", func(ctx context.Context, db *DB) iter.Seq2[Event, error] {
+			return db.Subscribe(ctx, l, SubscribeOptions{})
+		}),
+		seqRow("SubscribeSelector", func(ctx context.Context, db *DB) iter.Seq2[Event, error] {
+			return db.Subscribe(ctx, l, SubscribeOptions{Entity: "order"})
+		}),
+		seqRow("Consumer", func(ctx context.Context, db *DB) iter.Seq2[Event, error] {
+			return func(yield func(Event, error) bool) {
+				// A name per use: the concurrent test runs rows at once.
+				c, err := db.Consumer(l, fmt.Sprintf("life-%d", lifeConsumers.Add(1)), ConsumerOptions{})
+				if err != nil {
+					yield(Event{}, err)
+					return
+				}
+				defer c.Close()
+				for ev, err := range c.Events(ctx) {
+					if !yield(ev, err) {
+						return
+					}
+				}
+			}
 		}),
 		{name: "GetSeqLoop", bounded: true, run: func(ctx context.Context, db *DB, step func(int) bool) (int, []error, bool) {
 			n := 0
