@@ -148,6 +148,11 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 			}
 			continue // the first append with the key failed: this one goes ahead
 		}
+		if errors.Is(err, segment.ErrClosed) {
+			// Close closed the log after this append passed db.ledger:
+			// the engine's ErrClosed, as for an append after Close.
+			return AppendResult{}, fmt.Errorf("%w: append to %s: %w", ErrClosed, l.meta.Name, err)
+		}
 		if errors.Is(err, segment.ErrTooLarge) {
 			// Bad input too (a batch over the segment format's limit).
 			return AppendResult{}, fmt.Errorf("%w: append to %s: %w", ErrInvalid, l.meta.Name, err)

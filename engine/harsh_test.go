@@ -283,3 +283,30 @@ func harshRound(t *testing.T, dir string, round int) {
 	}
 	t.Logf("round %d: %d acknowledged appends, %d consumers", round, len(acked), len(cs))
 }
+
+// TestAppendRacingCloseIsErrClosed: an Append that passed the DB's
+// closed check when Close closed the ledger's log (the state forced here
+// by closing the log first) fails with engine.ErrClosed, not the segment
+// package's "log closed" as its only cause. Seen in
+// TestHarshCloseMidWorkload: "engine: append to h: segment: log closed".
+func TestAppendRacingCloseIsErrClosed(t *testing.T) {
+	db := openTest(t, t.TempDir())
+	ctx := context.Background()
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "h"}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := db.ledger("h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []*AppendOptions{nil, {IdempotencyKey: "k"}, {ExpectedHead: l.meta.Genesis}} {
+		_, err = db.Append(ctx, "h", []EventInput{order(1)}, o)
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("append (%+v) to a closed log: %v, want ErrClosed", o, err)
+		}
+	}
+	db.Close()
+}
