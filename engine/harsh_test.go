@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -309,4 +310,29 @@ func TestAppendRacingCloseIsErrClosed(t *testing.T) {
 		}
 	}
 	db.Close()
+}
+
+// TestEventUnmarshalJSONNull: JSON null for an Event is a no-op, as
+// encoding/json's convention (and eventid.ID's, LedgerID's, LedgerInfo's)
+// has it: a struct with an Event member reads {"event":null}.
+func TestEventUnmarshalJSONNull(t *testing.T) {
+	var v struct {
+		Ev Event      `json:"ev"`
+		In LedgerInfo `json:"in"`
+		ID eventid.ID `json:"id"`
+		Ls []Event    `json:"ls"`
+	}
+	v.Ev.Entity = "kept"
+	if err := json.Unmarshal([]byte(`{"ev":null,"in":null,"id":null,"ls":null}`), &v); err != nil {
+		t.Fatalf("null members: %v", err)
+	}
+	if v.Ev.Entity != "kept" {
+		t.Errorf("null changed the event: %+v", v.Ev)
+	}
+	var ev Event
+	for _, bad := range []string{`""`, `{}`, `[]`, `1`, `{"entity":"a"}`, "nul"} {
+		if err := json.Unmarshal([]byte(bad), &ev); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
 }
