@@ -31,8 +31,9 @@ func TestHarshCloseMidWorkload(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
+	delivered := map[string]map[uint64]bool{} // consumer → seqs given, over every round
 	for round := range rounds {
-		harshRound(t, dir, round)
+		harshRound(t, dir, round, delivered)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for runtime.NumGoroutine() > before+2 && time.Now().Before(deadline) {
@@ -44,15 +45,14 @@ func TestHarshCloseMidWorkload(t *testing.T) {
 	}
 }
 
-func harshRound(t *testing.T, dir string, round int) {
+func harshRound(t *testing.T, dir string, round int, delivered map[string]map[uint64]bool) {
 	db := openTest(t, dir)
 	ctx := context.Background()
 	var (
-		mu        sync.Mutex
-		acked     = map[eventid.ID]bool{}
-		delivered = map[string]map[uint64]bool{} // consumer → seqs given
-		wg        sync.WaitGroup
-		appends   atomic.Int64
+		mu      sync.Mutex
+		acked   = map[eventid.ID]bool{}
+		wg      sync.WaitGroup
+		appends atomic.Int64
 	)
 	fail := func(format string, a ...any) { t.Errorf("round %d: "+format, append([]any{round}, a...)...) }
 	expected := func(err error) bool {
