@@ -336,3 +336,29 @@ func TestEventUnmarshalJSONNull(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendMeetingClosedIndexIsErrClosed: an idempotent or conditional
+// append that reads the index after Close closed it (a retry that waited
+// for the first append's outcome while Close ran) fails with
+// engine.ErrClosed, not the index package's "index: closed" alone. The
+// state is forced here by closing the index first.
+func TestAppendMeetingClosedIndexIsErrClosed(t *testing.T) {
+	db := openTest(t, t.TempDir())
+	ctx := context.Background()
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "h"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Append(ctx, "h", []EventInput{order(1)}, &AppendOptions{IdempotencyKey: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.idx.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []*AppendOptions{{IdempotencyKey: "k"}, {ExpectedStreams: []ExpectedStream{{Entity: "order", Key: "order-1"}}}} {
+		_, err := db.Append(ctx, "h", []EventInput{order(1)}, o)
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("append (%+v) meeting a closed index: %v, want ErrClosed", o, err)
+		}
+	}
+	db.Close()
+}
