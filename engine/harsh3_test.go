@@ -280,3 +280,23 @@ func TestHarshConflictsReadableAllConditions(t *testing.T) {
 	wg.Wait()
 	t.Logf("conflicts: %v", conflicts)
 }
+
+// TestLedgersAfterClose: after Close no ledger is open: Ledgers returns
+// none (it has no error to return ErrClosed with), as Ledger fails with
+// ErrClosed.
+func TestLedgersAfterClose(t *testing.T) {
+	db := openTest(t, t.TempDir())
+	if _, err := db.CreateLedger(context.Background(), LedgerSpec{Name: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(db.Ledgers()); n != 1 {
+		t.Fatalf("%d ledgers", n)
+	}
+	db.Close()
+	if ls := db.Ledgers(); len(ls) != 0 {
+		t.Errorf("Ledgers after Close: %d ledgers (%s)", len(ls), ls[0].Name)
+	}
+	if _, err := db.Ledger("a"); !errors.Is(err, ErrClosed) {
+		t.Errorf("Ledger after Close: %v", err)
+	}
+}
