@@ -300,3 +300,23 @@ func TestLedgersAfterClose(t *testing.T) {
 		t.Errorf("Ledger after Close: %v", err)
 	}
 }
+
+// TestConsumersRacingCloseIsErrClosed: DB.Consumers that passed the DB's
+// closed check when Close closed the consumers and meta.db (forced here
+// by running those steps of Close) fails with ErrClosed, not bbolt's
+// "database not open".
+func TestConsumersRacingCloseIsErrClosed(t *testing.T) {
+	db := openTest(t, t.TempDir())
+	ctx := context.Background()
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	db.closeConsumers()
+	if err := db.meta.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Consumers("a"); !errors.Is(err, ErrClosed) {
+		t.Errorf("Consumers: %v, want ErrClosed", err)
+	}
+	db.Close()
+}
