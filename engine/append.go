@@ -139,6 +139,10 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 		if errors.As(err, &d) {
 			res, found, err := l.awaitFirst(o.IdempotencyKey, d)
 			switch {
+			case errors.Is(err, index.ErrClosed):
+				// Close closed the index while this retry waited for the
+				// first append's outcome.
+				return AppendResult{}, fmt.Errorf("%w: append to %s: idempotency key %q: %w", ErrClosed, l.meta.Name, o.IdempotencyKey, err)
 			case err != nil:
 				return AppendResult{}, err
 			case found && d.digest != digest:
@@ -147,6 +151,12 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 				return res, nil
 			}
 			continue // the first append with the key failed: this one goes ahead
+		}
+		if errors.Is(err, segment.ErrClosed) || errors.Is(err, index.ErrClosed) {
+			// Close closed the log (or the index, which a condition
+			// reads) after this append passed db.ledger: the engine's
+			// ErrClosed, as for an append after Close.
+			return AppendResult{}, fmt.Errorf("%w: append to %s: %w", ErrClosed, l.meta.Name, err)
 		}
 		if errors.Is(err, segment.ErrTooLarge) {
 			// Bad input too (a batch over the segment format's limit).

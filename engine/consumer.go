@@ -526,6 +526,10 @@ func (db *DB) Consumers(ledgerName string) ([]ConsumerInfo, error) {
 	s := &db.consumers
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		// Close began after db.ledger: meta.db may be closed already.
+		return nil, ErrClosed
+	}
 	rs, err := listConsumers(db.meta, l.meta.ID)
 	if err != nil {
 		return nil, fmt.Errorf("engine: consumers of ledger %s: %w", l.meta.Name, err)

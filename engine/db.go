@@ -37,7 +37,8 @@ const (
 
 // dataDirMarkers are the entries only an annal data directory holds. One
 // is enough: a directory where some of them were deleted is still annal's,
-// and Open recovers it (rebuilds the index, the metadata).
+// and Open recovers it (rebuilds the index, the metadata). LOCK counts
+// only alone (see hasMarker).
 var dataDirMarkers = [...]string{lockFile, metaFile, indexDir, indexDir + ".broken", ledgersDir}
 
 // ignoredEntries are entries an empty directory may hold: the root of a
@@ -45,9 +46,10 @@ var dataDirMarkers = [...]string{lockFile, metaFile, indexDir, indexDir + ".brok
 // has lost+found.
 var ignoredEntries = [...]string{"lost+found"}
 
-// IsDataDir reports whether dir holds annal data: one of DIR/LOCK,
-// DIR/meta.db, DIR/index, DIR/index.broken, DIR/ledgers (any of them: a
-// directory where only some remain is annal's, and Open recovers it). A
+// IsDataDir reports whether dir holds annal data: one of DIR/meta.db,
+// DIR/index, DIR/index.broken, DIR/ledgers (any of them: a directory where
+// only some remain is annal's, and Open recovers it), or DIR/LOCK alone
+// (other stores, Pebble's DIR/index among them, have a LOCK too). A
 // missing directory holds none (false, nil). Open refuses a directory that
 // is neither empty nor a data directory; the annal command refuses, for
 // every command but create, import and demo, one that is not a data
@@ -64,12 +66,20 @@ func IsDataDir(dir string) (bool, error) {
 }
 
 func hasMarker(names []string) bool {
+	others := 0
 	for _, n := range names {
-		if slices.Contains(dataDirMarkers[:], n) {
+		switch {
+		case n == lockFile:
+		case slices.Contains(dataDirMarkers[:], n):
 			return true
+		case !slices.Contains(ignoredEntries[:], n):
+			others++
 		}
 	}
-	return false
+	// LOCK is annal's only alone (an Open that stopped right after
+	// taking it): Pebble, LevelDB and RocksDB directories have one too,
+	// DIR/index among them.
+	return others == 0 && slices.Contains(names, lockFile)
 }
 
 // checkDirFor says why Open must not use dir: it is a directory, not
@@ -101,7 +111,7 @@ func checkDirFor(fs vfs.FS, dir string) error {
 	if len(names) > len(sample) {
 		more = fmt.Sprintf(", … (%d entries)", len(names))
 	}
-	return invalid("data directory %s is not empty and holds no annal data (no LOCK, meta.db, index or ledgers); it has %s%s: use an empty or new directory", dir, strings.Join(quoteAll(sample), ", "), more)
+	return invalid("data directory %s is not empty and holds no annal data (no meta.db, index or ledgers, nor a LOCK alone); it has %s%s: use an empty or new directory", dir, strings.Join(quoteAll(sample), ", "), more)
 }
 
 func quoteAll(names []string) []string {

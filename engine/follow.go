@@ -319,6 +319,14 @@ func (l *ledger) verify(ctx context.Context, progress func(records, bytes int64)
 	if err != nil {
 		return VerifyReport{}, fmt.Errorf("engine: verify %s: %w", l.meta.Name, err)
 	}
+	// The segments' check may end at an event committed but not yet
+	// indexed (appends index their events a moment after the commit):
+	// the index is compared once it covers the head, or it would lack
+	// them and be reported damaged. Close ends the wait (ctx is Close's
+	// too, see Verify).
+	if err := db.waitIndexed(ctx, l, head.Seq); err != nil {
+		return VerifyReport{}, err
+	}
 	// The index: a digest of what it holds for events up to the head,
 	// computed while the segments are read for the digest of what it
 	// should hold (records committed after the segment check are left

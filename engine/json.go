@@ -43,8 +43,12 @@ func (e Event) MarshalJSON() ([]byte, error) {
 // any formatting. The timestamp must be the ID's time. Ledger and Seq,
 // which the line does not carry, are left as they were. It does not
 // verify the ID against the content: ndjson.Verifier and Import do, with
-// the event before it. Errors match ErrInvalid.
+// the event before it. Errors match ErrInvalid. JSON null leaves e
+// unchanged, as encoding/json's convention has it (and eventid.ID's).
 func (e *Event) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
 	// One line: a document spread over several (indented) is compacted
 	// first; a newline inside a JSON string is always escaped.
 	var line bytes.Buffer

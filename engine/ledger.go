@@ -499,9 +499,13 @@ func (db *DB) Ledger(name string) (LedgerInfo, error) {
 	return l.info(), nil
 }
 
-// Ledgers returns every open ledger, by name.
+// Ledgers returns every open ledger, by name: none once Close has begun.
 func (db *DB) Ledgers() []LedgerInfo {
 	db.mu.RLock()
+	if db.closed {
+		db.mu.RUnlock()
+		return nil
+	}
 	ls := make([]*ledger, 0, len(db.byName))
 	for _, l := range db.byName {
 		ls = append(ls, l)

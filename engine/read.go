@@ -189,7 +189,9 @@ func (db *DB) GetSeq(ctx context.Context, ledgerName string, seq uint64) (Event,
 // ScanOptions select a time range of a ledger.
 type ScanOptions struct {
 	// From and To bound the events' times, both inclusive; zero means the
-	// start or the end of the ledger.
+	// start or the end of the ledger. Both are taken to the microsecond
+	// (an event's time has that precision): a bound inside a microsecond
+	// includes the events of that whole microsecond.
 	From, To time.Time
 	// After, if not zero, starts after this event (exclusive), in the
 	// scan's direction: for paging, pass the last ID of the page before.
@@ -439,7 +441,9 @@ type ReplayOptions struct {
 	// Events selects by event name; with Entity, both must match.
 	Events []string
 	// From and To bound the events' times, both inclusive; zero means the
-	// start or the end of the ledger.
+	// start or the end of the ledger. Both are taken to the microsecond
+	// (an event's time has that precision): a bound inside a microsecond
+	// includes the events of that whole microsecond.
 	From, To time.Time
 	// After, if not zero, starts after this event (exclusive) in the
 	// replay's direction: for paging, pass the last ID of the page before.

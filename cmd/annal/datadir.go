@@ -199,8 +199,8 @@ func checkDataDir(dir string) error {
 	case !fi.IsDir():
 		return fmt.Errorf("data directory %s is not a directory", dir)
 	}
-	// The engine's rule (one of LOCK, meta.db, index/, ledgers/ is
-	// enough: Open recovers the rest), which its Open applies to a
+	// The engine's rule (one of meta.db, index/, ledgers/ is enough, or
+	// LOCK alone: Open recovers the rest), which its Open applies to a
 	// non-empty directory too.
 	ok, err := engine.IsDataDir(dir)
 	if err != nil {
