@@ -624,7 +624,7 @@ func (db *DB) Export(ctx context.Context, ledgerName string, w io.Writer, opts E
 	if err != nil {
 		return 0, err
 	}
-	head := l.log.Head()
+	head := l.visible() // what every read sees: Get finds every exported event
 	if err := db.enterRead(); err != nil {
 		return 0, err
 	}
