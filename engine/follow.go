@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"iter"
 	"sync"
-	"unsafe"
 
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
@@ -60,7 +59,6 @@ func (db *DB) Subscribe(ctx context.Context, ledgerName string, o SubscribeOptio
 			return
 		}
 		it := l.log.NewIterator(seg, off)
-		str := func(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 		read := 0
 		for {
 			changed := l.changed() // before reading, so no commit is missed
@@ -91,7 +89,7 @@ func (db *DB) Subscribe(ctx context.Context, ledgerName string, o SubscribeOptio
 				if ok {
 					read++
 					r := it.Record()
-					if r.Seq > afterSeq && sel.matches(str(r.Entity), str(r.Key), str(r.Event)) {
+					if r.Seq > afterSeq && sel.matches(bytesString(r.Entity), bytesString(r.Key), bytesString(r.Event)) {
 						ev, matched = l.event(r, true), true
 					}
 				}

@@ -100,12 +100,35 @@ func encodeMeta(m *ledgerMeta) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := len(b) - 4
-	if n < 1 || b[n-1] != 0xce {
+	if !sealCRC(b) {
 		return nil, fmt.Errorf("engine: metadata record of ledger %s: the encoding does not end with the CRC field", m.ID)
 	}
-	binary.BigEndian.PutUint32(b[n:], crc32.Checksum(b[:n], castagnoli))
 	return b, nil
+}
+
+// sealCRC writes, into the CRC field that ends a msgpack record (a uint32,
+// 0xce and 4 bytes), the CRC32C of every byte before it. It reports
+// whether b ends with such a field.
+func sealCRC(b []byte) bool {
+	n := len(b) - 4
+	if n < 1 || b[n-1] != 0xce {
+		return false
+	}
+	binary.BigEndian.PutUint32(b[n:], crc32.Checksum(b[:n], castagnoli))
+	return true
+}
+
+// checkCRC checks the CRC field that ends a msgpack record sealed by
+// sealCRC, whose decoded value is crc.
+func checkCRC(v []byte, crc uint32) error {
+	n := len(v) - 4
+	if n < 1 || v[n-1] != 0xce || binary.BigEndian.Uint32(v[n:]) != crc {
+		return fmt.Errorf("the record does not end with its CRC field")
+	}
+	if got := crc32.Checksum(v[:n], castagnoli); got != crc {
+		return fmt.Errorf("CRC mismatch: the record's bytes give %08x, its CRC field holds %08x", got, crc)
+	}
+	return nil
 }
 
 // decodeMeta decodes a record, msgpack or (before version 1) JSON.
@@ -129,14 +152,12 @@ func decodeMeta(v []byte) (ledgerMeta, error) {
 	if err := msgpack.Unmarshal(v, &r); err != nil {
 		return m, err
 	}
-	switch n := len(v) - 4; {
-	case r.Version > metaVersion:
+	if r.Version > metaVersion {
 		// Before the CRC: a newer version may place it elsewhere.
 		return m, fmt.Errorf("record version %d, written by a newer annal (this one reads up to version %d)", r.Version, metaVersion)
-	case n < 1 || v[n-1] != 0xce || binary.BigEndian.Uint32(v[n:]) != r.CRC:
-		return m, fmt.Errorf("the record does not end with its CRC field")
-	case crc32.Checksum(v[:n], castagnoli) != r.CRC:
-		return m, fmt.Errorf("CRC mismatch: the record's bytes give %08x, its CRC field holds %08x", crc32.Checksum(v[:n], castagnoli), r.CRC)
+	}
+	if err := checkCRC(v, r.CRC); err != nil {
+		return m, err
 	}
 	switch {
 	case r.Version < 1:
@@ -244,9 +265,7 @@ func checkMetaOpen(path string) (err error) {
 }
 
 func loadMeta(db *bolt.DB) (out []ledgerMeta, err error) {
-	defer recoverMeta(db, &err)
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	err = db.View(func(tx *bolt.Tx) error {
+	err = metaTx(db, false, func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketLedgers).ForEach(func(k, v []byte) error {
 			m, err := decodeMeta(v)
 			if err != nil {
@@ -260,9 +279,7 @@ func loadMeta(db *bolt.DB) (out []ledgerMeta, err error) {
 }
 
 func putMeta(db *bolt.DB, ms ...ledgerMeta) (err error) {
-	defer recoverMeta(db, &err)
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	return db.Update(func(tx *bolt.Tx) error {
+	return metaTx(db, true, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketLedgers)
 		for _, m := range ms {
 			v, err := encodeMeta(&m)
@@ -289,6 +306,17 @@ func recoverMeta(db *bolt.DB, err *error) {
 	if r := recover(); r != nil {
 		*err = damagedMeta(db.Path(), r)
 	}
+}
+
+// metaTx runs fn in a transaction of the metadata file (an Update with
+// write set, else a View), guarded as recoverMeta says.
+func metaTx(db *bolt.DB, write bool, fn func(*bolt.Tx) error) (err error) {
+	defer recoverMeta(db, &err)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	if write {
+		return db.Update(fn)
+	}
+	return db.View(fn)
 }
 
 // Named consumers' positions (consumer.go) live in bucket "consumers": a
@@ -330,11 +358,9 @@ func encodeConsumer(r consumerRecord) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := len(b) - 4
-	if n < 1 || b[n-1] != 0xce {
+	if !sealCRC(b) {
 		return nil, fmt.Errorf("engine: position record of consumer %q: the encoding does not end with the CRC field", r.Name)
 	}
-	binary.BigEndian.PutUint32(b[n:], crc32.Checksum(b[:n], castagnoli))
 	return b, nil
 }
 
@@ -345,15 +371,14 @@ func decodeConsumer(v []byte, ledger eventid.LedgerID, name string) (consumerRec
 	if err := msgpack.Unmarshal(v, &r); err != nil {
 		return r, err
 	}
-	switch n := len(v) - 4; {
+	crcErr := checkCRC(v, r.CRC)
+	switch {
 	case r.Version > consumerVersion:
 		return r, fmt.Errorf("record version %d, written by a newer annal (this one reads up to version %d)", r.Version, consumerVersion)
 	case r.Version < 1:
 		return r, fmt.Errorf("record version %d is not a version", r.Version)
-	case n < 1 || v[n-1] != 0xce || binary.BigEndian.Uint32(v[n:]) != r.CRC:
-		return r, fmt.Errorf("the record does not end with its CRC field")
-	case crc32.Checksum(v[:n], castagnoli) != r.CRC:
-		return r, fmt.Errorf("CRC mismatch: the record's bytes give %08x, its CRC field holds %08x", crc32.Checksum(v[:n], castagnoli), r.CRC)
+	case crcErr != nil:
+		return r, crcErr
 	case r.Ledger != uint32(ledger) || r.Name != name:
 		return r, fmt.Errorf("the record names consumer %q of ledger %s, but is stored as %q of ledger %s", r.Name, eventid.LedgerID(r.Ledger), name, ledger)
 	case len(r.ID) == 0 && r.Seq != 0, len(r.ID) != 0 && len(r.ID) != eventid.Size, len(r.ID) != 0 && r.Seq == 0:
@@ -370,9 +395,7 @@ func decodeConsumer(v []byte, ledger eventid.LedgerID, name string) (consumerRec
 
 // getConsumer reads the stored position of consumer name of ledger.
 func getConsumer(db *bolt.DB, ledger eventid.LedgerID, name string) (r consumerRecord, found bool, err error) {
-	defer recoverMeta(db, &err)
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	err = db.View(func(tx *bolt.Tx) error {
+	err = metaTx(db, false, func(tx *bolt.Tx) error {
 		b := consumersBucket(tx, ledger)
 		if b == nil {
 			return nil
@@ -394,9 +417,7 @@ func getConsumer(db *bolt.DB, ledger eventid.LedgerID, name string) (r consumerR
 // listConsumers reads the stored positions of the consumers of ledger, by
 // name.
 func listConsumers(db *bolt.DB, ledger eventid.LedgerID) (out []consumerRecord, err error) {
-	defer recoverMeta(db, &err)
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	err = db.View(func(tx *bolt.Tx) error {
+	err = metaTx(db, false, func(tx *bolt.Tx) error {
 		b := consumersBucket(tx, ledger)
 		if b == nil {
 			return nil
@@ -416,9 +437,7 @@ func listConsumers(db *bolt.DB, ledger eventid.LedgerID) (out []consumerRecord, 
 // putConsumers writes consumer positions in one transaction (a bbolt
 // commit: synced before it returns).
 func putConsumers(db *bolt.DB, rs ...consumerRecord) (err error) {
-	defer recoverMeta(db, &err)
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	return db.Update(func(tx *bolt.Tx) error {
+	return metaTx(db, true, func(tx *bolt.Tx) error {
 		top, err := tx.CreateBucketIfNotExists(bucketConsumers)
 		if err != nil {
 			return err
@@ -442,9 +461,7 @@ func putConsumers(db *bolt.DB, rs ...consumerRecord) (err error) {
 
 // deleteConsumer removes the stored position of consumer name of ledger.
 func deleteConsumer(db *bolt.DB, ledger eventid.LedgerID, name string) (found bool, err error) {
-	defer recoverMeta(db, &err)
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	err = db.Update(func(tx *bolt.Tx) error {
+	err = metaTx(db, true, func(tx *bolt.Tx) error {
 		b := consumersBucket(tx, ledger)
 		if b == nil || b.Get([]byte(name)) == nil {
 			return nil

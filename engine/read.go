@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
@@ -73,10 +72,9 @@ func (l *ledger) event(r *segment.Record, borrowed bool) Event {
 	ne, nk, nv, nm := len(r.Entity), len(r.Key), len(r.Event), len(r.Meta)
 	buf := make([]byte, 0, ne+nk+nv+nm+len(r.Data))
 	buf = append(append(append(append(append(buf, r.Entity...), r.Key...), r.Event...), r.Meta...), r.Data...)
-	str := func(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 	i := 0
 	next := func(n int) []byte { b := buf[i : i+n : i+n]; i += n; return b }
-	return Event{ID: r.ID, Ledger: l.meta.Name, Seq: r.Seq, Entity: str(next(ne)), Key: str(next(nk)), Event: str(next(nv)), Meta: next(nm), Data: next(len(r.Data))}
+	return Event{ID: r.ID, Ledger: l.meta.Name, Seq: r.Seq, Entity: bytesString(next(ne)), Key: bytesString(next(nk)), Event: bytesString(next(nv)), Meta: next(nm), Data: next(len(r.Data))}
 }
 
 // Get returns the event with that ID; the ID names its ledger.
