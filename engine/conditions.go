@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"iter"
@@ -165,6 +166,24 @@ func (l *ledger) awaitFirst(key string, d *duplicate) (res AppendResult, found b
 		res.IDs = append(res.IDs, id)
 	}
 	return res, true, nil
+}
+
+// inflightDigest returns the digest of an idempotent batch that is being
+// indexed: the one its append computed and prepared kept in flight, so
+// that the index write does not hash the events again.
+func (l *ledger) inflightDigest(b *segment.Batch) [index.DigestSize]byte {
+	l.pendMu.Lock()
+	i, found := slices.BinarySearchFunc(l.pending, b.FirstSeq, func(e inflight, seq uint64) int { return cmp.Compare(e.seq, seq) })
+	var d [index.DigestSize]byte
+	ok := found && l.pending[i].batchLen > 0
+	if ok {
+		d = l.pending[i].digest
+	}
+	l.pendMu.Unlock()
+	if !ok {
+		d = digestOfEntries(b.Entries)
+	}
+	return d
 }
 
 // indexedUpTo forgets the in-flight events the index now has.

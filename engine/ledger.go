@@ -381,9 +381,9 @@ func (l *ledger) index(b *segment.Batch) error {
 			r := &index.Record{ID: id, Seq: g.FirstSeq + uint64(i), Loc: g.Locations[i],
 				Entity: []byte(e.Entity), Key: []byte(e.Key), Event: []byte(e.Event)}
 			if i == 0 && g.IdempotencyKey != nil {
-				// The digest the append compared, as a rebuild computes
-				// it from the records (reindexer).
-				d := digestOfEntries(g.Entries)
+				// The digest the append compared (kept in flight), as a
+				// rebuild computes it from the records (reindexer).
+				d := l.inflightDigest(g)
 				r.IdempotencyKey, r.BatchLen, r.Digest = g.IdempotencyKey, uint32(len(g.IDs)), d[:]
 			}
 			x.Add(l.meta.ID, r)
