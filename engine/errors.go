@@ -57,6 +57,16 @@ var (
 	// events). The error is an *IdempotencyMismatchError carrying the
 	// first append's result. Nothing was appended.
 	ErrIdempotencyMismatch = errors.New("engine: idempotency key reused with other events")
+	// ErrRewritten: a ledger's events differ from what its Merkle tree or
+	// a signed checkpoint committed to (an event changed in place, events
+	// removed, a history rewritten); the error names the first event or
+	// the checkpoint that disagrees. The segments' CRCs may all be
+	// intact: this is what only the SHA-256 tree catches.
+	ErrRewritten = errors.New("engine: ledger rewritten")
+	// ErrTreeDamaged: a ledger's tree file (derived from the segments)
+	// is damaged, while the segments agree with the signed checkpoint: no
+	// event is changed. Open rebuilds it; Verify reports it.
+	ErrTreeDamaged = errors.New("engine: the tree file is damaged")
 )
 
 // invalid returns an error matching ErrInvalid.

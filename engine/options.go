@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"crypto"
 	"fmt"
 	"time"
 
@@ -65,6 +66,21 @@ type Options struct {
 	// see "The durable witness" in docs/recovery.md. Zero means 1 s;
 	// otherwise 1 ms to 1 h (ErrInvalid outside).
 	WitnessInterval time.Duration
+
+	// Signer, if set, signs the ledgers' checkpoints (an Ed25519 key in a
+	// KMS or HSM behind crypto.Signer); SignerName names it in the notes
+	// ("" : "annal-" and 8 hex digits of the public key's SHA-256). If
+	// nil, the directory's own key signs (DIR/signing.key, created
+	// owner-only by the first Open). See docs/engine.md, "Checkpoints".
+	Signer     crypto.Signer
+	SignerName string
+
+	// CheckpointInterval is how often a background writer issues a signed
+	// checkpoint of each ledger that grew (one tree-file fsync, a
+	// signature and one small file written and synced per ledger).
+	// Default 10 s; negative: only on Close and on request
+	// (DB.Checkpoint).
+	CheckpointInterval time.Duration
 	// Now is the clock; nil means time.Now. For tests.
 	Now func() time.Time
 	// RebuildIndex makes Open rebuild the index from the segments: the

@@ -1,0 +1,90 @@
+package engine
+
+import (
+	"context"
+	"errors"
+
+	"github.com/annal-db/annal/engine/tree"
+	"github.com/annal-db/annal/eventid"
+)
+
+// SKELETON (issue 14 base branch): the engine's API for the Merkle tree,
+// signatures and contracts only; the engine helper fills in the bodies.
+
+var errTreeTODO = errors.New("engine: tree not implemented yet")
+
+// Checkpoint is a signed checkpoint of a ledger's Merkle tree.
+type Checkpoint struct {
+	Ledger eventid.LedgerID
+	// Origin, Size and Root are the checkpoint's body (C2SP
+	// tlog-checkpoint): Size is the number of events it covers, genesis
+	// included (events #1 to #Size).
+	Origin string
+	Size   uint64
+	Root   tree.Hash
+	// Note is the signed note, as written to a checkpoint file: the
+	// bytes to hand to an auditor.
+	Note []byte
+}
+
+// InclusionProof proves that an event is leaf Seq-1 of the tree of size
+// TreeSize.
+type InclusionProof struct {
+	Ledger   eventid.LedgerID
+	ID       eventid.ID
+	Seq      uint64 // the event's sequence number; its leaf index is Seq-1
+	TreeSize uint64
+	LeafHash tree.Hash
+	Hashes   []tree.Hash // RFC 9162 inclusion proof
+}
+
+// ConsistencyProof proves that the tree of size OldSize is a prefix of
+// the tree of size NewSize.
+type ConsistencyProof struct {
+	Ledger  eventid.LedgerID
+	OldSize uint64
+	NewSize uint64
+	Hashes  []tree.Hash // RFC 9162 consistency proof
+}
+
+// VerifierKey returns the public key that checkpoints are signed with,
+// in the note verifier format ("name+hash+base64").
+func (db *DB) VerifierKey() string { return "" }
+
+// Checkpoint issues a new signed checkpoint of the ledger now: it syncs
+// the ledger's segments up to the head readers see, syncs the tree file,
+// signs the checkpoint of that size and writes it to the ledger's
+// checkpoint file before returning it.
+func (db *DB) Checkpoint(ctx context.Context, ledgerName string) (Checkpoint, error) {
+	return Checkpoint{}, errTreeTODO
+}
+
+// LatestCheckpoint returns the last checkpoint issued for the ledger
+// (ErrNotFound if none was).
+func (db *DB) LatestCheckpoint(ledgerName string) (Checkpoint, error) {
+	return Checkpoint{}, errTreeTODO
+}
+
+// ProveInclusion returns the inclusion proof of the event id in the tree
+// of size treeSize of its ledger; treeSize 0 means the latest checkpoint's
+// size (ErrNotFound if the event is not in that tree).
+func (db *DB) ProveInclusion(ctx context.Context, id eventid.ID, treeSize uint64) (InclusionProof, error) {
+	return InclusionProof{}, errTreeTODO
+}
+
+// ProveConsistency returns the consistency proof between the trees of
+// sizes oldSize and newSize of the ledger (newSize 0: the latest
+// checkpoint's size).
+func (db *DB) ProveConsistency(ctx context.Context, ledgerName string, oldSize, newSize uint64) (ConsistencyProof, error) {
+	return ConsistencyProof{}, errTreeTODO
+}
+
+// VerifyCheckpoint proves that the ledger still extends a checkpoint
+// issued earlier (note: a signed checkpoint; verifierKey: the key to check
+// it with, "" for the DB's own): the signature, then the root of the tree
+// recomputed from the segments at the checkpoint's size. A ledger with
+// fewer events (truncated, rolled back) or another root (rewritten) fails
+// with ErrRewritten, naming what differs.
+func (db *DB) VerifyCheckpoint(ctx context.Context, ledgerName string, note []byte, verifierKey string) error {
+	return errTreeTODO
+}
