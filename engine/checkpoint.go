@@ -36,6 +36,9 @@ type InclusionProof struct {
 	TreeSize uint64
 	LeafHash tree.Hash
 	Hashes   []tree.Hash // RFC 9162 inclusion proof
+	// Checkpoint is the signed note of the tree the proof is against,
+	// when that tree is a checkpoint's (ProveInclusion with treeSize 0).
+	Checkpoint []byte
 }
 
 // ConsistencyProof proves that the tree of size OldSize is a prefix of
@@ -44,8 +47,18 @@ type ConsistencyProof struct {
 	Ledger  eventid.LedgerID
 	OldSize uint64
 	NewSize uint64
+	OldRoot tree.Hash
+	NewRoot tree.Hash
 	Hashes  []tree.Hash // RFC 9162 consistency proof
+	// Checkpoint is the signed note of the newer tree, when it is a
+	// checkpoint's (ProveConsistency with newSize 0).
+	Checkpoint []byte
 }
+
+// The JSON forms of InclusionProof and ConsistencyProof are those of
+// docs/format.md, section 9.4 (what annal prove --format json writes):
+// hashes in standard base64, the checkpoint member present when the field
+// is set.
 
 // VerifierKey returns the public key that checkpoints are signed with,
 // in the note verifier format ("name+hash+base64").
