@@ -118,6 +118,8 @@ type MismatchError struct {
 	Computed Hash   // what the leaves give
 }
 
+// Error says which leaf, which of its stored hashes (and where in the
+// file), what the file holds and what the leaves give.
 func (e *MismatchError) Error() string {
 	what := "leaf hash"
 	if e.Level > 0 {

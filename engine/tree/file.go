@@ -204,7 +204,10 @@ func (f *File) Size() uint64 { return f.size.Load() }
 func (f *File) Path() string { return f.path }
 
 // Append adds leaves (leaf hashes, in order) after the last one, writing
-// their stored hashes with one write, not synced.
+// their stored hashes with one write, not synced (64 bytes a leaf, about:
+// give it the leaves of one append batch, not of a whole import). If the
+// write fails, Size is unchanged and what it wrote is cut by the next
+// Append or Truncate.
 func (f *File) Append(leaves []Hash) error {
 	if len(leaves) == 0 {
 		return nil
@@ -273,7 +276,8 @@ func (f *File) Sync() error {
 }
 
 // Truncate cuts the tree back to n leaves (n <= Size), and syncs the
-// file.
+// file. It is for recovery: a reader of leaves past n running meanwhile
+// may fail (ErrCorrupt, reading past the end of the file).
 func (f *File) Truncate(n uint64) error {
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
