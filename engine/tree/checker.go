@@ -13,11 +13,12 @@ import (
 // leaves recomputed elsewhere (from the segments), for a full
 // verification: Add the leaves in order, then Root.
 type Checker struct {
-	f     *File
-	n     uint64 // the leaves to check
-	r     *bufio.Reader
-	front frontier // of the leaves added so far
-	err   error    // the first error, returned again by every later Add
+	f      *File
+	n      uint64 // the leaves to check
+	r      *bufio.Reader
+	front  frontier // of the leaves added so far
+	err    error    // the first error, returned again by every later Add
+	stored Hash     // Add's read buffer (a local would escape to the heap)
 }
 
 // checkerBuffer is the size of a Checker's reads: large, so that checking
@@ -81,7 +82,7 @@ func (c *Checker) Add(leaf Hash) error {
 		c.err = fmt.Errorf("tree: check %s: %w", c.f.path, err)
 		return c.err
 	}
-	var stored Hash
+	stored := &c.stored
 	for level, h := range hashes {
 		if _, err := io.ReadFull(c.r, stored[:]); err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -90,8 +91,8 @@ func (c *Checker) Add(leaf Hash) error {
 			c.err = fmt.Errorf("tree: check %s: leaf %d: %w", c.f.path, i, err)
 			return c.err
 		}
-		if stored != h {
-			c.err = &MismatchError{Path: c.f.path, Leaf: i, Level: level, Stored: stored, Computed: h}
+		if *stored != h {
+			c.err = &MismatchError{Path: c.f.path, Leaf: i, Level: level, Stored: *stored, Computed: h}
 			return c.err
 		}
 	}
