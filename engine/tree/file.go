@@ -2,6 +2,7 @@ package tree
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -121,8 +122,8 @@ func open(fs vfs.FS, path string, ledger uint32, file vfs.File) (*File, error) {
 		return nil, fmt.Errorf("%w: %s: %d bytes, shorter than the %d-byte header", ErrCorrupt, path, end, HeaderSize)
 	}
 	h := make([]byte, HeaderSize)
-	if _, err := file.ReadAt(h, 0); err != nil {
-		return nil, fmt.Errorf("tree: read header of %s: %w", path, err)
+	if n, err := file.ReadAt(h, 0); n < HeaderSize {
+		return nil, fmt.Errorf("tree: read header of %s: %w", path, cmp.Or(err, io.ErrUnexpectedEOF))
 	}
 	switch want := header(ledger); {
 	case string(h[:8]) != magic:
@@ -181,8 +182,9 @@ func (f *File) ReadHashes(indexes []int64) ([]Hash, error) {
 			j++
 		}
 		b := buf[:32*(j-i)]
-		if _, err := f.file.ReadAt(b, offset(indexes[i])); err != nil {
-			if errors.Is(err, io.EOF) {
+		// (A ReadAt that fills b may still say io.EOF at the end.)
+		if n, err := f.file.ReadAt(b, offset(indexes[i])); n < len(b) {
+			if err == nil || errors.Is(err, io.EOF) {
 				return nil, fmt.Errorf("%w: %s: stored hashes %d-%d (bytes %d-%d) past the end of the file", ErrCorrupt, f.path, indexes[i], indexes[j-1], offset(indexes[i]), offset(indexes[j-1])+32)
 			}
 			return nil, fmt.Errorf("tree: read %s at %d: %w", f.path, offset(indexes[i]), err)
