@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,9 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/annal-db/annal/engine"
+	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
 	"github.com/annal-db/annal/segment"
@@ -21,8 +24,9 @@ import (
 
 func newVerifyCmd(g *globals) *cobra.Command {
 	var full bool
+	var checkpointFile, key string
 	cmd := &cobra.Command{
-		Use:   "verify [NAME|LEDGERID]",
+		Use:   "verify [NAME|LEDGERID] [--full] [--checkpoint FILE [--key K]]",
 		Short: "Verify one ledger or all of them",
 		Long: `verify checks the ledger NAME (or with that ledger ID), or every ledger.
 
@@ -62,12 +66,48 @@ files: CRC32C can be recomputed.
 The index is derived from the segments. When it alone is damaged (its files
 fail their checksums, or it disagrees with segments that verify), verify
 says so: the events are intact, the count and head are the segments', and
-the index can be rebuilt from them.`,
+the index can be rebuilt from them.
+
+With --checkpoint FILE verify also proves that the ledger still extends a
+signed checkpoint taken earlier and kept outside the data directory (annal
+checkpoint NAME -o FILE, annal export --checkpoint FILE): the checkpoint's
+signature, with the data directory's key or --key K (a verifier key as
+annal key prints it, or @FILE holding one), then the Merkle root of the
+ledger's first N events (N: the checkpoint's size), recomputed from the
+segments, against the root it signs. A ledger with fewer events (truncated,
+rolled back) or another root (an event rewritten, even with every CRC and
+Event ID recomputed) fails, saying what differs (exit 3). The ledger is
+NAME, or the one the checkpoint's origin names. The result says what was
+checked: the checkpoint's file, origin, size and key (JSON: "checkpoint":
+{"file","origin","size","root","key","ok","error"}; table: a line after
+the table).
+
+Example:
+  annal verify --checkpoint orders-2024-05-01.checkpoint --full`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			format, err := g.outputFormat(cmd)
 			if err != nil {
 				return err
+			}
+			var cpCheck *checkpointCheck
+			if key != "" && checkpointFile == "" {
+				return usageErr("verify: --key checks the checkpoint of --checkpoint FILE; give both")
+			}
+			if checkpointFile != "" {
+				if cpCheck, err = readCheckpointCheck(checkpointFile, key); err != nil {
+					return err
+				}
+				if len(args) == 0 {
+					if cpCheck.parseErr != nil {
+						return &exitErr{code: exitVerification, err: fmt.Errorf("checkpoint %s: not a checkpoint (and no ledger named to verify): %w", strconv.Quote(checkpointFile), cpCheck.parseErr)}
+					}
+					id, err := originLedger(cpCheck.Origin)
+					if err != nil {
+						return &exitErr{code: exitVerification, err: fmt.Errorf("checkpoint %s: %w", strconv.Quote(checkpointFile), err)}
+					}
+					args = []string{id.String()}
+				}
 			}
 			var checkpoints map[eventid.LedgerID]uint64
 			if !full {
@@ -106,7 +146,11 @@ the index can be rebuilt from them.`,
 				v.meter = newVerifyMeter(progressTo(cmd.ErrOrStderr()), ledgers)
 			}
 			for i := range ledgers {
-				results = append(results, v.verify(cmd.Context(), &ledgers[i]))
+				r := v.verify(cmd.Context(), &ledgers[i])
+				if cpCheck != nil {
+					cpCheck.run(cmd.Context(), db, &r)
+				}
+				results = append(results, r)
 			}
 			v.meter.finish()
 			if err := writeVerifyResults(cmd.OutOrStdout(), format, results, full); err != nil {
@@ -131,7 +175,105 @@ the index can be rebuilt from them.`,
 		},
 	}
 	cmd.Flags().BoolVar(&full, "full", false, "read and check every record, and the index against the segments")
+	cmd.Flags().StringVar(&checkpointFile, "checkpoint", "", "also prove that the ledger still extends the signed checkpoint in this file")
+	cmd.Flags().StringVar(&key, "key", "", "check the checkpoint with this verifier key (or @FILE holding one) instead of the data directory's")
 	return cmd
+}
+
+// checkpointCheck is verify --checkpoint: a checkpoint file, and the result
+// of proving that a ledger still extends it.
+type checkpointCheck struct {
+	file string
+	key  string // --key, "" for the data directory's
+	note []byte
+	// The checkpoint's body, read without checking the signature (the
+	// engine checks it): what the result says was checked. parseErr
+	// when it is not a checkpoint.
+	tree.Checkpoint
+	parseErr error
+	// The outcome: the key used, and err (nil: the ledger extends it).
+	usedKey string
+	err     error
+}
+
+// readCheckpointCheck reads the checkpoint file of verify --checkpoint,
+// and --key (keyArg) if given.
+func readCheckpointCheck(file, key string) (*checkpointCheck, error) {
+	c := &checkpointCheck{file: file}
+	if key != "" {
+		var err error
+		if c.key, err = keyArg(key); err != nil {
+			return nil, err
+		}
+	}
+	note, err := readSmallFile("--checkpoint", file)
+	if err != nil {
+		return nil, err
+	}
+	c.note = note
+	c.Checkpoint, c.parseErr = tree.ParseCheckpoint(noteText(note))
+	return c, nil
+}
+
+// noteText returns a signed note's text, the part that is signed: what
+// precedes the empty line before the signatures.
+func noteText(note []byte) []byte {
+	if i := bytes.Index(note, []byte("\n\n")); i >= 0 {
+		return note[:i+1]
+	}
+	return note
+}
+
+// run proves that the ledger of r extends the checkpoint, and records the
+// outcome in r: a failure fails the ledger.
+func (c *checkpointCheck) run(ctx context.Context, db *engine.DB, r *verifyResult) {
+	c.usedKey = c.key
+	if c.usedKey == "" {
+		c.usedKey = db.VerifierKey()
+	}
+	c.err = db.VerifyCheckpoint(ctx, r.Name, c.note, c.key)
+	r.checkpoint = c
+	if c.err != nil && r.err == nil {
+		r.err = fmt.Errorf("checkpoint %s: %w", strconv.Quote(c.file), c.err)
+		// The segments and the index passed their own checks: what
+		// fails is the ledger against the checkpoint.
+		r.segments, r.index = partOK, partOK
+	}
+}
+
+// checkpointJSON is the checkpoint part of a verify result in JSON.
+type verifyCheckpointJSON struct {
+	File   string `json:"file"`
+	Origin string `json:"origin,omitempty"`
+	Size   uint64 `json:"size,omitempty"`
+	Root   string `json:"root,omitempty"`
+	Key    string `json:"key"`
+	OK     bool   `json:"ok"`
+	Error  string `json:"error,omitempty"`
+}
+
+func (c *checkpointCheck) json() *verifyCheckpointJSON {
+	j := &verifyCheckpointJSON{File: c.file, Key: c.usedKey, OK: c.err == nil}
+	if c.parseErr == nil {
+		j.Origin, j.Size, j.Root = c.Origin, c.Size, b64(c.Root)
+	}
+	if c.err != nil {
+		j.Error = errorLine(c.err)
+	}
+	return j
+}
+
+// checked says in words what the checkpoint check covered.
+func (c *checkpointCheck) checked() string {
+	what := fmt.Sprintf("signed checkpoint %s", strconv.Quote(c.file))
+	if c.parseErr == nil {
+		what += fmt.Sprintf(" (origin %s, size %d, root %s)", c.Origin, c.Size, b64(c.Root))
+	}
+	what += " signed by key " + c.usedKey
+	if c.err != nil {
+		return what + ": FAILED: " + errorLine(c.err)
+	}
+	return fmt.Sprintf("%s: ok, the ledger extends it (its first %d events have that root)", what, c.Size)
 }
 
 // verifyResult is the outcome of verifying one ledger.
@@ -149,6 +291,8 @@ type verifyResult struct {
 	// The parts' results when err is not nil: partOK, partFailed (the
 	// segments), partDamaged (the index) or partUnchecked.
 	segments, index string
+	// checkpoint: verify --checkpoint's check of the ledger (nil without).
+	checkpoint *checkpointCheck
 }
 
 // Results of a ledger's parts.
@@ -371,6 +515,8 @@ type verifyJSON struct {
 	Error       string  `json:"error,omitempty"`
 	Segments    string  `json:"segments,omitempty"` // on a failure
 	Index       string  `json:"index,omitempty"`    // on a failure
+	// Checkpoint: with --checkpoint, what was checked and its result.
+	Checkpoint *verifyCheckpointJSON `json:"checkpoint,omitempty"`
 }
 
 // fullHint is what the quick check's results say about the rest.
@@ -418,6 +564,10 @@ func (r *verifyResult) json() verifyJSON {
 		j.Error = errorLine(r.err)
 		j.Segments, j.Index = r.segments, r.index
 	}
+	if r.checkpoint != nil {
+		j.Checkpoint = r.checkpoint.json()
+		j.Checked += "; and the ledger against " + r.checkpoint.checked()
+	}
 	return j
 }
 
@@ -445,11 +595,17 @@ func writeVerifyResults(w io.Writer, format string, results []verifyResult, full
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		var err error
 		if full {
-			_, err := fmt.Fprintln(w, "checked: every record of every segment (all), and the index against the segments")
-			return err
+			_, err = fmt.Fprintln(w, "checked: every record of every segment (all), and the index against the segments")
+		} else {
+			_, err = fmt.Fprintf(w, "checked: each ledger's tail after the index's checkpoint, as every open checks it (CHECKED: the events read, #N..#M; \"head only\": none after it), and its head and genesis event; %s\n", fullHint)
 		}
-		_, err := fmt.Fprintf(w, "checked: each ledger's tail after the index's checkpoint, as every open checks it (CHECKED: the events read, #N..#M; \"head only\": none after it), and its head and genesis event; %s\n", fullHint)
+		for _, r := range results {
+			if r.checkpoint != nil && err == nil {
+				_, err = fmt.Fprintf(w, "checked: ledger %s against %s\n", safeName(r.Name), safeText(r.checkpoint.checked()))
+			}
+		}
 		return err
 	case formatJSON:
 		out := make([]verifyJSON, 0, len(results))
