@@ -155,7 +155,6 @@ func forgeFrame(t *testing.T, frame []byte, from, to string, rng *rand.Rand) for
 	return forgedRecord{}
 }
 
-
 // solveGF2 returns x (bit j set: XOR column j in) such that the XOR of
 // the columns chosen is s, by Gaussian elimination over GF(2).
 func solveGF2(cols []uint32, s uint32) (uint64, bool) {
