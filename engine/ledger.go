@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/annal-db/annal/canon"
+	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
 	"github.com/annal-db/annal/segment"
@@ -23,6 +24,16 @@ type ledger struct {
 	db   *DB
 	log  *segment.Log
 	meta ledgerMeta // name, ID, genesis, description: fixed once open
+
+	// tree is the ledger's Merkle tree file (docs/format.md, section 9),
+	// open from Open (or CreateLedger, Import) to Close. Invariant, unless
+	// a tree write failed (treeErr, under idxMu): tree.Size() == indexed,
+	// and leaf i is the leaf hash of event i+1. index extends it with each
+	// group's leaves, with idxMu held, before idxHead moves, so every
+	// event readers see (up to visible().Seq) has its leaf. It has one
+	// writer (index, under idxMu; Open before the ledger is reachable) and
+	// any number of readers (roots, proofs, checkpoints).
+	tree *tree.File
 
 	// Index writes are applied in sequence order, one batch after the
 	// other, so that the index's progress marker always covers a prefix.
