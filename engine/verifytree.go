@@ -147,11 +147,11 @@ func (f *leafFeed) next(seg uint64) (hashes []tree.Hash, ok bool) {
 // file and the events differ, and the root of the events at the
 // checkpoint's size.
 type treeCheck struct {
-	fed      uint64               // leaves fed
-	mismatch *tree.MismatchError  // the first difference, nil if none
-	cpRoot   tree.Hash            // the events' root at cpSize, if rootOK
-	rootOK   bool                 // cpRoot is known (no mismatch before cpSize)
-	err      error                // a read error of the tree file
+	fed      uint64              // leaves fed
+	mismatch *tree.MismatchError // the first difference, nil if none
+	cpRoot   tree.Hash           // the events' root at cpSize, if rootOK
+	rootOK   bool                // cpRoot is known (no mismatch before cpSize)
+	err      error               // a read error of the tree file
 }
 
 // check feeds the leaves of segments 1, 2, ... through a Checker of the
