@@ -190,7 +190,7 @@ error (exit 2).`,
 					return err
 				}
 				defer cpFile.abort()
-				setExportCheckpoint(&opts, cpFile)
+				opts.Checkpoint = cpFile
 			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()

@@ -293,6 +293,11 @@ type verifyResult struct {
 	segments, index string
 	// checkpoint: verify --checkpoint's check of the ledger (nil without).
 	checkpoint *checkpointCheck
+	// What --full checked of the Merkle tree: the tree file's leaves
+	// against the events (treeSize), and the latest signed checkpoint
+	// (latestSize 0: none yet).
+	treeSize, latestSize uint64
+	latestOrigin         string
 }
 
 // Results of a ledger's parts.
@@ -442,6 +447,7 @@ func (v *verifier) verify(ctx context.Context, l *engine.LedgerInfo) verifyResul
 		rep, err := v.db.Verify(ctx, l.Name, progress)
 		r.Events, r.Head, r.err = rep.Events, rep.Head, err
 		r.full, r.checkedFrom, r.checkedTo = true, 1, rep.Events
+		r.treeSize, r.latestSize, r.latestOrigin = rep.TreeSize, rep.CheckpointSize, rep.CheckpointOrigin
 	} else {
 		r.Events, r.Head, r.err = l.Count, l.Head, checkHead(ctx, v.db, l)
 		cp, known := v.checkpoints[l.ID]
@@ -515,6 +521,11 @@ type verifyJSON struct {
 	Error       string  `json:"error,omitempty"`
 	Segments    string  `json:"segments,omitempty"` // on a failure
 	Index       string  `json:"index,omitempty"`    // on a failure
+	// With --full: the leaves of the tree file compared with the events,
+	// and the latest signed checkpoint checked against them (absent: none).
+	TreeSize               uint64 `json:"tree_size,omitempty"`
+	LatestCheckpointSize   uint64 `json:"latest_checkpoint_size,omitempty"`
+	LatestCheckpointOrigin string `json:"latest_checkpoint_origin,omitempty"`
 	// Checkpoint: with --checkpoint, what was checked and its result.
 	Checkpoint *verifyCheckpointJSON `json:"checkpoint,omitempty"`
 }
@@ -526,7 +537,7 @@ const fullHint = "the events before were verified when they were written and are
 func (r *verifyResult) checked() string {
 	switch {
 	case r.full && r.checkedTo > 0 && r.err == nil:
-		return fmt.Sprintf("every record (events #1..#%d), and the index against the segments", r.checkedTo)
+		return fmt.Sprintf("every record (events #1..#%d), %s, and the index against the segments", r.checkedTo, r.treeChecked())
 	case r.full && r.checkedTo > 0:
 		return fmt.Sprintf("every record (events #1..#%d, intact), and the index against the segments (failed)", r.checkedTo)
 	case r.full:
@@ -537,6 +548,15 @@ func (r *verifyResult) checked() string {
 		return fmt.Sprintf("the tail after the index's checkpoint: no events after it (the checkpoint is the head, #%d); the head and the genesis event; %s", r.checkedTo, fullHint)
 	}
 	return fmt.Sprintf("the tail after the index's checkpoint: events #%d..#%d; the head and the genesis event; %s", r.checkedFrom, r.checkedTo, fullHint)
+}
+
+// treeChecked says what verify --full checked of the Merkle tree.
+func (r *verifyResult) treeChecked() string {
+	s := fmt.Sprintf("the Merkle tree file against them (%d leaves)", r.treeSize)
+	if r.latestSize == 0 {
+		return s + ", no signed checkpoint yet"
+	}
+	return fmt.Sprintf("%s and the latest signed checkpoint (%s, size %d: its signature and its root)", s, r.latestOrigin, r.latestSize)
 }
 
 // checkedColumn is what was checked in verify's table.
@@ -563,6 +583,9 @@ func (r *verifyResult) json() verifyJSON {
 	if r.err != nil {
 		j.Error = errorLine(r.err)
 		j.Segments, j.Index = r.segments, r.index
+	}
+	if r.full && r.err == nil {
+		j.TreeSize, j.LatestCheckpointSize, j.LatestCheckpointOrigin = r.treeSize, r.latestSize, r.latestOrigin
 	}
 	if r.checkpoint != nil {
 		j.Checkpoint = r.checkpoint.json()
@@ -597,7 +620,7 @@ func writeVerifyResults(w io.Writer, format string, results []verifyResult, full
 		}
 		var err error
 		if full {
-			_, err = fmt.Fprintln(w, "checked: every record of every segment (all), and the index against the segments")
+			_, err = fmt.Fprintln(w, "checked: every record of every segment (all), the Merkle tree file against the events and the latest signed checkpoint against both, and the index against the segments")
 		} else {
 			_, err = fmt.Fprintf(w, "checked: each ledger's tail after the index's checkpoint, as every open checks it (CHECKED: the events read, #N..#M; \"head only\": none after it), and its head and genesis event; %s\n", fullHint)
 		}
