@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -194,6 +195,13 @@ func TestRechainedForgery(t *testing.T) {
 		t.Fatalf("the re-export differs from the forgery it imported")
 	}
 	wantExit(t, exitVerification, want, "verify-file", reexported, "--checkpoint", cpFile, "--key", "@"+keyFile)
+	// The directory the forgery was imported into does not extend C
+	// either: verify --checkpoint and prove --consistency say so.
+	_, errOut := wantExit(t, exitVerification, []string{"rewritten", signedRoot, forgedRootB64}, "--dir", fresh, "verify", "--checkpoint", cpFile, "--key", key)
+	if !strings.Contains(errOut, `checkpoint "`+cpFile+`"`) {
+		t.Fatalf("verify --checkpoint does not name the checkpoint: %s", errOut)
+	}
+	wantExit(t, exitVerification, []string{"rewritten", signedRoot, forgedRootB64, cpFile}, "--dir", fresh, "prove", "--consistency", cpFile, "--key", "@"+keyFile)
 	// And the fresh directory's own checkpoint of the forgery is signed
 	// by another key: refused with the original one.
 	freshCP := filepath.Join(work, "fresh.checkpoint")
@@ -333,9 +341,9 @@ func TestVerifyFileEventlySpelling(t *testing.T) {
 	work := t.TempDir()
 	checkpoint := func(ledger string, size int, rootHex string) string {
 		t.Helper()
-		var root [32]byte
-		if _, err := fmt.Sscanf(rootHex, "%x", &root); err != nil {
-			t.Fatal(err)
+		root, err := hex.DecodeString(rootHex)
+		if err != nil || len(root) != 32 {
+			t.Fatalf("root %q: %v", rootHex, err)
 		}
 		msg, err := note.Sign(&note.Note{Text: fmt.Sprintf("auditor/%s\n%d\n%s\n", ledger, size, base64.StdEncoding.EncodeToString(root[:]))}, signer)
 		if err != nil {
