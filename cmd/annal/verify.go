@@ -271,7 +271,7 @@ func (c *checkpointCheck) checked() string {
 	}
 	what += " signed by key " + c.usedKey
 	if c.err != nil {
-		return what + ": FAILED: " + errorLine(c.err)
+		return what + ": FAILED (the error says what differs)"
 	}
 	return fmt.Sprintf("%s: ok, the ledger extends it (its first %d events have that root)", what, c.Size)
 }
