@@ -237,7 +237,7 @@ Example:
 				if err != nil {
 					return err
 				}
-				if err := checkOutsideDataDir("checkpoint", dataDir, output); err != nil {
+				if err := checkOutsideDataDir("checkpoint: -o", dataDir, output); err != nil {
 					return err
 				}
 			}
