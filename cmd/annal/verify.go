@@ -91,6 +91,7 @@ Example:
 				return err
 			}
 			var cpCheck *checkpointCheck
+			fromOrigin := false // the ledger is the one the checkpoint names
 			if key != "" && checkpointFile == "" {
 				return usageErr("verify: --key checks the checkpoint of --checkpoint FILE; give both")
 			}
@@ -106,7 +107,7 @@ Example:
 					if err != nil {
 						return &exitErr{code: exitVerification, err: fmt.Errorf("checkpoint %s: %w", strconv.Quote(checkpointFile), err)}
 					}
-					args = []string{id.String()}
+					args, fromOrigin = []string{id.String()}, true
 				}
 			}
 			var checkpoints map[eventid.LedgerID]uint64
@@ -129,6 +130,11 @@ Example:
 				switch {
 				case errors.Is(err, engine.ErrLedgerUnavailable):
 					results = append(results, verifyResult{Name: args[0], full: full, err: err, segments: partFailed, index: partUnchecked})
+				case errors.Is(err, engine.ErrLedgerNotFound) && fromOrigin:
+					// The ledger the checkpoint was signed for is gone:
+					// the directory does not extend it.
+					return &exitErr{code: exitVerification, err: fmt.Errorf("checkpoint %s is of ledger %s (origin %s), which is not in %s: the directory does not extend it (removed, or another directory?)",
+						strconv.Quote(checkpointFile), args[0], strconv.Quote(cpCheck.Origin), dir)}
 				case err != nil:
 					return ledgerError(dir, args[0], err)
 				default:
