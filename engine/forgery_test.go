@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
@@ -312,4 +313,96 @@ func ledgerSegDir(t *testing.T, dir, name string) string {
 		t.Fatal(err)
 	}
 	return filepath.Join(dir, ledgersDir, info.ID.String())
+}
+
+// savedCheckpoint returns the ledger's latest checkpoint, as an auditor
+// would have kept it outside the directory.
+func savedCheckpoint(t *testing.T, dir, ledger string) Checkpoint {
+	t.Helper()
+	db := openTest(t, dir)
+	defer db.Close()
+	cp, err := db.LatestCheckpoint(ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cp
+}
+
+// TestForgeryFailsVerify: the in-place forgery, which keeps every Event ID
+// and passes every CRC check, fails Verify (annal verify --full) with
+// ErrRewritten naming the event (#seq and ID), and fails VerifyCheckpoint
+// of a checkpoint saved before it.
+func TestForgeryFailsVerify(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	seq, ids := forgeryLedger(t, dir)
+	before := savedCheckpoint(t, dir, "pay") // Close issued it
+	if before.Size != uint64(len(ids)) {
+		t.Fatalf("the checkpoint Close issued covers %d events, the ledger has %d", before.Size, len(ids))
+	}
+	f := forgeEvent(t, ledgerSegDir(t, dir, "pay"), seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(rand.Uint64(), 14)))
+	assertForgeryUndetectedByCRC(t, dir, f, ids)
+
+	db := openTest(t, dir)
+	defer db.Close()
+	_, err := db.Verify(ctx, "pay", nil)
+	want := fmt.Sprintf("event #%d (%s) is not the event the tree committed to", seq, f.id)
+	if !errors.Is(err, ErrRewritten) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "CRC32C") {
+		t.Fatalf("verify of the forged ledger: %v\nwant ErrRewritten saying %q", err, want)
+	}
+	t.Logf("verify: %v", err)
+	err = db.VerifyCheckpoint(ctx, "pay", before.Note, "")
+	if !errors.Is(err, ErrRewritten) || !strings.Contains(err.Error(), fmt.Sprintf("event #%d (%s)", seq, f.id)) {
+		t.Fatalf("verify-checkpoint of the forged ledger: %v", err)
+	}
+	t.Logf("verify checkpoint: %v", err)
+}
+
+// TestForgeryWithTreeRecomputed: the attacker also recomputes the tree
+// file from the forged segments (here: deletes it, and Open rebuilds it
+// from them). Verify fails on the signed checkpoint (ErrRewritten with its
+// size and both roots); VerifyCheckpoint of the checkpoint saved before
+// fails too. Then the attacker also deletes the checkpoint file: Verify
+// alone can no longer tell (the threat model: someone with the files is
+// caught only by checkpoints kept elsewhere), and the saved checkpoint
+// still catches it.
+func TestForgeryWithTreeRecomputed(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	seq, ids := forgeryLedger(t, dir)
+	before := savedCheckpoint(t, dir, "pay")
+	segDir := ledgerSegDir(t, dir, "pay")
+	f := forgeEvent(t, segDir, seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(rand.Uint64(), 15)))
+	if err := os.Remove(filepath.Join(segDir, "tree")); err != nil {
+		t.Fatal(err)
+	}
+	assertForgeryUndetectedByCRC(t, dir, f, ids)
+
+	db := openTest(t, dir)
+	_, err := db.Verify(ctx, "pay", nil)
+	want := fmt.Sprintf("the checkpoint of size %d signed root %s, the events give", len(ids), b64(before.Root))
+	if !errors.Is(err, ErrRewritten) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("verify of the forged ledger with its tree recomputed: %v\nwant ErrRewritten saying %q", err, want)
+	}
+	t.Logf("verify: %v", err)
+	if err := db.VerifyCheckpoint(ctx, "pay", before.Note, ""); !errors.Is(err, ErrRewritten) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("verify-checkpoint: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := os.Remove(filepath.Join(segDir, "checkpoint")); err != nil {
+		t.Fatal(err)
+	}
+	db = openTest(t, dir)
+	defer db.Close()
+	// Open may issue a new checkpoint of the forged ledger on Close; the
+	// one kept outside is what catches the forgery.
+	if _, err := db.Verify(ctx, "pay", nil); err != nil {
+		t.Fatalf("verify with the tree and the checkpoint file recomputed by the attacker: %v (nothing in the directory can tell)", err)
+	}
+	if err := db.VerifyCheckpoint(ctx, "pay", before.Note, ""); !errors.Is(err, ErrRewritten) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("verify-checkpoint against the checkpoint kept outside: %v", err)
+	}
 }
