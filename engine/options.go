@@ -137,6 +137,10 @@ const (
 	// log's own default bound of a record) an event is a file, better
 	// kept outside and referred to, and every reader buffers a whole one.
 	minMaxEventSize, maxMaxEventSize = 1 << 10, 16 << 20
+	// The checkpointer's interval: each checkpoint costs an fsync of the
+	// tree file, a signature and a small file written and synced per
+	// ledger that grew; above a day a checkpoint is no longer a cadence.
+	minCheckpointInterval, maxCheckpointInterval = 100 * time.Millisecond, 24 * time.Hour
 )
 
 // check says what is wrong with options after withDefaults, as an error
@@ -159,6 +163,10 @@ func (o *Options) check() error {
 		if d.v != 0 && (d.v < d.lo || d.v > d.hi) {
 			return fmt.Errorf("%w: options: %s %v is out of range: 0 (the default, %v) or %v to %v", ErrInvalid, d.name, d.v, d.fallback, d.lo, d.hi)
 		}
+	}
+	if c := o.CheckpointInterval; c > 0 && (c < minCheckpointInterval || c > maxCheckpointInterval) {
+		return fmt.Errorf("%w: options: CheckpointInterval %v is out of range: 0 (the default, %v), negative (off: checkpoints on Close and on request only) or %v to %v",
+			ErrInvalid, c, defaultCheckpointInterval, minCheckpointInterval, maxCheckpointInterval)
 	}
 	for _, n := range [...]struct {
 		name     string
@@ -199,6 +207,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if r.WitnessInterval == 0 {
 		r.WitnessInterval = defaultWitnessInterval
+	}
+	if r.CheckpointInterval == 0 {
+		r.CheckpointInterval = defaultCheckpointInterval
 	}
 	if r.MaxEventSize == 0 {
 		r.MaxEventSize = defaultMaxEventSize
