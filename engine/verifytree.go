@@ -316,7 +316,7 @@ func (l *ledger) judgeTree(ctx context.Context, src treeSource, res treeCheck) e
 				return fmt.Errorf("%w: ledger %s: event #%d (%s) is not the event the tree committed to when it was appended: its leaf hash is %x, the tree holds %x; the checkpoint of size %d signed root %s, the events give %s; %s",
 					ErrRewritten, name, seq, l.idOf(seq), m.Computed[:], m.Stored[:], cp.Size, b64(cp.Root), b64(root), crcNote)
 			}
-			return fmt.Errorf("%w: ledger %s: the events are not those the checkpoint of size %d committed to: it signed root %s, the events give %s (the tree file, %s, was recomputed from the changed events or damaged too); %s",
+			return fmt.Errorf("%w: ledger %s: the events are not those the checkpoint committed to: the checkpoint of size %d signed root %s, the events give %s; %s (recomputed from changed events, or damaged too); %s",
 				ErrRewritten, name, cp.Size, b64(cp.Root), b64(root), mismatchText(m), crcNote)
 		}
 		if m == nil {
