@@ -338,14 +338,10 @@ func (l *ledger) verify(ctx context.Context, progress func(records, bytes int64)
 	// The tree: its leaves, computed while the segments are verified and
 	// fed in order through the tree file's checker.
 	src, srcErr := db.treeSourceFor(ctx, l)
-	noTree := srcErr == errNoTree
-	if noTree {
-		srcErr = nil
-	}
 	var head segment.Head
 	var err error
 	var res treeCheck
-	if srcErr != nil || noTree {
+	if srcErr != nil {
 		head, err = l.log.Verify(ctx, progress)
 	} else {
 		feed := newLeafFeed(ctx, src.n)
@@ -354,7 +350,7 @@ func (l *ledger) verify(ctx context.Context, progress func(records, bytes int64)
 		if src.cp != nil {
 			cpSize = src.cp.Size
 		}
-		go func() { checked <- feed.check(l.tree, cpSize) }()
+		go func() { checked <- feed.check(src.t, cpSize) }()
 		head, err = l.log.VerifyVisit(ctx, progress, feed.visitor())
 		feed.close()
 		res = <-checked
@@ -365,7 +361,7 @@ func (l *ledger) verify(ctx context.Context, progress func(records, bytes int64)
 	if srcErr != nil {
 		return VerifyReport{Events: head.Seq, Head: head.ID}, srcErr
 	}
-	if res.fed != src.n && res.err == nil && !noTree {
+	if res.fed != src.n && res.err == nil {
 		if err := ctx.Err(); err != nil {
 			return VerifyReport{}, err
 		}
@@ -421,13 +417,11 @@ func (l *ledger) verify(ctx context.Context, progress func(records, bytes int64)
 	if src.cp != nil {
 		report.CheckpointSize, report.CheckpointOrigin = src.cp.Size, src.cp.Origin
 	}
-	if !noTree {
-		if err := l.judgeTree(ctx, src, res); err != nil {
-			if ctx.Err() != nil {
-				return VerifyReport{}, ctx.Err()
-			}
-			return report, err
+	if err := l.judgeTree(ctx, src, res); err != nil {
+		if ctx.Err() != nil {
+			return VerifyReport{}, ctx.Err()
 		}
+		return report, err
 	}
 	if got.err != nil {
 		if ctx.Err() != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
@@ -14,8 +15,10 @@ import (
 	"testing"
 
 	"github.com/annal-db/annal/engine/ndjson"
+	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // The in-place forgery of issue 14, done as an attacker with write access
@@ -312,4 +315,133 @@ func ledgerSegDir(t *testing.T, dir, name string) string {
 		t.Fatal(err)
 	}
 	return filepath.Join(dir, ledgersDir, info.ID.String())
+}
+
+// savedCheckpoint returns the ledger's latest checkpoint, as an auditor
+// would have kept it outside the directory.
+func savedCheckpoint(t *testing.T, dir, ledger string) Checkpoint {
+	t.Helper()
+	db := openTest(t, dir)
+	defer db.Close()
+	cp, err := db.LatestCheckpoint(ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cp
+}
+
+// TestForgeryFailsVerify: the in-place forgery, which keeps every Event ID
+// and passes every CRC check, fails Verify (annal verify --full) with
+// ErrRewritten naming the event (#seq and ID), and fails VerifyCheckpoint
+// of a checkpoint saved before it.
+func TestForgeryFailsVerify(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	seq, ids := forgeryLedger(t, dir)
+	before := savedCheckpoint(t, dir, "pay") // Close issued it
+	if before.Size != uint64(len(ids)) {
+		t.Fatalf("the checkpoint Close issued covers %d events, the ledger has %d", before.Size, len(ids))
+	}
+	f := forgeEvent(t, ledgerSegDir(t, dir, "pay"), seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(rand.Uint64(), 14)))
+	assertForgeryUndetectedByCRC(t, dir, f, ids)
+
+	db := openTest(t, dir)
+	defer db.Close()
+	_, err := db.Verify(ctx, "pay", nil)
+	want := fmt.Sprintf("event #%d (%s) is not the event the tree committed to", seq, f.id)
+	if !errors.Is(err, ErrRewritten) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "CRC32C") {
+		t.Fatalf("verify of the forged ledger: %v\nwant ErrRewritten saying %q", err, want)
+	}
+	t.Logf("verify: %v", err)
+	err = db.VerifyCheckpoint(ctx, "pay", before.Note, "")
+	if !errors.Is(err, ErrRewritten) || !strings.Contains(err.Error(), fmt.Sprintf("event #%d (%s)", seq, f.id)) {
+		t.Fatalf("verify-checkpoint of the forged ledger: %v", err)
+	}
+	t.Logf("verify checkpoint: %v", err)
+}
+
+// TestForgeryWithTreeRecomputed: the attacker also recomputes the tree
+// file from the forged segments. On a running DB (the files changed in
+// place under it), Verify fails on the signed checkpoint (ErrRewritten
+// with its size and both roots) and VerifyCheckpoint of the checkpoint
+// saved before fails too. Reopened, the ledger is refused: the tree file
+// no longer gives the signed root, and the segments, from which Open
+// rebuilds it, do not either. Then the attacker also removes the
+// checkpoint file: nothing in the directory can tell any more (the threat
+// model: someone with the files is caught only by checkpoints kept
+// elsewhere), and the checkpoint saved before still catches the forgery.
+func TestForgeryWithTreeRecomputed(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	seq, ids := forgeryLedger(t, dir)
+	before := savedCheckpoint(t, dir, "pay")
+	segDir := ledgerSegDir(t, dir, "pay")
+
+	db := openTest(t, dir)
+	f := forgeEvent(t, segDir, seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(rand.Uint64(), 15)))
+	// The tree of the forged events, written over the tree file in place.
+	info, err := db.Ledger("pay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(t.TempDir(), "tree")
+	forgedTree, err := tree.Create(vfs.Default, tmp, uint32(info.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ev, err := range db.Scan(ctx, "pay", ScanOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		line := ndjson.AppendLine(nil, ev.ID, ev.ID.Micros(), ev.Entity, ev.Key, ev.Event, ev.Meta, ev.Data)
+		if err := forgedTree.Append([]tree.Hash{tree.LeafHash(line[:len(line)-1])}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := forgedTree.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	forgedTree.Close()
+	b, err := os.ReadFile(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(segDir, "tree"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Verify(ctx, "pay", nil)
+	want := fmt.Sprintf("the checkpoint of size %d signed root %s, the events give", len(ids), b64(before.Root))
+	if !errors.Is(err, ErrRewritten) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("verify of the forged ledger with its tree recomputed: %v\nwant ErrRewritten saying %q", err, want)
+	}
+	t.Logf("verify: %v", err)
+	if err := db.VerifyCheckpoint(ctx, "pay", before.Note, ""); !errors.Is(err, ErrRewritten) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("verify-checkpoint: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Reopened: refused.
+	db = openTest(t, dir)
+	if err := db.Unavailable()["pay"]; !errors.Is(err, ErrRewritten) {
+		t.Fatalf("reopened with the forged segments and tree: the ledger is not refused as rewritten: %v", err)
+	}
+	db.Close()
+
+	// The checkpoint file removed too: Open rebuilds the tree from the
+	// forged segments and signs them. Verify passes; the checkpoint kept
+	// outside does not.
+	if err := os.Remove(filepath.Join(segDir, "checkpoint")); err != nil {
+		t.Fatal(err)
+	}
+	assertForgeryUndetectedByCRC(t, dir, f, ids)
+	db = openTest(t, dir)
+	defer db.Close()
+	if _, err := db.Verify(ctx, "pay", nil); err != nil {
+		t.Fatalf("verify with the tree and the checkpoint recomputed by the attacker: %v (nothing in the directory can tell)", err)
+	}
+	if err := db.VerifyCheckpoint(ctx, "pay", before.Note, ""); !errors.Is(err, ErrRewritten) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("verify-checkpoint against the checkpoint kept outside: %v", err)
+	}
 }

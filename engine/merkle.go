@@ -430,7 +430,10 @@ func (db *DB) recoverTree(l *ledger) error {
 
 	treePath := fs.PathJoin(dir, treeFileName)
 	var why string
-	f, err := tree.OpenFile(fs, treePath, uint32(id))
+	var f *tree.File
+	if _, err = fs.Stat(treePath); err == nil {
+		f, err = tree.OpenFile(fs, treePath, uint32(id))
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, os.ErrNotExist):

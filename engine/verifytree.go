@@ -197,6 +197,7 @@ func (f *leafFeed) check(t *tree.File, cpSize uint64) treeCheck {
 // treeSource is what the tree check of a verification compares the
 // events with: the tree file's first n leaves, and the latest checkpoint.
 type treeSource struct {
+	t  *tree.File
 	n  uint64
 	cp *Checkpoint // nil: none issued yet
 }
@@ -206,34 +207,35 @@ type treeSource struct {
 // checkpoint, its signature verified with the DB's key.
 func (db *DB) treeSourceFor(ctx context.Context, l *ledger) (treeSource, error) {
 	var src treeSource
-	if l.tree == nil {
-		return src, errNoTree
-	}
-	cp, err := db.LatestCheckpoint(l.meta.Name)
-	switch {
-	case errors.Is(err, ErrNotFound):
-	case err != nil:
-		return src, fmt.Errorf("engine: verify %s: its latest checkpoint: %w", l.meta.Name, err)
-	default:
-		if err := db.checkSignature(l, cp.Note, ""); err != nil {
+	if cp := l.latest.Load(); cp != nil {
+		if _, err := db.openCheckpoint(l, cp.Note, ""); err != nil {
 			return src, fmt.Errorf("%w: ledger %s: its latest checkpoint (file %s) %w", ErrRewritten, l.meta.Name, db.checkpointPath(l), err)
 		}
-		src.cp = &cp
+		src.cp = cp
 	}
 	n := l.log.Head().Seq
 	if err := db.waitIndexed(ctx, l, n); err != nil {
 		return src, err
 	}
-	src.n = n
+	l.idxMu.Lock()
+	t, terr := l.tree, l.treeErr
+	l.idxMu.Unlock()
+	switch {
+	case terr != nil && errors.Is(terr, ErrClosed):
+		return src, terr
+	case terr != nil:
+		return src, fmt.Errorf("%w: ledger %s: %w", ErrTreeDamaged, l.meta.Name, terr)
+	case t == nil:
+		return src, fmt.Errorf("%w: ledger %s has no tree file open", ErrTreeDamaged, l.meta.Name)
+	case t.Size() < n:
+		return src, fmt.Errorf("%w: ledger %s: the tree file %s has %d leaves, %d events are indexed", ErrTreeDamaged, l.meta.Name, db.treePath(l), t.Size(), n)
+	}
+	src.t, src.n = t, n
 	if src.cp != nil && src.cp.Size > n {
 		return src, truncated(l, src.cp.Size, n)
 	}
 	return src, nil
 }
-
-// errNoTree: the ledger has no tree file open (TODO(issue 14): until the
-// engine opens one for every ledger).
-var errNoTree = errors.New("engine: no tree")
 
 // checkpointPath returns the path of the ledger's checkpoint file, for
 // messages.
@@ -250,31 +252,22 @@ func truncated(l *ledger, cpSize, events uint64) error {
 	return fmt.Errorf("%w: ledger %s: truncated or rolled back: the checkpoint covers %d events, the ledger has %d", ErrRewritten, l.meta.Name, cpSize, events)
 }
 
-// checkSignature verifies a signed checkpoint of l with the key vkey ("":
-// the DB's) and that its origin names l; the error wraps
-// tree.ErrCheckpoint.
-func (db *DB) checkSignature(l *ledger, note []byte, vkey string) error {
-	_, err := db.openCheckpoint(l, note, vkey)
-	return err
-}
-
-// openCheckpoint verifies a signed checkpoint of l (see checkSignature)
-// and returns its body.
-func (db *DB) openCheckpoint(l *ledger, note []byte, vkey string) (tree.Checkpoint, error) {
-	if vkey == "" {
+// openCheckpoint verifies a signed checkpoint of l with the key vkey
+// ("": the DB's): its signature, and its origin, which must name l. The
+// error wraps tree.ErrCheckpoint and names the key.
+func (db *DB) openCheckpoint(l *ledger, msg []byte, vkey string) (Checkpoint, error) {
+	v := db.verifier
+	if vkey != "" {
+		var err error
+		if v, err = tree.NewVerifier(vkey); err != nil {
+			return Checkpoint{}, fmt.Errorf("%w: the verifier key %q: %v", tree.ErrCheckpoint, vkey, err)
+		}
+	} else {
 		vkey = db.VerifierKey()
 	}
-	v, err := tree.NewVerifier(vkey)
-	if err != nil {
-		return tree.Checkpoint{}, fmt.Errorf("%w: the verifier key %q: %v", tree.ErrCheckpoint, vkey, err)
-	}
-	c, err := tree.OpenCheckpoint(note, v)
+	c, err := openCheckpoint(msg, v, l.meta.ID)
 	if err != nil {
 		return c, fmt.Errorf("does not verify with the key %s: %w", vkey, err)
-	}
-	suffix := "/" + l.meta.ID.String()
-	if len(c.Origin) < len(suffix) || c.Origin[len(c.Origin)-len(suffix):] != suffix {
-		return c, fmt.Errorf("%w: its origin %q is not of ledger %s (it must end with %q)", tree.ErrCheckpoint, c.Origin, l.meta.ID, suffix)
 	}
 	return c, nil
 }
@@ -312,7 +305,7 @@ func (l *ledger) judgeTree(ctx context.Context, src treeSource, res treeCheck) e
 			// the events there, from a second read of the segments (only
 			// on this path).
 			var err error
-			root, _, err = l.segmentsRoot(ctx, cp.Size, false)
+			root, _, err = l.segmentsRoot(ctx, nil, cp.Size)
 			if err != nil {
 				return err
 			}
@@ -323,7 +316,7 @@ func (l *ledger) judgeTree(ctx context.Context, src treeSource, res treeCheck) e
 				return fmt.Errorf("%w: ledger %s: event #%d (%s) is not the event the tree committed to when it was appended: its leaf hash is %x, the tree holds %x; the checkpoint of size %d signed root %s, the events give %s; %s",
 					ErrRewritten, name, seq, l.idOf(seq), m.Computed[:], m.Stored[:], cp.Size, b64(cp.Root), b64(root), crcNote)
 			}
-			return fmt.Errorf("%w: ledger %s: the events are not those the checkpoint of size %d committed to: it signed root %s, the events give %s (the tree file, %s, was recomputed from the changed events or damaged too); %s",
+			return fmt.Errorf("%w: ledger %s: the events are not those the checkpoint committed to: the checkpoint of size %d signed root %s, the events give %s; %s (recomputed from changed events, or damaged too); %s",
 				ErrRewritten, name, cp.Size, b64(cp.Root), b64(root), mismatchText(m), crcNote)
 		}
 		if m == nil {
@@ -361,14 +354,16 @@ func mismatchText(m *tree.MismatchError) string {
 }
 
 // segmentsRoot reads the first n events of l from its segments and
-// returns the root of their leaves; with compare, also the first place
-// where the tree file differs from them (nil if none, or if the tree file
-// has fewer than n leaves: then it compares those it has).
-func (l *ledger) segmentsRoot(ctx context.Context, n uint64, compare bool) (tree.Hash, *tree.MismatchError, error) {
+// returns the root of their leaves; with t, also the first place where
+// the tree file t differs from them (nil if none; if t has fewer than n
+// leaves, it compares those it has).
+func (l *ledger) segmentsRoot(ctx context.Context, t *tree.File, n uint64) (tree.Hash, *tree.MismatchError, error) {
 	var b tree.Builder
 	var c *tree.Checker
-	if compare {
-		c = l.tree.NewChecker(min(n, l.tree.Size()))
+	var size uint64
+	if t != nil {
+		size = t.Size()
+		c = t.NewChecker(min(n, size))
 	}
 	var mismatch *tree.MismatchError
 	checked := uint64(0)
@@ -382,7 +377,7 @@ func (l *ledger) segmentsRoot(ctx context.Context, n uint64, compare bool) (tree
 		var h tree.Hash
 		h, buf = leafHash(buf, r)
 		b.Add(h)
-		if c != nil && mismatch == nil && checked < l.tree.Size() {
+		if c != nil && mismatch == nil && checked < min(n, size) {
 			if err := c.Add(h); err != nil {
 				if !errors.As(err, &mismatch) {
 					c = nil // unreadable: nothing to name
@@ -445,7 +440,7 @@ func (db *DB) VerifyCheckpoint(ctx context.Context, ledgerName string, note []by
 
 // verifyCheckpoint is VerifyCheckpoint's checks of the signed checkpoint
 // c, run with enterRead held.
-func (db *DB) verifyCheckpoint(ctx context.Context, l *ledger, c tree.Checkpoint) error {
+func (db *DB) verifyCheckpoint(ctx context.Context, l *ledger, c Checkpoint) error {
 	events := l.visible().Seq
 	if c.Size > events {
 		return truncated(l, c.Size, events)
@@ -453,7 +448,16 @@ func (db *DB) verifyCheckpoint(ctx context.Context, l *ledger, c tree.Checkpoint
 	if c.Size == 0 {
 		return fmt.Errorf("%w: ledger %s: a checkpoint of size 0", tree.ErrCheckpoint, l.meta.Name)
 	}
-	root, m, err := l.segmentsRoot(ctx, c.Size, true)
+	l.idxMu.Lock()
+	t, terr := l.tree, l.treeErr
+	l.idxMu.Unlock()
+	if terr != nil && errors.Is(terr, ErrClosed) {
+		return terr
+	}
+	if terr != nil {
+		t = nil // the events are checked all the same
+	}
+	root, m, err := l.segmentsRoot(ctx, t, c.Size)
 	if err != nil {
 		return err
 	}
@@ -468,14 +472,17 @@ func (db *DB) verifyCheckpoint(ctx context.Context, l *ledger, c tree.Checkpoint
 	}
 	// The events extend the checkpoint. The tree file, proofs' source,
 	// must agree: a consistency proof from it to its current size.
-	n := l.tree.Size()
+	if t == nil {
+		return fmt.Errorf("%w: ledger %s: the events extend the checkpoint, but the tree file cannot be used: %w (a reopen recovers it)", ErrTreeDamaged, l.meta.Name, terr)
+	}
+	n := t.Size()
 	if n < c.Size {
 		return fmt.Errorf("%w: ledger %s: the tree file %s has %d leaves, the checkpoint covers %d events (a reopen rebuilds it)", ErrTreeDamaged, l.meta.Name, db.treePath(l), n, c.Size)
 	}
-	newRoot, err := l.tree.Root(n)
+	newRoot, err := t.Root(n)
 	if err == nil {
 		var proof []tree.Hash
-		if proof, err = l.tree.ConsistencyProof(c.Size, n); err == nil {
+		if proof, err = t.ConsistencyProof(c.Size, n); err == nil {
 			err = tree.VerifyConsistency(c.Size, n, c.Root, newRoot, proof)
 		}
 	}
