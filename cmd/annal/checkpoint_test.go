@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -202,6 +203,10 @@ func TestRechainedForgery(t *testing.T) {
 		t.Fatalf("verify --checkpoint does not name the checkpoint: %s", errOut)
 	}
 	wantExit(t, exitVerification, []string{"rewritten", signedRoot, forgedRootB64, cpFile}, "--dir", fresh, "prove", "--consistency", cpFile, "--key", "@"+keyFile)
+	out, _ = wantExit(t, exitVerification, nil, "--dir", fresh, "verify", "--checkpoint", cpFile, "--key", key, "--full", "--format", "table")
+	if !regexp.MustCompile(`(?m)^pay +[0-9a-f]{8} +6 +[0-9a-f]{32} +all +REWRITTEN +ok +ok +FAILED$`).MatchString(out) {
+		t.Fatalf("verify --checkpoint of the forgery, table:\n%s", out)
+	}
 	// And the fresh directory's own checkpoint of the forgery is signed
 	// by another key: refused with the original one.
 	freshCP := filepath.Join(work, "fresh.checkpoint")

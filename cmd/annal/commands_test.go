@@ -466,7 +466,7 @@ func TestVerifyQuickSaysWhatItChecked(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("verify: exit %d: %s", code, errOut)
 	}
-	if !regexp.MustCompile(`(?m)^orders +[0-9a-f]{8} +6 +[0-9a-f]{32} +head only +ok +ok +ok$`).MatchString(out) ||
+	if !regexp.MustCompile(`(?m)^orders +[0-9a-f]{8} +6 +[0-9a-f]{32} +head only +ok +ok +ok +ok$`).MatchString(out) ||
 		!strings.Contains(out, "run annal verify --full to check every byte") {
 		t.Fatalf("quick verify, table:\n%s", out)
 	}

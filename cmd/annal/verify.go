@@ -48,13 +48,16 @@ a rate over less is noise), and then, for each ledger, that it checks the
 index, with the time that takes.
 
 It prints one result a ledger (table: name, ID, events, head, what was
-checked, the segments' result, the index's result and the ledger's, then a
+checked, the segments' result, the Merkle tree file's, the index's and the
+ledger's, then a
 line that says what the check covered; JSON and NDJSON: name, id, ok,
 events, head, full (whether every record was read), checked (what was
 checked, in words), checked_from and checked_to (the events whose records
 were read and verified; absent when not known), error, and for a ledger
-that failed, segments and index: "ok", "failed" or "damaged", or "-" when
-not checked) and, on standard error, what failed and where, in one line a
+that failed, segments, tree and index: "ok", "failed", "rewritten" (the
+segments: they are not what the tree or a signed checkpoint committed to)
+or "damaged" (the tree file or the index: derived files), or "-" when not
+checked) and, on standard error, what failed and where, in one line a
 ledger. Exit 3 if any ledger fails.
 
 The checksums (CRC32C of every frame, and each Event ID's checksum of its
@@ -241,9 +244,15 @@ func (c *checkpointCheck) run(ctx context.Context, db *engine.DB, r *verifyResul
 	r.checkpoint = c
 	if c.err != nil && r.err == nil {
 		r.err = fmt.Errorf("checkpoint %s: %w", strconv.Quote(c.file), c.err)
-		// The segments and the index passed their own checks: what
-		// fails is the ledger against the checkpoint.
-		r.segments, r.index = partOK, partOK
+		// The ledger passed its own checks: what fails is the ledger
+		// against the checkpoint (its events, or the tree file).
+		r.segments, r.tree, r.index = partOK, partOK, partOK
+		switch {
+		case errors.Is(c.err, engine.ErrTreeDamaged):
+			r.tree = partDamaged
+		case errors.Is(c.err, engine.ErrRewritten):
+			r.segments = partRewritten
+		}
 	}
 }
 
@@ -294,9 +303,10 @@ type verifyResult struct {
 	full                   bool
 	checkedFrom, checkedTo uint64
 	err                    error
-	// The parts' results when err is not nil: partOK, partFailed (the
-	// segments), partDamaged (the index) or partUnchecked.
-	segments, index string
+	// The parts' results when err is not nil: partOK, partFailed or
+	// partRewritten (the segments), partDamaged (the tree file, the
+	// index) or partUnchecked.
+	segments, tree, index string
 	// checkpoint: verify --checkpoint's check of the ledger (nil without).
 	checkpoint *checkpointCheck
 	// What --full checked of the Merkle tree: the tree file's leaves
@@ -311,6 +321,7 @@ const (
 	partOK        = "ok"
 	partFailed    = "failed"
 	partDamaged   = "damaged"
+	partRewritten = "rewritten"
 	partUnchecked = "-"
 )
 
@@ -468,20 +479,27 @@ func (v *verifier) verify(ctx context.Context, l *engine.LedgerInfo) verifyResul
 	v.meter.set(v.done)
 	switch {
 	case r.err == nil:
+	case errors.Is(r.err, engine.ErrTreeDamaged):
+		// The events verified and agree with the signed checkpoint; the
+		// tree file, derived from them, does not.
+		r.Events, r.Head = l.Count, l.Head
+		r.segments, r.tree, r.index = partOK, partDamaged, partUnchecked
+	case errors.Is(r.err, engine.ErrRewritten):
+		r.segments, r.tree, r.index = partRewritten, partUnchecked, partUnchecked
 	case isIndexError(r.err):
 		// The segments verified: with --full, Verify reads every record
 		// before it compares the index (and nothing appends meanwhile,
 		// this process having the directory to itself); without it, Open
 		// verified the tail. Their count and head are the ledger's.
 		r.Events, r.Head = l.Count, l.Head
-		r.segments, r.index = partOK, partDamaged
+		r.segments, r.tree, r.index = partOK, partOK, partDamaged
 		r.err = indexDamaged(v.dir, r.err, l.Count, v.full)
 	case v.full:
-		r.segments, r.index = partFailed, partUnchecked
+		r.segments, r.tree, r.index = partFailed, partUnchecked, partUnchecked
 	default:
 		// The quick check reads the head and the genesis event through
 		// the index; what failed is not known to be either part.
-		r.segments, r.index = partUnchecked, partUnchecked
+		r.segments, r.tree, r.index = partUnchecked, partUnchecked, partUnchecked
 	}
 	return r
 }
@@ -526,6 +544,7 @@ type verifyJSON struct {
 	CheckedTo   *uint64 `json:"checked_to,omitempty"`
 	Error       string  `json:"error,omitempty"`
 	Segments    string  `json:"segments,omitempty"` // on a failure
+	Tree        string  `json:"tree,omitempty"`     // on a failure
 	Index       string  `json:"index,omitempty"`    // on a failure
 	// With --full: the leaves of the tree file compared with the events,
 	// and the latest signed checkpoint checked against them (absent: none).
@@ -588,7 +607,7 @@ func (r *verifyResult) json() verifyJSON {
 	}
 	if r.err != nil {
 		j.Error = errorLine(r.err)
-		j.Segments, j.Index = r.segments, r.index
+		j.Segments, j.Tree, j.Index = r.segments, orDash(r.tree), r.index
 	}
 	if r.full && r.err == nil {
 		j.TreeSize, j.LatestCheckpointSize, j.LatestCheckpointOrigin = r.treeSize, r.latestSize, r.latestOrigin
@@ -612,14 +631,14 @@ func writeVerifyResults(w io.Writer, format string, results []verifyResult, full
 	switch format {
 	case formatTable:
 		tw := newTable(w)
-		fmt.Fprintln(tw, "NAME\tID\tEVENTS\tHEAD\tCHECKED\tSEGMENTS\tINDEX\tRESULT")
+		fmt.Fprintln(tw, "NAME\tID\tEVENTS\tHEAD\tCHECKED\tSEGMENTS\tTREE\tINDEX\tRESULT")
 		for _, r := range results {
 			j := r.json()
-			result, segments, index := "ok", "ok", "ok"
+			result, segments, tree, index := "ok", "ok", "ok", "ok"
 			if !j.OK {
-				result, segments, index = "FAILED", tablePart(j.Segments), tablePart(j.Index)
+				result, segments, tree, index = "FAILED", tablePart(j.Segments), tablePart(j.Tree), tablePart(j.Index)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", safeName(j.Name), orDash(j.ID), j.Events, orDash(j.Head), r.checkedColumn(), segments, index, result)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", safeName(j.Name), orDash(j.ID), j.Events, orDash(j.Head), r.checkedColumn(), segments, tree, index, result)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
