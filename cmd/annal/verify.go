@@ -41,8 +41,11 @@ was checked: the events after the index's checkpoint (#N..#M), the head and
 the genesis event. Run verify --full to check every byte.
 
 With --full it reads every record of every segment (frame CRC, event checksum
-recomputed, chain link, timestamps, sequence numbers, on all cores) and checks
-that the index agrees with the segments. When standard error is a terminal it
+recomputed, chain link, timestamps, sequence numbers, on all cores), checks
+the Merkle tree file against the events (each event's SHA-256 leaf hash, and
+every stored hash it completes) and the latest signed checkpoint against
+both (its signature with the directory's key, its root), and checks that the
+index agrees with the segments. When standard error is a terminal it
 shows a progress bar with the rate and the time left (from half a second on:
 a rate over less is noise), and then, for each ledger, that it checks the
 index, with the time that takes.
@@ -64,7 +67,12 @@ The checksums (CRC32C of every frame, and each Event ID's checksum of its
 content and of the ID before) find accidental damage: a flipped bit, a torn
 write, a lost or misplaced block; verify --full finds it anywhere. They are
 no protection against a deliberate rewrite by someone who can write the
-files: CRC32C can be recomputed.
+files: CRC32C can be recomputed. The Merkle tree (SHA-256) and its signed
+checkpoints are: verify --full finds an event changed in place even when
+its CRCs and Event ID still verify, and verify --checkpoint FILE, with a
+checkpoint kept outside the directory, finds a ledger rewritten whole by
+someone who holds the files and the key (docs/engine.md says what is
+detected by whom).
 
 The index is derived from the segments. When it alone is damaged (its files
 fail their checksums, or it disagrees with segments that verify), verify
@@ -183,7 +191,7 @@ Example:
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&full, "full", false, "read and check every record, and the index against the segments")
+	cmd.Flags().BoolVar(&full, "full", false, "read and check every record, the Merkle tree file and the latest signed checkpoint against them, and the index against the segments")
 	cmd.Flags().StringVar(&checkpointFile, "checkpoint", "", "also prove that the ledger still extends the signed checkpoint in this file")
 	cmd.Flags().StringVar(&key, "key", "", "check the checkpoint with this verifier key (or @FILE holding one) instead of the data directory's")
 	return cmd
