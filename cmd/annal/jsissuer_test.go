@@ -62,6 +62,13 @@ func (iss *jsIssuer) tree(db *engine.DB, ledger string) *jsTree {
 		tr = &jsTree{}
 		iss.trees[k] = tr
 	}
+	info, err := db.Ledger(ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(info.Count) == tr.n {
+		return tr
+	}
 	lines := exportLines(exportLedger(t, db, ledger))
 	for int64(len(lines)) > tr.n {
 		line := lines[tr.n]

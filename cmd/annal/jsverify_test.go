@@ -56,6 +56,7 @@ type jsCase struct {
 	Inclusion   []string `json:"inclusion,omitempty"`
 	Consistency []string `json:"consistency,omitempty"`
 	IDs         bool     `json:"ids,omitempty"`
+	Evently     bool     `json:"evently,omitempty"`
 	Expect      string   `json:"expect,omitempty"` // "ok" (default) or "fail"
 	FailMatch   string   `json:"failMatch,omitempty"`
 }
@@ -287,7 +288,7 @@ func growEvent(i int) engine.EventInput {
 	entities := []string{"order", "📒", `quote"back\slash`, "ü/ñ<>&", "刅"}
 	datas := []string{
 		fmt.Sprintf(`{"n":%d,"s":"tab\t nl\n ctl\u0001\u001f quote\" back\\ \u2028 </script> & 📒","f":1.50,"e":1e21,"z":-0,"small":1e-7}`, i),
-		fmt.Sprintf(`{"10":"idx","2":"idx2","～":1,"📒":2,"b":[1,"2",{"y":1,"x":2}],"a":null,"i":%d}`, i),
+		fmt.Sprintf(`{"10":"idx","2":"idx2","～":1,"📒":2,"b":[1,"2",{"y":1,"x":2}],"a":null,"__proto__":{"b":1,"a":2},"i":%d}`, i),
 		fmt.Sprintf(`"just a string %d \u00e9\ud83d\udcd2"`, i),
 		fmt.Sprintf(`%d.25e-3`, i),
 		fmt.Sprintf(`[%d,true,false,null,{},[]]`, i),
@@ -651,6 +652,12 @@ func TestJSVerifierExamplesLedger(t *testing.T) {
 	for _, n := range sizes {
 		f.add(jsCase{Name: fmt.Sprintf("examples at size %d", n), Export: exportName, Checkpoint: prefixNotes[n]})
 	}
+	// The file as Evently wrote it (3 fraction digits, data keys in
+	// another order): its leaf bytes are its lines rewritten in annal's
+	// form (format.md 9.1).
+	evently := f.write("evently.ndjson", full)
+	f.add(jsCase{Name: "examples as Evently wrote them", Export: evently, Checkpoint: cpFull, Evently: true, Inclusion: inc[:5]})
+	f.add(jsCase{Name: "examples as Evently wrote them, lines as leaves", Export: evently, Checkpoint: cpFull, Expect: "fail", FailMatch: "the root of its first"})
 	// Changed bytes: a line, the checkpoint, a proof.
 	lines := exportLines(export)
 	at := len(export) - len(lines[total-1]) - 1 - len(lines[total-2])/2
