@@ -509,8 +509,43 @@ func TestJSVerifierEveryTreeShape(t *testing.T) {
 	f.add(jsCase{Name: "re-chained forgery, checkpoint 150", Export: forged, Checkpoint: checkpoints[150], IDs: true, Expect: "fail", FailMatch: "the root of its first"})
 	f.add(jsCase{Name: "re-chained forgery, checkpoint 149", Export: forged, Checkpoint: checkpoints[149], IDs: true})
 
+	// A fork: another directory, signed by the same key, holds the same
+	// ledger's first 20 events and then others. A client holding the
+	// checkpoint of size 21 of the real ledger must refuse the fork's
+	// consistency proof from 21 to its latest checkpoint, even when the
+	// proof claims the client's old root: only the old root recomputed
+	// from the path (RFC 9162's fr) differs.
+	fork, err := engine.Open(filepath.Join(t.TempDir(), "data"), iss.options(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fork.Close()
+	if _, err := fork.Import(ctx, bytes.NewReader(joinLines(lines[:20])), engine.ImportOptions{Name: "shapes"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		if _, err := fork.Append(ctx, "shapes", []engine.EventInput{growEvent(1000 + i)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forkNote, forkSize := iss.checkpoint(ctx, fork, "shapes")
+	forkProof := iss.consistency(ctx, fork, "shapes", 21, 0)
+	first21 := f.write("first21.ndjson", joinLines(lines[:21]))
+	f.add(jsCase{Name: "fork, its own export", Export: f.write("fork.ndjson", exportLedger(t, fork, "shapes")), Checkpoint: f.write("cp-fork", forkNote),
+		Consistency: []string{f.write("con-fork", forkProof)}})
+	consistencies++
+	f.add(jsCase{Name: "fork, against the checkpoint of size 21", Export: first21, Checkpoint: checkpoints[21],
+		Consistency: []string{f.write("con-fork", forkProof)}, Expect: "fail", FailMatch: "oldRoot"})
+	realRoot21 := encodeB64(mustHex(t, noteRootHex(t, f.read(checkpoints[21]))))
+	f.add(jsCase{Name: "fork, against the checkpoint of size 21, claiming its root", Export: first21, Checkpoint: checkpoints[21],
+		Consistency: []string{f.write("con-fork", mutateJSON(t, forkProof, func(m map[string]any) { m["oldRoot"] = realRoot21 }))},
+		Expect: "fail", FailMatch: "consistency path leads to old root"})
+	if forkSize != 50 {
+		t.Fatalf("fork checkpoint size %d, want 50", forkSize)
+	}
+
 	out := f.run()
-	if want := fmt.Sprintf("(%d inclusion, %d consistency proofs)", inclusions, consistencies+0); !strings.Contains(out, want) {
+	if want := fmt.Sprintf("(%d inclusion, %d consistency proofs)", inclusions, consistencies); !strings.Contains(out, want) {
 		t.Fatalf("verify.mjs did not verify %s: %s", want, lastLine(out))
 	}
 
@@ -692,6 +727,15 @@ func joinLines(lines [][]byte) []byte {
 	var b []byte
 	for _, l := range lines {
 		b = append(append(b, l...), '\n')
+	}
+	return b
+}
+
+func mustHex(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return b
 }
