@@ -693,6 +693,7 @@ func TestJSVerifierExamplesLedger(t *testing.T) {
 	evently := f.write("evently.ndjson", full)
 	f.add(jsCase{Name: "examples as Evently wrote them", Export: evently, Checkpoint: cpFull, Evently: true, Inclusion: inc[:5]})
 	f.add(jsCase{Name: "examples as Evently wrote them, lines as leaves", Export: evently, Checkpoint: cpFull, Expect: "fail", FailMatch: "the root of its first"})
+	f.add(jsCase{Name: "examples as Evently wrote them, IDs checked, lines as leaves", Export: evently, Checkpoint: cpFull, IDs: true, Expect: "fail", FailMatch: "line 1 is not written as annal writes it"})
 	// Changed bytes: a line, the checkpoint, a proof.
 	lines := exportLines(export)
 	at := len(export) - len(lines[total-1]) - 1 - len(lines[total-2])/2
