@@ -553,6 +553,7 @@ function runCase(c, key) {
       if (e instanceof VerifyError) throw e;
       fail(`${what}: not JSON: ${e.message}`);
     }
+    if (j === null || typeof j !== "object" || Array.isArray(j)) fail(`${what}: not a JSON object`);
     if (j.ledger !== ledgerHex) fail(`${what}: ledger ${JSON.stringify(j.ledger)}, the export's is ${ledgerHex}`);
     const idx = sizeField(j.leafIndex, `${what}: leafIndex`, 0);
     const size = sizeField(j.treeSize, `${what}: treeSize`, 1);
@@ -589,6 +590,7 @@ function runCase(c, key) {
       if (e instanceof VerifyError) throw e;
       fail(`${what}: not JSON: ${e.message}`);
     }
+    if (j === null || typeof j !== "object" || Array.isArray(j)) fail(`${what}: not a JSON object`);
     if (j.ledger !== ledgerHex) fail(`${what}: ledger ${JSON.stringify(j.ledger)}, the export's is ${ledgerHex}`);
     const m = sizeField(j.oldSize, `${what}: oldSize`, 1);
     const n = sizeField(j.newSize, `${what}: newSize`, 1);
@@ -691,9 +693,12 @@ function main(argv) {
           consistencies += r.consistencies;
           process.stdout.write(`ok ${kc.name}: ${r.summary}\n`);
         }
-      } catch (e) {
-        if (!(e instanceof VerifyError)) throw e;
-        if (!expectFail) {
+      } catch (err) {
+        // Anything thrown is a failure of the case; a bug of this
+        // verifier says so.
+        const internal = !(err instanceof VerifyError);
+        const e = internal ? new VerifyError(`internal error (a bug of verify.mjs): ${err && err.stack}`) : err;
+        if (!expectFail || internal) {
           bad++;
           process.stdout.write(`FAIL ${kc.name}: ${e.message}\n`);
         } else if (kc.failMatch && !e.message.includes(kc.failMatch)) {
