@@ -500,7 +500,16 @@ func TestJSVerifierEveryTreeShape(t *testing.T) {
 	}
 	otherNote, _ := iss.checkpoint(ctx, db, other.Name)
 	otherExport := f.write("two.ndjson", exportLedger(t, db, other.Name))
-	f.add(jsCase{Name: "two-event ledger", Export: otherExport, Checkpoint: f.write("cp-two", otherNote), IDs: true})
+	twoNote := f.write("cp-two", otherNote)
+	f.add(jsCase{Name: "two-event ledger", Export: otherExport, Checkpoint: twoNote, IDs: true})
+	// format.md 9.2's worked example.
+	if got, want := noteRootHex(t, otherNote), "24f35e80d8f859c04d60726d0360c4ebc34055b96bc190c71e6e10269d513b01"; got != want {
+		t.Errorf("two-event ledger: root %s, format.md 9.2 says %s", got, want)
+	}
+	// As Evently wrote it, with CRLF line ends (format.md 5: a "\r" before
+	// the "\n" is ignored).
+	crlf := bytes.ReplaceAll(mustRead(t, vectorPath(t, "evently-cli-two-events.ndjson")), []byte("\n"), []byte("\r\n"))
+	f.add(jsCase{Name: "two-event ledger as Evently wrote it, CRLF", Export: f.write("two-crlf.ndjson", crlf), Checkpoint: twoNote, Evently: true})
 	f.add(jsCase{Name: "checkpoint of another ledger", Export: exportName, Checkpoint: f.write("cp-two", otherNote), Expect: "fail", FailMatch: "origin"})
 	f.add(jsCase{Name: "export of another ledger", Export: otherExport, Checkpoint: checkpoints[2], Expect: "fail", FailMatch: "origin"})
 	// A re-chained forgery: every Event ID verifies, the root does not.
