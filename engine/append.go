@@ -175,7 +175,9 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 	// The events are stored, as durable as asked: an index failure does
 	// not undo that. It is kept by the ledger and its reads report it
 	// until a reopen rebuilds the index from the segments.
-	_ = l.index(b)
+	// The leaf hashes of the batch, computed here, in parallel with the
+	// other appenders; index adds the group's to the tree.
+	_ = l.index(b, batchLeaves(b))
 	return AppendResult{IDs: b.IDs, FirstSeq: b.FirstSeq}, nil
 }
 

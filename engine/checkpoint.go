@@ -62,34 +62,38 @@ type ConsistencyProof struct {
 
 // VerifierKey returns the public key that checkpoints are signed with,
 // in the note verifier format ("name+hash+base64").
-func (db *DB) VerifierKey() string { return "" }
+func (db *DB) VerifierKey() string { return db.key.Verifier }
 
 // Checkpoint issues a new signed checkpoint of the ledger now: it syncs
 // the ledger's segments up to the head readers see, syncs the tree file,
 // signs the checkpoint of that size and writes it to the ledger's
 // checkpoint file before returning it.
 func (db *DB) Checkpoint(ctx context.Context, ledgerName string) (Checkpoint, error) {
-	return Checkpoint{}, errTreeTODO
+	l, err := db.ledger(ledgerName)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	return db.checkpoint(ctx, l)
 }
 
 // LatestCheckpoint returns the last checkpoint issued for the ledger
 // (ErrNotFound if none was).
 func (db *DB) LatestCheckpoint(ledgerName string) (Checkpoint, error) {
-	return Checkpoint{}, errTreeTODO
+	return db.latestCheckpoint(ledgerName)
 }
 
 // ProveInclusion returns the inclusion proof of the event id in the tree
 // of size treeSize of its ledger; treeSize 0 means the latest checkpoint's
 // size (ErrNotFound if the event is not in that tree).
 func (db *DB) ProveInclusion(ctx context.Context, id eventid.ID, treeSize uint64) (InclusionProof, error) {
-	return InclusionProof{}, errTreeTODO
+	return db.proveInclusion(ctx, id, treeSize)
 }
 
 // ProveConsistency returns the consistency proof between the trees of
 // sizes oldSize and newSize of the ledger (newSize 0: the latest
 // checkpoint's size).
 func (db *DB) ProveConsistency(ctx context.Context, ledgerName string, oldSize, newSize uint64) (ConsistencyProof, error) {
-	return ConsistencyProof{}, errTreeTODO
+	return db.proveConsistency(ctx, ledgerName, oldSize, newSize)
 }
 
 // VerifyCheckpoint proves that the ledger still extends a checkpoint

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
 	"github.com/annal-db/annal/segment"
@@ -20,6 +21,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+	"golang.org/x/mod/sumdb/note"
 )
 
 // A data directory:
@@ -156,6 +158,15 @@ type DB struct {
 	oldWitness    map[eventid.LedgerID]segment.Head
 	witnessWrites atomic.Int64 // its transactions, for tests
 
+	// The Merkle trees (merkle.go): the signing key and its verifier, why
+	// Open rebuilt trees, and the checkpointer, started by Open and
+	// stopped by Close before it closes files.
+	key               tree.Key
+	verifier          note.Verifier
+	treeRebuilt       map[eventid.LedgerID]error
+	ckStop, ckDone    chan struct{}
+	checkpointsIssued atomic.Int64 // by the checkpointer, for tests
+
 	// readers: the reads in progress, which Close waits for before it
 	// closes files (lifecycle.go).
 	readers readers
@@ -232,6 +243,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 		}
 	}
 	db.startWitnessWriter()
+	db.startCheckpointer()
 	return db, nil
 }
 
@@ -241,6 +253,11 @@ func (db *DB) open() error {
 		if err = mkdirSynced(db.fs, filepath.Join(db.dir, sub)); err != nil {
 			return fmt.Errorf("engine: create %s: %w", sub, err)
 		}
+	}
+	// The key that signs and checks the ledgers' checkpoints, before any
+	// ledger is recovered (DIR/signing.key is created on first use).
+	if err := db.loadKey(); err != nil {
+		return err
 	}
 	metaPath := filepath.Join(db.dir, metaFile)
 	if db.opts.metaPath != "" {
@@ -470,6 +487,11 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 		}
 	}
 	l.meta = m
+	// The Merkle tree, once the segments are recovered and indexed.
+	if err := db.recoverTree(l); err != nil {
+		log.Close()
+		return nil, err
+	}
 	return l, nil
 }
 
@@ -731,6 +753,7 @@ func (db *DB) Close() error {
 	// Before the logs close, and before the last metadata write, which
 	// must be the last: it holds the exact head of every ledger.
 	db.stopWitnessWriter()
+	db.stopCheckpointer()
 	var errs []error
 	var metas []ledgerMeta
 	for _, l := range ledgers {
@@ -765,6 +788,16 @@ func (db *DB) Close() error {
 	if len(metas) > 0 && dirErr == nil {
 		if err := putMeta(db.meta, metas...); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	// A signed checkpoint of every ledger that grew, its log synced by
+	// its Close: of its head then.
+	if dirErr == nil {
+		errs = append(errs, db.closeCheckpoints(ledgers)...)
+	}
+	for _, l := range ledgers {
+		if err := l.closeTree(); err != nil {
+			errs = append(errs, fmt.Errorf("ledger %s: close the tree file: %w", l.meta.Name, err))
 		}
 	}
 	errs = append(errs, db.closeStores())

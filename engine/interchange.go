@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/annal-db/annal/engine/ndjson"
+	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -144,6 +145,10 @@ func (db *DB) abortImports() {
 			im.log.Close()
 			im.log = nil
 		}
+		if im.tree != nil {
+			im.tree.Close()
+			im.tree = nil
+		}
 		if im.tmp != "" {
 			db.fs.RemoveAll(im.tmp)
 			segment.SyncDir(db.fs, filepath.Join(db.dir, ledgersDir))
@@ -182,6 +187,8 @@ type importer struct {
 	id   eventid.LedgerID
 	tmp  string // the temporary directory, while it exists
 	log  *segment.Log
+	tree *tree.File // the tree, built in tmp as the events are written
+	leaf []byte     // scratch space for leaf bytes
 
 	// The batch being gathered: entries whose Meta and Data point into
 	// arena, and the line of the first entry.
@@ -189,6 +196,51 @@ type importer struct {
 	arena     []byte
 	firstLine int
 	batch     segment.Batch
+	ck        Checkpoint // signed once every event is written
+}
+
+// addLeaves adds the leaves of the batch just written to the tree.
+func (im *importer) addLeaves() error {
+	leaves := make([]tree.Hash, len(im.batch.IDs))
+	for i := range im.batch.IDs {
+		leaves[i], im.leaf = entryLeafHash(im.leaf, im.batch.IDs[i], &im.batch.Entries[i])
+	}
+	if err := im.tree.Append(leaves); err != nil {
+		return fmt.Errorf("the tree file: %w", err)
+	}
+	return nil
+}
+
+// checkpointTree syncs and closes the import's tree, of n leaves, and
+// writes a signed checkpoint of size n in the import's directory.
+func (im *importer) checkpointTree(n uint64) (Checkpoint, error) {
+	db := im.db
+	t := im.tree
+	im.tree = nil
+	if t.Size() != n {
+		t.Close()
+		return Checkpoint{}, fmt.Errorf("the tree holds %d leaves, the segments %d events", t.Size(), n)
+	}
+	err := t.Sync()
+	var root tree.Hash
+	if err == nil {
+		root, err = t.Root(n)
+	}
+	if cerr := t.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("the tree file: %w", err)
+	}
+	body := tree.Checkpoint{Origin: tree.Origin(db.key.Signer.Name(), uint32(im.id)), Size: n, Root: root}
+	msg, err := tree.Sign(body, db.key.Signer)
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("sign the checkpoint: %w", err)
+	}
+	if err := writeFileAtomic(db.fs, im.tmp, checkpointFileName, msg, false); err != nil {
+		return Checkpoint{}, err
+	}
+	return checkpointOf(im.id, body, msg), nil
 }
 
 func (im *importer) run() (LedgerInfo, error) {
@@ -221,6 +273,9 @@ func (im *importer) run() (LedgerInfo, error) {
 		so := db.segmentOptions(im.id)
 		so.Durability = None
 		if im.log, err = segment.Create(im.tmp, so); err != nil {
+			return fmt.Errorf("engine: import of ledger %s: %w", im.id, err)
+		}
+		if im.tree, err = tree.Create(db.fs, db.fs.PathJoin(im.tmp, treeFileName), uint32(im.id)); err != nil {
 			return fmt.Errorf("engine: import of ledger %s: %w", im.id, err)
 		}
 		return nil
@@ -261,6 +316,12 @@ func (im *importer) run() (LedgerInfo, error) {
 		err = im.log.Close()
 		im.log = nil
 		if err != nil {
+			return fmt.Errorf("engine: import of ledger %s: %w", im.id, err)
+		}
+		// The tree, synced, and a signed checkpoint of every imported
+		// event, in the directory before it becomes the ledger (the name
+		// file's directory sync below covers the checkpoint's entry).
+		if im.ck, err = im.checkpointTree(head.Seq); err != nil {
 			return fmt.Errorf("engine: import of ledger %s: %w", im.id, err)
 		}
 		// The name goes with the segments, before the rename that makes
@@ -365,7 +426,7 @@ func (im *importer) flush() error {
 			return err
 		}
 		seq = im.log.Head().Seq
-		return nil
+		return im.addLeaves()
 	}); err != nil {
 		if errors.Is(err, ErrClosed) {
 			return err
@@ -413,6 +474,7 @@ func (im *importer) commit(head segment.Head, meta ledgerMeta) (LedgerInfo, erro
 	undo := func(l *ledger, err error) (LedgerInfo, error) {
 		if l != nil {
 			l.log.Close()
+			l.closeTree()
 		}
 		errs := []error{err}
 		if rmErr := db.fs.RemoveAll(final); rmErr != nil {
@@ -456,6 +518,16 @@ func (im *importer) commit(head segment.Head, meta ledgerMeta) (LedgerInfo, erro
 	if err == nil {
 		err = l.catchUp(segment.Head{}, "")
 	}
+	if err == nil {
+		// The tree written and synced in the temporary directory, with
+		// the checkpoint of every event.
+		l.tree, err = tree.OpenFile(db.fs, db.fs.PathJoin(final, treeFileName), uint32(im.id))
+		if err == nil && l.tree.Size() != head.Seq {
+			err = fmt.Errorf("the tree file holds %d leaves, the ledger %d events", l.tree.Size(), head.Seq)
+		}
+		ck := im.ck
+		l.latest.Store(&ck)
+	}
 	if err == nil && importCommitHook != nil {
 		importCommitHook("indexed")
 	}
@@ -481,6 +553,10 @@ func (im *importer) cleanup() {
 		if im.log != nil {
 			im.log.Close()
 			im.log = nil
+		}
+		if im.tree != nil {
+			im.tree.Close()
+			im.tree = nil
 		}
 		if im.tmp != "" {
 			im.db.fs.RemoveAll(im.tmp)
@@ -592,6 +668,14 @@ type ExportOptions struct {
 	// events, and once at the end) with the events and bytes written so
 	// far. It is called from the goroutine that called Export.
 	Progress func(events, bytes int64)
+	// Checkpoint, if not nil, makes Export issue a signed checkpoint of
+	// the ledger first (as DB.Checkpoint does), export exactly the events
+	// it covers (1 to its size), and then write the signed note to
+	// Checkpoint: with the export and the public key (DB.VerifierKey), an
+	// auditor checks the whole file offline (docs/format.md, section
+	// 9.5). With After or From it is ErrInvalid: a partial export cannot
+	// be checked against a root.
+	Checkpoint io.Writer
 }
 
 // Export writes the events of a ledger to w in the Evently NDJSON download
@@ -625,6 +709,16 @@ func (db *DB) Export(ctx context.Context, ledgerName string, w io.Writer, opts E
 		return 0, err
 	}
 	head := l.visible() // what every read sees: Get finds every exported event
+	var ck Checkpoint
+	if opts.Checkpoint != nil {
+		if !opts.After.IsZero() || !opts.From.IsZero() {
+			return 0, invalid("export of ledger %s: a checkpoint is only for a whole export (not with After or From): a partial export cannot be checked against a root", l.meta.Name)
+		}
+		if ck, err = db.checkpoint(ctx, l); err != nil {
+			return 0, err
+		}
+		head.Seq = ck.Size // at or before the visible head: exactly what it covers
+	}
 	if err := db.enterRead(); err != nil {
 		return 0, err
 	}
@@ -694,6 +788,11 @@ func (db *DB) Export(ctx context.Context, ledgerName string, w io.Writer, opts E
 		}
 	}
 	progress()
+	if opts.Checkpoint != nil {
+		if _, err := opts.Checkpoint.Write(ck.Note); err != nil {
+			return events, fmt.Errorf("engine: export of ledger %s: write the checkpoint: %w", l.meta.Name, err)
+		}
+	}
 	return events, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/annal-db/annal/engine/ndjson"
+	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 )
 
@@ -137,4 +138,104 @@ func (t *jsonTime) UnmarshalJSON(b []byte) error {
 	}
 	*t = jsonTime(v)
 	return nil
+}
+
+// inclusionJSON is the JSON form of an InclusionProof (docs/format.md,
+// section 9.4).
+type inclusionJSON struct {
+	Ledger        eventid.LedgerID `json:"ledger"`
+	EventID       eventid.ID       `json:"eventId"`
+	Seq           uint64           `json:"seq"`
+	LeafIndex     uint64           `json:"leafIndex"`
+	TreeSize      uint64           `json:"treeSize"`
+	LeafHash      tree.Hash        `json:"leafHash"`
+	InclusionPath []tree.Hash      `json:"inclusionPath"`
+	Checkpoint    *string          `json:"checkpoint,omitempty"`
+}
+
+// MarshalJSON writes the proof as `annal prove --format json` does
+// (docs/format.md, section 9.4):
+// {"ledger":"<8 hex>","eventId":"<32 hex>","seq":…,"leafIndex":…,
+// "treeSize":…,"leafHash":"<base64>","inclusionPath":["<base64>",…],
+// "checkpoint":"<signed note>"}, checkpoint only when the proof has one.
+func (p InclusionProof) MarshalJSON() ([]byte, error) {
+	j := inclusionJSON{Ledger: p.Ledger, EventID: p.ID, Seq: p.Seq, TreeSize: p.TreeSize,
+		LeafHash: p.LeafHash, InclusionPath: p.Hashes, Checkpoint: noteString(p.Checkpoint)}
+	if p.Seq > 0 {
+		j.LeafIndex = p.Seq - 1
+	}
+	if j.InclusionPath == nil {
+		j.InclusionPath = []tree.Hash{}
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes. Errors match ErrInvalid,
+// among them a leafIndex that is not seq-1. It does not verify the proof.
+func (p *InclusionProof) UnmarshalJSON(b []byte) error {
+	var j inclusionJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return fmt.Errorf("%w: inclusion proof JSON: %w", ErrInvalid, err)
+	}
+	if j.Seq == 0 || j.LeafIndex != j.Seq-1 {
+		return fmt.Errorf("%w: inclusion proof JSON: leafIndex %d is not seq %d - 1", ErrInvalid, j.LeafIndex, j.Seq)
+	}
+	*p = InclusionProof{Ledger: j.Ledger, ID: j.EventID, Seq: j.Seq, TreeSize: j.TreeSize, LeafHash: j.LeafHash,
+		Hashes: j.InclusionPath, Checkpoint: noteBytes(j.Checkpoint)}
+	return nil
+}
+
+// consistencyJSON is the JSON form of a ConsistencyProof (docs/format.md,
+// section 9.4).
+type consistencyJSON struct {
+	Ledger          eventid.LedgerID `json:"ledger"`
+	OldSize         uint64           `json:"oldSize"`
+	NewSize         uint64           `json:"newSize"`
+	OldRoot         tree.Hash        `json:"oldRoot"`
+	NewRoot         tree.Hash        `json:"newRoot"`
+	ConsistencyPath []tree.Hash      `json:"consistencyPath"`
+	Checkpoint      *string          `json:"checkpoint,omitempty"`
+}
+
+// MarshalJSON writes the proof as `annal prove --consistency --format
+// json` does (docs/format.md, section 9.4): {"ledger":"<8 hex>",
+// "oldSize":…,"newSize":…,"oldRoot":"<base64>","newRoot":"<base64>",
+// "consistencyPath":["<base64>",…],"checkpoint":"<signed note>"},
+// checkpoint only when the proof has one.
+func (p ConsistencyProof) MarshalJSON() ([]byte, error) {
+	j := consistencyJSON{Ledger: p.Ledger, OldSize: p.OldSize, NewSize: p.NewSize, OldRoot: p.OldRoot, NewRoot: p.NewRoot,
+		ConsistencyPath: p.Hashes, Checkpoint: noteString(p.Checkpoint)}
+	if j.ConsistencyPath == nil {
+		j.ConsistencyPath = []tree.Hash{}
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes. Errors match ErrInvalid.
+// It does not verify the proof.
+func (p *ConsistencyProof) UnmarshalJSON(b []byte) error {
+	var j consistencyJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return fmt.Errorf("%w: consistency proof JSON: %w", ErrInvalid, err)
+	}
+	*p = ConsistencyProof{Ledger: j.Ledger, OldSize: j.OldSize, NewSize: j.NewSize, OldRoot: j.OldRoot, NewRoot: j.NewRoot,
+		Hashes: j.ConsistencyPath, Checkpoint: noteBytes(j.Checkpoint)}
+	return nil
+}
+
+// noteString and noteBytes convert a signed note for JSON: nil is no
+// member at all.
+func noteString(b []byte) *string {
+	if b == nil {
+		return nil
+	}
+	s := string(b)
+	return &s
+}
+
+func noteBytes(s *string) []byte {
+	if s == nil {
+		return nil
+	}
+	return []byte(*s)
 }

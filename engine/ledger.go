@@ -8,11 +8,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/annal-db/annal/canon"
+	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
 	"github.com/annal-db/annal/segment"
@@ -23,6 +25,24 @@ type ledger struct {
 	db   *DB
 	log  *segment.Log
 	meta ledgerMeta // name, ID, genesis, description: fixed once open
+
+	// tree is the ledger's Merkle tree file (docs/format.md, section 9),
+	// open from Open (or CreateLedger, Import) to Close. Invariant, unless
+	// a tree write failed (treeErr, under idxMu): tree.Size() == indexed,
+	// and leaf i is the leaf hash of event i+1. index extends it with each
+	// group's leaves, with idxMu held, before idxHead moves, so every
+	// event readers see (up to visible().Seq) has its leaf. It has one
+	// writer (index, under idxMu; Open before the ledger is reachable) and
+	// any number of readers (roots, proofs, checkpoints).
+	tree *tree.File
+	// treeErr: a failed tree write (under idxMu): the tree is not
+	// extended any more, and proofs and checkpoints of the ledger fail,
+	// until a reopen recovers it from the segments.
+	treeErr error
+	// ckMu serializes the ledger's signed checkpoints; latest is the last
+	// one issued (or found at Open).
+	ckMu   sync.Mutex
+	latest atomic.Pointer[Checkpoint]
 
 	// Index writes are applied in sequence order, one batch after the
 	// other, so that the index's progress marker always covers a prefix.
@@ -36,8 +56,8 @@ type ledger struct {
 	idxHead segment.Head
 	idxErr  error // a failed index write: reads fail until a reopen rebuilds
 	// ready holds the committed batches not yet indexed, by first
-	// sequence number (see index).
-	ready map[uint64]*segment.Batch
+	// sequence number, with their leaf hashes (see index).
+	ready map[uint64]readyBatch
 	// notify is closed, and replaced, each time indexed advances: the
 	// wake-up of subscribers.
 	notify chan struct{}
@@ -215,19 +235,29 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 	// The name is in the ledger's directory before the ledger exists (its
 	// genesis event durable): a lost metadata file cannot lose it.
 	err = writeNameFile(db.fs, dir, spec.Name)
+	if err == nil {
+		// The tree file, before the genesis event: a crash between the
+		// two leaves no event, and Open removes the directory.
+		l.tree, err = tree.Create(db.fs, db.fs.PathJoin(dir, treeFileName), uint32(id))
+	}
 	b := &segment.Batch{Entries: []segment.Entry{genesis}, Durability: Sync}
 	if err == nil {
 		err = log.Append(b)
 	}
 	if err == nil {
 		l.meta.Genesis = b.IDs[0]
-		err = l.index(b)
+		err = l.index(b, batchLeaves(b))
+	}
+	if err == nil {
+		// The first signed checkpoint (size 1), the tree synced.
+		_, err = l.issueCheckpoint(0)
 	}
 	if err == nil {
 		err = putMeta(db.meta, l.checkpointMeta())
 	}
 	if err != nil {
 		log.Close()
+		l.closeTree()
 		db.fs.RemoveAll(dir)
 		db.idx.DeleteLedger(id)
 		db.mu.RUnlock()
@@ -250,7 +280,8 @@ func (db *DB) register(l *ledger, name string, id eventid.LedgerID) (LedgerInfo,
 	if db.closed {
 		db.mu.Unlock()
 		info := l.info()
-		return info, l.log.Close()
+		err := l.log.Close()
+		return info, errors.Join(err, l.closeTree())
 	}
 	db.byName[name] = l
 	db.byID[id] = l
@@ -335,21 +366,32 @@ func (l *ledger) info() LedgerInfo {
 	return info
 }
 
-// index adds a committed batch to the index, after every batch before it.
+// readyBatch is a committed batch waiting to be indexed, with the leaf
+// hashes of its events (computed by its appender, in parallel with the
+// others').
+type readyBatch struct {
+	b      *segment.Batch
+	leaves []tree.Hash
+}
+
+// index adds a committed batch to the index, after every batch before it,
+// and its leaves (the leaf hashes of its events) to the tree.
 // Batches committed together by concurrent appenders are indexed together:
 // whichever appender's batch is next in sequence order indexes it and every
 // committed batch that follows it without a gap, in one index commit, and
 // the others find theirs done. One Pebble commit for a group instead of one
 // per batch is what lets many concurrent appenders share the index's cost
-// as they share an fsync.
-func (l *ledger) index(b *segment.Batch) error {
+// as they share an fsync. The group's leaves are added to the tree, in one
+// write, before the index commit publishes the new head (visible): every
+// event a reader sees has its leaf.
+func (l *ledger) index(b *segment.Batch, leaves []tree.Hash) error {
 	l.idxMu.Lock()
 	defer l.idxMu.Unlock()
 	last := b.FirstSeq + uint64(len(b.IDs)) - 1
 	if l.ready == nil {
-		l.ready = make(map[uint64]*segment.Batch)
+		l.ready = make(map[uint64]readyBatch)
 	}
-	l.ready[b.FirstSeq] = b
+	l.ready[b.FirstSeq] = readyBatch{b, leaves}
 	for l.indexed != b.FirstSeq-1 {
 		if l.indexed >= last {
 			return l.idxErr // indexed with the group of a batch before it
@@ -357,10 +399,23 @@ func (l *ledger) index(b *segment.Batch) error {
 		l.cond.Wait()
 	}
 	var group []*segment.Batch
-	for next := b.FirstSeq; l.ready[next] != nil; {
-		g := l.ready[next]
+	var groupLeaves []tree.Hash
+	for next := b.FirstSeq; ; {
+		rb, ok := l.ready[next]
+		if !ok {
+			break
+		}
+		g := rb.b
 		delete(l.ready, next)
 		group = append(group, g)
+		if groupLeaves == nil {
+			groupLeaves = rb.leaves
+		} else {
+			if len(group) == 2 {
+				groupLeaves = append(make([]tree.Hash, 0, 2*len(groupLeaves)+len(rb.leaves)), groupLeaves...)
+			}
+			groupLeaves = append(groupLeaves, rb.leaves...)
+		}
 		next += uint64(len(g.IDs))
 	}
 	last = group[len(group)-1].FirstSeq + uint64(len(group[len(group)-1].IDs)) - 1
@@ -368,6 +423,7 @@ func (l *ledger) index(b *segment.Batch) error {
 	defer l.wake()
 	lg := group[len(group)-1]
 	lh := segment.Head{ID: lg.IDs[len(lg.IDs)-1], Seq: last, Loc: lg.Locations[len(lg.Locations)-1]}
+	l.extendTree(groupLeaves)
 	if l.idxErr != nil {
 		l.indexed, l.idxHead = last, lh
 		l.indexedUpTo(last)

@@ -76,10 +76,12 @@ type Options struct {
 	SignerName string
 
 	// CheckpointInterval is how often a background writer issues a signed
-	// checkpoint of each ledger that grew (one tree-file fsync, a
-	// signature and one small file written and synced per ledger).
-	// Default 10 s; negative: only on Close and on request
-	// (DB.Checkpoint).
+	// checkpoint of each ledger whose durable head passed its latest
+	// checkpoint (one tree-file fsync, a signature and one small file
+	// written and synced per ledger; nothing while nothing is appended).
+	// A checkpoint covers only events durable in the segments. Zero means
+	// 10 s; negative: only on Close and on request (DB.Checkpoint);
+	// otherwise 100 ms to 24 h (ErrInvalid outside).
 	CheckpointInterval time.Duration
 	// Now is the clock; nil means time.Now. For tests.
 	Now func() time.Time
@@ -137,6 +139,10 @@ const (
 	// log's own default bound of a record) an event is a file, better
 	// kept outside and referred to, and every reader buffers a whole one.
 	minMaxEventSize, maxMaxEventSize = 1 << 10, 16 << 20
+	// The checkpointer's interval: each checkpoint costs an fsync of the
+	// tree file, a signature and a small file written and synced per
+	// ledger that grew; above a day a checkpoint is no longer a cadence.
+	minCheckpointInterval, maxCheckpointInterval = 100 * time.Millisecond, 24 * time.Hour
 )
 
 // check says what is wrong with options after withDefaults, as an error
@@ -159,6 +165,10 @@ func (o *Options) check() error {
 		if d.v != 0 && (d.v < d.lo || d.v > d.hi) {
 			return fmt.Errorf("%w: options: %s %v is out of range: 0 (the default, %v) or %v to %v", ErrInvalid, d.name, d.v, d.fallback, d.lo, d.hi)
 		}
+	}
+	if c := o.CheckpointInterval; c > 0 && (c < minCheckpointInterval || c > maxCheckpointInterval) {
+		return fmt.Errorf("%w: options: CheckpointInterval %v is out of range: 0 (the default, %v), negative (off: checkpoints on Close and on request only) or %v to %v",
+			ErrInvalid, c, defaultCheckpointInterval, minCheckpointInterval, maxCheckpointInterval)
 	}
 	for _, n := range [...]struct {
 		name     string
@@ -199,6 +209,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if r.WitnessInterval == 0 {
 		r.WitnessInterval = defaultWitnessInterval
+	}
+	if r.CheckpointInterval == 0 {
+		r.CheckpointInterval = defaultCheckpointInterval
 	}
 	if r.MaxEventSize == 0 {
 		r.MaxEventSize = defaultMaxEventSize

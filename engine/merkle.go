@@ -1,0 +1,728 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/annal-db/annal/engine/ndjson"
+	"github.com/annal-db/annal/engine/tree"
+	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"golang.org/x/mod/sumdb/note"
+)
+
+// The Merkle tree of a ledger (docs/format.md, section 9): one leaf per
+// event, in ledger order, the leaf bytes being the event's export line
+// without its "\n". Its files, in the ledger's directory:
+//
+//	tree        the stored hashes (package tree), derived from the segments
+//	checkpoint  the latest signed checkpoint, replaced atomically
+//
+// and DIR/signing.key, the directory's signing key (unless the program
+// gives a crypto.Signer: Options.Signer).
+//
+// The tree is extended on the append path (index), unsynced, before the
+// appended events become visible. A signed checkpoint (issueCheckpoint)
+// syncs the tree and never covers an event that is not durable in the
+// segments. Open trusts the tree file up to the latest checkpoint's size
+// once its root there equals the signed one, cuts what follows and
+// extends it again from the segments (recoverTree); a tree file it cannot
+// trust is rebuilt from the segments, which must then give the signed
+// root.
+const (
+	treeFileName       = "tree"
+	checkpointFileName = "checkpoint"
+	signingKeyFile     = "signing.key"
+	// maxCheckpointFile bounds what Open reads of a checkpoint file: a
+	// signed checkpoint is a few hundred bytes.
+	maxCheckpointFile = 64 << 10
+	// defaultCheckpointInterval: Options.CheckpointInterval's default.
+	defaultCheckpointInterval = 10 * time.Second
+	// treeChunk: how many leaves a rebuild or an extension at Open
+	// writes at once.
+	treeChunk = 4096
+)
+
+// appendLeaf appends the leaf bytes of r to dst: its export line, as
+// Export writes it, without the "\n".
+func appendLeaf(dst []byte, r *segment.Record) []byte {
+	dst = ndjson.AppendLine(dst, r.ID, r.ID.Micros(),
+		bytesString(r.Entity), bytesString(r.Key), bytesString(r.Event), r.Meta, r.Data)
+	return dst[:len(dst)-1]
+}
+
+// leafHash returns the leaf hash of r, using buf as scratch space for its
+// leaf bytes, and buf (grown) for reuse.
+func leafHash(buf []byte, r *segment.Record) (tree.Hash, []byte) {
+	buf = appendLeaf(buf[:0], r)
+	return tree.LeafHash(buf), buf
+}
+
+// entryLeafHash is leafHash for an appended entry and its ID.
+func entryLeafHash(buf []byte, id eventid.ID, e *segment.Entry) (tree.Hash, []byte) {
+	buf = ndjson.AppendLine(buf[:0], id, id.Micros(), e.Entity, e.Key, e.Event, e.Meta, e.Data)
+	buf = buf[:len(buf)-1]
+	return tree.LeafHash(buf), buf
+}
+
+// batchLeaves returns the leaf hashes of a committed batch (its IDs set).
+func batchLeaves(b *segment.Batch) []tree.Hash {
+	leaves := make([]tree.Hash, len(b.IDs))
+	var buf []byte
+	for i := range b.IDs {
+		leaves[i], buf = entryLeafHash(buf, b.IDs[i], &b.Entries[i])
+	}
+	return leaves
+}
+
+// errTreeClosed: the tree of a ledger that Close closed.
+var errTreeClosed = errors.New("the tree file is closed")
+
+// extendTree adds a group's leaves to the tree, with idxMu held, before
+// idxHead moves past them. A failure is kept in treeErr: the tree is not
+// extended again (proofs and checkpoints fail) until a reopen recovers it
+// from the segments; the events themselves are stored.
+func (l *ledger) extendTree(leaves []tree.Hash) {
+	if l.treeErr != nil || l.tree == nil || len(leaves) == 0 {
+		return
+	}
+	if err := l.tree.Append(leaves); err != nil {
+		l.treeErr = fmt.Errorf("engine: tree of ledger %s: write after event #%d: %w (reopen the DB to recover it from the segments)", l.meta.Name, l.tree.Size(), err)
+	}
+}
+
+// treeState returns the ledger's tree failure, if any, and how many
+// leaves it has (the events indexed).
+func (l *ledger) treeState() (uint64, error) {
+	l.idxMu.Lock()
+	defer l.idxMu.Unlock()
+	if l.treeErr != nil {
+		return 0, l.treeErr
+	}
+	if l.tree == nil {
+		return 0, fmt.Errorf("engine: ledger %s has no tree", l.meta.Name)
+	}
+	return l.indexed, nil
+}
+
+// closeTree closes the tree file; later index calls leave it alone.
+func (l *ledger) closeTree() error {
+	l.idxMu.Lock()
+	defer l.idxMu.Unlock()
+	if l.tree == nil {
+		return nil
+	}
+	err := l.tree.Close()
+	l.tree = nil
+	if l.treeErr == nil {
+		l.treeErr = fmt.Errorf("%w: ledger %s: %w", ErrClosed, l.meta.Name, errTreeClosed)
+	}
+	return err
+}
+
+// loadKey sets the DB's signing key: Options.Signer, or DIR/signing.key
+// (created on first use).
+func (db *DB) loadKey() error {
+	var err error
+	if db.opts.Signer != nil {
+		if db.key, err = tree.SignerKey(db.opts.Signer, db.opts.SignerName); err != nil {
+			return fmt.Errorf("%w: options: Signer: %w", ErrInvalid, err)
+		}
+	} else {
+		path := filepath.Join(db.dir, signingKeyFile)
+		if db.key, _, err = tree.LoadOrCreateKey(db.fs, path); err != nil {
+			return fmt.Errorf("engine: the signing key %s: %w", path, err)
+		}
+	}
+	if db.verifier, err = tree.NewVerifier(db.key.Verifier); err != nil {
+		return fmt.Errorf("engine: the signing key's verifier %q: %w", db.key.Verifier, err)
+	}
+	return nil
+}
+
+// checkpointOf returns the engine's Checkpoint of a verified body.
+func checkpointOf(id eventid.LedgerID, c tree.Checkpoint, msg []byte) Checkpoint {
+	return Checkpoint{Ledger: id, Origin: c.Origin, Size: c.Size, Root: c.Root, Note: msg}
+}
+
+// openCheckpoint verifies a signed checkpoint of ledger id with v: its
+// signature and its origin (which must end with "/" and the ledger's ID).
+// Errors wrap tree.ErrCheckpoint.
+func openCheckpoint(msg []byte, v note.Verifier, id eventid.LedgerID) (Checkpoint, error) {
+	c, err := tree.OpenCheckpoint(msg, v)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	want := "/" + id.String()
+	if len(c.Origin) < len(want) || c.Origin[len(c.Origin)-len(want):] != want {
+		return Checkpoint{}, fmt.Errorf("%w: origin %q is not of ledger %s (it must end with %q)", tree.ErrCheckpoint, c.Origin, id, want)
+	}
+	if c.Size == 0 {
+		return Checkpoint{}, fmt.Errorf("%w: size 0 (a ledger has at least its genesis event)", tree.ErrCheckpoint)
+	}
+	return checkpointOf(id, c, msg), nil
+}
+
+// latestSize returns the size of the ledger's latest checkpoint (0: none).
+func (l *ledger) latestSize() uint64 {
+	if c := l.latest.Load(); c != nil {
+		return c.Size
+	}
+	return 0
+}
+
+// issueCheckpoint signs a checkpoint of the ledger and writes it to the
+// ledger's checkpoint file: of size min(limit, the events in the tree,
+// the events durable in the segments) (limit 0: no limit). A signed
+// checkpoint never covers an event that is not durable: a crash could
+// lose it and the checkpoint would then be a lie. The tree file is synced
+// first. If the latest checkpoint has that size already, it is returned
+// as it is. Checkpoints of a ledger are serialized by ckMu.
+func (l *ledger) issueCheckpoint(limit uint64) (Checkpoint, error) {
+	l.ckMu.Lock()
+	defer l.ckMu.Unlock()
+	n, err := l.treeState()
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	if d := l.log.Durable().Seq; d < n {
+		n = d
+	}
+	if limit != 0 && limit < n {
+		n = limit
+	}
+	if c := l.latest.Load(); c != nil && c.Size >= n {
+		return *c, nil
+	}
+	if n == 0 {
+		return Checkpoint{}, fmt.Errorf("engine: checkpoint of ledger %s: no durable event", l.meta.Name)
+	}
+	// The tree's writer is index, under idxMu; Sync is a writer's call.
+	l.idxMu.Lock()
+	t := l.tree
+	if err := l.treeErr; err != nil {
+		l.idxMu.Unlock()
+		return Checkpoint{}, err
+	}
+	err = t.Sync()
+	l.idxMu.Unlock()
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("engine: checkpoint of ledger %s: sync the tree file: %w", l.meta.Name, err)
+	}
+	root, err := t.Root(n)
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("engine: checkpoint of ledger %s at size %d: %w", l.meta.Name, n, err)
+	}
+	body := tree.Checkpoint{Origin: tree.Origin(l.db.key.Signer.Name(), uint32(l.meta.ID)), Size: n, Root: root}
+	msg, err := tree.Sign(body, l.db.key.Signer)
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("engine: checkpoint of ledger %s: sign: %w", l.meta.Name, err)
+	}
+	if err := writeFileAtomic(l.db.fs, l.log.Dir(), checkpointFileName, msg, false); err != nil {
+		return Checkpoint{}, fmt.Errorf("engine: checkpoint of ledger %s: %w", l.meta.Name, err)
+	}
+	c := checkpointOf(l.meta.ID, body, msg)
+	l.latest.Store(&c)
+	return c, nil
+}
+
+// writeFileAtomic writes data to dir/name through dir/name.tmp: written,
+// synced, renamed; the directory synced too if syncDir.
+func writeFileAtomic(fs vfs.FS, dir, name string, data []byte, syncDir bool) error {
+	tmp, path := fs.PathJoin(dir, name+".tmp"), fs.PathJoin(dir, name)
+	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = fs.Rename(tmp, path)
+	}
+	if err == nil && syncDir {
+		err = segment.SyncDir(fs, dir)
+	}
+	if err != nil {
+		fs.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// readSmallFile reads a file of at most max bytes.
+func readSmallFile(fs vfs.FS, path string, max int64) ([]byte, error) {
+	f, err := fs.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%w: %s is larger than %d bytes", tree.ErrCheckpoint, path, max)
+	}
+	return b, nil
+}
+
+// startCheckpointer starts the background writer of signed checkpoints
+// (none with a negative CheckpointInterval).
+func (db *DB) startCheckpointer() {
+	if db.opts.CheckpointInterval < 0 {
+		return
+	}
+	db.ckStop = make(chan struct{})
+	db.ckDone = make(chan struct{})
+	go db.checkpointLoop()
+}
+
+// stopCheckpointer stops the checkpointer and waits until it has stopped.
+// Called once, by Close, before it closes any file.
+func (db *DB) stopCheckpointer() {
+	if db.ckStop == nil {
+		return
+	}
+	close(db.ckStop)
+	<-db.ckDone
+}
+
+// checkpointLoop issues, every CheckpointInterval, a checkpoint of every
+// open ledger whose durable head passed its latest checkpoint: none while
+// nothing is appended. A failure (a full disk, a tree failure) is tried
+// again at the next tick; DB.Checkpoint reports errors.
+func (db *DB) checkpointLoop() {
+	defer close(db.ckDone)
+	t := time.NewTicker(db.opts.CheckpointInterval)
+	defer t.Stop()
+	var ls []*ledger
+	for {
+		select {
+		case <-db.ckStop:
+			return
+		case <-t.C:
+		}
+		ls = ls[:0]
+		db.mu.RLock()
+		for _, l := range db.byID {
+			ls = append(ls, l)
+		}
+		db.mu.RUnlock()
+		for _, l := range ls {
+			if l.log.Durable().Seq <= l.latestSize() {
+				continue
+			}
+			if db.enterRead() != nil {
+				return
+			}
+			if _, err := l.issueCheckpoint(0); err == nil {
+				db.checkpointsIssued.Add(1)
+			}
+			db.exitRead()
+		}
+	}
+}
+
+// closeCheckpoints issues, in Close once the logs are closed (synced), a
+// checkpoint of every ledger that grew since its latest.
+func (db *DB) closeCheckpoints(ledgers []*ledger) []error {
+	var errs []error
+	for _, l := range ledgers {
+		n, err := l.treeState()
+		if err != nil || n <= l.latestSize() {
+			continue
+		}
+		if _, err := l.issueCheckpoint(0); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// checkpoint is DB.Checkpoint for an open ledger: the log synced, then a
+// checkpoint at the head readers see.
+func (db *DB) checkpoint(ctx context.Context, l *ledger) (Checkpoint, error) {
+	if err := ctx.Err(); err != nil {
+		return Checkpoint{}, err
+	}
+	if err := db.enterRead(); err != nil {
+		return Checkpoint{}, err
+	}
+	defer db.exitRead()
+	head := l.visible().Seq
+	if err := l.log.Sync(); err != nil {
+		if errors.Is(err, segment.ErrClosed) {
+			return Checkpoint{}, fmt.Errorf("%w: checkpoint of ledger %s: %w", ErrClosed, l.meta.Name, err)
+		}
+		return Checkpoint{}, fmt.Errorf("engine: checkpoint of ledger %s: sync: %w", l.meta.Name, err)
+	}
+	c, err := l.issueCheckpoint(head)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	if c.Size < head {
+		// Not reachable: the sync made every visible event durable, and
+		// the tree holds every visible event.
+		return Checkpoint{}, fmt.Errorf("engine: checkpoint of ledger %s: signed at size %d, below the head #%d", l.meta.Name, c.Size, head)
+	}
+	return c, nil
+}
+
+// TreeRebuilt returns the ledgers whose tree file Open rebuilt from the
+// segments, by name (or ledger ID), with why: missing, damaged, not
+// matching the latest signed checkpoint, or no checkpoint to check it
+// against. The segments are the truth and the rebuilt tree gave the
+// signed root, so nothing is lost; the errors are for the operator.
+func (db *DB) TreeRebuilt() map[string]error {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	out := make(map[string]error, len(db.treeRebuilt))
+	for id, why := range db.treeRebuilt {
+		key := id.String()
+		if l, ok := db.byID[id]; ok {
+			key = l.meta.Name
+		}
+		out[key] = why
+	}
+	return out
+}
+
+// recoverTree opens the tree of a recovered ledger (its segments
+// recovered and indexed) and brings it to the segments' head; see
+// docs/recovery.md. It refuses the ledger (its error: Open reports it
+// unavailable) when the checkpoint file is not one this DB's key signed
+// for this ledger, or says more events than the segments hold, or when
+// the segments do not give the signed root.
+func (db *DB) recoverTree(l *ledger) error {
+	fs, dir, id := db.fs, l.log.Dir(), l.meta.ID
+	head := l.log.Head().Seq
+	ckPath := fs.PathJoin(dir, checkpointFileName)
+	var ck *Checkpoint
+	msg, err := readSmallFile(fs, ckPath, maxCheckpointFile)
+	switch {
+	case err == nil:
+		c, err := openCheckpoint(msg, db.verifier, id)
+		if err != nil {
+			return fmt.Errorf("%s: not a checkpoint of ledger %s signed by the key %s: the key was replaced or the checkpoint forged (or the ledger directory was copied from a directory with another key); move the file aside to accept the ledger as it is: %w",
+				ckPath, id, db.key.Verifier, err)
+		}
+		if c.Size > head {
+			return fmt.Errorf("%w: %s: checkpoint signed for %d events, the segments hold %d: events lost or rolled back", ErrRewritten, ckPath, c.Size, head)
+		}
+		ck = &c
+	case errors.Is(err, os.ErrNotExist):
+	case errors.Is(err, tree.ErrCheckpoint):
+		return fmt.Errorf("%s: not a checkpoint signed by the key %s: the key was replaced or the checkpoint forged; move the file aside to accept the ledger as it is: %w", ckPath, db.key.Verifier, err)
+	default:
+		return fmt.Errorf("read the checkpoint: %w", err)
+	}
+
+	treePath := fs.PathJoin(dir, treeFileName)
+	var why string
+	var f *tree.File
+	if _, err = fs.Stat(treePath); err == nil {
+		f, err = tree.OpenFile(fs, treePath, uint32(id))
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, os.ErrNotExist):
+		why = "the tree file " + treePath + " was missing"
+	case errors.Is(err, tree.ErrCorrupt):
+		why = fmt.Sprintf("the tree file %s is damaged: %v", treePath, err)
+	default:
+		return fmt.Errorf("open the tree file: %w", err)
+	}
+	if f != nil {
+		switch {
+		case ck == nil:
+			why = "no signed checkpoint to check the tree file " + treePath + " against (the ledger is from before checkpoints, or its checkpoint file was removed)"
+		case f.Size() < ck.Size:
+			why = fmt.Sprintf("the tree file %s holds %d leaves, the checkpoint was signed at size %d", treePath, f.Size(), ck.Size)
+		default:
+			root, err := f.Root(ck.Size)
+			switch {
+			case err != nil && !errors.Is(err, tree.ErrCorrupt):
+				f.Close()
+				return fmt.Errorf("read the tree file: %w", err)
+			case err != nil:
+				why = fmt.Sprintf("the tree file %s is damaged: %v", treePath, err)
+			case root != ck.Root:
+				why = fmt.Sprintf("the tree file %s gives the root %s at size %d, the checkpoint signed %s", treePath, root, ck.Size, ck.Root)
+			}
+		}
+		if why != "" {
+			f.Close()
+			f = nil
+		}
+	}
+	if f == nil {
+		if f, err = db.rebuildTree(l, ck, ckPath); err != nil {
+			return err
+		}
+		if db.treeRebuilt == nil {
+			db.treeRebuilt = map[eventid.LedgerID]error{}
+		}
+		db.treeRebuilt[id] = fmt.Errorf("engine: the tree of ledger %s was rebuilt from the segments: %s", id, why)
+	} else {
+		// What follows the checkpoint was written unsynced: not trusted.
+		err := f.Truncate(ck.Size)
+		if err == nil {
+			err = l.extendTreeFrom(f, ck.Size)
+		}
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("the tree file %s: extend it from the segments after #%d: %w", treePath, ck.Size, err)
+		}
+	}
+	if f.Size() != head {
+		f.Close()
+		return fmt.Errorf("the tree file %s: %d leaves after recovery, the segments hold %d events", treePath, f.Size(), head)
+	}
+	l.tree = f
+	if ck != nil {
+		l.latest.Store(ck)
+		return nil
+	}
+	// A ledger without a checkpoint (before issue 14, or its file
+	// removed) gets one now: its segments are synced by recovery.
+	if _, err := l.issueCheckpoint(0); err != nil {
+		l.tree = nil
+		f.Close()
+		return err
+	}
+	return nil
+}
+
+// rebuildTree writes a new tree file for the ledger from its segments,
+// through a temporary file renamed over the old one once it is complete
+// and, if ck is not nil, once its root at ck's size is the signed root
+// (otherwise the ledger is refused with ErrRewritten and the files are
+// left as they are).
+func (db *DB) rebuildTree(l *ledger, ck *Checkpoint, ckPath string) (*tree.File, error) {
+	fs, dir, id := db.fs, l.log.Dir(), l.meta.ID
+	tmp, path := fs.PathJoin(dir, treeFileName+".tmp"), fs.PathJoin(dir, treeFileName)
+	fs.Remove(tmp)
+	f, err := tree.Create(fs, tmp, uint32(id))
+	if err != nil {
+		return nil, fmt.Errorf("rebuild the tree file: %w", err)
+	}
+	fail := func(err error) (*tree.File, error) {
+		f.Close()
+		fs.Remove(tmp)
+		return nil, err
+	}
+	if err := l.extendTreeFrom(f, 0); err != nil {
+		return fail(fmt.Errorf("rebuild the tree file: %w", err))
+	}
+	if ck != nil {
+		root, err := f.Root(ck.Size)
+		if err != nil {
+			return fail(fmt.Errorf("rebuild the tree file: %w", err))
+		}
+		if root != ck.Root {
+			return fail(fmt.Errorf("%w: the events differ from the checkpoint %s signed at size %d: root %s, signed %s", ErrRewritten, ckPath, ck.Size, root, ck.Root))
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return fail(fmt.Errorf("rebuild the tree file: %w", err))
+	}
+	if err := f.Close(); err != nil {
+		fs.Remove(tmp)
+		return nil, fmt.Errorf("rebuild the tree file: %w", err)
+	}
+	if err := fs.Rename(tmp, path); err != nil {
+		fs.Remove(tmp)
+		return nil, fmt.Errorf("rebuild the tree file: %w", err)
+	}
+	if f, err = tree.OpenFile(fs, path, uint32(id)); err != nil {
+		return nil, fmt.Errorf("open the rebuilt tree file: %w", err)
+	}
+	return f, nil
+}
+
+// extendTreeFrom appends to f (of n leaves) the leaves of the ledger's
+// events n+1 to its head, read from the segments: from the location the
+// index gives for event #n, or from the first segment.
+func (l *ledger) extendTreeFrom(f *tree.File, n uint64) error {
+	head := l.log.Head().Seq
+	if n >= head {
+		return nil
+	}
+	seg, off := uint64(1), int64(segment.FirstOffset)
+	if n > 0 {
+		if id, ok, err := l.db.idx.BySeq(l.meta.ID, n); err == nil && ok {
+			if seq, loc, found, err := l.db.idx.Lookup(id); err == nil && found && seq == n {
+				seg, off = loc.Segment, loc.End()
+			}
+		}
+	}
+	it := l.log.NewIterator(seg, off)
+	leaves := make([]tree.Hash, 0, treeChunk)
+	var buf []byte
+	next := n + 1
+	for it.Next() {
+		r := it.Record()
+		if r.Seq < next {
+			continue // from the first segment: skip the leaves f has
+		}
+		if r.Seq != next {
+			return fmt.Errorf("event #%d follows #%d in the segments", r.Seq, next-1)
+		}
+		var h tree.Hash
+		h, buf = leafHash(buf, r)
+		leaves = append(leaves, h)
+		if len(leaves) == treeChunk {
+			if err := f.Append(leaves); err != nil {
+				return err
+			}
+			leaves = leaves[:0]
+		}
+		if next++; next > head {
+			break
+		}
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	if len(leaves) > 0 {
+		if err := f.Append(leaves); err != nil {
+			return err
+		}
+	}
+	if next != head+1 {
+		return fmt.Errorf("the segments end at event #%d, the head is #%d", next-1, head)
+	}
+	return nil
+}
+
+// latestCheckpoint is DB.LatestCheckpoint.
+func (db *DB) latestCheckpoint(ledgerName string) (Checkpoint, error) {
+	l, err := db.ledger(ledgerName)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	c := l.latest.Load()
+	if c == nil {
+		return Checkpoint{}, fmt.Errorf("%w: ledger %s has no signed checkpoint", ErrNotFound, l.meta.Name)
+	}
+	return *c, nil
+}
+
+// proofTree returns the ledger's tree for a proof against the tree of
+// size n (0: the latest checkpoint's, returned too), n checked against
+// the head readers see. Called under enterRead.
+func (l *ledger) proofTree(n uint64, what string) (*tree.File, uint64, *Checkpoint, error) {
+	var ck *Checkpoint
+	if n == 0 {
+		if ck = l.latest.Load(); ck == nil {
+			return nil, 0, nil, fmt.Errorf("%w: %s: ledger %s has no signed checkpoint", ErrNotFound, what, l.meta.Name)
+		}
+		n = ck.Size
+	}
+	l.idxMu.Lock()
+	t, terr, head := l.tree, l.treeErr, l.indexed
+	l.idxMu.Unlock()
+	if terr != nil {
+		return nil, 0, nil, fmt.Errorf("engine: %s: %w", what, terr)
+	}
+	if t == nil {
+		return nil, 0, nil, fmt.Errorf("engine: %s: ledger %s has no tree", what, l.meta.Name)
+	}
+	if n > head {
+		return nil, 0, nil, invalid("%s: tree size %d is beyond the head of ledger %s (#%d)", what, n, l.meta.Name, head)
+	}
+	return t, n, ck, nil
+}
+
+// proveInclusion is DB.ProveInclusion.
+func (db *DB) proveInclusion(ctx context.Context, id eventid.ID, treeSize uint64) (InclusionProof, error) {
+	if err := ctx.Err(); err != nil {
+		return InclusionProof{}, err
+	}
+	l, err := db.ledger(id.Ledger().String())
+	if err != nil {
+		return InclusionProof{}, err
+	}
+	if err := db.enterRead(); err != nil {
+		return InclusionProof{}, err
+	}
+	defer db.exitRead()
+	what := "prove the inclusion of " + id.String()
+	if err := l.readable(); err != nil {
+		return InclusionProof{}, err
+	}
+	seq, _, found, err := db.idx.Lookup(id)
+	if err != nil {
+		return InclusionProof{}, l.indexErr(what, err)
+	}
+	if !found || seq > l.visible().Seq {
+		return InclusionProof{}, fmt.Errorf("%w: %s: no such event in ledger %s", ErrNotFound, what, l.meta.Name)
+	}
+	t, n, ck, err := l.proofTree(treeSize, what)
+	if err != nil {
+		return InclusionProof{}, err
+	}
+	if seq > n {
+		return InclusionProof{}, fmt.Errorf("%w: %s: event #%d is not in the tree of size %d of ledger %s", ErrNotFound, what, seq, n, l.meta.Name)
+	}
+	leaf, err := t.Leaf(seq - 1)
+	if err != nil {
+		return InclusionProof{}, fmt.Errorf("engine: %s (event #%d, ledger %s): %w", what, seq, l.meta.Name, err)
+	}
+	hashes, err := t.InclusionProof(seq-1, n)
+	if err != nil {
+		return InclusionProof{}, fmt.Errorf("engine: %s (event #%d, ledger %s, tree size %d): %w", what, seq, l.meta.Name, n, err)
+	}
+	p := InclusionProof{Ledger: l.meta.ID, ID: id, Seq: seq, TreeSize: n, LeafHash: leaf, Hashes: hashes}
+	if ck != nil {
+		p.Checkpoint = ck.Note
+	}
+	return p, nil
+}
+
+// proveConsistency is DB.ProveConsistency.
+func (db *DB) proveConsistency(ctx context.Context, ledgerName string, oldSize, newSize uint64) (ConsistencyProof, error) {
+	if err := ctx.Err(); err != nil {
+		return ConsistencyProof{}, err
+	}
+	l, err := db.ledger(ledgerName)
+	if err != nil {
+		return ConsistencyProof{}, err
+	}
+	if err := db.enterRead(); err != nil {
+		return ConsistencyProof{}, err
+	}
+	defer db.exitRead()
+	what := fmt.Sprintf("prove the consistency of ledger %s from size %d", l.meta.Name, oldSize)
+	t, n, ck, err := l.proofTree(newSize, what)
+	if err != nil {
+		return ConsistencyProof{}, err
+	}
+	if oldSize == 0 || oldSize > n {
+		return ConsistencyProof{}, invalid("%s: the old size must be 1 to the new size, %d", what, n)
+	}
+	p := ConsistencyProof{Ledger: l.meta.ID, OldSize: oldSize, NewSize: n}
+	if p.OldRoot, err = t.Root(oldSize); err == nil {
+		if p.NewRoot, err = t.Root(n); err == nil {
+			p.Hashes, err = t.ConsistencyProof(oldSize, n)
+		}
+	}
+	if err != nil {
+		return ConsistencyProof{}, fmt.Errorf("engine: %s to %d: %w", what, n, err)
+	}
+	if ck != nil {
+		p.Checkpoint = ck.Note
+	}
+	return p, nil
+}
