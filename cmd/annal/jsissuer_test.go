@@ -2,179 +2,124 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
+	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/annal-db/annal/engine"
 	"golang.org/x/mod/sumdb/note"
-	"golang.org/x/mod/sumdb/tlog"
 )
 
-// jsIssuer issues the checkpoints and proofs that verify.mjs checks.
-// INTERIM: until the engine's checkpoint API lands (branch t14-eng), it
-// computes them with golang.org/x/mod/sumdb/tlog and note from the
-// ledger's export, in format.md 9.3 and 9.4's forms.
+// jsIssuer issues, through the engine's API, the checkpoints and proofs
+// that verify.mjs checks: DB.Checkpoint, DB.ProveInclusion,
+// DB.ProveConsistency, and json.Marshal of the proofs (format.md 9.4's
+// JSON). One Ed25519 key signs in every directory a test opens
+// (Options.Signer), so that checkpoints of a ledger's prefixes imported
+// into other directories verify with the same verifier key.
 type jsIssuer struct {
-	t      *testing.T
-	name   string
-	signer note.Signer
-	vkey   string
-	trees  map[string]*jsTree
+	t   *testing.T
+	key ed25519.PrivateKey
 }
 
-type jsTree struct {
-	hashes []tlog.Hash // tlog's stored hashes
-	n      int64
-	ids    []string
-	latest []byte // the latest checkpoint note
-	size   int64
-}
-
+// newJSIssuer returns an issuer with a fixed key chosen so that its
+// verifier key's base64 holds a "+" (as about half of all keys' do): a
+// verifier must split "name+hash+base64" at its first two "+" only.
 func newJSIssuer(t *testing.T) *jsIssuer {
-	skey, vkey, err := note.GenerateKey(rand.Reader, "annal-jstest")
-	if err != nil {
-		t.Fatal(err)
+	for i := range 256 {
+		seed := sha256.Sum256([]byte(fmt.Sprintf("annal jsverify key %d", i)))
+		priv := ed25519.NewKeyFromSeed(seed[:])
+		pub := append([]byte{0x01}, priv.Public().(ed25519.PublicKey)...)
+		if strings.Contains(base64.StdEncoding.EncodeToString(pub), "+") {
+			return &jsIssuer{t: t, key: priv}
+		}
 	}
+	t.Fatal("no key with a + in its base64 among 256")
+	return nil
+}
+
+// sign signs body (a checkpoint body the engine would not write) with the
+// issuer's key, as the DB whose verifier key is vkey signs: the test holds
+// the key, as an insider would.
+func (iss *jsIssuer) sign(vkey, body string) []byte {
+	iss.t.Helper()
+	name, _, _ := strings.Cut(vkey, "+")
+	seed := append([]byte{0x01}, iss.key.Seed()...)
+	pub := append([]byte{0x01}, iss.key.Public().(ed25519.PublicKey)...)
+	h := sha256.Sum256(append([]byte(name+"\n"), pub...))
+	skey := fmt.Sprintf("PRIVATE+KEY+%s+%x+%s", name, h[:4], base64.StdEncoding.EncodeToString(seed))
 	s, err := note.NewSigner(skey)
 	if err != nil {
-		t.Fatal(err)
+		iss.t.Fatal(err)
 	}
-	return &jsIssuer{t: t, name: "annal-jstest", signer: s, vkey: vkey, trees: map[string]*jsTree{}}
+	msg, err := note.Sign(&note.Note{Text: body}, s)
+	if err != nil {
+		iss.t.Fatal(err)
+	}
+	return msg
 }
 
+// options returns the options of a DB signed by the issuer's key, with no
+// background checkpoints (the tests issue them).
 func (iss *jsIssuer) options(o *engine.Options) *engine.Options {
 	if o == nil {
 		o = &engine.Options{}
 	}
+	o.Signer = iss.key
+	o.CheckpointInterval = -1
 	return o
 }
 
-func (iss *jsIssuer) verifierKey(*engine.DB) string { return iss.vkey }
+func (iss *jsIssuer) verifierKey(db *engine.DB) string { return db.VerifierKey() }
 
-func (iss *jsIssuer) tree(db *engine.DB, ledger string) *jsTree {
-	t := iss.t
-	k := fmt.Sprintf("%p/%s", db, ledger)
-	tr := iss.trees[k]
-	if tr == nil {
-		tr = &jsTree{}
-		iss.trees[k] = tr
-	}
-	info, err := db.Ledger(ledger)
+// checkpoint issues a checkpoint of the ledger and returns its signed note
+// and size.
+func (iss *jsIssuer) checkpoint(ctx context.Context, db *engine.DB, ledger string) ([]byte, uint64) {
+	iss.t.Helper()
+	cp, err := db.Checkpoint(ctx, ledger)
 	if err != nil {
-		t.Fatal(err)
+		iss.t.Fatalf("checkpoint of %s: %v", ledger, err)
 	}
-	if int64(info.Count) == tr.n {
-		return tr
-	}
-	lines := exportLines(exportLedger(t, db, ledger))
-	for int64(len(lines)) > tr.n {
-		line := lines[tr.n]
-		hs, err := tlog.StoredHashes(tr.n, line, tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
-			out := make([]tlog.Hash, len(idx))
-			for i, x := range idx {
-				out[i] = tr.hashes[x]
-			}
-			return out, nil
-		}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr.hashes = append(tr.hashes, hs...)
-		tr.ids = append(tr.ids, string(parseLineID(t, line)))
-		tr.n++
-	}
-	return tr
+	return cp.Note, cp.Size
 }
 
-func (tr *jsTree) reader() tlog.HashReader {
-	return tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
-		out := make([]tlog.Hash, len(idx))
-		for i, x := range idx {
-			out[i] = tr.hashes[x]
-		}
-		return out, nil
-	})
-}
-
-func (iss *jsIssuer) checkpoint(_ context.Context, db *engine.DB, ledger string) ([]byte, uint64) {
-	t := iss.t
-	tr := iss.tree(db, ledger)
-	root, err := tlog.TreeHash(tr.n, tr.reader())
+// inclusion returns the JSON of the inclusion proof of leaf (sequence
+// number leaf+1) in the tree of size treeSize (0: the latest checkpoint's,
+// and the proof carries it).
+func (iss *jsIssuer) inclusion(ctx context.Context, db *engine.DB, ledger string, leaf int, treeSize uint64) []byte {
+	iss.t.Helper()
+	ev, err := db.GetSeq(ctx, ledger, uint64(leaf)+1)
 	if err != nil {
-		t.Fatal(err)
+		iss.t.Fatalf("event #%d of %s: %v", leaf+1, ledger, err)
 	}
-	info, err := db.Ledger(ledger)
+	p, err := db.ProveInclusion(ctx, ev.ID, treeSize)
 	if err != nil {
-		t.Fatal(err)
+		iss.t.Fatalf("inclusion proof of #%d (%s) in the tree of size %d: %v", leaf+1, ev.ID, treeSize, err)
 	}
-	body := fmt.Sprintf("%s/%s\n%d\n%s\n", iss.name, info.ID, tr.n, base64.StdEncoding.EncodeToString(root[:]))
-	msg, err := note.Sign(&note.Note{Text: body}, iss.signer)
+	b, err := json.Marshal(p)
 	if err != nil {
-		t.Fatal(err)
-	}
-	tr.latest, tr.size = msg, tr.n
-	return msg, uint64(tr.n)
-}
-
-func (iss *jsIssuer) inclusion(_ context.Context, db *engine.DB, ledger string, leaf int, treeSize uint64) []byte {
-	t := iss.t
-	tr := iss.tree(db, ledger)
-	info, _ := db.Ledger(ledger)
-	n := int64(treeSize)
-	m := map[string]any{}
-	if n == 0 {
-		n = tr.size
-		m["checkpoint"] = string(tr.latest)
-	}
-	p, err := tlog.ProveRecord(n, int64(leaf), tr.reader())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m["ledger"], m["eventId"], m["seq"], m["leafIndex"], m["treeSize"] = info.ID.String(), tr.ids[leaf], leaf+1, leaf, n
-	m["leafHash"] = encodeB64(tr.hashes[tlog.StoredHashIndex(0, int64(leaf))][:])
-	m["inclusionPath"] = b64List(p)
-	b, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
+		iss.t.Fatal(err)
 	}
 	return b
 }
 
-func (iss *jsIssuer) consistency(_ context.Context, db *engine.DB, ledger string, oldSize, newSize uint64) []byte {
-	t := iss.t
-	tr := iss.tree(db, ledger)
-	info, _ := db.Ledger(ledger)
-	n := int64(newSize)
-	m := map[string]any{}
-	if n == 0 {
-		n = tr.size
-		m["checkpoint"] = string(tr.latest)
-	}
-	p, err := tlog.ProveTree(n, int64(oldSize), tr.reader())
+// consistency returns the JSON of the consistency proof between the trees
+// of sizes oldSize and newSize (0: the latest checkpoint's, and the proof
+// carries it).
+func (iss *jsIssuer) consistency(ctx context.Context, db *engine.DB, ledger string, oldSize, newSize uint64) []byte {
+	iss.t.Helper()
+	p, err := db.ProveConsistency(ctx, ledger, oldSize, newSize)
 	if err != nil {
-		t.Fatal(err)
+		iss.t.Fatalf("consistency proof of %s from %d to %d: %v", ledger, oldSize, newSize, err)
 	}
-	r1, _ := tlog.TreeHash(int64(oldSize), tr.reader())
-	r2, _ := tlog.TreeHash(n, tr.reader())
-	m["ledger"], m["oldSize"], m["newSize"] = info.ID.String(), oldSize, n
-	m["oldRoot"], m["newRoot"] = encodeB64(r1[:]), encodeB64(r2[:])
-	m["consistencyPath"] = b64List(p)
-	b, err := json.Marshal(m)
+	b, err := json.Marshal(p)
 	if err != nil {
-		t.Fatal(err)
+		iss.t.Fatal(err)
 	}
 	return b
-}
-
-func b64List(hs []tlog.Hash) []string {
-	out := make([]string, len(hs))
-	for i, h := range hs {
-		out[i] = encodeB64(h[:])
-	}
-	return out
 }
 
 func encodeB64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

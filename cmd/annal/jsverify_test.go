@@ -176,6 +176,17 @@ func exportLedger(t *testing.T, db *engine.DB, ledger string) []byte {
 	return b.Bytes()
 }
 
+// exportWithCheckpoint returns the ledger's export written with
+// ExportOptions.Checkpoint, and the signed checkpoint written beside it.
+func exportWithCheckpoint(t *testing.T, db *engine.DB, ledger string) (export, note []byte) {
+	t.Helper()
+	var b, cp bytes.Buffer
+	if _, err := db.Export(context.Background(), ledger, &b, engine.ExportOptions{Checkpoint: &cp}); err != nil {
+		t.Fatalf("export %s with its checkpoint: %v", ledger, err)
+	}
+	return b.Bytes(), cp.Bytes()
+}
+
 // exportLines splits an export into its lines, without their "\n".
 func exportLines(export []byte) [][]byte {
 	return bytes.Split(bytes.TrimSuffix(export, []byte("\n")), []byte("\n"))
@@ -352,11 +363,12 @@ func TestJSVerifierEveryTreeShape(t *testing.T) {
 			}
 		}
 	}
-	export := exportLedger(t, db, "shapes")
+	export, exportNote := exportWithCheckpoint(t, db, "shapes")
 	if got := len(exportLines(export)); got != total {
 		t.Fatalf("export has %d lines, want %d", got, total)
 	}
 	exportName := f.write("shapes.ndjson", export)
+	f.add(jsCase{Name: "export with its checkpoint", Export: exportName, Checkpoint: f.write("cp-export", exportNote), IDs: true})
 
 	rng := rand.New(rand.NewPCG(14, 300))
 	sampleLarge := func(n int) bool { return n <= 40 || n%16 == 0 || n%16 == 1 || n%16 == 15 || n == total || n%29 == 0 }
@@ -492,6 +504,29 @@ func TestJSVerifierEveryTreeShape(t *testing.T) {
 				Consistency: []string{f.write("conbad", mutateJSON(t, p, edit))}, Expect: "fail"})
 		}
 	}
+	// Signed notes the engine does not write, signed with its key: with
+	// an extension line (ignored), cosigned by another key (its line
+	// skipped), signed by another key only, with a size written with a
+	// leading zero, and an insider's checkpoint of another root.
+	cp300 := f.read(checkpoints[total])
+	body300, sig300, _ := bytes.Cut(cp300, []byte("\n\n"))
+	bodyLines := strings.SplitAfter(string(body300)+"\n", "\n")
+	origin, root300 := strings.TrimSuffix(bodyLines[0], "\n"), strings.TrimSuffix(bodyLines[2], "\n")
+	witness := "\u2014 witness-1 " + encodeB64(bytes.Repeat([]byte{7}, 68)) + "\n"
+	f.add(jsCase{Name: "checkpoint with an extension line", Export: exportName, Checkpoint: f.write("cp-ext",
+		iss.sign(f.key, fmt.Sprintf("%s\n%d\n%s\nsome extension\n", origin, total, root300)))})
+	f.add(jsCase{Name: "checkpoint cosigned by a witness", Export: exportName, Checkpoint: f.write("cp-cosigned",
+		[]byte(string(body300)+"\n\n"+witness+string(sig300)))})
+	f.add(jsCase{Name: "checkpoint signed by another key only", Export: exportName, Checkpoint: f.write("cp-other",
+		[]byte(string(body300)+"\n\n"+witness)), Expect: "fail", FailMatch: "no signature by"})
+	f.add(jsCase{Name: "checkpoint size with a leading zero", Export: exportName, Checkpoint: f.write("cp-zero",
+		iss.sign(f.key, fmt.Sprintf("%s\n0%d\n%s\n", origin, total, root300))), Expect: "fail", FailMatch: "leading zeros"})
+	f.add(jsCase{Name: "insider's checkpoint of another root", Export: exportName, Checkpoint: f.write("cp-insider",
+		iss.sign(f.key, fmt.Sprintf("%s\n%d\n%s\n", origin, total, encodeB64(bytes.Repeat([]byte{1}, 32))))), Expect: "fail", FailMatch: "the root of its first"})
+	f.add(jsCase{Name: "insider's checkpoint of another root, as a note", Export: exportName, Checkpoint: checkpoints[total],
+		Notes: []string{f.write("cp-insider", iss.sign(f.key, fmt.Sprintf("%s\n%d\n%s\n", origin, 7, encodeB64(bytes.Repeat([]byte{1}, 32)))))},
+		Expect: "fail", FailMatch: "but the export's first 7 lines have root"})
+
 	// A checkpoint of another ledger's tree (the two-event ledger's) and an
 	// export of another ledger.
 	other, err := db.Import(ctx, bytes.NewReader(mustRead(t, vectorPath(t, "evently-cli-two-events.ndjson"))), engine.ImportOptions{})
@@ -627,12 +662,8 @@ func TestJSVerifierExamplesLedger(t *testing.T) {
 	}
 	db, ledger := open(total)
 	f := newJSFixtures(t, iss.verifierKey(db))
-	note, size := iss.checkpoint(ctx, db, ledger)
-	if size != uint64(total) {
-		t.Fatalf("checkpoint size %d, want %d", size, total)
-	}
+	export, note := exportWithCheckpoint(t, db, ledger)
 	cpFull := f.write("cp-full", note)
-	export := exportLedger(t, db, ledger)
 	exportName := f.write("examples.ndjson", export)
 
 	// format.md 9.2's table.
