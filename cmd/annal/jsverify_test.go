@@ -524,7 +524,7 @@ func TestJSVerifierEveryTreeShape(t *testing.T) {
 	f.add(jsCase{Name: "insider's checkpoint of another root", Export: exportName, Checkpoint: f.write("cp-insider",
 		iss.sign(f.key, fmt.Sprintf("%s\n%d\n%s\n", origin, total, encodeB64(bytes.Repeat([]byte{1}, 32))))), Expect: "fail", FailMatch: "the root of its first"})
 	f.add(jsCase{Name: "insider's checkpoint of another root, as a note", Export: exportName, Checkpoint: checkpoints[total],
-		Notes: []string{f.write("cp-insider", iss.sign(f.key, fmt.Sprintf("%s\n%d\n%s\n", origin, 7, encodeB64(bytes.Repeat([]byte{1}, 32)))))},
+		Notes:  []string{f.write("cp-insider", iss.sign(f.key, fmt.Sprintf("%s\n%d\n%s\n", origin, 7, encodeB64(bytes.Repeat([]byte{1}, 32)))))},
 		Expect: "fail", FailMatch: "but the export's first 7 lines have root"})
 
 	// A checkpoint of another ledger's tree (the two-event ledger's) and an
@@ -583,7 +583,7 @@ func TestJSVerifierEveryTreeShape(t *testing.T) {
 	realRoot21 := encodeB64(mustHex(t, noteRootHex(t, f.read(checkpoints[21]))))
 	f.add(jsCase{Name: "fork, against the checkpoint of size 21, claiming its root", Export: first21, Checkpoint: checkpoints[21],
 		Consistency: []string{f.write("con-fork", mutateJSON(t, forkProof, func(m map[string]any) { m["oldRoot"] = realRoot21 }))},
-		Expect: "fail", FailMatch: "consistency path leads to old root"})
+		Expect:      "fail", FailMatch: "consistency path leads to old root"})
 	if forkSize != 50 {
 		t.Fatalf("fork checkpoint size %d, want 50", forkSize)
 	}
