@@ -96,12 +96,4 @@ func (db *DB) ProveConsistency(ctx context.Context, ledgerName string, oldSize, 
 	return db.proveConsistency(ctx, ledgerName, oldSize, newSize)
 }
 
-// VerifyCheckpoint proves that the ledger still extends a checkpoint
-// issued earlier (note: a signed checkpoint; verifierKey: the key to check
-// it with, "" for the DB's own): the signature, then the root of the tree
-// recomputed from the segments at the checkpoint's size. A ledger with
-// fewer events (truncated, rolled back) or another root (rewritten) fails
-// with ErrRewritten, naming what differs.
-func (db *DB) VerifyCheckpoint(ctx context.Context, ledgerName string, note []byte, verifierKey string) error {
-	return errTreeTODO
-}
+// VerifyCheckpoint: see verifytree.go.

@@ -205,11 +205,23 @@ func (db *DB) waitIndexed(ctx context.Context, l *ledger, seq uint64) error {
 type VerifyReport struct {
 	Events uint64     // events verified
 	Head   eventid.ID // the ledger's last event
+	// TreeSize is the number of leaves of the Merkle tree file compared
+	// with the events (#1 to #TreeSize: the events committed when Verify
+	// began).
+	TreeSize uint64
+	// CheckpointSize and CheckpointOrigin are those of the latest signed
+	// checkpoint, whose signature and root were checked against the
+	// events; 0 and "" if the ledger has none yet.
+	CheckpointSize   uint64
+	CheckpointOrigin string
 }
 
 // Verify checks a whole ledger: every record of its segments (frame CRC,
 // event checksum, chain link, timestamps, sequence numbers; on all cores),
-// and that the index agrees with them: every entry of every family (ID,
+// its Merkle tree against them (each event's leaf hash, computed on the
+// same cores, against the tree file's, in ledger order; then the latest
+// signed checkpoint: its signature with the DB's key and its root against
+// the root of the events at its size), and that the index agrees with them: every entry of every family (ID,
 // sequence number, stream, entity, event name, idempotency key) and
 // nothing more. progress, if not nil, is called now and then with the records and
 // bytes verified so far. A failure of the segments is an error matching
@@ -218,6 +230,16 @@ type VerifyReport struct {
 // corruption error, or segment.ErrCorruption for a disagreement) and
 // comes with the report of the segments: the events are intact, and
 // Options.RebuildIndex rebuilds the index from them.
+//
+// The tree's failures, once the segments verified (their CRCs may all
+// pass: CRC32C does not see a change made on purpose): ErrRewritten when
+// the events are not those the tree or the signed checkpoint committed to
+// (it names the first event that differs when the tree file says which,
+// or the checkpoint's size and roots); ErrTreeDamaged when only the tree
+// file, derived from the segments, differs, the events giving the signed
+// root (a reopen rebuilds it). A leaf that differs where no signed
+// checkpoint covers it is ErrRewritten: nothing signed can tell a damaged
+// tree file from a changed event. Both come with the report.
 //
 // The checks run on other goroutines while Close waits for them; Close
 // stops them (within a few thousand records) and Verify returns
@@ -313,9 +335,37 @@ func (p *progressRelay) deliver(progress func(records, bytes int64)) {
 // verify is Verify's checks, run with enterRead held.
 func (l *ledger) verify(ctx context.Context, progress func(records, bytes int64)) (VerifyReport, error) {
 	db := l.db
-	head, err := l.log.Verify(ctx, progress)
+	// The tree: its leaves, computed while the segments are verified and
+	// fed in order through the tree file's checker.
+	src, srcErr := db.treeSourceFor(ctx, l)
+	var head segment.Head
+	var err error
+	var res treeCheck
+	if srcErr != nil {
+		head, err = l.log.Verify(ctx, progress)
+	} else {
+		feed := newLeafFeed(ctx, src.n)
+		checked := make(chan treeCheck, 1)
+		var cpSize uint64
+		if src.cp != nil {
+			cpSize = src.cp.Size
+		}
+		go func() { checked <- feed.check(src.t, cpSize) }()
+		head, err = l.log.VerifyVisit(ctx, progress, feed.visitor())
+		feed.close()
+		res = <-checked
+	}
 	if err != nil {
 		return VerifyReport{}, fmt.Errorf("engine: verify %s: %w", l.meta.Name, err)
+	}
+	if srcErr != nil {
+		return VerifyReport{Events: head.Seq, Head: head.ID}, srcErr
+	}
+	if res.fed != src.n && res.err == nil {
+		if err := ctx.Err(); err != nil {
+			return VerifyReport{}, err
+		}
+		return VerifyReport{}, fmt.Errorf("engine: verify %s: the segments' check handed %d leaves of the %d wanted", l.meta.Name, res.fed, src.n)
 	}
 	// The segments' check may end at an event committed but not yet
 	// indexed (appends index their events a moment after the commit):
@@ -360,8 +410,19 @@ func (l *ledger) verify(ctx context.Context, progress func(records, bytes int64)
 	if rxErr != nil {
 		return VerifyReport{}, fmt.Errorf("engine: verify %s: %w", l.meta.Name, rxErr)
 	}
-	// From here on the segments are intact: what fails is the index.
-	report := VerifyReport{Events: head.Seq, Head: head.ID}
+	// From here on the segments are intact: what fails is the tree (the
+	// events are not those it committed to, or the tree file), then the
+	// index.
+	report := VerifyReport{Events: head.Seq, Head: head.ID, TreeSize: src.n}
+	if src.cp != nil {
+		report.CheckpointSize, report.CheckpointOrigin = src.cp.Size, src.cp.Origin
+	}
+	if err := l.judgeTree(ctx, src, res); err != nil {
+		if ctx.Err() != nil {
+			return VerifyReport{}, ctx.Err()
+		}
+		return report, err
+	}
 	if got.err != nil {
 		if ctx.Err() != nil {
 			return VerifyReport{}, got.err

@@ -18,6 +18,25 @@ import (
 // verified so far (never concurrently). It returns the verified head, or
 // the first *CorruptionError (by position in the ledger) found.
 func (l *Log) Verify(ctx context.Context, progress func(records, bytes int64)) (Head, error) {
+	return l.VerifyVisit(ctx, progress, nil)
+}
+
+// Visitor sees the records that Log.VerifyVisit verifies, on the
+// goroutines that verify them (no second read of the segments).
+type Visitor struct {
+	// Record is called with each record verified, segment by segment
+	// (segments concurrently, the records of one segment in order, on
+	// one goroutine). r is valid only during the call.
+	Record func(segment uint64, r *Record)
+	// Done, if not nil, is called once a segment's verification ended
+	// (err nil: every record of it up to the committed end was seen; or
+	// the corruption or read error found, or ctx's error).
+	Done func(segment uint64, err error)
+}
+
+// VerifyVisit is Verify, also handing every record verified to v (nil:
+// none), on the goroutines that verify the segments.
+func (l *Log) VerifyVisit(ctx context.Context, progress func(records, bytes int64), v *Visitor) (Head, error) {
 	pos := l.committed.Load()
 	n := int(pos.segNum)
 	type result struct {
@@ -44,7 +63,10 @@ func (l *Log) Verify(ctx context.Context, progress func(records, bytes int64)) (
 			defer wg.Done()
 			for i := range work {
 				r := &results[i]
-				r.first, r.last, r.head, r.err = l.verifySegment(ctx, uint64(i)+1, pos, &records, &bytes, report)
+				r.first, r.last, r.head, r.err = l.verifySegment(ctx, uint64(i)+1, pos, &records, &bytes, report, v)
+				if v != nil && v.Done != nil {
+					v.Done(uint64(i)+1, r.err)
+				}
 			}
 		}()
 	}
@@ -87,7 +109,7 @@ func (l *Log) Verify(ctx context.Context, progress func(records, bytes int64)) (
 // verifySegment verifies segment n up to its committed end and returns
 // the chain its header starts from, the chain at its last record, and the
 // head there (zero if the segment has no record).
-func (l *Log) verifySegment(ctx context.Context, n uint64, pos *position, records, bytes *atomic.Int64, report func()) (first, last chain, head Head, err error) {
+func (l *Log) verifySegment(ctx context.Context, n uint64, pos *position, records, bytes *atomic.Int64, report func(), v *Visitor) (first, last chain, head Head, err error) {
 	s, err := readHeader(l.fs, l.dir, n, l.ledger)
 	if err != nil {
 		if err == errShortHeader {
@@ -119,6 +141,9 @@ func (l *Log) verifySegment(ctx context.Context, n uint64, pos *position, record
 		}
 		if !ok {
 			return first, sc.chain, head, nil
+		}
+		if v != nil && v.Record != nil {
+			v.Record(n, &sc.rec)
 		}
 		loc := sc.location(n)
 		records.Add(1)

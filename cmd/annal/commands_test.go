@@ -466,12 +466,12 @@ func TestVerifyQuickSaysWhatItChecked(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("verify: exit %d: %s", code, errOut)
 	}
-	if !regexp.MustCompile(`(?m)^orders +[0-9a-f]{8} +6 +[0-9a-f]{32} +head only +ok +ok +ok$`).MatchString(out) ||
+	if !regexp.MustCompile(`(?m)^orders +[0-9a-f]{8} +6 +[0-9a-f]{32} +head only +ok +ok +ok +ok$`).MatchString(out) ||
 		!strings.Contains(out, "run annal verify --full to check every byte") {
 		t.Fatalf("quick verify, table:\n%s", out)
 	}
 	code, out, _ = annal(t, "", "--dir", crashed, "verify", "--full", "--format", "ndjson")
-	if code != 0 || !strings.Contains(out, `"full":true,"checked":"every record (events #1..#6), and the index against the segments","checked_from":1,"checked_to":6`) {
+	if code != 0 || !regexp.MustCompile(`"full":true,"checked":"every record \(events #1..#6\), the Merkle tree file against them \(6 leaves\)[^"]*, and the index against the segments","checked_from":1,"checked_to":6,"tree_size":6`).MatchString(out) {
 		t.Fatalf("verify --full: exit %d: %s", code, out)
 	}
 }

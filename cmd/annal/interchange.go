@@ -93,9 +93,9 @@ func importError(dir, file string, err error) error {
 }
 
 func newExportCmd(g *globals) *cobra.Command {
-	var after, output string
+	var after, output, checkpoint string
 	cmd := &cobra.Command{
-		Use:   "export NAME|LEDGERID [--after ID] [-o FILE]",
+		Use:   "export NAME|LEDGERID [--after ID] [-o FILE] [--checkpoint FILE]",
 		Short: "Export a ledger as Evently NDJSON",
 		Long: `export writes the ledger NAME (or with that ledger ID) in the Evently NDJSON
 download format, one event a line in ledger order, to standard output or to
@@ -107,7 +107,19 @@ before). On a terminal, with -o, a progress bar shows the rate.
 
 FILE must not be inside the data directory (symbolic links and ".."
 resolved): an export written there could replace one of the ledgers' own
-files. Such a FILE is a usage error (exit 2), and nothing is written.`,
+files. Such a FILE is a usage error (exit 2), and nothing is written.
+
+With --checkpoint CFILE export issues a signed checkpoint of the ledger,
+exports exactly the events it covers, and writes the checkpoint to CFILE
+(created 0644: it is public; not inside the data directory either). The pair
+is what an auditor verifies without the data directory:
+
+  annal export orders -o orders.ndjson --checkpoint orders.checkpoint
+  annal key > annal.pub
+  annal verify-file orders.ndjson --checkpoint orders.checkpoint --key @annal.pub
+
+A checkpoint covers a whole ledger, so --checkpoint with --after is a usage
+error (exit 2).`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			var opts engine.ExportOptions
@@ -123,8 +135,26 @@ files. Such a FILE is a usage error (exit 2), and nothing is written.`,
 				if err != nil {
 					return err
 				}
-				if err := checkOutsideDataDir(dataDir, output); err != nil {
+				if err := checkOutsideDataDir("export: -o", dataDir, output); err != nil {
 					return err
+				}
+			}
+			if checkpoint != "" {
+				if after != "" {
+					return usageErr("export: --checkpoint and --after exclude each other: a checkpoint covers a whole ledger, from its genesis event")
+				}
+				if checkpoint == "-" {
+					return usageErr("export: --checkpoint needs a file name, not \"-\"")
+				}
+				dataDir, err := g.dataDir(cmd)
+				if err != nil {
+					return err
+				}
+				if err := checkOutsideDataDir("export: --checkpoint", dataDir, checkpoint); err != nil {
+					return err
+				}
+				if output != "" && output != "-" && sameFileName(output, checkpoint) {
+					return usageErr("export: -o and --checkpoint name the same file %s", strconv.Quote(output))
 				}
 			}
 			db, info, dir, err := g.openLedger(cmd, args[0])
@@ -154,11 +184,26 @@ files. Such a FILE is a usage error (exit 2), and nothing is written.`,
 					defer m.finish()
 				}
 			}
+			var cpFile *publicFile
+			if checkpoint != "" {
+				if cpFile, err = createPublicFile(checkpoint); err != nil {
+					return err
+				}
+				defer cpFile.abort()
+				opts.Checkpoint = cpFile
+			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
 			n, err := db.Export(ctx, args[0], w, opts)
 			if err != nil {
 				return ledgerError(dir, args[0], err)
+			}
+			// The checkpoint is renamed into place before the export
+			// file: a FILE under its name always has its checkpoint.
+			if cpFile != nil {
+				if err := cpFile.commit(); err != nil {
+					return err
+				}
 			}
 			if file != nil {
 				if err := file.Sync(); err != nil {
@@ -180,7 +225,22 @@ files. Such a FILE is a usage error (exit 2), and nothing is written.`,
 	}
 	cmd.Flags().StringVar(&after, "after", "", "export only the events after this event ID")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "write to FILE instead of standard output")
+	cmd.Flags().StringVar(&checkpoint, "checkpoint", "", "issue a checkpoint of the ledger, export exactly its events and write the signed checkpoint to FILE (0644)")
 	return cmd
+}
+
+// sameFileName reports whether the paths a and b name the same file
+// (as written, cleaned and made absolute; or, when both exist, the same
+// file on disk).
+func sameFileName(a, b string) bool {
+	fa, erra := os.Stat(a)
+	fb, errb := os.Stat(b)
+	if erra == nil && errb == nil {
+		return os.SameFile(fa, fb)
+	}
+	aa, erra := filepath.Abs(a)
+	ab, errb := filepath.Abs(b)
+	return erra == nil && errb == nil && aa == ab
 }
 
 // checkOutsideDataDir refuses an output file inside the data directory
@@ -192,7 +252,9 @@ files. Such a FILE is a usage error (exit 2), and nothing is written.`,
 // and no link or mount gets past. A directory that does not exist (the
 // export then fails to create its file) or a data directory that does not
 // exist (the open fails) is no reason to refuse.
-func checkOutsideDataDir(dataDir, output string) error {
+//
+// what names the file in the message: "export: -o", "export: --checkpoint".
+func checkOutsideDataDir(what, dataDir, output string) error {
 	data, err := os.Stat(dataDir)
 	if err != nil {
 		return nil
@@ -214,7 +276,7 @@ func checkOutsideDataDir(dataDir, output string) error {
 	}
 	for d := real; ; d = filepath.Dir(d) {
 		if fi, err := os.Stat(d); err == nil && os.SameFile(fi, data) {
-			return usageErr("export: -o %s is inside the data directory %s: annal does not write its output there, where it could replace a ledger's own files; choose a file outside it", strconv.Quote(output), dataDir)
+			return usageErr("%s %s is inside the data directory %s: annal does not write its output there, where it could replace a ledger's own files; choose a file outside it", what, strconv.Quote(output), dataDir)
 		}
 		if filepath.Dir(d) == d {
 			return nil

@@ -9,14 +9,21 @@
 //	annal scan NAME             events by time range (--from, --to, --after, --limit, --reverse)
 //	                            or by stream (--entity, --key, --event)
 //	annal tail NAME             follow a ledger, printing events as they commit
-//	annal verify [NAME]         check ledgers: the tail and the head, or every record with --full
+//	annal verify [NAME]         check ledgers: the tail and the head, or every record with --full;
+//	                            --checkpoint C: that the ledger still extends checkpoint C
+//	annal key                   the public key checkpoints are signed with
+//	annal checkpoint NAME       the ledger's latest signed checkpoint; --new issues one
+//	annal prove ID              the inclusion proof of an event; --consistency OLD: that the
+//	                            ledger extends the checkpoint in file OLD
 //	annal stats [NAME]          count, head, time span, bytes, segments, rate; totals, index size
 //	annal import [--name N] FILE|-  import an Evently NDJSON ledger, all or nothing; prints name and ID
-//	annal export NAME [--after ID] [-o FILE]  a ledger as Evently NDJSON
+//	annal export NAME [--after ID] [-o FILE] [--checkpoint C]  a ledger as Evently NDJSON,
+//	                            with its signed checkpoint written to C
 //	annal demo                  annal's whole job on a local directory, with a SIGKILL, in seconds
 //	annal canon                 canonical JSON of each line of standard input
 //	annal id ID…                the fields and every text form of Event IDs
-//	annal verify-file FILE|-    verify an Evently NDJSON ledger, no database needed
+//	annal verify-file FILE|-    verify an Evently NDJSON ledger, no database needed;
+//	                            --checkpoint C --key K: its Merkle root against a signed checkpoint
 //
 // Global flags: --dir D (default $ANNAL_DIR, or ./annal-data) and
 // --format table|json|ndjson (default table when standard output is a
@@ -191,7 +198,8 @@ func newRootCmd() *cobra.Command {
 		Use:   "annal",
 		Short: "annal: an embedded, append-only ledger database",
 		Long: `annal works on an annal data directory (create, ledgers, append, get, scan,
-tail, verify, stats) and checks Evently ledgers without one (verify-file).
+tail, verify, stats, key, checkpoint, prove) and checks Evently ledgers without
+one (verify-file, with a signed checkpoint and its key too).
 
 The data directory is --dir, or $ANNAL_DIR when --dir is not given, or
 ./annal-data. Only create, import and demo make a directory that does not exist. One process
@@ -233,7 +241,7 @@ Exit codes: 0 success, 1 error, 2 usage, 3 verification failed,
 		newCreateCmd(g), newLedgersCmd(g), newAppendCmd(g), newGetCmd(g),
 		newScanCmd(g), newTailCmd(g), newVerifyCmd(g), newStatsCmd(g),
 		newImportCmd(g), newExportCmd(g), newDemoCmd(g), newDemoWriterCmd(g),
-		newReindexCmd(g),
+		newReindexCmd(g), newKeyCmd(g), newCheckpointCmd(g), newProveCmd(g),
 		newCanonCmd(), newIDCmd(), newVerifyFileCmd(),
 	)
 	return root

@@ -38,7 +38,7 @@ prefix shorter than 4 digits) is a usage error, exit 2.`,
 			if err != nil {
 				return err
 			}
-			if err := checkGetArg(args[0]); err != nil {
+			if err := checkEventArg("get", args[0]); err != nil {
 				return err
 			}
 			db, dir, err := g.openDB(cmd, false)
@@ -62,13 +62,14 @@ prefix shorter than 4 digits) is a usage error, exit 2.`,
 	}
 }
 
-// checkGetArg returns a usage error for an argument of get that names
-// none of its forms (getEvent), before the data directory is opened.
-func checkGetArg(arg string) error {
+// checkEventArg returns a usage error for an argument of get (or prove:
+// command) that names none of its forms (getEvent), before the data
+// directory is opened.
+func checkEventArg(command, arg string) error {
 	if i := strings.LastIndexByte(arg, '#'); i >= 0 {
 		seq, err := strconv.ParseUint(arg[i+1:], 10, 64)
 		if err != nil || seq == 0 {
-			return usageErr("get %q: %q is not a sequence number (1 is the genesis event)", arg, arg[i+1:])
+			return usageErr("%s %q: %q is not a sequence number (1 is the genesis event)", command, arg, arg[i+1:])
 		}
 		return nil
 	}
@@ -77,11 +78,11 @@ func checkGetArg(arg string) error {
 	case err == nil:
 		return nil
 	case isHex(arg) && len(arg) < 4:
-		return usageErr("get %q: an ID prefix has 4 to 31 hex digits", arg)
+		return usageErr("%s %q: an ID prefix has 4 to 31 hex digits", command, arg)
 	case isHex(arg) && len(arg) < 2*eventid.Size:
 		return nil
 	}
-	return usageErr("get %q: not an Event ID (hex, UUID, base64 or base32), a hex prefix or NAME#SEQ: %w", arg, err)
+	return usageErr("%s %q: not an Event ID (hex, UUID, base64 or base32), a hex prefix or NAME#SEQ: %w", command, arg, err)
 }
 
 // getEvent finds the event arg names: NAME#SEQ, an ID in any text form, or

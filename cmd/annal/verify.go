@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,9 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/annal-db/annal/engine"
+	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
 	"github.com/annal-db/annal/segment"
@@ -21,8 +24,9 @@ import (
 
 func newVerifyCmd(g *globals) *cobra.Command {
 	var full bool
+	var checkpointFile, key string
 	cmd := &cobra.Command{
-		Use:   "verify [NAME|LEDGERID]",
+		Use:   "verify [NAME|LEDGERID] [--full] [--checkpoint FILE [--key K]]",
 		Short: "Verify one ledger or all of them",
 		Long: `verify checks the ledger NAME (or with that ledger ID), or every ledger.
 
@@ -37,37 +41,85 @@ was checked: the events after the index's checkpoint (#N..#M), the head and
 the genesis event. Run verify --full to check every byte.
 
 With --full it reads every record of every segment (frame CRC, event checksum
-recomputed, chain link, timestamps, sequence numbers, on all cores) and checks
-that the index agrees with the segments. When standard error is a terminal it
+recomputed, chain link, timestamps, sequence numbers, on all cores), checks
+the Merkle tree file against the events (each event's SHA-256 leaf hash, and
+every stored hash it completes) and the latest signed checkpoint against
+both (its signature with the directory's key, its root), and checks that the
+index agrees with the segments. When standard error is a terminal it
 shows a progress bar with the rate and the time left (from half a second on:
 a rate over less is noise), and then, for each ledger, that it checks the
 index, with the time that takes.
 
 It prints one result a ledger (table: name, ID, events, head, what was
-checked, the segments' result, the index's result and the ledger's, then a
+checked, the segments' result, the Merkle tree file's, the index's and the
+ledger's, then a
 line that says what the check covered; JSON and NDJSON: name, id, ok,
 events, head, full (whether every record was read), checked (what was
 checked, in words), checked_from and checked_to (the events whose records
 were read and verified; absent when not known), error, and for a ledger
-that failed, segments and index: "ok", "failed" or "damaged", or "-" when
-not checked) and, on standard error, what failed and where, in one line a
+that failed, segments, tree and index: "ok", "failed", "rewritten" (the
+segments: they are not what the tree or a signed checkpoint committed to)
+or "damaged" (the tree file or the index: derived files), or "-" when not
+checked) and, on standard error, what failed and where, in one line a
 ledger. Exit 3 if any ledger fails.
 
 The checksums (CRC32C of every frame, and each Event ID's checksum of its
 content and of the ID before) find accidental damage: a flipped bit, a torn
 write, a lost or misplaced block; verify --full finds it anywhere. They are
 no protection against a deliberate rewrite by someone who can write the
-files: CRC32C can be recomputed.
+files: CRC32C can be recomputed. The Merkle tree (SHA-256) and its signed
+checkpoints are: verify --full finds an event changed in place even when
+its CRCs and Event ID still verify, and verify --checkpoint FILE, with a
+checkpoint kept outside the directory, finds a ledger rewritten whole by
+someone who holds the files and the key (docs/engine.md says what is
+detected by whom).
 
 The index is derived from the segments. When it alone is damaged (its files
 fail their checksums, or it disagrees with segments that verify), verify
 says so: the events are intact, the count and head are the segments', and
-the index can be rebuilt from them.`,
+the index can be rebuilt from them.
+
+With --checkpoint FILE verify also proves that the ledger still extends a
+signed checkpoint taken earlier and kept outside the data directory (annal
+checkpoint NAME -o FILE, annal export --checkpoint FILE): the checkpoint's
+signature, with the data directory's key or --key K (a verifier key as
+annal key prints it, or @FILE holding one), then the Merkle root of the
+ledger's first N events (N: the checkpoint's size), recomputed from the
+segments, against the root it signs. A ledger with fewer events (truncated,
+rolled back) or another root (an event rewritten, even with every CRC and
+Event ID recomputed) fails, saying what differs (exit 3). The ledger is
+NAME, or the one the checkpoint's origin names. The result says what was
+checked: the checkpoint's file, origin, size and key (JSON: "checkpoint":
+{"file","origin","size","root","key","ok","error"}; table: a line after
+the table).
+
+Example:
+  annal verify --checkpoint orders-2024-05-01.checkpoint --full`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			format, err := g.outputFormat(cmd)
 			if err != nil {
 				return err
+			}
+			var cpCheck *checkpointCheck
+			fromOrigin := false // the ledger is the one the checkpoint names
+			if key != "" && checkpointFile == "" {
+				return usageErr("verify: --key checks the checkpoint of --checkpoint FILE; give both")
+			}
+			if checkpointFile != "" {
+				if cpCheck, err = readCheckpointCheck(checkpointFile, key); err != nil {
+					return err
+				}
+				if len(args) == 0 {
+					if cpCheck.parseErr != nil {
+						return &exitErr{code: exitVerification, err: fmt.Errorf("checkpoint %s: not a checkpoint (and no ledger named to verify): %w", strconv.Quote(checkpointFile), cpCheck.parseErr)}
+					}
+					id, err := originLedger(cpCheck.Origin)
+					if err != nil {
+						return &exitErr{code: exitVerification, err: fmt.Errorf("checkpoint %s: %w", strconv.Quote(checkpointFile), err)}
+					}
+					args, fromOrigin = []string{id.String()}, true
+				}
 			}
 			var checkpoints map[eventid.LedgerID]uint64
 			if !full {
@@ -89,6 +141,11 @@ the index can be rebuilt from them.`,
 				switch {
 				case errors.Is(err, engine.ErrLedgerUnavailable):
 					results = append(results, verifyResult{Name: args[0], full: full, err: err, segments: partFailed, index: partUnchecked})
+				case errors.Is(err, engine.ErrLedgerNotFound) && fromOrigin:
+					// The ledger the checkpoint was signed for is gone:
+					// the directory does not extend it.
+					return &exitErr{code: exitVerification, err: fmt.Errorf("checkpoint %s is of ledger %s (origin %s), which is not in %s: the directory does not extend it (removed, or another directory?)",
+						strconv.Quote(checkpointFile), args[0], strconv.Quote(cpCheck.Origin), dir)}
 				case err != nil:
 					return ledgerError(dir, args[0], err)
 				default:
@@ -106,7 +163,11 @@ the index can be rebuilt from them.`,
 				v.meter = newVerifyMeter(progressTo(cmd.ErrOrStderr()), ledgers)
 			}
 			for i := range ledgers {
-				results = append(results, v.verify(cmd.Context(), &ledgers[i]))
+				r := v.verify(cmd.Context(), &ledgers[i])
+				if cpCheck != nil {
+					cpCheck.run(cmd.Context(), db, &r)
+				}
+				results = append(results, r)
 			}
 			v.meter.finish()
 			if err := writeVerifyResults(cmd.OutOrStdout(), format, results, full); err != nil {
@@ -130,8 +191,112 @@ the index can be rebuilt from them.`,
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&full, "full", false, "read and check every record, and the index against the segments")
+	cmd.Flags().BoolVar(&full, "full", false, "read and check every record, the Merkle tree file and the latest signed checkpoint against them, and the index against the segments")
+	cmd.Flags().StringVar(&checkpointFile, "checkpoint", "", "also prove that the ledger still extends the signed checkpoint in this file")
+	cmd.Flags().StringVar(&key, "key", "", "check the checkpoint with this verifier key (or @FILE holding one) instead of the data directory's")
 	return cmd
+}
+
+// checkpointCheck is verify --checkpoint: a checkpoint file, and the result
+// of proving that a ledger still extends it.
+type checkpointCheck struct {
+	file string
+	key  string // --key, "" for the data directory's
+	note []byte
+	// The checkpoint's body, read without checking the signature (the
+	// engine checks it): what the result says was checked. parseErr
+	// when it is not a checkpoint.
+	tree.Checkpoint
+	parseErr error
+	// The outcome: the key used, and err (nil: the ledger extends it).
+	usedKey string
+	err     error
+}
+
+// readCheckpointCheck reads the checkpoint file of verify --checkpoint,
+// and --key (keyArg) if given.
+func readCheckpointCheck(file, key string) (*checkpointCheck, error) {
+	c := &checkpointCheck{file: file}
+	if key != "" {
+		var err error
+		if c.key, err = keyArg(key); err != nil {
+			return nil, err
+		}
+	}
+	note, err := readSmallFile("--checkpoint", file)
+	if err != nil {
+		return nil, err
+	}
+	c.note = note
+	c.Checkpoint, c.parseErr = tree.ParseCheckpoint(noteText(note))
+	return c, nil
+}
+
+// noteText returns a signed note's text, the part that is signed: what
+// precedes the empty line before the signatures.
+func noteText(note []byte) []byte {
+	if i := bytes.Index(note, []byte("\n\n")); i >= 0 {
+		return note[:i+1]
+	}
+	return note
+}
+
+// run proves that the ledger of r extends the checkpoint, and records the
+// outcome in r: a failure fails the ledger.
+func (c *checkpointCheck) run(ctx context.Context, db *engine.DB, r *verifyResult) {
+	c.usedKey = c.key
+	if c.usedKey == "" {
+		c.usedKey = db.VerifierKey()
+	}
+	c.err = db.VerifyCheckpoint(ctx, r.Name, c.note, c.key)
+	r.checkpoint = c
+	if c.err != nil && r.err == nil {
+		r.err = fmt.Errorf("checkpoint %s: %w", strconv.Quote(c.file), c.err)
+		// The ledger passed its own checks: what fails is the ledger
+		// against the checkpoint (its events, or the tree file).
+		r.segments, r.tree, r.index = partOK, partOK, partOK
+		switch {
+		case errors.Is(c.err, engine.ErrTreeDamaged):
+			r.tree = partDamaged
+		case errors.Is(c.err, engine.ErrRewritten):
+			r.segments = partRewritten
+		}
+	}
+}
+
+// checkpointJSON is the checkpoint part of a verify result in JSON.
+type verifyCheckpointJSON struct {
+	File   string `json:"file"`
+	Origin string `json:"origin,omitempty"`
+	Size   uint64 `json:"size,omitempty"`
+	Root   string `json:"root,omitempty"`
+	Key    string `json:"key"`
+	OK     bool   `json:"ok"`
+	Error  string `json:"error,omitempty"`
+}
+
+func (c *checkpointCheck) json() *verifyCheckpointJSON {
+	j := &verifyCheckpointJSON{File: c.file, Key: c.usedKey, OK: c.err == nil}
+	if c.parseErr == nil {
+		j.Origin, j.Size, j.Root = c.Origin, c.Size, b64(c.Root)
+	}
+	if c.err != nil {
+		j.Error = errorLine(c.err)
+	}
+	return j
+}
+
+// checked says in words what the checkpoint check covered.
+func (c *checkpointCheck) checked() string {
+	what := fmt.Sprintf("signed checkpoint %s", strconv.Quote(c.file))
+	if c.parseErr == nil {
+		what += fmt.Sprintf(" (origin %s, size %d, root %s)", c.Origin, c.Size, b64(c.Root))
+	}
+	what += " signed by key " + c.usedKey
+	if c.err != nil {
+		return what + ": FAILED (the error says what differs)"
+	}
+	return fmt.Sprintf("%s: ok, the ledger extends it (its first %d events have that root)", what, c.Size)
 }
 
 // verifyResult is the outcome of verifying one ledger.
@@ -146,9 +311,17 @@ type verifyResult struct {
 	full                   bool
 	checkedFrom, checkedTo uint64
 	err                    error
-	// The parts' results when err is not nil: partOK, partFailed (the
-	// segments), partDamaged (the index) or partUnchecked.
-	segments, index string
+	// The parts' results when err is not nil: partOK, partFailed or
+	// partRewritten (the segments), partDamaged (the tree file, the
+	// index) or partUnchecked.
+	segments, tree, index string
+	// checkpoint: verify --checkpoint's check of the ledger (nil without).
+	checkpoint *checkpointCheck
+	// What --full checked of the Merkle tree: the tree file's leaves
+	// against the events (treeSize), and the latest signed checkpoint
+	// (latestSize 0: none yet).
+	treeSize, latestSize uint64
+	latestOrigin         string
 }
 
 // Results of a ledger's parts.
@@ -156,6 +329,7 @@ const (
 	partOK        = "ok"
 	partFailed    = "failed"
 	partDamaged   = "damaged"
+	partRewritten = "rewritten"
 	partUnchecked = "-"
 )
 
@@ -298,6 +472,7 @@ func (v *verifier) verify(ctx context.Context, l *engine.LedgerInfo) verifyResul
 		rep, err := v.db.Verify(ctx, l.Name, progress)
 		r.Events, r.Head, r.err = rep.Events, rep.Head, err
 		r.full, r.checkedFrom, r.checkedTo = true, 1, rep.Events
+		r.treeSize, r.latestSize, r.latestOrigin = rep.TreeSize, rep.CheckpointSize, rep.CheckpointOrigin
 	} else {
 		r.Events, r.Head, r.err = l.Count, l.Head, checkHead(ctx, v.db, l)
 		cp, known := v.checkpoints[l.ID]
@@ -312,20 +487,27 @@ func (v *verifier) verify(ctx context.Context, l *engine.LedgerInfo) verifyResul
 	v.meter.set(v.done)
 	switch {
 	case r.err == nil:
+	case errors.Is(r.err, engine.ErrTreeDamaged):
+		// The events verified and agree with the signed checkpoint; the
+		// tree file, derived from them, does not.
+		r.Events, r.Head = l.Count, l.Head
+		r.segments, r.tree, r.index = partOK, partDamaged, partUnchecked
+	case errors.Is(r.err, engine.ErrRewritten):
+		r.segments, r.tree, r.index = partRewritten, partUnchecked, partUnchecked
 	case isIndexError(r.err):
 		// The segments verified: with --full, Verify reads every record
 		// before it compares the index (and nothing appends meanwhile,
 		// this process having the directory to itself); without it, Open
 		// verified the tail. Their count and head are the ledger's.
 		r.Events, r.Head = l.Count, l.Head
-		r.segments, r.index = partOK, partDamaged
+		r.segments, r.tree, r.index = partOK, partOK, partDamaged
 		r.err = indexDamaged(v.dir, r.err, l.Count, v.full)
 	case v.full:
-		r.segments, r.index = partFailed, partUnchecked
+		r.segments, r.tree, r.index = partFailed, partUnchecked, partUnchecked
 	default:
 		// The quick check reads the head and the genesis event through
 		// the index; what failed is not known to be either part.
-		r.segments, r.index = partUnchecked, partUnchecked
+		r.segments, r.tree, r.index = partUnchecked, partUnchecked, partUnchecked
 	}
 	return r
 }
@@ -370,7 +552,15 @@ type verifyJSON struct {
 	CheckedTo   *uint64 `json:"checked_to,omitempty"`
 	Error       string  `json:"error,omitempty"`
 	Segments    string  `json:"segments,omitempty"` // on a failure
+	Tree        string  `json:"tree,omitempty"`     // on a failure
 	Index       string  `json:"index,omitempty"`    // on a failure
+	// With --full: the leaves of the tree file compared with the events,
+	// and the latest signed checkpoint checked against them (absent: none).
+	TreeSize               uint64 `json:"tree_size,omitempty"`
+	LatestCheckpointSize   uint64 `json:"latest_checkpoint_size,omitempty"`
+	LatestCheckpointOrigin string `json:"latest_checkpoint_origin,omitempty"`
+	// Checkpoint: with --checkpoint, what was checked and its result.
+	Checkpoint *verifyCheckpointJSON `json:"checkpoint,omitempty"`
 }
 
 // fullHint is what the quick check's results say about the rest.
@@ -380,7 +570,7 @@ const fullHint = "the events before were verified when they were written and are
 func (r *verifyResult) checked() string {
 	switch {
 	case r.full && r.checkedTo > 0 && r.err == nil:
-		return fmt.Sprintf("every record (events #1..#%d), and the index against the segments", r.checkedTo)
+		return fmt.Sprintf("every record (events #1..#%d), %s, and the index against the segments", r.checkedTo, r.treeChecked())
 	case r.full && r.checkedTo > 0:
 		return fmt.Sprintf("every record (events #1..#%d, intact), and the index against the segments (failed)", r.checkedTo)
 	case r.full:
@@ -391,6 +581,15 @@ func (r *verifyResult) checked() string {
 		return fmt.Sprintf("the tail after the index's checkpoint: no events after it (the checkpoint is the head, #%d); the head and the genesis event; %s", r.checkedTo, fullHint)
 	}
 	return fmt.Sprintf("the tail after the index's checkpoint: events #%d..#%d; the head and the genesis event; %s", r.checkedFrom, r.checkedTo, fullHint)
+}
+
+// treeChecked says what verify --full checked of the Merkle tree.
+func (r *verifyResult) treeChecked() string {
+	s := fmt.Sprintf("the Merkle tree file against them (%d leaves)", r.treeSize)
+	if r.latestSize == 0 {
+		return s + ", no signed checkpoint yet"
+	}
+	return fmt.Sprintf("%s and the latest signed checkpoint (%s, size %d: its signature and its root)", s, r.latestOrigin, r.latestSize)
 }
 
 // checkedColumn is what was checked in verify's table.
@@ -416,7 +615,14 @@ func (r *verifyResult) json() verifyJSON {
 	}
 	if r.err != nil {
 		j.Error = errorLine(r.err)
-		j.Segments, j.Index = r.segments, r.index
+		j.Segments, j.Tree, j.Index = r.segments, orDash(r.tree), r.index
+	}
+	if r.full && r.err == nil {
+		j.TreeSize, j.LatestCheckpointSize, j.LatestCheckpointOrigin = r.treeSize, r.latestSize, r.latestOrigin
+	}
+	if r.checkpoint != nil {
+		j.Checkpoint = r.checkpoint.json()
+		j.Checked += "; and the ledger against " + r.checkpoint.checked()
 	}
 	return j
 }
@@ -433,23 +639,29 @@ func writeVerifyResults(w io.Writer, format string, results []verifyResult, full
 	switch format {
 	case formatTable:
 		tw := newTable(w)
-		fmt.Fprintln(tw, "NAME\tID\tEVENTS\tHEAD\tCHECKED\tSEGMENTS\tINDEX\tRESULT")
+		fmt.Fprintln(tw, "NAME\tID\tEVENTS\tHEAD\tCHECKED\tSEGMENTS\tTREE\tINDEX\tRESULT")
 		for _, r := range results {
 			j := r.json()
-			result, segments, index := "ok", "ok", "ok"
+			result, segments, tree, index := "ok", "ok", "ok", "ok"
 			if !j.OK {
-				result, segments, index = "FAILED", tablePart(j.Segments), tablePart(j.Index)
+				result, segments, tree, index = "FAILED", tablePart(j.Segments), tablePart(j.Tree), tablePart(j.Index)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", safeName(j.Name), orDash(j.ID), j.Events, orDash(j.Head), r.checkedColumn(), segments, index, result)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", safeName(j.Name), orDash(j.ID), j.Events, orDash(j.Head), r.checkedColumn(), segments, tree, index, result)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		var err error
 		if full {
-			_, err := fmt.Fprintln(w, "checked: every record of every segment (all), and the index against the segments")
-			return err
+			_, err = fmt.Fprintln(w, "checked: every record of every segment (all), the Merkle tree file against the events and the latest signed checkpoint against both, and the index against the segments")
+		} else {
+			_, err = fmt.Fprintf(w, "checked: each ledger's tail after the index's checkpoint, as every open checks it (CHECKED: the events read, #N..#M; \"head only\": none after it), and its head and genesis event; %s\n", fullHint)
 		}
-		_, err := fmt.Fprintf(w, "checked: each ledger's tail after the index's checkpoint, as every open checks it (CHECKED: the events read, #N..#M; \"head only\": none after it), and its head and genesis event; %s\n", fullHint)
+		for _, r := range results {
+			if r.checkpoint != nil && err == nil {
+				_, err = fmt.Fprintf(w, "checked: ledger %s against %s\n", safeName(r.Name), safeText(r.checkpoint.checked()))
+			}
+		}
 		return err
 	case formatJSON:
 		out := make([]verifyJSON, 0, len(results))

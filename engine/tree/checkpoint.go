@@ -39,8 +39,10 @@ func (c Checkpoint) Text() []byte {
 // Sign returns the signed note of the checkpoint (C2SP signed-note).
 func Sign(c Checkpoint, s note.Signer) ([]byte, error) {
 	text := c.Text()
-	if _, err := ParseCheckpoint(text); err != nil {
+	if parsed, err := ParseCheckpoint(text); err != nil {
 		return nil, err
+	} else if parsed != c {
+		return nil, fmt.Errorf("%w: origin %q holds a line break", ErrCheckpoint, c.Origin)
 	}
 	msg, err := note.Sign(&note.Note{Text: string(text)}, s)
 	if err != nil {

@@ -46,7 +46,8 @@ type File struct {
 	// next Append or Truncate cuts.
 	end   int64
 	front frontier
-	buf   []byte // Append's write buffer, reused
+	next  frontier // Append's copy of front
+	buf   []byte   // Append's write buffer, reused
 }
 
 // offset returns the byte offset of stored hash x.
@@ -220,7 +221,11 @@ func (f *File) Append(leaves []Hash) error {
 			return err
 		}
 	}
-	front := f.front // the copy is kept only if the write succeeds
+	// Work on a copy of the frontier, kept only if the write succeeds.
+	// (f.next is a field so that the copy is not allocated: it is
+	// passed to tlog as a HashReader.)
+	f.next = f.front
+	front := &f.next
 	buf := f.buf[:0]
 	for _, leaf := range leaves {
 		hashes, err := front.add(leaf)
@@ -248,7 +253,7 @@ func (f *File) Append(leaves []Hash) error {
 	if cap(f.buf) > 1<<20 {
 		f.buf = nil
 	}
-	f.front = front
+	f.front = *front
 	f.end = at + int64(len(buf))
 	f.size.Store(front.n)
 	return nil
