@@ -254,10 +254,10 @@ func changeSigChar(note []byte, off int) []byte {
 	return c
 }
 
-// rechain returns the export with line k's data replaced and every Event ID
+// rechainData returns the export with line k's data replaced and every Event ID
 // from line k on recomputed, as a forger without the signing key would do
 // (export, edit, recompute the IDs, import elsewhere): every ID verifies.
-func rechain(t *testing.T, export []byte, k int, data []byte) []byte {
+func rechainData(t *testing.T, export []byte, k int, data []byte) []byte {
 	t.Helper()
 	r := ndjson.NewReader(bytes.NewReader(export))
 	var out []byte
@@ -285,7 +285,7 @@ func rechain(t *testing.T, export []byte, k int, data []byte) []byte {
 		out = ndjson.AppendEvent(out, &ev)
 	}
 	if bytes.Equal(out, export) || len(exportLines(out)) != len(exportLines(export)) {
-		t.Fatalf("rechain did not rewrite the export")
+		t.Fatalf("rechainData did not rewrite the export")
 	}
 	return out
 }
@@ -548,7 +548,7 @@ func TestJSVerifierEveryTreeShape(t *testing.T) {
 	f.add(jsCase{Name: "checkpoint of another ledger", Export: exportName, Checkpoint: f.write("cp-two", otherNote), Expect: "fail", FailMatch: "origin"})
 	f.add(jsCase{Name: "export of another ledger", Export: otherExport, Checkpoint: checkpoints[2], Expect: "fail", FailMatch: "origin"})
 	// A re-chained forgery: every Event ID verifies, the root does not.
-	forged := f.write("forged.ndjson", rechain(t, export, 150, []byte(`{"amount":999}`)))
+	forged := f.write("forged.ndjson", rechainData(t, export, 150, []byte(`{"amount":999}`)))
 	f.add(jsCase{Name: "re-chained forgery, checkpoint 300", Export: forged, Checkpoint: checkpoints[total], IDs: true, Expect: "fail", FailMatch: "the root of its first"})
 	f.add(jsCase{Name: "re-chained forgery, checkpoint 150", Export: forged, Checkpoint: checkpoints[150], IDs: true, Expect: "fail", FailMatch: "the root of its first"})
 	f.add(jsCase{Name: "re-chained forgery, checkpoint 149", Export: forged, Checkpoint: checkpoints[149], IDs: true})
@@ -745,7 +745,7 @@ func TestJSVerifierExamplesLedger(t *testing.T) {
 		Inclusion: []string{f.write("incbad", mutateJSON(t, f.read(inc[len(inc)-1]), func(m map[string]any) { flipHash(t, m, "inclusionPath", 5) }))}, Expect: "fail", FailMatch: "inclusion path leads to root"})
 	f.add(jsCase{Name: "examples, consistency path", Export: exportName, Checkpoint: cpFull,
 		Consistency: []string{f.write("conbad", mutateJSON(t, f.read(con[0]), func(m map[string]any) { flipHash(t, m, "consistencyPath", 2) }))}, Expect: "fail"})
-	forged := rechain(t, export, 5000, []byte(`{"amount":999}`))
+	forged := rechainData(t, export, 5000, []byte(`{"amount":999}`))
 	f.add(jsCase{Name: "examples, re-chained at line 5000", Export: f.write("forged.ndjson", forged), Checkpoint: cpFull, IDs: true, Expect: "fail", FailMatch: "the root of its first"})
 	f.run()
 }
@@ -779,4 +779,55 @@ func mustHex(t *testing.T, s string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestJSVerifierCommands: what the commands write for an auditor
+// (annal key, annal checkpoint -o, annal export --checkpoint, annal prove
+// --format json, annal prove --consistency --format json, with and
+// without --size) verifies with verify.mjs, which knows only
+// docs/format.md.
+func TestJSVerifierCommands(t *testing.T) {
+	nodePath(t)
+	dir := newDir(t) // the ledger "orders", its genesis event only
+	f := newJSFixtures(t, "")
+	cli := func(stdin string, args ...string) string {
+		t.Helper()
+		code, out, errOut := annal(t, stdin, append([]string{"--dir", dir}, args...)...)
+		if code != 0 {
+			t.Fatalf("annal %s: exit %d: %s", strings.Join(args, " "), code, errOut)
+		}
+		return out
+	}
+	appendEvents := func(from, to int) {
+		var in strings.Builder
+		for i := from; i <= to; i++ {
+			e := growEvent(i)
+			fmt.Fprintf(&in, `{"entity":%q,"key":%q,"event":%q,"meta":%s,"data":%s}`+"\n", e.Entity, e.Key, e.Event, e.Meta, e.Data)
+		}
+		cli(in.String(), "append", "orders")
+	}
+	appendEvents(2, 13)
+	old := filepath.Join(f.dir, "old.checkpoint")
+	cli("", "checkpoint", "orders", "--new", "-o", old)
+	appendEvents(14, 37)
+	f.key = strings.TrimSpace(cli("", "key", "--format", "table"))
+	export, cp := filepath.Join(f.dir, "orders.ndjson"), filepath.Join(f.dir, "orders.checkpoint")
+	cli("", "export", "orders", "-o", export, "--checkpoint", cp)
+	var inc, con []string
+	for _, seq := range []int{1, 2, 13, 14, 20, 37} {
+		inc = append(inc, f.write("inc", []byte(cli("", "prove", fmt.Sprintf("orders#%d", seq), "--format", "json"))))
+		if seq <= 13 {
+			inc = append(inc, f.write("inc13", []byte(cli("", "prove", fmt.Sprintf("orders#%d", seq), "--size", "13", "--format", "json"))))
+		}
+	}
+	con = append(con, f.write("con", []byte(cli("", "prove", "--consistency", old, "--format", "json"))))
+	con = append(con, f.write("con20", []byte(cli("", "prove", "--consistency", old, "--size", "20", "--format", "json"))))
+	f.add(jsCase{Name: "annal export --checkpoint, prove", Export: "orders.ndjson", Checkpoint: "orders.checkpoint", Notes: []string{"old.checkpoint"},
+		Inclusion: inc, Consistency: con, IDs: true})
+	f.add(jsCase{Name: "annal checkpoint -o", Export: "orders.ndjson", Checkpoint: "old.checkpoint", IDs: true})
+	f.add(jsCase{Name: "annal prove --consistency, a changed path hash", Export: "orders.ndjson", Checkpoint: "orders.checkpoint", Notes: []string{"old.checkpoint"},
+		Consistency: []string{f.write("conbad", mutateJSON(t, f.read(con[0]), func(m map[string]any) { flipHash(t, m, "consistencyPath", 0) }))}, Expect: "fail", FailMatch: "consistency path leads to"})
+	if out := f.run(); !strings.Contains(out, fmt.Sprintf("(%d inclusion, %d consistency proofs)", len(inc), len(con))) {
+		t.Fatalf("verify.mjs did not verify every proof: %s", lastLine(out))
+	}
 }
