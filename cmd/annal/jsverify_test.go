@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -830,4 +831,36 @@ func TestJSVerifierCommands(t *testing.T) {
 	if out := f.run(); !strings.Contains(out, fmt.Sprintf("(%d inclusion, %d consistency proofs)", len(inc), len(con))) {
 		t.Fatalf("verify.mjs did not verify every proof: %s", lastLine(out))
 	}
+}
+
+// TestJSVerifierFormatExample: format.md 9.3's worked example, the signed
+// checkpoint of the two-event ledger and its verifier key, taken from the
+// page, verifies with verify.mjs against the ledger as Evently wrote it
+// and as annal exports it; the same note with a changed byte does not.
+func TestJSVerifierFormatExample(t *testing.T) {
+	nodePath(t)
+	_, file, _, _ := runtime.Caller(0)
+	page := string(mustRead(t, filepath.Join(filepath.Dir(file), "..", "..", "docs", "format.md")))
+	key := regexp.MustCompile("(?m)^```\n(annal-[0-9a-f]{8}\\+[0-9a-f]{8}\\+[A-Za-z0-9+/=]+)\n```$").FindStringSubmatch(page)
+	note := regexp.MustCompile("(?m)^```\n(annal-[0-9a-f]{8}/e95bff80\n2\n[A-Za-z0-9+/=]+\n\n\u2014 [^\n]+\n)```$").FindStringSubmatch(page)
+	if key == nil || note == nil {
+		t.Fatalf("format.md 9.3's worked example not found (verifier key found: %v, signed note found: %v)", key != nil, note != nil)
+	}
+	f := newJSFixtures(t, key[1])
+	two := mustRead(t, vectorPath(t, "evently-cli-two-events.ndjson"))
+	db, err := engine.Open(filepath.Join(t.TempDir(), "data"), &engine.Options{CheckpointInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	info, err := db.Import(context.Background(), bytes.NewReader(two), engine.ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := f.write("example.checkpoint", []byte(note[1]))
+	f.add(jsCase{Name: "format.md 9.3, the file as Evently wrote it", Export: f.write("two.ndjson", two), Checkpoint: cp, Evently: true})
+	f.add(jsCase{Name: "format.md 9.3, annal's export", Export: f.write("two-annal.ndjson", exportLedger(t, db, info.Name)), Checkpoint: cp, IDs: true})
+	f.add(jsCase{Name: "format.md 9.3, a changed signature", Export: f.write("two.ndjson", two), Evently: true,
+		Checkpoint: f.write("bad.checkpoint", changeSigChar([]byte(note[1]), 50)), Expect: "fail", FailMatch: "does not verify"})
+	f.run()
 }
