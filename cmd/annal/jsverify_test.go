@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/annal-db/annal/engine"
 	"github.com/annal-db/annal/engine/ndjson"
@@ -113,7 +114,9 @@ func (f *jsFixtures) run() string {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(nodePath(t), jsVerifierPath(t), "--manifest", manifest)
+	start := time.Now()
 	out, err := cmd.CombinedOutput()
+	took := time.Since(start)
 	text := string(out)
 	if err != nil {
 		var bad []string
@@ -131,7 +134,7 @@ func (f *jsFixtures) run() string {
 	if n := strings.Count(text, "\nok ") + boolInt(strings.HasPrefix(text, "ok ")); n != len(f.cases) {
 		t.Fatalf("verify.mjs printed %d ok lines for %d cases:\n%s", n, len(f.cases), text)
 	}
-	t.Logf("verify.mjs: %s", lastLine(text))
+	t.Logf("verify.mjs (node ran %v): %s", took.Round(time.Millisecond), lastLine(text))
 	if os.Getenv("JSVERIFY_LOG") != "" {
 		t.Log(text)
 	}

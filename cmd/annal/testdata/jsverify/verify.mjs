@@ -439,7 +439,7 @@ function loadExport(path, { ids, evently }) {
       }
     } else {
       // Without --ids the ledger ID is the first line's eventId's last 8
-      // hex digits, and every line must be of that ledger.
+      // hex digits (the root covers the other lines).
       ledgerHex = parseLine(lines[0].toString("utf8"), `${path}: line 1`).eventId.slice(24).toLowerCase();
     }
     const hashes = leaves.map(leafHash);
