@@ -95,7 +95,7 @@ func importError(dir, file string, err error) error {
 func newExportCmd(g *globals) *cobra.Command {
 	var after, output, checkpoint string
 	cmd := &cobra.Command{
-		Use:   "export NAME|LEDGERID [--after ID] [-o FILE] [--checkpoint FILE]",
+		Use:   "export NAME|LEDGERID [--after ID] [-o FILE] [--checkpoint CFILE]",
 		Short: "Export a ledger as Evently NDJSON",
 		Long: `export writes the ledger NAME (or with that ledger ID) in the Evently NDJSON
 download format, one event a line in ledger order, to standard output or to
@@ -199,7 +199,9 @@ error (exit 2).`,
 				return ledgerError(dir, args[0], err)
 			}
 			// The checkpoint is renamed into place before the export
-			// file: a FILE under its name always has its checkpoint.
+			// file: should the export's rename fail, CFILE holds a true
+			// checkpoint of the ledger, never an older one beside a new
+			// export (which would fail verify-file for no fault).
 			if cpFile != nil {
 				if err := cpFile.commit(); err != nil {
 					return err

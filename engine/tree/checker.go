@@ -99,7 +99,8 @@ func (c *Checker) Add(leaf Hash) error {
 }
 
 // Root returns the root of the leaves added so far (computed from them,
-// not read from the file); the zero Hash if none was.
+// not read from the file; for a Checker from leaf k, with the leaves
+// before k as the file holds them); the zero Hash if there are none.
 func (c *Checker) Root() Hash {
 	if c.front.n == 0 {
 		return Hash{}

@@ -46,6 +46,16 @@ func TestCheckerFindsChanges(t *testing.T) {
 	if err := runChecker(memTree(t, leaves), leaves); err != nil {
 		t.Fatalf("intact tree: %v", err)
 	}
+	// A checker from a leaf takes the leaves before it from the file.
+	c := memTree(t, leaves).NewCheckerFrom(500, 1000)
+	for _, l := range leaves[500:] {
+		if err := c.Add(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.Root() != mth(leaves) {
+		t.Fatal("root of a checker from leaf 500 differs from MTH")
+	}
 	for _, c := range []struct {
 		name        string
 		level       int
@@ -96,7 +106,7 @@ func TestCheckerFindsChanges(t *testing.T) {
 	if err := f.NewChecker(11).Add(leaves[0]); !errors.Is(err, ErrRange) {
 		t.Fatalf("checker of 11 leaves of 10: %v, want ErrRange", err)
 	}
-	c := f.NewChecker(10)
+	c = f.NewChecker(10)
 	if err := os.Truncate(f.path, storedLen(5)); err != nil {
 		t.Fatal(err)
 	}

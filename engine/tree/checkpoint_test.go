@@ -115,12 +115,39 @@ func TestOpenCheckpoint(t *testing.T) {
 			}
 		}
 	}
-	if _, err := Sign(Checkpoint{Origin: "bad origin", Size: 1}, k.Signer); !errors.Is(err, ErrCheckpoint) {
-		t.Fatalf("signing a bad origin: %v", err)
+	// The signature's last base64 character before the padding has 2
+	// unused bits: note.Open decodes the variants to the same signature
+	// and accepts them; OpenCheckpoint refuses all but the canonical one.
+	sigLine := msg[bytes.LastIndex(msg[:len(msg)-1], []byte("\n"))+1:]
+	last := len(msg) - len(sigLine) + bytes.IndexByte(sigLine, '=') - 1
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	c := strings.IndexByte(alphabet, msg[last])
+	for d := 1; d <= 3; d++ {
+		m := bytes.Clone(msg)
+		m[last] = alphabet[c^d]
+		if _, err := note.Open(m, note.VerifierList(v2(t, k))); err != nil {
+			t.Fatalf("test assumption: note.Open refuses the variant %q: %v", m, err)
+		}
+		if _, err := OpenCheckpoint(m, v2(t, k)); !errors.Is(err, ErrCheckpoint) {
+			t.Fatalf("signature with unused bits %d set: %v, want ErrCheckpoint", d, err)
+		}
+	}
+	for _, origin := range []string{"bad origin", "a\n5", ""} {
+		if _, err := Sign(Checkpoint{Origin: origin, Size: 1}, k.Signer); !errors.Is(err, ErrCheckpoint) {
+			t.Fatalf("signing origin %q: %v", origin, err)
+		}
 	}
 	if _, err := OpenCheckpoint(msg, nil); !errors.Is(err, ErrCheckpoint) {
 		t.Fatalf("nil verifier: %v", err)
 	}
+}
+
+func v2(t *testing.T, k Key) note.Verifier {
+	v, err := NewVerifier(k.Verifier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 type randReader struct{}

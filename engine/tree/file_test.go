@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/annal-db/annal/segment/faultfs"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/mod/sumdb/tlog"
 )
@@ -183,6 +184,8 @@ func TestTornTail(t *testing.T) {
 			}
 			// Garbage after the last whole hash: whole hashes that do not
 			// make a leaf, and a partial one.
+			// (Junk that does not make up leaf 63's 7 hashes; more would
+			// be read as leaves, see TestShortWrite.)
 			for _, extra := range []int{1, 31, 32, 33, 6*32 + 5} {
 				junk := bytes.Repeat([]byte{0xa5}, extra)
 				writeFile(t, fs, path, append(full[:start:start], junk...))
@@ -474,4 +477,39 @@ func TestCrash(t *testing.T) {
 	if holes == 0 {
 		t.Fatal("no crash left a hole: the test does not test the recovery")
 	}
+}
+
+// TestShortWrite: an Append whose write fails half-way leaves whole
+// hashes after the tree's end; the next Append, of fewer leaves, cuts
+// them, so that reopening does not read them as leaves.
+func TestShortWrite(t *testing.T) {
+	leaves := testLeaves(300)
+	fs := faultfs.Wrap(vfs.NewMem())
+	f, err := Create(fs, "tree", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Append(leaves[:10]); err != nil {
+		t.Fatal(err)
+	}
+	fs.SetInjector(faultfs.OnKind(faultfs.WriteAt, 0, faultfs.ShortWrite))
+	if err := f.Append(leaves[10:300]); !errors.Is(err, faultfs.ErrInjected) {
+		t.Fatalf("Append with a short write: %v", err)
+	}
+	if f.Size() != 10 {
+		t.Fatalf("Size after a failed Append = %d, want 10", f.Size())
+	}
+	if fileLen(t, fs, "tree") <= storedLen(11) {
+		t.Fatal("test assumption: the short write left more than a leaf's hashes")
+	}
+	if err := f.Append(leaves[10:11]); err != nil {
+		t.Fatal(err)
+	}
+	checkRoots(t, f, leaves[:11])
+	f.Close()
+	if f, err = OpenFile(fs, "tree", 1); err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	checkRoots(t, f, leaves[:11])
 }

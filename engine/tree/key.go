@@ -133,8 +133,16 @@ func createKey(fs vfs.FS, path string) (Key, error) {
 		return Key{}, fmt.Errorf("tree: generate key: %w", err)
 	}
 	dir := fs.PathDir(path)
-	if err := fs.MkdirAll(dir, 0o700); err != nil {
-		return Key{}, fmt.Errorf("tree: create directory %s: %w", dir, err)
+	if _, err := fs.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		if err := fs.MkdirAll(dir, 0o700); err != nil {
+			return Key{}, fmt.Errorf("tree: create directory %s: %w", dir, err)
+		}
+		// The new directory's entry is durable once its parent is
+		// synced (a directory made with missing parents: only the last
+		// level is synced here).
+		if err := syncDir(fs, fs.PathDir(dir)); err != nil {
+			return Key{}, err
+		}
 	}
 	tmp := path + ".tmp"
 	file, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)

@@ -38,8 +38,32 @@ func raw(p []Hash) [][]byte {
 
 var hasher = rfc6962.New(crypto.SHA256)
 
+// merkleProof builds the proof that transparency-dev/merkle describes (the
+// nodes to read, and the one to rehash from some of them) from the
+// tree's perfect subtrees.
+func (t *rfcTree) merkleProof(nodes proof.Nodes, err error) []Hash {
+	if err != nil {
+		panic(err)
+	}
+	h := make([][]byte, len(nodes.IDs))
+	for k, id := range nodes.IDs {
+		x := t.levels[id.Level][id.Index]
+		h[k] = x[:]
+	}
+	h, err = nodes.Rehash(h, hasher.HashChildren)
+	if err != nil {
+		panic(err)
+	}
+	out := make([]Hash, len(h))
+	for k := range h {
+		copy(out[k][:], h[k])
+	}
+	return out
+}
+
 // checkInclusion checks the engine's inclusion proof of leaf i in the tree
-// of size n against RFC 9162 (PATH, byte for byte) and has it verified by
+// of size n against RFC 9162 (PATH, byte for byte) and the proof
+// transparency-dev/merkle builds, and has it verified by
 // VerifyInclusion, format.md's pseudocode and transparency-dev/merkle;
 // then mutated copies must be refused by all three.
 func checkInclusion(t *testing.T, f *File, rt *rfcTree, leaves []Hash, i, n uint64) {
@@ -50,6 +74,9 @@ func checkInclusion(t *testing.T, f *File, rt *rfcTree, leaves []Hash, i, n uint
 	}
 	if want := rt.path(int(i), 0, int(n)); !slices.Equal(p, want) {
 		t.Fatalf("InclusionProof(%d, %d) = %x, RFC 9162 PATH = %x", i, n, p, want)
+	}
+	if want := rt.merkleProof(proof.Inclusion(i, n)); !slices.Equal(p, want) {
+		t.Fatalf("InclusionProof(%d, %d) = %x, transparency-dev/merkle's = %x", i, n, p, want)
 	}
 	root := rt.mth(0, int(n))
 	verdicts := func(i, n uint64, leaf Hash, p []Hash, root Hash) (ours, spec, merkle bool) {
@@ -122,6 +149,9 @@ func checkConsistency(t *testing.T, f *File, rt *rfcTree, m, n uint64) {
 	}
 	if want := rt.proof(int(m), int(n)); !slices.Equal(p, want) {
 		t.Fatalf("ConsistencyProof(%d, %d) = %x, RFC 9162 PROOF = %x", m, n, p, want)
+	}
+	if want := rt.merkleProof(proof.Consistency(m, n)); !slices.Equal(p, want) {
+		t.Fatalf("ConsistencyProof(%d, %d) = %x, transparency-dev/merkle's = %x", m, n, p, want)
 	}
 	r1, r2 := rt.mth(0, int(m)), rt.mth(0, int(n))
 	verdicts := func(m, n uint64, r1, r2 Hash, p []Hash) (ours, spec, merkle bool) {

@@ -55,12 +55,20 @@ type frontier struct {
 	hash  [64]Hash
 	// fallback serves the stored hashes not in the frontier (nil: none).
 	fallback tlog.HashReader
+	out      [64]Hash // ReadHashes's result, reused
 }
 
 // ReadHashes implements tlog.HashReader from the frontier, and fallback
 // for the rest.
+// The slice returned is f's own, overwritten by the next call: tlog uses
+// what its HashReader returns only until it returns.
 func (f *frontier) ReadHashes(indexes []int64) ([]Hash, error) {
-	out := make([]Hash, len(indexes))
+	var out []Hash
+	if len(indexes) <= len(f.out) {
+		out = f.out[:len(indexes)]
+	} else {
+		out = make([]Hash, len(indexes))
+	}
 	var miss []int
 	for i, x := range indexes {
 		found := false
