@@ -25,8 +25,10 @@ import (
 // exports, signed checkpoints and proofs written in JavaScript from
 // docs/format.md alone (section 9, and 3 to 5 for the Event IDs), on what
 // annal produced: the examples ledger imported, a ledger grown from 1 to
-// 300 events (every tree shape up to 300 leaves), and copies of them with
-// one byte changed, which it must refuse. They need node (v18 or later);
+// 300 events (every tree shape up to 300 leaves), what the commands write
+// for an auditor, format.md's own worked example, and copies of them with
+// one byte changed, which it must refuse. Each test runs node once on a
+// manifest of cases (see verify.mjs). They need node (v18 or later);
 // without it they skip, except on CI, where they fail.
 
 // nodePath returns the node executable, or skips the test (fails it on CI).
