@@ -447,6 +447,23 @@ func TestJSVerifierEveryTreeShape(t *testing.T) {
 		// The checkpoints of the sizes before it do not cover it.
 		f.add(jsCase{Name: fmt.Sprintf("line %d changed, checkpoint %d", k, k-1), Export: bad, Checkpoint: checkpoints[k-1]})
 	}
+	// Every byte of the signed checkpoints of sizes 1 and 300, and 200
+	// bytes of the export anywhere in it (a "\n" too), each changed alone:
+	// refused. (Nothing in a signed note or in the export's lines is
+	// outside what the signature and the root cover, and the base64 must
+	// be canonical, so no change is harmless.)
+	for _, n := range []int{1, total} {
+		note := f.read(checkpoints[n])
+		for at := range note {
+			f.add(jsCase{Name: fmt.Sprintf("checkpoint %d, byte %d of %d changed", n, at, len(note)), Export: exportName,
+				Checkpoint: f.write("cpbyte", flipByte(note, at)), Expect: "fail"})
+		}
+	}
+	for range 200 {
+		at := rng.IntN(len(export))
+		f.add(jsCase{Name: fmt.Sprintf("export byte %d changed", at), Export: f.write("exbyte.ndjson", flipByte(export, at)),
+			Checkpoint: checkpoints[total], Expect: "fail"})
+	}
 	for _, n := range []int{1, 2, 7, 64, 300} {
 		note := f.read(checkpoints[n])
 		body := bytes.Index(note, []byte("\n\n"))
