@@ -29,7 +29,9 @@ import (
 //	DIR/LOCK              names the process holding the directory (lock.go)
 //	DIR/meta.db           bbolt: one record per ledger (name, ID, genesis, checkpoint)
 //	DIR/index/            Pebble: the index of every ledger
-//	DIR/ledgers/LLLLLLLL/ the segment files of ledger LLLLLLLL (its ID in hex)
+//	DIR/ledgers/LLLLLLLL/ the segment files of ledger LLLLLLLL (its ID in hex),
+//	                      its NAME, its Merkle tree and latest checkpoint
+//	DIR/signing.key       the key that signs the checkpoints (merkle.go)
 const (
 	lockFile   = "LOCK"
 	metaFile   = "meta.db"
@@ -41,7 +43,7 @@ const (
 // is enough: a directory where some of them were deleted is still annal's,
 // and Open recovers it (rebuilds the index, the metadata). LOCK counts
 // only alone (see hasMarker).
-var dataDirMarkers = [...]string{lockFile, metaFile, indexDir, indexDir + ".broken", ledgersDir}
+var dataDirMarkers = [...]string{lockFile, metaFile, indexDir, indexDir + ".broken", ledgersDir, signingKeyFile}
 
 // ignoredEntries are entries an empty directory may hold: the root of a
 // freshly made ext2/3/4 file system, a common place for a data directory,
@@ -49,7 +51,7 @@ var dataDirMarkers = [...]string{lockFile, metaFile, indexDir, indexDir + ".brok
 var ignoredEntries = [...]string{"lost+found"}
 
 // IsDataDir reports whether dir holds annal data: one of DIR/meta.db,
-// DIR/index, DIR/index.broken, DIR/ledgers (any of them: a directory where
+// DIR/index, DIR/index.broken, DIR/ledgers, DIR/signing.key (any of them: a directory where
 // only some remain is annal's, and Open recovers it), or DIR/LOCK alone
 // (other stores, Pebble's DIR/index among them, have a LOCK too). A
 // missing directory holds none (false, nil). Open refuses a directory that

@@ -203,16 +203,18 @@ func (l *ledger) issueCheckpoint(limit uint64) (Checkpoint, error) {
 	if n == 0 {
 		return Checkpoint{}, fmt.Errorf("engine: checkpoint of ledger %s: no durable event", l.meta.Name)
 	}
-	// The tree's writer is index, under idxMu; Sync is a writer's call.
+	// Sync holds off neither index's Append nor readers (tree.File.Sync
+	// is an fsync under a shared lock): the leaves appended before it,
+	// the first n among them, are durable when it returns. Appenders do
+	// not wait for it.
 	l.idxMu.Lock()
 	t := l.tree
-	if err := l.treeErr; err != nil {
-		l.idxMu.Unlock()
-		return Checkpoint{}, err
-	}
-	err = t.Sync()
+	err = l.treeErr
 	l.idxMu.Unlock()
 	if err != nil {
+		return Checkpoint{}, err
+	}
+	if err := t.Sync(); err != nil {
 		return Checkpoint{}, fmt.Errorf("engine: checkpoint of ledger %s: sync the tree file: %w", l.meta.Name, err)
 	}
 	root, err := t.Root(n)
@@ -430,7 +432,10 @@ func (db *DB) recoverTree(l *ledger) error {
 
 	treePath := fs.PathJoin(dir, treeFileName)
 	var why string
-	f, err := tree.OpenFile(fs, treePath, uint32(id))
+	var f *tree.File
+	if _, err = fs.Stat(treePath); err == nil {
+		f, err = tree.OpenFile(fs, treePath, uint32(id))
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, os.ErrNotExist):

@@ -190,6 +190,9 @@ func TestNamesCopiedLedgerDirectory(t *testing.T) {
 	}
 	h.Close()
 	copyTree(t, filepath.Join(other, ledgersDir, infoO.ID.String()), filepath.Join(here, ledgersDir, infoO.ID.String()))
+	// Its checkpoint is signed by the other directory's key, which this
+	// one refuses (TestMerkleSigner): moved aside, as the error says.
+	os.Remove(filepath.Join(here, ledgersDir, infoO.ID.String(), checkpointFileName))
 	h = openTest(t, here)
 	defer h.Close()
 	derived := "orders~" + infoO.ID.String()
@@ -605,6 +608,8 @@ func TestNamesUnavailableLedgerKeepsName(t *testing.T) {
 	}
 	o.Close()
 	copyTree(t, filepath.Join(other, ledgersDir, copied.ID.String()), filepath.Join(here, ledgersDir, copied.ID.String()))
+	// Its checkpoint is signed by the other directory's key: moved aside.
+	os.Remove(filepath.Join(here, ledgersDir, copied.ID.String(), checkpointFileName))
 	seg := filepath.Join(here, ledgersDir, damaged.ID.String(), "00000000000000000001.seg")
 	badRewrite(t, seg, func(b []byte) []byte { b[0] ^= 0xff; return b })
 

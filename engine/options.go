@@ -76,10 +76,12 @@ type Options struct {
 	SignerName string
 
 	// CheckpointInterval is how often a background writer issues a signed
-	// checkpoint of each ledger that grew (one tree-file fsync, a
-	// signature and one small file written and synced per ledger).
-	// Default 10 s; negative: only on Close and on request
-	// (DB.Checkpoint).
+	// checkpoint of each ledger whose durable head passed its latest
+	// checkpoint (one tree-file fsync, a signature and one small file
+	// written and synced per ledger; nothing while nothing is appended).
+	// A checkpoint covers only events durable in the segments. Zero means
+	// 10 s; negative: only on Close and on request (DB.Checkpoint);
+	// otherwise 100 ms to 24 h (ErrInvalid outside).
 	CheckpointInterval time.Duration
 	// Now is the clock; nil means time.Now. For tests.
 	Now func() time.Time

@@ -28,6 +28,15 @@
 // synced) as events are indexed, synced before each checkpoint, rebuilt
 // when missing or damaged.
 //
+// What a crash leaves: the leaves synced (File.Sync) are intact; after
+// them, any mix of what was written since, a block at a time: a torn
+// last write (bytes that do not complete a leaf, ignored by OpenFile and
+// cut by the next Append or Truncate), but also whole hashes that read as
+// leaves and are wrong (zeros where a block was lost before one that was
+// kept). So the leaves after the last sync are to be checked against
+// their events (File.NewCheckerFrom) and the tree cut at the first wrong
+// one; and a tree longer than the ledger cut to it (File.Truncate).
+//
 // A checkpoint is a C2SP tlog-checkpoint (origin, tree size, base64 root
 // hash) in a C2SP signed-note envelope with an Ed25519 signature
 // (golang.org/x/mod/sumdb/note). Inclusion and consistency proofs are

@@ -1,18 +1,11 @@
 package tree
 
 import (
-	"crypto"
 	"errors"
+	"math/bits"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
-	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 )
-
-// SKELETON (issue 14 base branch): signatures and contracts only; the
-// tree helper fills in the bodies. Nothing here may reach main unfilled.
-
-var errTODO = errors.New("tree: not implemented yet")
 
 // Hash is a SHA-256 hash of the tree: a leaf's, a node's or a root.
 type Hash = tlog.Hash
@@ -41,150 +34,124 @@ var (
 // being the event's export line without its newline.
 func LeafHash(line []byte) Hash { return tlog.RecordHash(line) }
 
-// File is a ledger's tree file (see the package doc). It is safe for one
-// writer (Append, Truncate, Sync) and concurrent readers (Root, Leaf,
-// proofs), which see the leaves appended before they were called.
-type File struct{}
+// maxSize is the largest tree size tlog's int64 arithmetic can take.
+const maxSize = 1<<62 - 1
 
-// Create creates an empty tree file at path for the ledger (its header
-// written and synced) and returns it open.
-func Create(fs vfs.FS, path string, ledger uint32) (*File, error) { return nil, errTODO }
-
-// OpenFile opens the tree file at path, checking its header (ErrCorrupt
-// if it is not a tree file of this ledger). Size is the count of leaves
-// whose stored hashes are all in the file; bytes after them (a torn
-// write) are ignored, and cut by the next Truncate or Append.
-func OpenFile(fs vfs.FS, path string, ledger uint32) (*File, error) { return nil, errTODO }
-
-// Size returns the number of leaves.
-func (f *File) Size() uint64 { return 0 }
-
-// Append adds leaves (leaf hashes, in order) after the last one, writing
-// their stored hashes with one write, not synced.
-func (f *File) Append(leaves []Hash) error { return errTODO }
-
-// Sync makes every leaf appended so far durable.
-func (f *File) Sync() error { return errTODO }
-
-// Truncate cuts the tree back to n leaves (n <= Size).
-func (f *File) Truncate(n uint64) error { return errTODO }
-
-// Root returns the root hash of the tree of the first n leaves
-// (1 <= n <= Size).
-func (f *File) Root(n uint64) (Hash, error) { return Hash{}, errTODO }
-
-// Leaf returns the leaf hash of leaf i (i < Size).
-func (f *File) Leaf(i uint64) (Hash, error) { return Hash{}, errTODO }
-
-// InclusionProof returns the RFC 9162 inclusion proof of leaf i in the
-// tree of size n (i < n <= Size).
-func (f *File) InclusionProof(i, n uint64) ([]Hash, error) { return nil, errTODO }
-
-// ConsistencyProof returns the RFC 9162 consistency proof between the
-// trees of sizes m and n (1 <= m <= n <= Size).
-func (f *File) ConsistencyProof(m, n uint64) ([]Hash, error) { return nil, errTODO }
-
-// Close closes the file.
-func (f *File) Close() error { return errTODO }
-
-// Checker compares a tree file, read sequentially from its start, with
-// leaves recomputed elsewhere (from the segments), for a full
-// verification: Add the leaves in order, then Done.
-type Checker struct{}
-
-// NewChecker returns a Checker of the first n leaves of f (n <= Size).
-func (f *File) NewChecker(n uint64) *Checker { return nil }
-
-// Add checks the next leaf: the file's leaf hash, and every stored hash
-// the leaf completes, against those computed from leaf. The first
-// difference is a *MismatchError.
-func (c *Checker) Add(leaf Hash) error { return errTODO }
-
-// Root returns the root of the leaves added so far (computed from them,
-// not read from the file).
-func (c *Checker) Root() Hash { return Hash{} }
-
-// MismatchError says where a tree file and the recomputed leaves differ.
-type MismatchError struct {
-	Leaf     uint64 // the leaf index being checked (0 = the genesis event)
-	Level    int    // 0: the leaf hash itself; >0 an interior hash it completes
-	Stored   Hash   // what the file holds
-	Computed Hash   // what the leaves give
+// frontier is the right edge of a tree of n leaves: the root of each
+// complete subtree of the tree's decomposition into perfect subtrees, one
+// per set bit of n (level l is the subtree of 2^l leaves ending where the
+// higher ones leave off). They are the only stored hashes that appending
+// a leaf (tlog.StoredHashesForRecordHash) or taking the root
+// (tlog.TreeHash) needs, so a tree kept as its frontier grows in O(log n)
+// memory.
+//
+// Invariant: for every level l with bit l of n set and have&(1<<l) != 0,
+// index[l] == tlog.StoredHashIndex(l, n>>l - 1) and hash[l] is that
+// stored hash.
+type frontier struct {
+	n     uint64
+	have  uint64 // levels whose hash is known (all of n's bits, but for a File opened and not yet loaded)
+	index [64]int64
+	hash  [64]Hash
+	// fallback serves the stored hashes not in the frontier (nil: none).
+	fallback tlog.HashReader
+	out      [64]Hash // ReadHashes's result, reused
 }
 
-func (e *MismatchError) Error() string { return "tree: mismatch" }
-
-// Is makes a MismatchError match ErrCorrupt.
-func (e *MismatchError) Is(target error) bool { return target == ErrCorrupt }
-
-// Builder computes the root of a tree from its leaves, in memory (O(log n)
-// hashes), for a rebuild or for an auditor recomputing a tree.
-type Builder struct{}
-
-// Add adds the next leaf hash.
-func (b *Builder) Add(leaf Hash) {}
-
-// Size returns the number of leaves added.
-func (b *Builder) Size() uint64 { return 0 }
-
-// Root returns the root of the leaves added so far (Size >= 1).
-func (b *Builder) Root() Hash { return Hash{} }
-
-// VerifyInclusion checks an RFC 9162 inclusion proof of the leaf hash
-// leaf at index i in the tree of size n with root root (ErrProof if not).
-func VerifyInclusion(i, n uint64, leaf Hash, proof []Hash, root Hash) error { return errTODO }
-
-// VerifyConsistency checks an RFC 9162 consistency proof between the tree
-// of size m with root oldRoot and the tree of size n with root newRoot.
-func VerifyConsistency(m, n uint64, oldRoot, newRoot Hash, proof []Hash) error { return errTODO }
-
-// Checkpoint is the body of a C2SP tlog-checkpoint.
-type Checkpoint struct {
-	Origin string // "<key name>/<ledger ID in 8 lower-case hex digits>"
-	Size   uint64 // the number of leaves (events, genesis included)
-	Root   Hash
+// ReadHashes implements tlog.HashReader from the frontier, and fallback
+// for the rest.
+// The slice returned is f's own, overwritten by the next call: tlog uses
+// what its HashReader returns only until it returns.
+func (f *frontier) ReadHashes(indexes []int64) ([]Hash, error) {
+	var out []Hash
+	if len(indexes) <= len(f.out) {
+		out = f.out[:len(indexes)]
+	} else {
+		out = make([]Hash, len(indexes))
+	}
+	var miss []int
+	for i, x := range indexes {
+		found := false
+		for b := f.n & f.have; b != 0; b &= b - 1 {
+			l := bits.TrailingZeros64(b)
+			if f.index[l] == x {
+				out[i] = f.hash[l]
+				found = true
+				break
+			}
+		}
+		if !found {
+			miss = append(miss, i)
+		}
+	}
+	if len(miss) == 0 {
+		return out, nil
+	}
+	if f.fallback == nil {
+		return nil, errors.New("tree: stored hash outside the frontier")
+	}
+	need := make([]int64, len(miss))
+	for j, i := range miss {
+		need[j] = indexes[i]
+	}
+	got, err := f.fallback.ReadHashes(need)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range miss {
+		out[i] = got[j]
+	}
+	return out, nil
 }
 
-// Origin returns the origin of the checkpoints of a ledger signed with a
-// key named keyName: keyName + "/" + the ledger ID in 8 hex digits.
-func Origin(keyName string, ledger uint32) string { return "" }
-
-// Text returns the checkpoint's body: "origin\nsize\nbase64(root)\n".
-func (c Checkpoint) Text() []byte { return nil }
-
-// Sign returns the signed note of the checkpoint (C2SP signed-note).
-func Sign(c Checkpoint, s note.Signer) ([]byte, error) { return nil, errTODO }
-
-// OpenCheckpoint verifies a signed checkpoint with the verifier and
-// parses its body (ErrCheckpoint, wrapped with the reason, if malformed
-// or not signed by that key).
-func OpenCheckpoint(msg []byte, v note.Verifier) (Checkpoint, error) { return Checkpoint{}, errTODO }
-
-// ParseCheckpoint parses a checkpoint's body without any signature check.
-func ParseCheckpoint(text []byte) (Checkpoint, error) { return Checkpoint{}, errTODO }
-
-// Key is a signing key: its note signer, and its public key in the note
-// verifier format ("name+hash+base64(0x01 ‖ public key)").
-type Key struct {
-	Signer   note.Signer
-	Verifier string
+// add appends a leaf and returns its stored hashes: the leaf hash, then
+// the hash of each subtree it completes, from level 1 up.
+func (f *frontier) add(leaf Hash) ([]Hash, error) {
+	hashes, err := tlog.StoredHashesForRecordHash(int64(f.n), leaf, f)
+	if err != nil {
+		return nil, err
+	}
+	f.push(hashes)
+	return hashes, nil
 }
 
-// KeyName returns the default name of an Ed25519 key: "annal-" and the
-// first 4 bytes of SHA-256 of its public key in hex.
-func KeyName(pub []byte) string { return "" }
-
-// LoadOrCreateKey reads the key file at path, or creates it (owner-only,
-// 0600, synced, with its directory) with a new Ed25519 key named
-// KeyName(public key) if there is none. A key file that is malformed or
-// that others can read is ErrKey. created says whether it was created.
-func LoadOrCreateKey(fs vfs.FS, path string) (k Key, created bool, err error) {
-	return Key{}, false, errTODO
+// push records the stored hashes of leaf f.n (as add computed them) and
+// counts the leaf.
+func (f *frontier) push(hashes []Hash) {
+	top := len(hashes) - 1 // the levels below top merge into it
+	n := f.n + 1
+	f.index[top] = tlog.StoredHashIndex(top, int64(n>>uint(top))-1)
+	f.hash[top] = hashes[top]
+	f.have = f.have&^(1<<uint(top)-1) | 1<<uint(top)
+	f.n = n
 }
 
-// SignerKey adapts a crypto.Signer holding an Ed25519 key (a KMS, an HSM)
-// to a Key; name "" means KeyName(public key).
-func SignerKey(s crypto.Signer, name string) (Key, error) { return Key{}, errTODO }
+// root returns the root of the f.n leaves (n >= 1).
+func (f *frontier) root() (Hash, error) { return tlog.TreeHash(int64(f.n), f) }
 
-// NewVerifier returns the note verifier of a key in the verifier format.
-func NewVerifier(vkey string) (note.Verifier, error) { return note.NewVerifier(vkey) }
+// reset makes f the frontier of n leaves whose hashes are to be read
+// through fallback.
+func (f *frontier) reset(n uint64, fallback tlog.HashReader) {
+	*f = frontier{n: n, fallback: fallback}
+}
+
+// load reads the frontier of f.n leaves from r.
+func (f *frontier) load(r tlog.HashReader) error {
+	var levels []int
+	var indexes []int64
+	for b := f.n; b != 0; b &= b - 1 {
+		l := bits.TrailingZeros64(b)
+		levels = append(levels, l)
+		indexes = append(indexes, tlog.StoredHashIndex(l, int64(f.n>>uint(l))-1))
+	}
+	hashes, err := r.ReadHashes(indexes)
+	if err != nil {
+		return err
+	}
+	for i, l := range levels {
+		f.index[l] = indexes[i]
+		f.hash[l] = hashes[i]
+		f.have |= 1 << uint(l)
+	}
+	return nil
+}

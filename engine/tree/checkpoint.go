@@ -1,0 +1,143 @@
+package tree
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/mod/sumdb/note"
+)
+
+// Checkpoint is the body of a C2SP tlog-checkpoint.
+type Checkpoint struct {
+	Origin string // "<key name>/<ledger ID in 8 lower-case hex digits>"
+	Size   uint64 // the number of leaves (events, genesis included)
+	Root   Hash
+}
+
+// Origin returns the origin of the checkpoints of a ledger signed with a
+// key named keyName: keyName + "/" + the ledger ID in 8 hex digits.
+func Origin(keyName string, ledger uint32) string {
+	return fmt.Sprintf("%s/%08x", keyName, ledger)
+}
+
+// Text returns the checkpoint's body: "origin\nsize\nbase64(root)\n".
+func (c Checkpoint) Text() []byte {
+	b := make([]byte, 0, len(c.Origin)+1+20+1+44+1)
+	b = append(b, c.Origin...)
+	b = append(b, '\n')
+	b = strconv.AppendUint(b, c.Size, 10)
+	b = append(b, '\n')
+	b = base64.StdEncoding.AppendEncode(b, c.Root[:])
+	return append(b, '\n')
+}
+
+// Sign returns the signed note of the checkpoint (C2SP signed-note).
+func Sign(c Checkpoint, s note.Signer) ([]byte, error) {
+	text := c.Text()
+	if parsed, err := ParseCheckpoint(text); err != nil {
+		return nil, err
+	} else if parsed != c {
+		return nil, fmt.Errorf("%w: origin %q holds a line break", ErrCheckpoint, c.Origin)
+	}
+	msg, err := note.Sign(&note.Note{Text: string(text)}, s)
+	if err != nil {
+		return nil, fmt.Errorf("tree: sign checkpoint %s size %d with key %s: %w", c.Origin, c.Size, s.Name(), err)
+	}
+	return msg, nil
+}
+
+// OpenCheckpoint verifies a signed checkpoint with the verifier and
+// parses its body (ErrCheckpoint, wrapped with the reason, if malformed
+// or not signed by that key).
+func OpenCheckpoint(msg []byte, v note.Verifier) (Checkpoint, error) {
+	if v == nil {
+		return Checkpoint{}, fmt.Errorf("%w: no verifier key given", ErrCheckpoint)
+	}
+	key := fmt.Sprintf("%s+%08x", v.Name(), v.KeyHash())
+	n, err := note.Open(msg, note.VerifierList(v))
+	if err != nil {
+		var unverified *note.UnverifiedNoteError
+		var invalid *note.InvalidSignatureError
+		switch {
+		case errors.As(err, &unverified):
+			var found []string
+			for _, s := range unverified.Note.UnverifiedSigs {
+				found = append(found, fmt.Sprintf("%s+%08x", s.Name, s.Hash))
+			}
+			return Checkpoint{}, fmt.Errorf("%w: not signed by key %s; signed by: %s", ErrCheckpoint, key, strings.Join(found, ", "))
+		case errors.As(err, &invalid):
+			return Checkpoint{}, fmt.Errorf("%w: the signature by key %s does not verify", ErrCheckpoint, key)
+		default:
+			return Checkpoint{}, fmt.Errorf("%w: not a signed note: %v", ErrCheckpoint, err)
+		}
+	}
+	// note.Open decodes base64 leniently: a signature whose last
+	// character's unused bits are changed decodes to the same bytes.
+	// Refuse such a variant, so that a signed checkpoint has one spelling.
+	for _, s := range n.Sigs {
+		if sig, err := base64.StdEncoding.Strict().DecodeString(s.Base64); err != nil || base64.StdEncoding.EncodeToString(sig) != s.Base64 {
+			return Checkpoint{}, fmt.Errorf("%w: the signature by key %s is not in canonical base64", ErrCheckpoint, key)
+		}
+	}
+	return ParseCheckpoint([]byte(n.Text))
+}
+
+// ParseCheckpoint parses a checkpoint's body without any signature check.
+// It is strict: an origin of printable characters without spaces or '+',
+// a size in decimal without leading zeros that fits in a uint64, a root
+// of exactly 32 bytes in canonical standard base64, each line ending in
+// '\n'; extension lines after the root are allowed (non-empty) and
+// ignored.
+func ParseCheckpoint(text []byte) (Checkpoint, error) {
+	bad := func(format string, args ...any) (Checkpoint, error) {
+		return Checkpoint{}, fmt.Errorf("%w: %s", ErrCheckpoint, fmt.Sprintf(format, args...))
+	}
+	if !utf8.Valid(text) {
+		return bad("not UTF-8")
+	}
+	if len(text) == 0 || text[len(text)-1] != '\n' {
+		return bad("the body does not end with a newline")
+	}
+	lines := strings.Split(string(text[:len(text)-1]), "\n")
+	if len(lines) < 3 {
+		return bad("%d lines, want origin, size and root", len(lines))
+	}
+	origin, size, root := lines[0], lines[1], lines[2]
+	if origin == "" {
+		return bad("empty origin")
+	}
+	for _, r := range origin {
+		if r <= ' ' || r == '+' || r == 0x7f || r == utf8.RuneError {
+			return bad("origin %q holds %q", origin, r)
+		}
+	}
+	var c Checkpoint
+	c.Origin = origin
+	if size == "" || size[0] < '0' || size[0] > '9' || size[0] == '0' && len(size) > 1 {
+		return bad("size %q is not a decimal number without leading zeros", size)
+	}
+	s, err := strconv.ParseUint(size, 10, 64)
+	if err != nil {
+		return bad("size %q: not a uint64", size)
+	}
+	c.Size = s
+	r, err := base64.StdEncoding.Strict().DecodeString(root)
+	if err != nil || len(r) != len(c.Root) || base64.StdEncoding.EncodeToString(r) != root {
+		return bad("root %q is not 32 bytes in standard base64", root)
+	}
+	copy(c.Root[:], r)
+	for i, ext := range lines[3:] {
+		if ext == "" {
+			return bad("extension line %d is empty", i+1)
+		}
+		if bytes.ContainsFunc([]byte(ext), func(r rune) bool { return r < ' ' || r == 0x7f }) {
+			return bad("extension line %d holds a control character", i+1)
+		}
+	}
+	return c, nil
+}
