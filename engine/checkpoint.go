@@ -96,4 +96,5 @@ func (db *DB) ProveConsistency(ctx context.Context, ledgerName string, oldSize, 
 	return db.proveConsistency(ctx, ledgerName, oldSize, newSize)
 }
 
-// VerifyCheckpoint: see verifytree.go.
+// DB.VerifyCheckpoint is in verifytree.go, with Verify's check of the
+// tree.

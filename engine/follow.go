@@ -208,7 +208,8 @@ type VerifyReport struct {
 	Head   eventid.ID // the ledger's last event
 	// TreeSize is the number of leaves of the Merkle tree file compared
 	// with the events (#1 to #TreeSize: the events committed when Verify
-	// began).
+	// began; fewer if a write of the tree failed, a full disk: the tree
+	// lags until a reopen recovers it from the segments).
 	TreeSize uint64
 	// CheckpointSize and CheckpointOrigin are those of the latest signed
 	// checkpoint, whose signature and root were checked against the
@@ -340,7 +341,7 @@ func (l *ledger) verify(ctx context.Context, progress func(records, bytes int64)
 	// #src.n, the tree file's first src.n leaves, and the latest
 	// checkpoint. Records committed later are left out.
 	src, srcErr := db.treeSourceFor(ctx, l)
-	if src.n == 0 {
+	if src.events == 0 {
 		if err := ctx.Err(); err != nil {
 			return VerifyReport{}, err
 		}
@@ -349,11 +350,14 @@ func (l *ledger) verify(ctx context.Context, progress func(records, bytes int64)
 		}
 		// Not waited for the index (a failure before): check up to the
 		// committed head.
-		src.n = l.log.Head().Seq
-		if err := db.waitIndexed(ctx, l, src.n); err != nil {
+		src.events = l.log.Head().Seq
+		if err := db.waitIndexed(ctx, l, src.events); err != nil {
 			return VerifyReport{}, err
 		}
 	}
+	// The segments' records up to #events (the index's digest) and their
+	// first n leaves (the tree).
+	events := src.events
 	// The index: a digest of what it holds for events up to #src.n,
 	// computed while the segments are verified; the digest of what it
 	// should hold is computed from the records by the goroutines that
@@ -368,10 +372,10 @@ func (l *ledger) verify(ctx context.Context, progress func(records, bytes int64)
 	defer cancelDigest()
 	indexed := make(chan result, 1)
 	go func() {
-		d, err := db.idx.Digest(dctx, l.meta.ID, src.n)
+		d, err := db.idx.Digest(dctx, l.meta.ID, events)
 		indexed <- result{d, err}
 	}()
-	feed := newLeafFeed(ctx, l.meta.ID, src.n, srcErr == nil)
+	feed := newLeafFeed(ctx, l.meta.ID, events, src.n, srcErr == nil)
 	var res treeCheck
 	checked := make(chan treeCheck, 1)
 	if feed.leaves {
@@ -424,16 +428,16 @@ func (l *ledger) verify(ctx context.Context, progress func(records, bytes int64)
 		if ctx.Err() != nil {
 			return VerifyReport{}, got.err
 		}
-		return report, indexDamaged(l.meta.Name, src.n, got.err)
+		return report, indexDamaged(l.meta.Name, events, got.err)
 	}
 	if diff := got.d.Diff(feed.want); diff != "" {
-		if err := l.locateIndexMismatch(ctx, segment.Head{Seq: src.n}); err != nil {
+		if err := l.locateIndexMismatch(ctx, segment.Head{Seq: events}); err != nil {
 			if ctx.Err() != nil {
 				return VerifyReport{}, err
 			}
-			return report, indexDamaged(l.meta.Name, src.n, err)
+			return report, indexDamaged(l.meta.Name, events, err)
 		}
-		return report, indexDamaged(l.meta.Name, src.n, fmt.Errorf("%w: the index disagrees with the segments (index against segments): %s", segment.ErrCorruption, diff))
+		return report, indexDamaged(l.meta.Name, events, fmt.Errorf("%w: the index disagrees with the segments (index against segments): %s", segment.ErrCorruption, diff))
 	}
 	return report, nil
 }

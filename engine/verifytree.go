@@ -52,10 +52,11 @@ type segLeaves struct {
 // leafFeed carries leaf hashes from the verifying goroutines to the
 // checker, in ledger order, one segment after the other.
 type leafFeed struct {
-	n      uint64 // leaves wanted: events #1 to #n
+	events uint64 // records wanted: events #1 to #events
+	n      uint64 // leaves wanted: events #1 to #n (n <= events)
 	ledger eventid.LedgerID
 	leaves bool // compute the leaf hashes (there is a tree to check)
-	// want is the digest of the index entries of events #1 to #n, the
+	// want is the digest of the index entries of events #1 to #events, the
 	// segments' digests added as each is done; rxErr the first problem
 	// of a batch, by position, and the segment it is in.
 	want     *index.Digest
@@ -70,8 +71,8 @@ type leafFeed struct {
 	stop     func() bool
 }
 
-func newLeafFeed(ctx context.Context, ledger eventid.LedgerID, n uint64, leaves bool) *leafFeed {
-	f := &leafFeed{n: n, ledger: ledger, leaves: leaves, want: index.NewDigest(ledger), ctx: ctx, segs: map[uint64]*segLeaves{}}
+func newLeafFeed(ctx context.Context, ledger eventid.LedgerID, events, n uint64, leaves bool) *leafFeed {
+	f := &leafFeed{events: events, n: n, ledger: ledger, leaves: leaves, want: index.NewDigest(ledger), ctx: ctx, segs: map[uint64]*segLeaves{}}
 	f.cond.L = &f.mu
 	// Wake the waiters when ctx ends.
 	f.stop = context.AfterFunc(ctx, func() {
@@ -106,13 +107,13 @@ func (f *leafFeed) visitor() *segment.Visitor {
 			b.digest = index.NewDigest(f.ledger)
 			var buf []byte
 			return func(r *segment.Record, loc segment.Location) {
-				if r.Seq > f.n {
+				if r.Seq > f.events {
 					return
 				}
 				if b.rxErr == nil {
 					b.rxErr = b.rx.add(r, loc, b.digest.Add)
 				}
-				if !f.leaves {
+				if !f.leaves || r.Seq > f.n {
 					return
 				}
 				if b.cur == nil {
@@ -271,9 +272,14 @@ func (f *leafFeed) check(t *tree.File, cpSize uint64) treeCheck {
 // treeSource is what the tree check of a verification compares the
 // events with: the tree file's first n leaves, and the latest checkpoint.
 type treeSource struct {
-	t  *tree.File
-	n  uint64
-	cp *Checkpoint // nil: none issued yet
+	t *tree.File
+	// n is the number of leaves checked: the events indexed when the
+	// verification began (events of them), or fewer when the tree could
+	// not be extended (a write failed, the disk full: the tree lags until
+	// a reopen recovers it from the segments; the leaves it has are
+	// checked).
+	n, events uint64
+	cp        *Checkpoint // nil: none issued yet
 }
 
 // treeSourceFor returns the tree size to check (the events committed now,
@@ -297,16 +303,14 @@ func (db *DB) treeSourceFor(ctx context.Context, l *ledger) (treeSource, error) 
 	switch {
 	case terr != nil && errors.Is(terr, ErrClosed):
 		return src, terr
-	case terr != nil:
-		return src, fmt.Errorf("%w: ledger %s: %w", ErrTreeDamaged, l.meta.Name, terr)
 	case t == nil:
 		return src, fmt.Errorf("%w: ledger %s has no tree file open", ErrTreeDamaged, l.meta.Name)
-	case t.Size() < n:
+	case terr == nil && t.Size() < n:
 		return src, fmt.Errorf("%w: ledger %s: the tree file %s has %d leaves, %d events are indexed", ErrTreeDamaged, l.meta.Name, db.treePath(l), t.Size(), n)
 	}
-	src.t, src.n = t, n
-	if src.cp != nil && src.cp.Size > n {
-		return src, truncated(l, src.cp.Size, n)
+	src.t, src.n, src.events = t, min(n, t.Size()), n
+	if src.cp != nil && src.cp.Size > src.n {
+		return src, truncated(l, src.cp.Size, src.n)
 	}
 	return src, nil
 }
@@ -518,9 +522,6 @@ func (db *DB) verifyCheckpoint(ctx context.Context, l *ledger, c Checkpoint) err
 	events := l.visible().Seq
 	if c.Size > events {
 		return truncated(l, c.Size, events)
-	}
-	if c.Size == 0 {
-		return fmt.Errorf("%w: ledger %s: a checkpoint of size 0", tree.ErrCheckpoint, l.meta.Name)
 	}
 	l.idxMu.Lock()
 	t, terr := l.tree, l.treeErr
