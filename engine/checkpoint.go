@@ -2,16 +2,10 @@ package engine
 
 import (
 	"context"
-	"errors"
 
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 )
-
-// SKELETON (issue 14 base branch): the engine's API for the Merkle tree,
-// signatures and contracts only; the engine helper fills in the bodies.
-
-var errTreeTODO = errors.New("engine: tree not implemented yet")
 
 // Checkpoint is a signed checkpoint of a ledger's Merkle tree.
 type Checkpoint struct {
