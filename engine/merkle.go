@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -242,7 +243,10 @@ func writeFileAtomic(fs vfs.FS, dir, name string, data []byte, syncDir bool) err
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	_, err = f.Write(data)
+	// A copy: a file system may use the buffer (pebble's memory FS, with
+	// its invariants on, as under -race, inverts it after the write), and
+	// data is kept (the checkpoint's note).
+	_, err = f.Write(bytes.Clone(data))
 	if err == nil {
 		err = f.Sync()
 	}
