@@ -337,12 +337,20 @@ func (db *DB) checkpointLoop() {
 }
 
 // closeCheckpoints issues, in Close once the logs are closed (synced), a
-// checkpoint of every ledger that grew since its latest.
+// checkpoint of every ledger that grew since its latest. A ledger whose
+// tree failed gets none, and the failure is reported (the next Open
+// recovers the tree from the segments).
 func (db *DB) closeCheckpoints(ledgers []*ledger) []error {
 	var errs []error
 	for _, l := range ledgers {
 		n, err := l.treeState()
-		if err != nil || n <= l.latestSize() {
+		if err != nil {
+			if !errors.Is(err, errTreeClosed) {
+				errs = append(errs, fmt.Errorf("no checkpoint at Close: %w", err))
+			}
+			continue
+		}
+		if n <= l.latestSize() {
 			continue
 		}
 		if _, err := l.issueCheckpoint(0); err != nil {
@@ -478,7 +486,10 @@ func (db *DB) recoverTree(l *ledger) error {
 		db.treeRebuilt[id] = fmt.Errorf("engine: the tree of ledger %s was rebuilt from the segments: %s", id, why)
 	} else {
 		// What follows the checkpoint was written unsynced: not trusted.
-		err := f.Truncate(ck.Size)
+		var err error
+		if f.Size() > ck.Size {
+			err = f.Truncate(ck.Size)
+		}
 		if err == nil {
 			err = l.extendTreeFrom(f, ck.Size)
 		}
