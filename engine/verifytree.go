@@ -298,6 +298,7 @@ func (db *DB) treeSourceFor(ctx context.Context, l *ledger) (treeSource, error) 
 		return src, err
 	}
 	l.idxMu.Lock()
+	l.flushTreeLocked() // the leaves waiting in memory, to the file
 	t, terr := l.tree, l.treeErr
 	l.idxMu.Unlock()
 	switch {
@@ -524,6 +525,7 @@ func (db *DB) verifyCheckpoint(ctx context.Context, l *ledger, c Checkpoint) err
 		return truncated(l, c.Size, events)
 	}
 	l.idxMu.Lock()
+	l.flushTreeLocked() // the leaves waiting in memory, to the file
 	t, terr := l.tree, l.treeErr
 	l.idxMu.Unlock()
 	if terr != nil && errors.Is(terr, ErrClosed) {
