@@ -7,9 +7,6 @@ import (
 	"github.com/annal-db/annal/eventid"
 )
 
-// SKELETON (issue 14 base branch): the engine's API for the Merkle tree,
-// signatures and contracts only; the engine helper fills in the bodies.
-
 // Checkpoint is a signed checkpoint of a ledger's Merkle tree.
 type Checkpoint struct {
 	Ledger eventid.LedgerID
@@ -93,4 +90,5 @@ func (db *DB) ProveConsistency(ctx context.Context, ledgerName string, oldSize, 
 	return db.proveConsistency(ctx, ledgerName, oldSize, newSize)
 }
 
-// VerifyCheckpoint: see verifytree.go.
+// DB.VerifyCheckpoint is in verifytree.go, with Verify's check of the
+// tree.

@@ -673,7 +673,7 @@ func absorbedBy(op faultfs.Op, stack string, reported error, readClose bool) str
 		return "Open: reported by Unavailable or IndexRebuilt"
 	case op.Kind == faultfs.Close && readClose:
 		return "close of a read-only handle: nothing to lose"
-	case op.Kind == faultfs.Close && (in("segment.(*Log).createSegment") || in("segment.truncate")):
+	case op.Kind == faultfs.Close && (in("segment.(*Log).createSegment") || in("segment.truncate") || in("tree.(*File).cut")):
 		// The previous segment, fsynced when it was sealed; the
 		// handle of a file that a synced copy replaced.
 		return "close of a synced handle being replaced"
@@ -681,6 +681,11 @@ func absorbedBy(op faultfs.Op, stack string, reported error, readClose bool) str
 		// No caller to tell: the next append to the ledger reports
 		// it (checked, see faultWork.fsyncFailed).
 		return "the interval syncer's fsync"
+	case in("engine.(*ledger).extendTree"):
+		// The events are stored; the tree's failure is kept (treeErr),
+		// reported by proofs, checkpoints and Close, and the next Open
+		// recovers the tree from the segments.
+		return "the tree's write on the append path"
 	case in("engine.(*ledger).info"):
 		return "LedgerInfo.Bytes leaves out a segment file it cannot list or stat"
 	case op.Kind == faultfs.Stat && in("engine.(*DB).open("):

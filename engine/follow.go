@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"sync"
@@ -207,7 +208,8 @@ type VerifyReport struct {
 	Head   eventid.ID // the ledger's last event
 	// TreeSize is the number of leaves of the Merkle tree file compared
 	// with the events (#1 to #TreeSize: the events committed when Verify
-	// began).
+	// began; fewer if a write of the tree failed, a full disk: the tree
+	// lags until a reopen recovers it from the segments).
 	TreeSize uint64
 	// CheckpointSize and CheckpointOrigin are those of the latest signed
 	// checkpoint, whose signature and root were checked against the
@@ -335,87 +337,86 @@ func (p *progressRelay) deliver(progress func(records, bytes int64)) {
 // verify is Verify's checks, run with enterRead held.
 func (l *ledger) verify(ctx context.Context, progress func(records, bytes int64)) (VerifyReport, error) {
 	db := l.db
-	// The tree: its leaves, computed while the segments are verified and
-	// fed in order through the tree file's checker.
+	// What to check: the events committed (and indexed) now, #1 to
+	// #src.n, the tree file's first src.n leaves, and the latest
+	// checkpoint. Records committed later are left out.
 	src, srcErr := db.treeSourceFor(ctx, l)
-	var head segment.Head
-	var err error
+	if src.events == 0 {
+		if err := ctx.Err(); err != nil {
+			return VerifyReport{}, err
+		}
+		if srcErr != nil && errors.Is(srcErr, ErrClosed) {
+			return VerifyReport{}, srcErr
+		}
+		// Not waited for the index (a failure before): check up to the
+		// committed head.
+		src.events = l.log.Head().Seq
+		if err := db.waitIndexed(ctx, l, src.events); err != nil {
+			return VerifyReport{}, err
+		}
+	}
+	// The segments' records up to #events (the index's digest) and their
+	// first n leaves (the tree).
+	events := src.events
+	// The index: a digest of what it holds for events up to #src.n,
+	// computed while the segments are verified; the digest of what it
+	// should hold is computed from the records by the goroutines that
+	// verify the segments, with the leaf hashes of the tree, which one
+	// goroutine feeds, in ledger order, through the tree file's checker.
+	// One read of the segments for everything.
+	type result struct {
+		d   *index.Digest
+		err error
+	}
+	dctx, cancelDigest := context.WithCancel(ctx)
+	defer cancelDigest()
+	indexed := make(chan result, 1)
+	go func() {
+		d, err := db.idx.Digest(dctx, l.meta.ID, events)
+		indexed <- result{d, err}
+	}()
+	feed := newLeafFeed(ctx, l.meta.ID, events, src.n, srcErr == nil)
 	var res treeCheck
-	if srcErr != nil {
-		head, err = l.log.Verify(ctx, progress)
-	} else {
-		feed := newLeafFeed(ctx, src.n)
-		checked := make(chan treeCheck, 1)
+	checked := make(chan treeCheck, 1)
+	if feed.leaves {
 		var cpSize uint64
 		if src.cp != nil {
 			cpSize = src.cp.Size
 		}
 		go func() { checked <- feed.check(src.t, cpSize) }()
-		head, err = l.log.VerifyVisit(ctx, progress, feed.visitor())
-		feed.close()
+	}
+	head, err := l.log.VerifyVisit(ctx, progress, feed.visitor())
+	feed.close()
+	if feed.leaves {
 		res = <-checked
 	}
 	if err != nil {
+		cancelDigest()
+		<-indexed
 		return VerifyReport{}, fmt.Errorf("engine: verify %s: %w", l.meta.Name, err)
 	}
-	if srcErr != nil {
-		return VerifyReport{Events: head.Seq, Head: head.ID}, srcErr
-	}
-	if res.fed != src.n && res.err == nil {
-		if err := ctx.Err(); err != nil {
-			return VerifyReport{}, err
-		}
-		return VerifyReport{}, fmt.Errorf("engine: verify %s: the segments' check handed %d leaves of the %d wanted", l.meta.Name, res.fed, src.n)
-	}
-	// The segments' check may end at an event committed but not yet
-	// indexed (appends index their events a moment after the commit):
-	// the index is compared once it covers the head, or it would lack
-	// them and be reported damaged. Close ends the wait (ctx is Close's
-	// too, see Verify).
-	if err := db.waitIndexed(ctx, l, head.Seq); err != nil {
-		return VerifyReport{}, err
-	}
-	// The index: a digest of what it holds for events up to the head,
-	// computed while the segments are read for the digest of what it
-	// should hold (records committed after the segment check are left
-	// out of both). When the ID family disagrees, a walk of it beside the
-	// segments says where.
-	type result struct {
-		d   *index.Digest
-		err error
-	}
-	indexed := make(chan result, 1)
-	go func() {
-		d, err := db.idx.Digest(ctx, l.meta.ID, head.Seq)
-		indexed <- result{d, err}
-	}()
-	want := index.NewDigest(l.meta.ID)
-	it := l.log.NewIterator(1, segment.FirstOffset)
-	var rx reindexer // the digests of idempotent batches, as catchUp computes them
-	var rxErr error
-	for it.Next() && it.Record().Seq <= head.Seq && rxErr == nil {
-		if it.Record().Seq%4096 == 0 && ctx.Err() != nil {
-			<-indexed
-			return VerifyReport{}, ctx.Err()
-		}
-		rxErr = rx.add(it.Record(), it.Location(), want.Add)
+	if feed.rxErr != nil {
+		cancelDigest()
+		<-indexed
+		return VerifyReport{}, fmt.Errorf("engine: verify %s: %w", l.meta.Name, feed.rxErr)
 	}
 	got := <-indexed
-	if err := it.Err(); err != nil {
+	if err := ctx.Err(); err != nil {
 		return VerifyReport{}, err
-	}
-	if rxErr == nil {
-		rxErr = rx.end()
-	}
-	if rxErr != nil {
-		return VerifyReport{}, fmt.Errorf("engine: verify %s: %w", l.meta.Name, rxErr)
 	}
 	// From here on the segments are intact: what fails is the tree (the
 	// events are not those it committed to, or the tree file), then the
 	// index.
-	report := VerifyReport{Events: head.Seq, Head: head.ID, TreeSize: src.n}
+	report := VerifyReport{Events: head.Seq, Head: head.ID}
 	if src.cp != nil {
 		report.CheckpointSize, report.CheckpointOrigin = src.cp.Size, src.cp.Origin
+	}
+	if srcErr != nil {
+		return report, srcErr
+	}
+	report.TreeSize = src.n
+	if res.fed != src.n && res.err == nil {
+		return VerifyReport{}, fmt.Errorf("engine: verify %s: the segments' check handed %d leaves of the %d wanted", l.meta.Name, res.fed, src.n)
 	}
 	if err := l.judgeTree(ctx, src, res); err != nil {
 		if ctx.Err() != nil {
@@ -427,16 +428,16 @@ func (l *ledger) verify(ctx context.Context, progress func(records, bytes int64)
 		if ctx.Err() != nil {
 			return VerifyReport{}, got.err
 		}
-		return report, indexDamaged(l.meta.Name, head.Seq, got.err)
+		return report, indexDamaged(l.meta.Name, events, got.err)
 	}
-	if diff := got.d.Diff(want); diff != "" {
-		if err := l.locateIndexMismatch(ctx, head); err != nil {
+	if diff := got.d.Diff(feed.want); diff != "" {
+		if err := l.locateIndexMismatch(ctx, segment.Head{Seq: events}); err != nil {
 			if ctx.Err() != nil {
 				return VerifyReport{}, err
 			}
-			return report, indexDamaged(l.meta.Name, head.Seq, err)
+			return report, indexDamaged(l.meta.Name, events, err)
 		}
-		return report, indexDamaged(l.meta.Name, head.Seq, fmt.Errorf("%w: the index disagrees with the segments (index against segments): %s", segment.ErrCorruption, diff))
+		return report, indexDamaged(l.meta.Name, events, fmt.Errorf("%w: the index disagrees with the segments (index against segments): %s", segment.ErrCorruption, diff))
 	}
 	return report, nil
 }

@@ -28,13 +28,17 @@ type ledger struct {
 
 	// tree is the ledger's Merkle tree file (docs/format.md, section 9),
 	// open from Open (or CreateLedger, Import) to Close. Invariant, unless
-	// a tree write failed (treeErr, under idxMu): tree.Size() == indexed,
-	// and leaf i is the leaf hash of event i+1. index extends it with each
-	// group's leaves, with idxMu held, before idxHead moves, so every
-	// event readers see (up to visible().Seq) has its leaf. It has one
-	// writer (index, under idxMu; Open before the ledger is reachable) and
+	// a tree write failed (treeErr), under idxMu: tree.Size() +
+	// len(treePend) == indexed, and leaf i is the leaf hash of event i+1.
+	// index adds each group's leaves, with idxMu held, before idxHead
+	// moves, so every event readers see (up to visible().Seq) has its
+	// leaf. They wait in treePend (one write of the tree file per
+	// treeFlushLeaves leaves, not one per group) until a reader needs
+	// them: read the tree with readTree, which writes them first. It has
+	// one writer (under idxMu; Open before the ledger is reachable) and
 	// any number of readers (roots, proofs, checkpoints).
-	tree *tree.File
+	tree     *tree.File
+	treePend []tree.Hash
 	// treeErr: a failed tree write (under idxMu): the tree is not
 	// extended any more, and proofs and checkpoints of the ledger fail,
 	// until a reopen recovers it from the segments.
@@ -375,15 +379,15 @@ type readyBatch struct {
 }
 
 // index adds a committed batch to the index, after every batch before it,
-// and its leaves (the leaf hashes of its events) to the tree.
+// and its leaves (the leaf hashes of its events) to the tree (extendTree).
 // Batches committed together by concurrent appenders are indexed together:
 // whichever appender's batch is next in sequence order indexes it and every
 // committed batch that follows it without a gap, in one index commit, and
 // the others find theirs done. One Pebble commit for a group instead of one
 // per batch is what lets many concurrent appenders share the index's cost
-// as they share an fsync. The group's leaves are added to the tree, in one
-// write, before the index commit publishes the new head (visible): every
-// event a reader sees has its leaf.
+// as they share an fsync. The group's leaves are added to the tree before
+// the index commit publishes the new head (visible): every event a reader
+// sees has its leaf.
 func (l *ledger) index(b *segment.Batch, leaves []tree.Hash) error {
 	l.idxMu.Lock()
 	defer l.idxMu.Unlock()
@@ -399,7 +403,6 @@ func (l *ledger) index(b *segment.Batch, leaves []tree.Hash) error {
 		l.cond.Wait()
 	}
 	var group []*segment.Batch
-	var groupLeaves []tree.Hash
 	for next := b.FirstSeq; ; {
 		rb, ok := l.ready[next]
 		if !ok {
@@ -408,14 +411,7 @@ func (l *ledger) index(b *segment.Batch, leaves []tree.Hash) error {
 		g := rb.b
 		delete(l.ready, next)
 		group = append(group, g)
-		if groupLeaves == nil {
-			groupLeaves = rb.leaves
-		} else {
-			if len(group) == 2 {
-				groupLeaves = append(make([]tree.Hash, 0, 2*len(groupLeaves)+len(rb.leaves)), groupLeaves...)
-			}
-			groupLeaves = append(groupLeaves, rb.leaves...)
-		}
+		l.extendTree(rb.leaves) // in sequence order, before idxHead moves
 		next += uint64(len(g.IDs))
 	}
 	last = group[len(group)-1].FirstSeq + uint64(len(group[len(group)-1].IDs)) - 1
@@ -423,7 +419,6 @@ func (l *ledger) index(b *segment.Batch, leaves []tree.Hash) error {
 	defer l.wake()
 	lg := group[len(group)-1]
 	lh := segment.Head{ID: lg.IDs[len(lg.IDs)-1], Seq: last, Loc: lg.Locations[len(lg.Locations)-1]}
-	l.extendTree(groupLeaves)
 	if l.idxErr != nil {
 		l.indexed, l.idxHead = last, lh
 		l.indexedUpTo(last)

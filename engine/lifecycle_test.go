@@ -569,5 +569,10 @@ func copyDir(t testing.TB, from string) string {
 	if err := os.CopyFS(to, os.DirFS(from)); err != nil {
 		t.Fatal(err)
 	}
+	// CopyFS makes files readable by others: the signing key must not be
+	// (Open refuses it).
+	if err := os.Chmod(filepath.Join(to, signingKeyFile), 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
 	return to
 }

@@ -124,10 +124,11 @@ func checkTreeAfterCrash(t *testing.T, db *DB, notes map[string][][]byte, where 
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := l.tree.Size(); n != info.Count {
-			t.Fatalf("%s: ledger %s: the tree file has %d leaves, the ledger %d events", where, info.Name, n, info.Count)
+		tf, n, err := l.readTree()
+		if err != nil || n != info.Count || tf.Size() != info.Count {
+			t.Fatalf("%s: ledger %s: the tree file has %d leaves (%v), the ledger %d events", where, info.Name, n, err, info.Count)
 		}
-		if got, err := l.tree.Root(info.Count); err != nil || got != root {
+		if got, err := tf.Root(info.Count); err != nil || got != root {
 			t.Fatalf("%s: ledger %s: the tree file's root at %d is %x (%v), the events give %x", where, info.Name, info.Count, got[:], err, root[:])
 		}
 		all := notes[info.Name]

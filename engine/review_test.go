@@ -63,6 +63,10 @@ type blockNameFS struct {
 	release chan struct{}
 }
 
+// Unwrap makes the OS file system its root (vfs.Root), so that the
+// signing key's mode can be set (package tree).
+func (f *blockNameFS) Unwrap() vfs.FS { return f.FS }
+
 func (f *blockNameFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
 	if strings.HasSuffix(name, nameFile+".tmp") && f.armed.CompareAndSwap(true, false) {
 		close(f.blocked)

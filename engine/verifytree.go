@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/annal-db/annal/engine/tree"
+	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/index"
 	"github.com/annal-db/annal/segment"
 )
 
@@ -26,19 +28,40 @@ import (
 // however long the ledger.
 func leafWindow() uint64 { return uint64(runtime.GOMAXPROCS(0)) + 2 }
 
+// leafChunk is how many leaf hashes a verifying goroutine hands to the
+// checker at once.
+const leafChunk = 4096
+
+var leafChunks = sync.Pool{New: func() any { c := make([]tree.Hash, 0, leafChunk); return &c }}
+
 // segLeaves are the leaf hashes of one segment's events, computed by the
-// goroutine verifying it.
+// goroutine verifying it, in chunks the checker takes as they fill.
 type segLeaves struct {
-	hashes []tree.Hash
-	buf    []byte // scratch for the leaf bytes, owned by that goroutine
+	chunks []*[]tree.Hash // filled, under leafFeed.mu
 	done   bool
 	err    error
+	cur    *[]tree.Hash // being filled, by the verifying goroutine only
+	// The digest of the index entries of the segment's records (see
+	// index.Digest: sums, so those of the segments add up), computed by
+	// the verifying goroutine, and the first problem of its batches.
+	digest *index.Digest
+	rx     reindexer
+	rxErr  error
 }
 
 // leafFeed carries leaf hashes from the verifying goroutines to the
 // checker, in ledger order, one segment after the other.
 type leafFeed struct {
-	n        uint64 // leaves wanted: events #1 to #n
+	events uint64 // records wanted: events #1 to #events
+	n      uint64 // leaves wanted: events #1 to #n (n <= events)
+	ledger eventid.LedgerID
+	leaves bool // compute the leaf hashes (there is a tree to check)
+	// want is the digest of the index entries of events #1 to #events, the
+	// segments' digests added as each is done; rxErr the first problem
+	// of a batch, by position, and the segment it is in.
+	want     *index.Digest
+	rxErr    error
+	rxSeg    uint64
 	ctx      context.Context
 	mu       sync.Mutex
 	cond     sync.Cond
@@ -48,8 +71,8 @@ type leafFeed struct {
 	stop     func() bool
 }
 
-func newLeafFeed(ctx context.Context, n uint64) *leafFeed {
-	f := &leafFeed{n: n, ctx: ctx, segs: map[uint64]*segLeaves{}}
+func newLeafFeed(ctx context.Context, ledger eventid.LedgerID, events, n uint64, leaves bool) *leafFeed {
+	f := &leafFeed{events: events, n: n, ledger: ledger, leaves: leaves, want: index.NewDigest(ledger), ctx: ctx, segs: map[uint64]*segLeaves{}}
 	f.cond.L = &f.mu
 	// Wake the waiters when ctx ends.
 	f.stop = context.AfterFunc(ctx, func() {
@@ -60,16 +83,10 @@ func newLeafFeed(ctx context.Context, n uint64) *leafFeed {
 	return f
 }
 
-// bucket returns segment n's leaves, created (after waiting for room in
-// the window) on its first record.
+// bucket returns segment n's leaves, created on first use; with f.mu held.
 func (f *leafFeed) bucket(n uint64) *segLeaves {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	b := f.segs[n]
 	if b == nil {
-		for n > f.consumed+leafWindow() && f.ctx.Err() == nil && !f.closed {
-			f.cond.Wait()
-		}
 		b = &segLeaves{}
 		f.segs[n] = b
 	}
@@ -78,39 +95,80 @@ func (f *leafFeed) bucket(n uint64) *segLeaves {
 
 // visitor returns the segment.Visitor that computes the leaf hashes.
 func (f *leafFeed) visitor() *segment.Visitor {
-	var cur struct {
-		sync.Mutex
-		m map[uint64]*segLeaves
-	}
-	cur.m = map[uint64]*segLeaves{}
 	return &segment.Visitor{
-		Record: func(seg uint64, r *segment.Record) {
-			if r.Seq > f.n {
-				return
+		Segment: func(seg uint64) func(*segment.Record, segment.Location) {
+			// Room in the window first.
+			f.mu.Lock()
+			for f.leaves && seg > f.consumed+leafWindow() && f.ctx.Err() == nil && !f.closed {
+				f.cond.Wait()
 			}
-			cur.Lock()
-			b := cur.m[seg]
-			cur.Unlock()
-			if b == nil {
-				b = f.bucket(seg)
-				cur.Lock()
-				cur.m[seg] = b
-				cur.Unlock()
+			b := f.bucket(seg)
+			f.mu.Unlock()
+			b.digest = index.NewDigest(f.ledger)
+			var buf []byte
+			return func(r *segment.Record, loc segment.Location) {
+				if r.Seq > f.events {
+					return
+				}
+				if b.rxErr == nil {
+					b.rxErr = b.rx.add(r, loc, b.digest.Add)
+				}
+				if !f.leaves || r.Seq > f.n {
+					return
+				}
+				if b.cur == nil {
+					b.cur = leafChunks.Get().(*[]tree.Hash)
+					*b.cur = (*b.cur)[:0]
+				}
+				var h tree.Hash
+				h, buf = leafHash(buf, r)
+				*b.cur = append(*b.cur, h)
+				if len(*b.cur) == leafChunk {
+					f.mu.Lock()
+					b.chunks = append(b.chunks, b.cur)
+					f.cond.Broadcast()
+					f.mu.Unlock()
+					b.cur = nil
+				}
 			}
-			var h tree.Hash
-			h, b.buf = leafHash(b.buf, r)
-			b.hashes = append(b.hashes, h)
 		},
 		Done: func(seg uint64, err error) {
-			b := f.bucket(seg)
 			f.mu.Lock()
-			b.done, b.err, b.buf = true, err, nil
+			b := f.bucket(seg)
+			if b.cur != nil {
+				b.chunks = append(b.chunks, b.cur)
+				b.cur = nil
+			}
+			b.done, b.err = true, err
+			if err == nil && b.digest != nil {
+				// A batch never spans segments: each ends whole.
+				if b.rxErr == nil {
+					b.rxErr = b.rx.end()
+				}
+				if b.rxErr != nil {
+					if f.rxErr == nil || seg < f.rxSeg {
+						f.rxErr, f.rxSeg = b.rxErr, seg
+					}
+				} else {
+					mergeDigest(f.want, b.digest)
+				}
+				b.digest = nil
+			}
+			if !f.leaves {
+				delete(f.segs, seg)
+			}
 			f.cond.Broadcast()
 			f.mu.Unlock()
-			cur.Lock()
-			delete(cur.m, seg)
-			cur.Unlock()
 		},
+	}
+}
+
+// mergeDigest adds the entries of d to into: the counts and sums of each
+// family add up (index.Digest is order-free).
+func mergeDigest(into, d *index.Digest) {
+	for i := range into.Count {
+		into.Count[i] += d.Count[i]
+		into.Sum[i] += d.Sum[i]
 	}
 }
 
@@ -124,20 +182,27 @@ func (f *leafFeed) close() {
 	f.mu.Unlock()
 }
 
-// next returns the leaves of segment seg once its verification is done;
-// ok is false if it never will be (the verification failed or ended).
-func (f *leafFeed) next(seg uint64) (hashes []tree.Hash, ok bool) {
+// next returns the next chunk of leaves of segment seg, waiting for it;
+// more is false once the segment has none left (ok: its verification
+// passed), or will never have (the verification failed or ended).
+func (f *leafFeed) next(seg uint64) (chunk *[]tree.Hash, more, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for {
-		if b := f.segs[seg]; b != nil && b.done {
+		b := f.segs[seg]
+		if b != nil && len(b.chunks) > 0 {
+			chunk = b.chunks[0]
+			b.chunks = b.chunks[1:]
+			return chunk, true, true
+		}
+		if b != nil && b.done {
 			delete(f.segs, seg)
 			f.consumed = seg
 			f.cond.Broadcast()
-			return b.hashes, b.err == nil
+			return nil, false, b.err == nil
 		}
 		if f.closed || f.ctx.Err() != nil {
-			return nil, false
+			return nil, false, false
 		}
 		f.cond.Wait()
 	}
@@ -151,6 +216,7 @@ type treeCheck struct {
 	mismatch *tree.MismatchError // the first difference, nil if none
 	cpRoot   tree.Hash           // the events' root at cpSize, if rootOK
 	rootOK   bool                // cpRoot is known (no mismatch before cpSize)
+	cut      bool                // the leaves stopped coming (the segments' check failed or ended)
 	err      error               // a read error of the tree file
 }
 
@@ -161,27 +227,36 @@ func (f *leafFeed) check(t *tree.File, cpSize uint64) treeCheck {
 	var res treeCheck
 	c := t.NewChecker(f.n)
 	for seg := uint64(1); res.fed < f.n; seg++ {
-		hashes, ok := f.next(seg)
-		for _, h := range hashes {
-			if res.fed == f.n {
+		for {
+			chunk, more, ok := f.next(seg)
+			if !more {
+				if !ok {
+					res.cut = true
+				}
 				break
 			}
-			if res.mismatch == nil && res.err == nil {
-				if err := c.Add(h); err != nil {
-					var m *tree.MismatchError
-					if errors.As(err, &m) {
-						res.mismatch = m
-					} else {
-						res.err = err
+			for _, h := range *chunk {
+				if res.fed == f.n {
+					break
+				}
+				if res.mismatch == nil && res.err == nil {
+					if err := c.Add(h); err != nil {
+						var m *tree.MismatchError
+						if errors.As(err, &m) {
+							res.mismatch = m
+						} else {
+							res.err = err
+						}
 					}
 				}
+				res.fed++
+				if res.fed == cpSize && res.mismatch == nil && res.err == nil {
+					res.cpRoot, res.rootOK = c.Root(), true
+				}
 			}
-			res.fed++
-			if res.fed == cpSize && res.mismatch == nil && res.err == nil {
-				res.cpRoot, res.rootOK = c.Root(), true
-			}
+			leafChunks.Put(chunk)
 		}
-		if !ok {
+		if res.cut {
 			break
 		}
 	}
@@ -197,9 +272,14 @@ func (f *leafFeed) check(t *tree.File, cpSize uint64) treeCheck {
 // treeSource is what the tree check of a verification compares the
 // events with: the tree file's first n leaves, and the latest checkpoint.
 type treeSource struct {
-	t  *tree.File
-	n  uint64
-	cp *Checkpoint // nil: none issued yet
+	t *tree.File
+	// n is the number of leaves checked: the events indexed when the
+	// verification began (events of them), or fewer when the tree could
+	// not be extended (a write failed, the disk full: the tree lags until
+	// a reopen recovers it from the segments; the leaves it has are
+	// checked).
+	n, events uint64
+	cp        *Checkpoint // nil: none issued yet
 }
 
 // treeSourceFor returns the tree size to check (the events committed now,
@@ -218,21 +298,20 @@ func (db *DB) treeSourceFor(ctx context.Context, l *ledger) (treeSource, error) 
 		return src, err
 	}
 	l.idxMu.Lock()
+	l.flushTreeLocked() // the leaves waiting in memory, to the file
 	t, terr := l.tree, l.treeErr
 	l.idxMu.Unlock()
 	switch {
 	case terr != nil && errors.Is(terr, ErrClosed):
 		return src, terr
-	case terr != nil:
-		return src, fmt.Errorf("%w: ledger %s: %w", ErrTreeDamaged, l.meta.Name, terr)
 	case t == nil:
 		return src, fmt.Errorf("%w: ledger %s has no tree file open", ErrTreeDamaged, l.meta.Name)
-	case t.Size() < n:
+	case terr == nil && t.Size() < n:
 		return src, fmt.Errorf("%w: ledger %s: the tree file %s has %d leaves, %d events are indexed", ErrTreeDamaged, l.meta.Name, db.treePath(l), t.Size(), n)
 	}
-	src.t, src.n = t, n
-	if src.cp != nil && src.cp.Size > n {
-		return src, truncated(l, src.cp.Size, n)
+	src.t, src.n, src.events = t, min(n, t.Size()), n
+	if src.cp != nil && src.cp.Size > src.n {
+		return src, truncated(l, src.cp.Size, src.n)
 	}
 	return src, nil
 }
@@ -445,10 +524,8 @@ func (db *DB) verifyCheckpoint(ctx context.Context, l *ledger, c Checkpoint) err
 	if c.Size > events {
 		return truncated(l, c.Size, events)
 	}
-	if c.Size == 0 {
-		return fmt.Errorf("%w: ledger %s: a checkpoint of size 0", tree.ErrCheckpoint, l.meta.Name)
-	}
 	l.idxMu.Lock()
+	l.flushTreeLocked() // the leaves waiting in memory, to the file
 	t, terr := l.tree, l.treeErr
 	l.idxMu.Unlock()
 	if terr != nil && errors.Is(terr, ErrClosed) {

@@ -60,9 +60,18 @@ func treeFilePath(db *DB, ledger string) string {
 }
 
 // damageTreeHash flips a bit of stored hash number StoredHashIndex(level,
-// i) of the tree file, in place (the DB may have it open).
-func damageTreeHash(t *testing.T, path string, level int, i int64) {
+// i) of the ledger's tree file, in place, under the open DB (the leaves
+// waiting in memory written to the file first).
+func damageTreeHash(t *testing.T, db *DB, ledger string, level int, i int64) {
 	t.Helper()
+	l, err := db.ledger(ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.readTree(); err != nil {
+		t.Fatal(err)
+	}
+	path := treeFilePath(db, ledger)
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +151,7 @@ func TestVerifyTreeFileDamaged(t *testing.T) {
 			if _, err := db.Checkpoint(ctx, "t"); err != nil {
 				t.Fatal(err)
 			}
-			damageTreeHash(t, treeFilePath(db, "t"), c.level, c.i)
+			damageTreeHash(t, db, "t", c.level, c.i)
 			rep, err := db.Verify(ctx, "t", nil)
 			if !errors.Is(err, ErrTreeDamaged) || errors.Is(err, ErrRewritten) {
 				t.Fatalf("verify: %v, want ErrTreeDamaged", err)
@@ -167,7 +176,7 @@ func TestVerifyTreeLeafBeyondCheckpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		appendN(t, db, "t", 6)
-		damageTreeHash(t, treeFilePath(db, "t"), 0, 12)
+		damageTreeHash(t, db, "t", 0, 12)
 		_, err := db.Verify(ctx, "t", nil)
 		if !errors.Is(err, ErrRewritten) || !strings.Contains(err.Error(), "event #13 (") || !strings.Contains(err.Error(), "covers events #1 to #10 only") {
 			t.Fatalf("verify: %v", err)
@@ -177,11 +186,18 @@ func TestVerifyTreeLeafBeyondCheckpoint(t *testing.T) {
 	t.Run("no checkpoint", func(t *testing.T) {
 		db := treeTestDB(t, t.TempDir(), 10)
 		defer db.Close()
-		if _, err := db.LatestCheckpoint("t"); !errors.Is(err, ErrNotFound) {
-			t.Skipf("the ledger has a checkpoint before any was asked for (%v): the case cannot be set up", err)
+		// CreateLedger and Open sign a checkpoint of every ledger: a
+		// ledger without one is set up by forgetting it.
+		l, err := db.ledger("t")
+		if err != nil {
+			t.Fatal(err)
 		}
-		damageTreeHash(t, treeFilePath(db, "t"), 0, 3)
-		_, err := db.Verify(ctx, "t", nil)
+		l.latest.Store(nil)
+		if _, err := db.LatestCheckpoint("t"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("latest checkpoint: %v", err)
+		}
+		damageTreeHash(t, db, "t", 0, 3)
+		_, err = db.Verify(ctx, "t", nil)
 		if !errors.Is(err, ErrRewritten) || !strings.Contains(err.Error(), "event #4 (") || !strings.Contains(err.Error(), "no checkpoint") {
 			t.Fatalf("verify: %v", err)
 		}
@@ -238,11 +254,11 @@ func TestVerifyCheckpointOutcomes(t *testing.T) {
 	// The tree file no longer consistent with a checkpoint the events
 	// agree with: ErrTreeDamaged. The whole tree's top stored hash (39
 	// leaves: levels 0..5; the hash of leaves 0..31 at level 5).
-	damageTreeHash(t, treeFilePath(db, "t"), 5, 0)
+	damageTreeHash(t, db, "t", 5, 0)
 	if err := db.VerifyCheckpoint(ctx, "t", cp.Note, ""); !errors.Is(err, ErrTreeDamaged) || errors.Is(err, ErrRewritten) {
 		t.Fatalf("a damaged tree file: %v", err)
 	}
-	damageTreeHash(t, treeFilePath(db, "t"), 5, 0) // back
+	damageTreeHash(t, db, "t", 5, 0) // back
 	if err := db.VerifyCheckpoint(ctx, "t", cp.Note, ""); err != nil {
 		t.Fatalf("the tree file repaired: %v", err)
 	}

@@ -24,14 +24,17 @@ func (l *Log) Verify(ctx context.Context, progress func(records, bytes int64)) (
 // Visitor sees the records that Log.VerifyVisit verifies, on the
 // goroutines that verify them (no second read of the segments).
 type Visitor struct {
-	// Record is called with each record verified, segment by segment
-	// (segments concurrently, the records of one segment in order, on
-	// one goroutine). r is valid only during the call.
-	Record func(segment uint64, r *Record)
-	// Done, if not nil, is called once a segment's verification ended
-	// (err nil: every record of it up to the committed end was seen; or
-	// the corruption or read error found, or ctx's error).
-	Done func(segment uint64, err error)
+	// Segment, if not nil, is called by the goroutine that verifies
+	// segment n before it reads its records; the function it returns (nil:
+	// none) is called with each record of n verified and its location, in
+	// order, on that goroutine (segments are verified concurrently). The
+	// record is valid only during the call.
+	Segment func(n uint64) func(r *Record, loc Location)
+	// Done, if not nil, is called by that goroutine once segment n's
+	// verification ended: err nil if every record of it up to the
+	// committed end was seen; else the corruption or read error found, or
+	// ctx's error.
+	Done func(n uint64, err error)
 }
 
 // VerifyVisit is Verify, also handing every record verified to v (nil:
@@ -123,6 +126,10 @@ func (l *Log) verifySegment(ctx context.Context, n uint64, pos *position, record
 	if n == pos.segNum {
 		end = pos.end
 	}
+	var visit func(*Record, Location)
+	if v != nil && v.Segment != nil {
+		visit = v.Segment(n)
+	}
 	first = chain{ledger: l.ledger, id: s.hdr.prevID, seq: s.hdr.prevSeq}
 	sc := newScanner(s.file, s.name, headerSize, end, first)
 	for i := 0; ; i++ {
@@ -142,10 +149,10 @@ func (l *Log) verifySegment(ctx context.Context, n uint64, pos *position, record
 		if !ok {
 			return first, sc.chain, head, nil
 		}
-		if v != nil && v.Record != nil {
-			v.Record(n, &sc.rec)
-		}
 		loc := sc.location(n)
+		if visit != nil {
+			visit(&sc.rec, loc)
+		}
 		records.Add(1)
 		bytes.Add(loc.Size)
 		head = Head{ID: sc.chain.id, Seq: sc.chain.seq, Loc: loc}
