@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +19,7 @@ import (
 	"time"
 
 	"github.com/annal-db/annal/engine"
-	"github.com/annal-db/annal/engine/ndjson"
+	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 	"github.com/spf13/cobra"
 )
@@ -205,6 +207,14 @@ func runDemo(ctx context.Context, cfg demoConfig, w io.Writer) error {
 	p.step("appended %d events from %d concurrent appenders in batches of %d, Sync durability: %s, %.0f events/s",
 		appended, cfg.writers, cfg.batch, took.Round(time.Millisecond), float64(appended)/took.Seconds())
 
+	// A signed checkpoint of the ledger as it is now: a client that keeps
+	// it can later check that the ledger still extends it.
+	before, err := db.Checkpoint(ctx, name)
+	if err != nil {
+		return err
+	}
+	p.step("signed checkpoint: %d events, Merkle root %s, key %s", before.Size, b64(before.Root), db.VerifierKey())
+
 	// The crash: a child process appends and prints each durable ID; it
 	// is killed with SIGKILL mid-stream.
 	if err := db.Close(); err != nil {
@@ -240,8 +250,26 @@ func runDemo(ctx context.Context, cfg demoConfig, w io.Writer) error {
 	if lost > 0 {
 		return fmt.Errorf("%d of %d acknowledged events lost", lost, len(acked))
 	}
-	p.step("reopened in %s and verified all %d events (checksums, chain, index) in %s: all %d acknowledged events are there",
+	p.step("reopened in %s and verified all %d events (checksums, chain, Merkle tree, index) in %s: all %d acknowledged events are there",
 		opened.Round(time.Millisecond), rep.Events, verified.Round(time.Millisecond), len(acked))
+
+	// The checkpoint signed before the crash against the ledger after it.
+	if err := db.VerifyCheckpoint(ctx, name, before.Note, ""); err != nil {
+		return fmt.Errorf("the checkpoint signed before the crash: %w", err)
+	}
+	after, err := db.Checkpoint(ctx, name)
+	if err != nil {
+		return err
+	}
+	cons, err := db.ProveConsistency(ctx, name, before.Size, after.Size)
+	if err != nil {
+		return err
+	}
+	if err := tree.VerifyConsistency(before.Size, after.Size, before.Root, after.Root, cons.Hashes); err != nil {
+		return fmt.Errorf("consistency of the checkpoints before and after the crash: %w", err)
+	}
+	p.step("the checkpoint signed before the crash (%d events) is a prefix of the one after it (%d events): its root recomputed from the segments, and a consistency proof of %d hashes",
+		before.Size, after.Size, len(cons.Hashes))
 
 	// A time-range scan: 100 ms around the ledger's middle event. (The
 	// middle of its time span can fall in the pause between the bulk
@@ -276,6 +304,22 @@ func runDemo(ctx context.Context, cfg demoConfig, w io.Writer) error {
 		p.line("%s", l)
 	}
 
+	// An inclusion proof of the middle event in the latest checkpoint,
+	// checked as a client would: the leaf recomputed from the event.
+	incl, err := db.ProveInclusion(ctx, middle.ID, 0)
+	if err != nil {
+		return err
+	}
+	line, err := json.Marshal(middle)
+	if err != nil {
+		return err
+	}
+	if err := tree.VerifyInclusion(middle.Seq-1, after.Size, tree.LeafHash(line), incl.Hashes, after.Root); err != nil {
+		return fmt.Errorf("inclusion proof of event #%d: %w", middle.Seq, err)
+	}
+	p.step("inclusion proof of event #%d in the signed checkpoint of %d events: %d hashes (%d bytes), verified",
+		middle.Seq, after.Size, len(incl.Hashes), 32*len(incl.Hashes))
+
 	// An entity replay: one order's stream.
 	key := "order-42"
 	p.step("replay of order %s:", key)
@@ -286,42 +330,57 @@ func runDemo(ctx context.Context, cfg demoConfig, w io.Writer) error {
 		p.line("#%-7d %s  %-16s %s", ev.Seq, ev.ID, ev.Event, ev.Data)
 	}
 
-	// Export, and verify the export as any Evently ledger.
+	// Export with its signed checkpoint, and verify the file offline as
+	// an auditor would: every Event ID, then the Merkle root of its lines
+	// against the signed checkpoint (annal verify-file --checkpoint).
 	exportPath := filepath.Join(cfg.dir, name+".ndjson")
+	checkpointPath := filepath.Join(cfg.dir, name+".checkpoint")
 	t0 = time.Now()
 	f, err := os.Create(exportPath)
 	if err != nil {
 		return err
 	}
-	exported, err := db.Export(ctx, name, f, engine.ExportOptions{})
+	var note bytes.Buffer
+	exported, err := db.Export(ctx, name, f, engine.ExportOptions{Checkpoint: &note})
 	if err == nil {
 		err = f.Close()
 	} else {
 		f.Close()
 	}
+	if err == nil {
+		err = os.WriteFile(checkpointPath, note.Bytes(), 0o644)
+	}
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
 	exportTook := time.Since(t0)
+	cp, err := openCheckpoint(checkpointPath, note.Bytes(), db.VerifierKey())
+	if err != nil {
+		return err
+	}
 	f, err = os.Open(exportPath)
 	if err != nil {
 		return err
 	}
-	v, err := ndjson.VerifyAll(ndjson.NewReader(bufio.NewReaderSize(f, 1<<20)))
+	var report, problems bytes.Buffer
+	err = runVerifyFile(bufio.NewReaderSize(f, 1<<20), exportPath, cp, &report, &problems)
 	f.Close()
 	if err != nil {
-		return fmt.Errorf("the export does not verify: %w", err)
+		return fmt.Errorf("the export does not verify: %v %s", err, strings.TrimSpace(problems.String()))
 	}
 	fi, _ := os.Stat(exportPath)
-	p.step("exported %d events (%s) to %s in %s and verified the file as an Evently ledger: head %s",
-		exported, humanBytes(fi.Size()), exportPath, exportTook.Round(time.Millisecond), v.Head())
+	p.step("exported %d events (%s) to %s with its signed checkpoint in %s, then verified the file offline:",
+		exported, humanBytes(fi.Size()), exportPath, exportTook.Round(time.Millisecond))
+	for l := range strings.Lines(report.String()) {
+		p.line("%s", strings.TrimSpace(l))
+	}
 
 	if err := db.Close(); err != nil {
 		return err
 	}
 	db = nil
-	p.step("done in %s. Explore: annal --dir %s ledgers; annal --dir %s scan %s --limit 5; annal --dir %s verify %s --full",
-		time.Since(start).Round(time.Millisecond), cfg.dir, cfg.dir, name, cfg.dir, name)
+	p.step("done in %s. Explore: annal --dir %s ledgers; annal --dir %s scan %s --limit 5; annal --dir %s verify %s --full; annal --dir %s prove '%s#2'",
+		time.Since(start).Round(time.Millisecond), cfg.dir, cfg.dir, name, cfg.dir, name, cfg.dir, name)
 	return nil
 }
 
