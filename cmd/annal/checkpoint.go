@@ -6,6 +6,7 @@ package main
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -46,15 +47,19 @@ func readSmallFile(what, path string) ([]byte, error) {
 
 // keyArg returns the verifier key a --key flag gives: the key itself in
 // the note verifier format ("name+hash+base64", as annal key prints it),
-// or, for "@FILE", the first non-empty line of FILE (so that the output of
-// annal key, saved to a file, can be passed as it is). A key that is not
-// in that format is a usage error; a FILE that cannot be read is exit 1.
+// or, for "@FILE", the first non-empty line of FILE. The JSON object that
+// annal key writes in a pipe ({"name":…,"verifier":…}) is taken too,
+// given as it is or in FILE, so that --key "$(annal key)" and annal key >
+// FILE work whatever the output format. A key that is not in that format
+// is a usage error; a FILE that cannot be read is exit 1.
 func keyArg(k string) (string, error) {
+	what := safeText(strconv.Quote(k))
 	if path, ok := strings.CutPrefix(k, "@"); ok {
 		b, err := readSmallFile("--key", path)
 		if err != nil {
 			return "", err
 		}
+		what = strconv.Quote(path) + " (its first line)"
 		k = ""
 		for line := range strings.SplitSeq(string(b), "\n") {
 			if line = strings.TrimSpace(line); line != "" {
@@ -65,13 +70,17 @@ func keyArg(k string) (string, error) {
 		if k == "" {
 			return "", usageErr("--key: %s holds no key (want one line name+hash+base64, as annal key prints it)", strconv.Quote(path))
 		}
-		if _, err := tree.NewVerifier(k); err != nil {
-			return "", usageErr("--key: %s does not hold a verifier key (want name+hash+base64, as annal key prints it): %v", strconv.Quote(path), err)
+	}
+	if strings.HasPrefix(k, "{") {
+		var printed struct {
+			Verifier string `json:"verifier"`
 		}
-		return k, nil
+		if err := json.Unmarshal([]byte(k), &printed); err == nil && printed.Verifier != "" {
+			k = printed.Verifier
+		}
 	}
 	if _, err := tree.NewVerifier(k); err != nil {
-		return "", usageErr("--key: %s is not a verifier key (want name+hash+base64, as annal key prints it, or @FILE): %v", safeText(strconv.Quote(k)), err)
+		return "", usageErr("--key: %s is not a verifier key (want name+hash+base64, as annal key prints it, or @FILE): %v", what, err)
 	}
 	return k, nil
 }
