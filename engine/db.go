@@ -164,6 +164,7 @@ type DB struct {
 	// Open rebuilt trees, and the checkpointer, started by Open and
 	// stopped by Close before it closes files.
 	key               tree.Key
+	keyCreated        bool // this Open created DIR/signing.key (there was none)
 	verifier          note.Verifier
 	treeRebuilt       map[eventid.LedgerID]error
 	ckStop, ckDone    chan struct{}

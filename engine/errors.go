@@ -65,7 +65,9 @@ var (
 	ErrRewritten = errors.New("engine: ledger rewritten")
 	// ErrTreeDamaged: a ledger's tree file (derived from the segments)
 	// is damaged, while the segments agree with the signed checkpoint: no
-	// event is changed. Open rebuilds it; Verify reports it.
+	// event is changed. Verify reports it; Open rebuilds a tree file that
+	// is missing, short or whose root disagrees with the checkpoint, and
+	// Options.RebuildIndex (annal reindex) rebuilds every tree file.
 	ErrTreeDamaged = errors.New("engine: the tree file is damaged")
 )
 

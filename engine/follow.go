@@ -239,7 +239,7 @@ type VerifyReport struct {
 // (it names the first event that differs when the tree file says which,
 // or the checkpoint's size and roots); ErrTreeDamaged when only the tree
 // file, derived from the segments, differs, the events giving the signed
-// root (a reopen rebuilds it). A leaf that differs where no signed
+// root (Options.RebuildIndex rebuilds it). A leaf that differs where no signed
 // checkpoint covers it is ErrRewritten: nothing signed can tell a damaged
 // tree file from a changed event. Both come with the report.
 //

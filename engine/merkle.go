@@ -175,7 +175,7 @@ func (db *DB) loadKey() error {
 		}
 	} else {
 		path := filepath.Join(db.dir, signingKeyFile)
-		if db.key, _, err = tree.LoadOrCreateKey(db.fs, path); err != nil {
+		if db.key, db.keyCreated, err = tree.LoadOrCreateKey(db.fs, path); err != nil {
 			return fmt.Errorf("engine: the signing key %s: %w", path, err)
 		}
 	}
@@ -459,8 +459,8 @@ func (db *DB) recoverTree(l *ledger) error {
 	case err == nil:
 		c, err := openCheckpoint(msg, db.verifier, id)
 		if err != nil {
-			return fmt.Errorf("%s: not a checkpoint of ledger %s signed by the key %s: the key was replaced or the checkpoint forged (or the ledger directory was copied from a directory with another key); move the file aside to accept the ledger as it is: %w",
-				ckPath, id, db.key.Verifier, err)
+			return fmt.Errorf("%s: not a checkpoint of ledger %s signed by the key %s: %s; move the file aside to accept the ledger as it is: %w",
+				ckPath, id, db.key.Verifier, db.keyReplacedText(), err)
 		}
 		if c.Size > head {
 			return fmt.Errorf("%w: %s: checkpoint signed for %d events, the segments hold %d: events lost or rolled back", ErrRewritten, ckPath, c.Size, head)
@@ -468,7 +468,7 @@ func (db *DB) recoverTree(l *ledger) error {
 		ck = &c
 	case errors.Is(err, os.ErrNotExist):
 	case errors.Is(err, tree.ErrCheckpoint):
-		return fmt.Errorf("%s: not a checkpoint signed by the key %s: the key was replaced or the checkpoint forged; move the file aside to accept the ledger as it is: %w", ckPath, db.key.Verifier, err)
+		return fmt.Errorf("%s: not a checkpoint signed by the key %s: %s; move the file aside to accept the ledger as it is: %w", ckPath, db.key.Verifier, db.keyReplacedText(), err)
 	default:
 		return fmt.Errorf("read the checkpoint: %w", err)
 	}
@@ -490,6 +490,8 @@ func (db *DB) recoverTree(l *ledger) error {
 	}
 	if f != nil {
 		switch {
+		case db.opts.RebuildIndex:
+			why = "Options.RebuildIndex (annal reindex) rebuilds every tree file"
 		case ck == nil:
 			why = "no signed checkpoint to check the tree file " + treePath + " against (the ledger is from before checkpoints, or its checkpoint file was removed)"
 		case f.Size() < ck.Size:
@@ -550,6 +552,14 @@ func (db *DB) recoverTree(l *ledger) error {
 		return err
 	}
 	return nil
+}
+
+// keyReplacedText says why a checkpoint may not verify with the DB's key.
+func (db *DB) keyReplacedText() string {
+	if db.keyCreated {
+		return "DIR/signing.key was missing and this Open created a new key; restore the old key file (its name is in the checkpoint's signature line) to accept the ledger with its history of checkpoints"
+	}
+	return "the key was replaced or the checkpoint forged (or the ledger directory was copied from a directory with another key)"
 }
 
 // rebuildTree writes a new tree file for the ledger from its segments,

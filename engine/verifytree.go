@@ -373,7 +373,7 @@ const crcNote = "its CRC32C and Event ID may still verify: CRC32C is not cryptog
 func (l *ledger) judgeTree(ctx context.Context, src treeSource, res treeCheck) error {
 	name := l.meta.Name
 	if res.err != nil {
-		return fmt.Errorf("%w: ledger %s: the tree file %s cannot be read: %w (a reopen rebuilds it from the segments)", ErrTreeDamaged, name, l.db.treePath(l), res.err)
+		return fmt.Errorf("%w: ledger %s: the tree file %s cannot be read: %w (annal reindex, Options.RebuildIndex, rebuilds it from the segments)", ErrTreeDamaged, name, l.db.treePath(l), res.err)
 	}
 	m := res.mismatch
 	if src.cp != nil {
@@ -406,7 +406,7 @@ func (l *ledger) judgeTree(ctx context.Context, src treeSource, res treeCheck) e
 			return fmt.Errorf("%w: ledger %s: event #%d (%s) is not the event the tree committed to when it was appended: its leaf hash is %x, the tree holds %x; the latest signed checkpoint covers events #1 to #%d only, so it cannot tell a damaged tree file from a changed event; %s",
 				ErrRewritten, name, seq, l.idOf(seq), m.Computed[:], m.Stored[:], cp.Size, crcNote)
 		}
-		return fmt.Errorf("%w: ledger %s: %s; the events give the root the checkpoint of size %d signed: no event is changed, a reopen rebuilds the tree from the segments",
+		return fmt.Errorf("%w: ledger %s: %s; the events give the root the checkpoint of size %d signed: no event is changed; annal reindex (Options.RebuildIndex) rebuilds the tree from the segments",
 			ErrTreeDamaged, name, mismatchText(m), cp.Size)
 	}
 	if m == nil {
@@ -414,7 +414,7 @@ func (l *ledger) judgeTree(ctx context.Context, src treeSource, res treeCheck) e
 	}
 	if m.Level > 0 {
 		// Every leaf under that hash agreed with the events.
-		return fmt.Errorf("%w: ledger %s: %s, while every leaf agrees with the events: a reopen rebuilds the tree from the segments", ErrTreeDamaged, name, mismatchText(m))
+		return fmt.Errorf("%w: ledger %s: %s, while every leaf agrees with the events: annal reindex (Options.RebuildIndex) rebuilds the tree from the segments", ErrTreeDamaged, name, mismatchText(m))
 	}
 	seq := m.Leaf + 1
 	return fmt.Errorf("%w: ledger %s: event #%d (%s) is not the event the tree committed to when it was appended: its leaf hash is %x, the tree holds %x; no checkpoint was signed yet, so none can tell a damaged tree file from a changed event; %s",
@@ -550,11 +550,11 @@ func (db *DB) verifyCheckpoint(ctx context.Context, l *ledger, c Checkpoint) err
 	// The events extend the checkpoint. The tree file, proofs' source,
 	// must agree: a consistency proof from it to its current size.
 	if t == nil {
-		return fmt.Errorf("%w: ledger %s: the events extend the checkpoint, but the tree file cannot be used: %w (a reopen recovers it)", ErrTreeDamaged, l.meta.Name, terr)
+		return fmt.Errorf("%w: ledger %s: the events extend the checkpoint, but the tree file cannot be used: %w (annal reindex, Options.RebuildIndex, rebuilds it from the segments)", ErrTreeDamaged, l.meta.Name, terr)
 	}
 	n := t.Size()
 	if n < c.Size {
-		return fmt.Errorf("%w: ledger %s: the tree file %s has %d leaves, the checkpoint covers %d events (a reopen rebuilds it)", ErrTreeDamaged, l.meta.Name, db.treePath(l), n, c.Size)
+		return fmt.Errorf("%w: ledger %s: the tree file %s has %d leaves, the checkpoint covers %d events (annal reindex, Options.RebuildIndex, rebuilds it from the segments)", ErrTreeDamaged, l.meta.Name, db.treePath(l), n, c.Size)
 	}
 	newRoot, err := t.Root(n)
 	if err == nil {
@@ -564,7 +564,7 @@ func (db *DB) verifyCheckpoint(ctx context.Context, l *ledger, c Checkpoint) err
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("%w: ledger %s: the tree file %s is not consistent with the checkpoint of size %d, which the events agree with: %w (a reopen rebuilds it)", ErrTreeDamaged, l.meta.Name, db.treePath(l), c.Size, err)
+		return fmt.Errorf("%w: ledger %s: the tree file %s is not consistent with the checkpoint of size %d, which the events agree with: %w (annal reindex, Options.RebuildIndex, rebuilds it from the segments)", ErrTreeDamaged, l.meta.Name, db.treePath(l), c.Size, err)
 	}
 	return nil
 }

@@ -307,3 +307,66 @@ func TestVerifyCheckpointRollback(t *testing.T) {
 		t.Fatalf("rolled back: %v", err)
 	}
 }
+
+// TestTreeDamageOffTheRootPath: a damaged leaf hash is not on the path of
+// the root that Open compares with the signed checkpoint, so a reopen
+// keeps the tree file and Verify still reports ErrTreeDamaged (the error
+// said "a reopen rebuilds it", which was not true); Options.RebuildIndex
+// (annal reindex) rebuilds every tree file, and the ledger verifies.
+func TestTreeDamageOffTheRootPath(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := treeTestDB(t, dir, 40)
+	if _, err := db.Checkpoint(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	damageTreeHash(t, db, "t", 0, 5)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(dir, &Options{CheckpointInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Verify(ctx, "t", nil)
+	if !errors.Is(err, ErrTreeDamaged) || !strings.Contains(err.Error(), "annal reindex") {
+		t.Fatalf("verify after a reopen: %v, want ErrTreeDamaged naming annal reindex", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(dir, &Options{CheckpointInterval: -1, RebuildIndex: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if why := db.TreeRebuilt()["t"]; why == nil || !strings.Contains(why.Error(), "RebuildIndex") {
+		t.Fatalf("TreeRebuilt: %v", db.TreeRebuilt())
+	}
+	if _, err := db.Verify(ctx, "t", nil); err != nil {
+		t.Fatalf("verify after RebuildIndex: %v", err)
+	}
+}
+
+// TestSigningKeyLost: with DIR/signing.key deleted, Open makes a new key,
+// and every ledger's checkpoint, signed by the old one, is refused with a
+// message that says the key was missing and how to get the ledger back.
+func TestSigningKeyLost(t *testing.T) {
+	dir := t.TempDir()
+	db := treeTestDB(t, dir, 5)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "signing.key")); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(dir, &Options{CheckpointInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	why := db.Unavailable()["t"]
+	if !errors.Is(why, ErrLedgerUnavailable) || !strings.Contains(why.Error(), "signing.key was missing and this Open created a new key") {
+		t.Fatalf("unavailable: %v", db.Unavailable())
+	}
+}
