@@ -557,7 +557,7 @@ func (db *DB) recoverTree(l *ledger) error {
 // keyReplacedText says why a checkpoint may not verify with the DB's key.
 func (db *DB) keyReplacedText() string {
 	if db.keyCreated {
-		return "DIR/signing.key was missing and this Open created a new key; restore the old key file (its name is in the checkpoint's signature line) to accept the ledger with its history of checkpoints"
+		return "the key was replaced: there was no DIR/signing.key, so this Open created a new one (the checkpoint was signed by a key file since lost, or by an Options.Signer not given now; the signature line names that key); restore that key to accept the ledger with its checkpoints"
 	}
 	return "the key was replaced or the checkpoint forged (or the ledger directory was copied from a directory with another key)"
 }

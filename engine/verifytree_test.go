@@ -366,7 +366,7 @@ func TestSigningKeyLost(t *testing.T) {
 	}
 	defer db.Close()
 	why := db.Unavailable()["t"]
-	if !errors.Is(why, ErrLedgerUnavailable) || !strings.Contains(why.Error(), "signing.key was missing and this Open created a new key") {
+	if !errors.Is(why, ErrLedgerUnavailable) || !strings.Contains(why.Error(), "there was no DIR/signing.key, so this Open created a new one") {
 		t.Fatalf("unavailable: %v", db.Unavailable())
 	}
 }
