@@ -255,16 +255,8 @@ func (db *DB) Verify(ctx context.Context, ledgerName string, progress func(recor
 	if err := ctx.Err(); err != nil {
 		return VerifyReport{}, err
 	}
-	// vctx ends with ctx, or when Close begins.
-	vctx, cancel := context.WithCancel(ctx)
+	vctx, cancel := db.untilClosing(ctx)
 	defer cancel()
-	go func() {
-		select {
-		case <-db.readers.closingCh():
-			cancel()
-		case <-vctx.Done():
-		}
-	}()
 	if err := db.enterRead(); err != nil {
 		return VerifyReport{}, err
 	}

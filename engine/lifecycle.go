@@ -65,6 +65,32 @@ func (db *DB) stopReads() {
 	db.abortImports()
 }
 
+// untilClosing returns a context that ends with ctx or when Close
+// begins, for work that runs on goroutines of its own (Verify's checks),
+// and its cancel function, which the caller must call.
+func (db *DB) untilClosing(ctx context.Context) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-db.readers.closingCh():
+			cancel()
+		case <-c.Done():
+		}
+	}()
+	return c, cancel
+}
+
+// openLedgers appends the open ledgers to ls (for a background writer
+// that goes through them without holding db.mu).
+func (db *DB) openLedgers(ls []*ledger) []*ledger {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	for _, l := range db.byID {
+		ls = append(ls, l)
+	}
+	return ls
+}
+
 // stopped returns ctx's error, or ErrClosed once Close has begun, or nil:
 // what an iterator checks every checkEvery events.
 func (db *DB) stopped(ctx context.Context) error {

@@ -350,12 +350,7 @@ func (db *DB) checkpointLoop() {
 			return
 		case <-t.C:
 		}
-		ls = ls[:0]
-		db.mu.RLock()
-		for _, l := range db.byID {
-			ls = append(ls, l)
-		}
-		db.mu.RUnlock()
+		ls = db.openLedgers(ls[:0])
 		for _, l := range ls {
 			if l.log.Durable().Seq <= l.latestSize() {
 				continue

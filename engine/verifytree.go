@@ -495,17 +495,9 @@ func (db *DB) VerifyCheckpoint(ctx context.Context, ledgerName string, note []by
 	if err != nil {
 		return fmt.Errorf("engine: verify checkpoint of ledger %s: the checkpoint %w", l.meta.Name, err)
 	}
-	// vctx ends with ctx, or when Close begins (the read stops, and the
-	// call returns ErrClosed).
-	vctx, cancel := context.WithCancel(ctx)
+	// The read stops when Close begins, and the call returns ErrClosed.
+	vctx, cancel := db.untilClosing(ctx)
 	defer cancel()
-	go func() {
-		select {
-		case <-db.readers.closingCh():
-			cancel()
-		case <-vctx.Done():
-		}
-	}()
 	if err := db.enterRead(); err != nil {
 		return err
 	}

@@ -66,12 +66,7 @@ func (db *DB) witnessLoop(written map[*ledger]uint64) {
 			return
 		case <-t.C:
 		}
-		ls = ls[:0]
-		db.mu.RLock()
-		for _, l := range db.byID {
-			ls = append(ls, l)
-		}
-		db.mu.RUnlock()
+		ls = db.openLedgers(ls[:0])
 		due, metas = due[:0], metas[:0]
 		for _, l := range ls {
 			if l.log.Durable().Seq > written[l] {
