@@ -13,7 +13,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/annal-db/annal/eventid"
-	"github.com/annal-db/annal/segment"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -177,27 +176,8 @@ func readNameFile(fs vfs.FS, dir string) (name string, ok bool, err error) {
 // durably and atomically: NAME.tmp written and synced, renamed over
 // NAME, and the directory synced.
 func writeNameFile(fs vfs.FS, dir, name string) error {
-	tmp, path := fs.PathJoin(dir, nameFile+".tmp"), fs.PathJoin(dir, nameFile)
-	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		return fmt.Errorf("engine: write the ledger's name: %w", err)
-	}
-	_, err = io.WriteString(f, name)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = fs.Rename(tmp, path)
-	}
-	if err == nil {
-		err = segment.SyncDir(fs, dir)
-	}
-	if err != nil {
-		fs.Remove(tmp)
-		return fmt.Errorf("engine: write the ledger's name to %s: %w", path, err)
+	if err := writeFileAtomic(fs, dir, nameFile, []byte(name), true); err != nil {
+		return fmt.Errorf("engine: the ledger's name: %w", err)
 	}
 	return nil
 }
