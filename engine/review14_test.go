@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 )
 
@@ -71,5 +72,57 @@ func TestReview14ProofEdges(t *testing.T) {
 		if err := json.Unmarshal([]byte(s), &c); !errors.Is(err, ErrInvalid) {
 			t.Errorf("consistency JSON %.80q: %v", s, err)
 		}
+	}
+}
+
+// TestReview14OddCheckpoints: checkpoints signed with the DB's own key but
+// of a huge size, of size 0, of another ledger, or with a wrong root, are
+// refused by VerifyCheckpoint (an error, no panic).
+func TestReview14OddCheckpoints(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, t.TempDir())
+	defer db.Close()
+	a := mkLedger(t, db, "a", 10)
+	b := mkLedger(t, db, "b", 10)
+	ca, err := db.Checkpoint(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := db.Checkpoint(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.VerifyCheckpoint(ctx, "a", ca.Note, db.VerifierKey()); err != nil {
+		t.Fatalf("good checkpoint: %v", err)
+	}
+	if err := db.VerifyCheckpoint(ctx, "a", cb.Note, db.VerifierKey()); err == nil {
+		t.Errorf("ledger b's checkpoint accepted for ledger a")
+	}
+	name := strings.SplitN(db.VerifierKey(), "+", 2)[0]
+	sign := func(c tree.Checkpoint) []byte {
+		msg, err := tree.Sign(c, db.key.Signer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return msg
+	}
+	cases := map[string]tree.Checkpoint{
+		"huge size":  {Origin: tree.Origin(name, uint32(a.ID)), Size: 1 << 62, Root: ca.Root},
+		"max size":   {Origin: tree.Origin(name, uint32(a.ID)), Size: ^uint64(0), Root: ca.Root},
+		"size 0":     {Origin: tree.Origin(name, uint32(a.ID)), Size: 0, Root: ca.Root},
+		"wrong root": {Origin: tree.Origin(name, uint32(a.ID)), Size: ca.Size, Root: cb.Root},
+		"b's origin": {Origin: tree.Origin(name, uint32(b.ID)), Size: ca.Size, Root: ca.Root},
+		"size-1":     {Origin: tree.Origin(name, uint32(a.ID)), Size: ca.Size - 1, Root: ca.Root},
+	}
+	for what, c := range cases {
+		if err := db.VerifyCheckpoint(ctx, "a", sign(c), db.VerifierKey()); err == nil {
+			t.Errorf("%s: accepted", what)
+		}
+	}
+	if err := db.VerifyCheckpoint(ctx, "a", append([]byte("x"), ca.Note...), db.VerifierKey()); err == nil {
+		t.Errorf("edited note accepted")
+	}
+	if err := db.VerifyCheckpoint(ctx, "a", ca.Note, "bad"); err == nil {
+		t.Errorf("bad verifier key accepted")
 	}
 }
