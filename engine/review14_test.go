@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
@@ -124,5 +126,98 @@ func TestReview14OddCheckpoints(t *testing.T) {
 	}
 	if err := db.VerifyCheckpoint(ctx, "a", ca.Note, "bad"); err == nil {
 		t.Errorf("bad verifier key accepted")
+	}
+}
+
+// TestReview14ConcurrentProofsAndClose: appenders, checkpoints, proofs and
+// VerifyCheckpoint race with each other and with Close; every call either
+// succeeds with a proof that verifies or fails with an error (no panic, no
+// race), and after Close calls fail with ErrClosed.
+func TestReview14ConcurrentProofsAndClose(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, t.TempDir())
+	mkLedger(t, db, "a", 5)
+	if _, err := db.Checkpoint(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := db.Append(ctx, "a", []EventInput{order(g*100000 + i)}, nil); err != nil {
+					return
+				}
+			}
+		}(g)
+	}
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				switch (g + i) % 4 {
+				case 0:
+					if _, err := db.Checkpoint(ctx, "a"); err != nil {
+						return
+					}
+				case 1:
+					ev, err := db.GetSeq(ctx, "a", 3)
+					if err != nil {
+						return
+					}
+					p, err := db.ProveInclusion(ctx, ev.ID, 0)
+					if err != nil {
+						return
+					}
+					ck, err := db.LatestCheckpoint("a")
+					if err != nil {
+						return
+					}
+					if p.TreeSize == ck.Size {
+						if err := tree.VerifyInclusion(p.Seq-1, p.TreeSize, p.LeafHash, p.Hashes, ck.Root); err != nil {
+							t.Errorf("inclusion proof does not verify: %v", err)
+						}
+					}
+				case 2:
+					p, err := db.ProveConsistency(ctx, "a", 3, 0)
+					if err != nil {
+						return
+					}
+					if err := tree.VerifyConsistency(p.OldSize, p.NewSize, p.OldRoot, p.NewRoot, p.Hashes); err != nil {
+						t.Errorf("consistency proof does not verify: %v", err)
+					}
+				case 3:
+					ck, err := db.LatestCheckpoint("a")
+					if err != nil {
+						return
+					}
+					if err := db.VerifyCheckpoint(ctx, "a", ck.Note, db.VerifierKey()); err != nil && !errors.Is(err, ErrClosed) {
+						t.Errorf("VerifyCheckpoint of its own checkpoint: %v", err)
+					}
+				}
+			}
+		}(g)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := db.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	close(stop)
+	wg.Wait()
+	if _, err := db.Checkpoint(ctx, "a"); !errors.Is(err, ErrClosed) {
+		t.Errorf("Checkpoint after Close: %v", err)
 	}
 }
