@@ -180,6 +180,12 @@ func (p *InclusionProof) UnmarshalJSON(b []byte) error {
 	if j.Seq == 0 || j.LeafIndex != j.Seq-1 {
 		return fmt.Errorf("%w: inclusion proof JSON: leafIndex %d is not seq %d - 1", ErrInvalid, j.LeafIndex, j.Seq)
 	}
+	if j.EventID.Ledger() != j.Ledger {
+		return fmt.Errorf("%w: inclusion proof JSON: eventId %s is of ledger %s, not of ledger %s", ErrInvalid, j.EventID, j.EventID.Ledger(), j.Ledger)
+	}
+	if j.Seq > j.TreeSize {
+		return fmt.Errorf("%w: inclusion proof JSON: event #%d is not in a tree of size %d", ErrInvalid, j.Seq, j.TreeSize)
+	}
 	*p = InclusionProof{Ledger: j.Ledger, ID: j.EventID, Seq: j.Seq, TreeSize: j.TreeSize, LeafHash: j.LeafHash,
 		Hashes: j.InclusionPath, Checkpoint: noteBytes(j.Checkpoint)}
 	return nil
@@ -217,6 +223,9 @@ func (p *ConsistencyProof) UnmarshalJSON(b []byte) error {
 	var j consistencyJSON
 	if err := json.Unmarshal(b, &j); err != nil {
 		return fmt.Errorf("%w: consistency proof JSON: %w", ErrInvalid, err)
+	}
+	if j.OldSize == 0 || j.OldSize > j.NewSize {
+		return fmt.Errorf("%w: consistency proof JSON: oldSize %d is not 1 to newSize %d", ErrInvalid, j.OldSize, j.NewSize)
 	}
 	*p = ConsistencyProof{Ledger: j.Ledger, OldSize: j.OldSize, NewSize: j.NewSize, OldRoot: j.OldRoot, NewRoot: j.NewRoot,
 		Hashes: j.ConsistencyPath, Checkpoint: noteBytes(j.Checkpoint)}

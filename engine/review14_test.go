@@ -283,3 +283,29 @@ func TestReview14FailingSigner(t *testing.T) {
 		t.Errorf("Close: %v", err)
 	}
 }
+
+// TestReview14ProofJSONSizes: proof JSON that no proof can have is
+// refused on reading, for both kinds alike (the review found the
+// consistency side accepting an old size of 0 or above the new one, and
+// the inclusion side an eventId of another ledger than its "ledger").
+func TestReview14ProofJSONSizes(t *testing.T) {
+	const id = "0005d5814ce488843dc5de3ee95bff80"
+	for _, c := range []struct{ name, json string }{
+		{"inclusion, another ledger's event", `{"ledger":"9e961c04","eventId":"` + id + `","seq":2,"leafIndex":1,"treeSize":2,"leafHash":"5XmICHN0kdEtuk89uZwmqOFx4mAg61SrOS6YlLfJXzY=","inclusionPath":[]}`},
+		{"inclusion, seq beyond the tree", `{"ledger":"e95bff80","eventId":"` + id + `","seq":3,"leafIndex":2,"treeSize":2,"leafHash":"5XmICHN0kdEtuk89uZwmqOFx4mAg61SrOS6YlLfJXzY=","inclusionPath":[]}`},
+		{"consistency, old size 0", `{"ledger":"e95bff80","oldSize":0,"newSize":2,"oldRoot":"5XmICHN0kdEtuk89uZwmqOFx4mAg61SrOS6YlLfJXzY=","newRoot":"5XmICHN0kdEtuk89uZwmqOFx4mAg61SrOS6YlLfJXzY=","consistencyPath":[]}`},
+		{"consistency, old above new", `{"ledger":"e95bff80","oldSize":3,"newSize":2,"oldRoot":"5XmICHN0kdEtuk89uZwmqOFx4mAg61SrOS6YlLfJXzY=","newRoot":"5XmICHN0kdEtuk89uZwmqOFx4mAg61SrOS6YlLfJXzY=","consistencyPath":[]}`},
+	} {
+		var err error
+		if strings.HasPrefix(c.name, "inclusion") {
+			var p InclusionProof
+			err = json.Unmarshal([]byte(c.json), &p)
+		} else {
+			var p ConsistencyProof
+			err = json.Unmarshal([]byte(c.json), &p)
+		}
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", c.name, err)
+		}
+	}
+}
