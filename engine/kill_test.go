@@ -152,20 +152,28 @@ func engineKillChild(dir string, seed uint64) error {
 	return <-errs
 }
 
+// killCount returns how many kills a kill loop does: the environment
+// variable env if set (a positive number), else short with -short or
+// -race, else def.
+func killCount(t *testing.T, env string, def, short int) int {
+	t.Helper()
+	if s := os.Getenv(env); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("%s=%q: want a positive number", env, s)
+		}
+		return n
+	}
+	if testing.Short() || raceEnabled {
+		return short
+	}
+	return def
+}
+
 // TestEngineKillLoop kills the child again and again and checks the
 // directory after each kill.
 func TestEngineKillLoop(t *testing.T) {
-	kills := 10
-	if testing.Short() || raceEnabled {
-		kills = 3
-	}
-	if s := os.Getenv(engineKillsEnv); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("%s=%q: want a positive number", engineKillsEnv, s)
-		}
-		kills = n
-	}
+	kills := killCount(t, engineKillsEnv, 10, 3)
 	seed := rand.Uint64()
 	t.Logf("seed %d, %d kills", seed, kills)
 	rng := rand.New(rand.NewPCG(seed, 1))

@@ -51,27 +51,24 @@ const (
 	treeChunk = 4096
 )
 
-// appendLeaf appends the leaf bytes of r to dst: its export line, as
-// Export writes it, without the "\n".
-func appendLeaf(dst []byte, r *segment.Record) []byte {
-	dst = ndjson.AppendLine(dst, r.ID, r.ID.Micros(),
-		bytesString(r.Entity), bytesString(r.Key), bytesString(r.Event), r.Meta, r.Data)
-	return dst[:len(dst)-1]
-}
-
-// leafHash returns the leaf hash of r, using buf as scratch space for its
-// leaf bytes, and buf (grown) for reuse.
+// leafHash returns the leaf hash of r (tree.LeafHash of its export line,
+// as Export writes it, without the "\n"), using buf as scratch space, and
+// buf (grown) for reuse.
 func leafHash(buf []byte, r *segment.Record) (tree.Hash, []byte) {
-	buf = appendLeaf(buf[:0], r)
-	return tree.LeafHash(buf), buf
+	return lineLeafHash(buf, r.ID, bytesString(r.Entity), bytesString(r.Key), bytesString(r.Event), r.Meta, r.Data)
 }
 
-// entryLeafHash is leafHash for an appended entry and its ID: on the
-// append path, so the 0x00 prefix and the line are hashed in one
-// sha256.Sum256 (no allocation), which is tree.LeafHash of the line.
+// entryLeafHash is leafHash for an appended entry and its ID.
 func entryLeafHash(buf []byte, id eventid.ID, e *segment.Entry) (tree.Hash, []byte) {
+	return lineLeafHash(buf, id, e.Entity, e.Key, e.Event, e.Meta, e.Data)
+}
+
+// lineLeafHash hashes the 0x00 prefix and the event's export line in one
+// sha256.Sum256 (which is tree.LeafHash of the line, without its
+// allocation): on the append path and on Verify's, once per event.
+func lineLeafHash(buf []byte, id eventid.ID, entity, key, event string, meta, data []byte) (tree.Hash, []byte) {
 	buf = append(buf[:0], 0)
-	buf = ndjson.AppendLine(buf, id, id.Micros(), e.Entity, e.Key, e.Event, e.Meta, e.Data)
+	buf = ndjson.AppendLine(buf, id, id.Micros(), entity, key, event, meta, data)
 	return sha256.Sum256(buf[:len(buf)-1]), buf
 }
 

@@ -560,17 +560,7 @@ func treeKillChild(dir string, seed uint64) error {
 // checks it after each kill with every checkpoint the child returned in
 // this and earlier lives.
 func TestTreeKillLoop(t *testing.T) {
-	kills := 3
-	if testing.Short() || raceEnabled {
-		kills = 2
-	}
-	if s := os.Getenv(treeKillsEnv); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("%s=%q: want a positive number", treeKillsEnv, s)
-		}
-		kills = n
-	}
+	kills := killCount(t, treeKillsEnv, 3, 2)
 	seed := rand.Uint64()
 	t.Logf("seed %d, %d kills", seed, kills)
 	rng := rand.New(rand.NewPCG(seed, 1))
