@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -90,7 +91,8 @@ func TestIndexDiskFullNoHang(t *testing.T) {
 			select {
 			case r = <-done:
 			case <-time.After(90 * time.Second):
-				t.Fatal("Open and Close on the full disk did not return in 90 s")
+				buf := make([]byte, 1<<20)
+				t.Fatalf("Open and Close on the full disk did not return in 90 s; goroutines:\n%s", buf[:runtime.Stack(buf, true)])
 			}
 			t.Logf("open: %v; unavailable: %v; close: %v", r.openErr, r.unavailable, r.closeErr)
 			var errs []error
