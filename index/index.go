@@ -45,12 +45,12 @@ const (
 	defaultCacheSize = 128 << 20
 	// Pebble takes its memtables out of the block cache's budget; the
 	// memtable is a quarter of it, within these bounds, so that the two
-	// Pebble may hold leave half of the budget to the block cache. Every
-	// event adds five index entries, and the memtable's size sets how
-	// often they are flushed and compacted: Pebble's default, 4 MiB, runs
-	// appends at a third of the speed; 16 MiB (a quarter of 64 MiB, the
-	// budget before) ran batches of 1,000 at 157-170k events/s, 32 MiB at
-	// 203-213k (engine BenchmarkAppend, same run). The price of a larger
+	// Pebble may hold leave half of the budget to the block cache. The
+	// memtable's size sets how often the index's entries are flushed and
+	// compacted: in format 2 (five entries an event), Pebble's default,
+	// 4 MiB, ran appends at a third of the speed; 16 MiB (a quarter of 64
+	// MiB, the budget before) ran batches of 1,000 at 157-170k events/s,
+	// 32 MiB at 203-213k (engine BenchmarkAppend, same run). The price of a larger
 	// memtable is in recovery: a crash loses the unflushed memtable, which
 	// Open re-indexes from the segments (docs/benchmarks.md, open after a
 	// crash).
