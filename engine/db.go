@@ -653,6 +653,13 @@ func (l *ledger) catchUp(from segment.Head, name string) error {
 	it := l.log.NewIterator(seg, off)
 	b := l.db.idx.NewBatch()
 	defer func() { b.Close() }()
+	if from.Seq == 0 {
+		// Indexed from the first record (no progress marker, or
+		// FullVerifyOnOpen): the blocks and postings of an earlier
+		// indexing would overlap the new ones, so the first commit
+		// deletes them first.
+		b.DeleteEvents(l.log.Ledger())
+	}
 	progress := l.db.opts.Progress
 	if name == "" {
 		progress = nil

@@ -145,10 +145,29 @@ func TestVerifyStreamEntries(t *testing.T) {
 		{"another event name", index.Record{Entity: []byte(e.Entity), Key: []byte(e.Key), Event: []byte("cancelled")}, []string{"N (event names)"}},
 		{"an idempotency key", index.Record{Entity: []byte(e.Entity), Key: []byte(e.Key), Event: []byte(e.Event), IdempotencyKey: []byte("k"), BatchLen: 1, Digest: make([]byte, index.DigestSize)}, []string{"K (idempotency keys)"}},
 	} {
-		r := tc.r
-		r.ID, r.Seq, r.Loc = e.ID, e.Seq, loc
+		// The ledger indexed again, event #2 as the case says (the
+		// blocks of T and S, which group events, as before).
 		b := db.idx.NewBatch()
-		b.Add(info.ID, &r)
+		b.DeleteEvents(info.ID)
+		var head segment.Head
+		for seq := uint64(1); seq <= 3; seq++ {
+			ev, err := db.GetSeq(ctx, "l", seq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, evLoc, _, err := db.idx.Lookup(ev.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := index.Record{ID: ev.ID, Seq: seq, Loc: evLoc, Entity: []byte(ev.Entity), Key: []byte(ev.Key), Event: []byte(ev.Event)}
+			if seq == e.Seq {
+				r = tc.r
+				r.ID, r.Seq, r.Loc = e.ID, e.Seq, loc
+			}
+			b.Add(info.ID, &r)
+			head = segment.Head{ID: ev.ID, Seq: seq, Loc: evLoc}
+		}
+		b.SetProgress(info.ID, head)
 		if err := b.Commit(false); err != nil {
 			t.Fatal(err)
 		}

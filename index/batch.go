@@ -36,6 +36,11 @@ const DigestSize = 32
 
 // Batch is a group of index writes committed atomically. A Batch is not
 // safe for concurrent use. Close it when done.
+//
+// Add keeps the events until Commit, which writes them as T blocks and S
+// entries (runs of up to blockMax consecutive events) and as E, A and N
+// postings (the sequence numbers of the batch's events of one stream,
+// entity or event name, up to postingMax an entry).
 type Batch struct {
 	x   *Index
 	pb  *pebble.Batch
@@ -43,6 +48,17 @@ type Batch struct {
 	val []byte
 	err error // the first invalid Add or SetProgress; Commit returns it
 	n   int   // records added since the last Commit
+
+	recs  []blockRec     // the events added, in order, for T and S
+	post  map[string]int // posting prefix (family, ledger, name parts) -> index in posts
+	posts []posting
+}
+
+// posting is the sequence numbers of a batch's events under one prefix of
+// family E, A or N.
+type posting struct {
+	prefix string
+	seqs   []uint64
 }
 
 // NewBatch returns an empty batch. After Close it returns a batch whose
@@ -58,11 +74,12 @@ func (x *Index) NewBatch() *Batch {
 // last committed.
 func (b *Batch) Len() int { return b.n }
 
-// Add adds the index entries of one event of ledger: T, S, E, A, N, and K
-// when r.IdempotencyKey is not nil (replacing any earlier entry of that
-// key: the caller checks Idempotency before appending), with r.Digest. r
-// is not retained. An invalid record
-// (see ErrInvalid) is not added; Commit then fails.
+// Add adds one event of ledger: its K entry, when r.IdempotencyKey is not
+// nil (replacing any earlier entry of that key: the caller checks
+// Idempotency before appending), with r.Digest, now; its T, S, E, A and N
+// entries on Commit, grouped with the batch's other events. r is not
+// retained. An invalid record (see ErrInvalid) is not added; Commit then
+// fails.
 func (b *Batch) Add(ledger eventid.LedgerID, r *Record) {
 	if b.err != nil {
 		return
@@ -84,42 +101,126 @@ func (b *Batch) Add(ledger eventid.LedgerID, r *Record) {
 		b.err = fmt.Errorf("%w: record %v (seq %d) has an idempotency key and a digest of %d bytes, want %d", ErrInvalid, r.ID, r.Seq, len(r.Digest), DigestSize)
 		return
 	}
-	b.key, b.val = entries(ledger, r, b.key, b.val, b.set)
+	b.recs = append(b.recs, blockRec{id: r.ID, seq: r.Seq, loc: r.Loc})
+	b.key = appendStreamPrefix(b.key[:0], ledger, r.Entity, r.Key)
+	b.addPosting(r.Seq)
+	b.key = appendEntitySeqPrefix(b.key[:0], ledger, r.Entity)
+	b.addPosting(r.Seq)
+	b.key = appendEventPrefix(b.key[:0], ledger, r.Event)
+	b.addPosting(r.Seq)
+	if r.IdempotencyKey != nil {
+		b.key = appendIdemKey(b.key[:0], ledger, r.IdempotencyKey)
+		b.val = appendIdem(b.val[:0], r)
+		b.set(b.key, b.val)
+	}
 	b.n++
+}
+
+// addPosting adds seq to the posting of the prefix in b.key.
+func (b *Batch) addPosting(seq uint64) {
+	i, ok := b.post[string(b.key)]
+	if !ok {
+		if b.post == nil {
+			b.post = map[string]int{}
+		}
+		i = len(b.posts)
+		if i < cap(b.posts) {
+			b.posts = b.posts[:i+1]
+			b.posts[i].prefix, b.posts[i].seqs = string(b.key), b.posts[i].seqs[:0]
+		} else {
+			b.posts = append(b.posts, posting{prefix: string(b.key)})
+		}
+		b.post[b.posts[i].prefix] = i
+	}
+	b.posts[i].seqs = append(b.posts[i].seqs, seq)
+}
+
+// writeEvents writes the T, S, E, A and N entries of the events added
+// since the last Commit, and forgets them.
+func (b *Batch) writeEvents() {
+	for i := 0; i < len(b.recs); {
+		j := i + 1
+		for j < len(b.recs) && j-i < blockMax && b.recs[j].follows(&b.recs[j-1]) {
+			j++
+		}
+		b.key, b.val = blockEntries(b.recs[i:j], b.key, b.val, b.set)
+		i = j
+	}
+	for i := range b.posts {
+		p := &b.posts[i]
+		b.key, b.val = postingEntries(p.prefix, p.seqs, b.key, b.val, b.set)
+	}
+	b.recs = b.recs[:0]
+	b.posts = b.posts[:0]
+	clear(b.post)
+}
+
+// blockEntries gives emit the T and S entries of recs, consecutive
+// events of one ledger (see blockRec.follows), at most blockMax, building
+// them in the scratch buffers key and val, which it returns (grown).
+func blockEntries(recs []blockRec, key, val []byte, emit func(key, val []byte)) ([]byte, []byte) {
+	last := &recs[len(recs)-1]
+	ledger := last.id.Ledger()
+	key = appendTimeKey(key[:0], ledger, last.id)
+	val = appendBlock(val[:0], recs)
+	emit(key, val)
+	key = appendSeqKey(key[:0], ledger, last.seq)
+	val = append(val[:0], last.id[:]...)
+	emit(key, val)
+	return key, val
+}
+
+// postingEntries gives emit the postings of seqs under prefix: runs of
+// increasing sequence numbers, at most postingMax each.
+func postingEntries(prefix string, seqs []uint64, key, val []byte, emit func(key, val []byte)) ([]byte, []byte) {
+	for i := 0; i < len(seqs); {
+		j := i + 1
+		for j < len(seqs) && j-i < postingMax && seqs[j] > seqs[j-1] {
+			j++
+		}
+		key = binary.BigEndian.AppendUint64(append(key[:0], prefix...), seqs[i])
+		val = appendPosting(val[:0], seqs[i:j])
+		emit(key, val)
+		i = j
+	}
+	return key, val
+}
+
+// appendIdem appends the K value of r: first seq | count | digest.
+func appendIdem(dst []byte, r *Record) []byte {
+	dst = binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(dst, r.Seq), r.BatchLen)
+	// A Digest of another size is refused by Add; Digest.Add (the
+	// segments' side of a verification) writes what it is given.
+	return append(dst, r.Digest...)
+}
+
+// DeleteEvents adds to the batch the deletion of every event entry of a
+// ledger (T, S, E, A, N and K; not its progress marker, which the batch
+// should set): a ledger indexed again from its first record must not keep
+// the blocks and postings of the first time, which group its events
+// otherwise. The deletion comes before the entries the batch writes.
+func (b *Batch) DeleteEvents(ledger eventid.LedgerID) {
+	if b.err != nil {
+		return
+	}
+	if b.pb == nil {
+		b.err = errBatchClosed
+		return
+	}
+	for _, fam := range ledgerFamilies {
+		if fam == famProgress {
+			continue
+		}
+		start := appendLedgerPrefix(nil, fam, ledger)
+		// A DeleteRange on an un-applied batch cannot fail.
+		_ = b.pb.DeleteRange(start, prefixSuccessor(start), nil)
+	}
 }
 
 // set writes a key and value to the batch (pebble copies both).
 func (b *Batch) set(key, val []byte) {
 	// A Set on an un-applied batch with a nil WriteOptions cannot fail.
 	_ = b.pb.Set(key, val, nil)
-}
-
-// entries gives emit every index entry of a record, in family order T, S,
-// E, A, N, K, building them in the scratch buffers key and val, which it
-// returns (grown) for the next call. emit must not keep the slices.
-func entries(ledger eventid.LedgerID, r *Record, key, val []byte, emit func(key, val []byte)) ([]byte, []byte) {
-	key = appendTimeKey(key[:0], ledger, r.ID)
-	val = appendLoc(binary.BigEndian.AppendUint64(val[:0], r.Seq), r.Loc)
-	emit(key, val)
-	key = appendSeqKey(key[:0], ledger, r.Seq)
-	val = append(val[:0], r.ID[:]...)
-	emit(key, val)
-	val = appendLoc(append(val[:0], r.ID[:]...), r.Loc)
-	key = binary.BigEndian.AppendUint64(appendStreamPrefix(key[:0], ledger, r.Entity, r.Key), r.Seq)
-	emit(key, val)
-	key = binary.BigEndian.AppendUint64(appendEntitySeqPrefix(key[:0], ledger, r.Entity), r.Seq)
-	emit(key, val)
-	key = binary.BigEndian.AppendUint64(appendEventPrefix(key[:0], ledger, r.Event), r.Seq)
-	emit(key, val)
-	if r.IdempotencyKey != nil {
-		key = appendIdemKey(key[:0], ledger, r.IdempotencyKey)
-		val = binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(val[:0], r.Seq), r.BatchLen)
-		// A Digest of another size is refused by Add; Digest.Add (the
-		// segments' side of a verification) writes what it is given.
-		val = append(val, r.Digest...)
-		emit(key, val)
-	}
-	return key, val
 }
 
 // SetProgress records in the batch that ledger has been indexed up to and
@@ -169,8 +270,13 @@ func appendHead(dst []byte, h segment.Head) []byte {
 // was invalid, Commit returns that error, wrapping ErrInvalid, and writes
 // nothing. Either way the batch is empty afterwards and can be reused.
 func (b *Batch) Commit(sync bool) error {
+	if b.err == nil && b.pb != nil {
+		b.writeEvents()
+	}
 	err := b.commit(sync)
 	b.err, b.n = nil, 0
+	b.recs, b.posts = b.recs[:0], b.posts[:0]
+	clear(b.post)
 	if b.pb == nil {
 		return err
 	}

@@ -9,7 +9,7 @@
 //
 // Every key starts with a one-byte family tag and, except V, the ledger ID,
 // so one family of one ledger is one contiguous key range (which is how
-// [Index.DeleteLedger] removes a ledger). Integers are fixed-width and
+// [Index.DeleteLedger] removes a ledger). Integers in keys are fixed-width and
 // big-endian, so byte order is numeric order. Every variable-length part
 // (entity, key, event name, idempotency key) is preceded by its length as a
 // uvarint: a uvarint is prefix-free, so no byte of a name can be read as a
@@ -17,37 +17,70 @@
 // "bc" is 01 61 02 62 63, entity "ab" key "c" is 02 61 62 01 63). No
 // separator byte is ever relied on.
 //
-//	family  key                                                          value
-//	------  -----------------------------------------------------------  -----------------------------------------------
-//	V       'V'                                                          format version u32 (= 2)
-//	T       'T' ledger u32 | id [16]                                     seq u64 | segment u64 | offset u64 | size u32
-//	S       'S' ledger u32 | seq u64                                     id [16]
-//	E       'E' ledger u32 | uvarint n | entity [n] |                    id [16] | segment u64 | offset u64 | size u32
-//	               uvarint m | key [m] | seq u64
-//	A       'A' ledger u32 | uvarint n | entity [n] | seq u64            id [16] | segment u64 | offset u64 | size u32
-//	N       'N' ledger u32 | uvarint n | event name [n] | seq u64        id [16] | segment u64 | offset u64 | size u32
-//	K       'K' ledger u32 | uvarint n | idempotency key [n]             first seq u64 | count u32 | digest [32]
-//	P       'P' ledger u32                                               head id [16] | seq u64 | segment u64 |
-//	                                                                         offset u64 | size u32
-//	                                                                         [ | durable id [16] | seq u64 |
-//	                                                                           segment u64 | offset u64 | size u32 ]
+//	family  key                                                       value
+//	------  --------------------------------------------------------  ----------------------------------------------
+//	V       'V'                                                       format version u32 (= 3)
+//	T       'T' ledger u32 | last id [16]                             a block of up to 64 events (below)
+//	S       'S' ledger u32 | last seq u64                             last id [16]: the T key of the block
+//	E       'E' ledger u32 | uvarint n | entity [n] |                 posting: uvarint seq deltas (below)
+//	               uvarint m | key [m] | first seq u64
+//	A       'A' ledger u32 | uvarint n | entity [n] | first seq u64   posting
+//	N       'N' ledger u32 | uvarint n | event name [n] |             posting
+//	               first seq u64
+//	K       'K' ledger u32 | uvarint n | idempotency key [n]          first seq u64 | count u32 | digest [32]
+//	P       'P' ledger u32                                            head id [16] | seq u64 | segment u64 |
+//	                                                                      offset u64 | size u32
+//	                                                                      [ | durable id [16] | seq u64 |
+//	                                                                        segment u64 | offset u64 | size u32 ]
+//
+// A T block holds a run of consecutive events of one ledger written by
+// one commit ([Batch.Commit]): consecutive sequence numbers, consecutive
+// frames of one segment, increasing timestamps, at most 64 (blockMax).
+// Its key is the ID of its last event; its value is
+//
+//	uvarint first seq | uvarint segment | uvarint offset of the first frame |
+//	uvarint first timestamp (µs) | checksum u32 | uvarint frame size
+//	[ uvarint timestamp delta (> 0) | checksum u32 | uvarint frame size ]...
+//
+// one checksum and size for the first event, then one delta, checksum
+// and size for each later one. The sequence number of the i-th event is
+// the first plus i, its frame's offset the first's plus the sizes before
+// it, its ID the timestamp, checksum and the key's ledger (see package
+// eventid); the last must be the key's ID. A ledger's IDs grow with its
+// sequence numbers (the segments refuse a timestamp that is not after
+// the one before), so the blocks of a ledger are in the same order by
+// last ID and by last sequence number, and their ranges do not overlap:
+// the block of an ID is the first whose key is at or after it (SeekGE),
+// and the block of a sequence number the first whose S key is.
+//
+// A posting lists the sequence numbers of one commit's events of one
+// stream (E), entity (A) or event name (N), in order, at most 256
+// (postingMax) an entry: the first is in the key, each later one is the
+// difference from the one before (> 0) as a uvarint, and an entry of one
+// event has an empty value. A reader finds an event's ID and location
+// through S and T ([Index.Stream] keeps the last block it read, which the
+// next events of a stream are often in).
 //
 // (segment, offset, size) is a [segment.Location]: the segment number, the
-// offset of the record's frame in it and the frame's size. T values are 28
-// bytes, S 16, E, A and N 36, K 44, P 44 or 88; a value of any other size, or an
-// offset above the largest int64, is reported as [ErrCorruption] naming the
-// key, never a panic.
+// offset of the record's frame in it and the frame's size. S values are
+// 16 bytes, K 44, P 44 or 88; a value of any other size, a block or a
+// posting that does not decode as above (a truncated or overlong varint,
+// a delta of 0, an offset above the largest int64, a last event other
+// than the key's), is reported as [ErrCorruption] naming the key, never a
+// panic.
 //
-// E, A and N values repeat the ID and location of the event, so a stream or
-// event-name scan reads one key range and never looks up T (the price is 20
-// bytes an entry). The seq in their keys orders the entries; it is not
-// repeated in the value.
+// Format 2 had five entries an event (T by ID, S by seq, and E, A, N
+// each repeating the ID and location); format 3 writes, for a commit of n
+// events of one stream, about n/64 T and S entries and 3 postings (per
+// distinct stream, entity and name), which is what made appends cheaper
+// (docs/decisions.md, "Issue 15: index format 3").
 //
 // # Order
 //
-//   - T: by ID within a ledger. The ID begins with its timestamp, so this is
-//     time order, and [Index.TimeRange] is one seek and a walk.
-//   - S: by sequence number.
+//   - T: by the last ID of each block within a ledger. The ID begins with
+//     its timestamp, so this is time order, and [Index.TimeRange] is one
+//     seek and a walk.
+//   - S: by the last sequence number of each block.
 //   - E: grouped by entity, then by key, then by sequence number. Because the
 //     key is length-prefixed, keys are grouped in the byte order of their
 //     encoding (uvarint length, then bytes), not in lexical order: every
@@ -90,6 +123,7 @@
 //
 // Open writes V when it creates an index and refuses one whose V is newer
 // than this package knows, with [ErrFormatVersion], or older (version 1,
-// whose K values had no digest), with [ErrOldFormat]: the index is derived
-// data, and the engine rebuilds it from the segments.
+// whose K values had no digest, or 2, five entries an event), with
+// [ErrOldFormat]: the index is derived data, and the engine rebuilds it
+// from the segments.
 package index

@@ -1,6 +1,8 @@
 package index
 
 import (
+	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -43,12 +45,12 @@ const (
 	defaultCacheSize = 128 << 20
 	// Pebble takes its memtables out of the block cache's budget; the
 	// memtable is a quarter of it, within these bounds, so that the two
-	// Pebble may hold leave half of the budget to the block cache. Every
-	// event adds five index entries, and the memtable's size sets how
-	// often they are flushed and compacted: Pebble's default, 4 MiB, runs
-	// appends at a third of the speed; 16 MiB (a quarter of 64 MiB, the
-	// budget before) ran batches of 1,000 at 157-170k events/s, 32 MiB at
-	// 203-213k (engine BenchmarkAppend, same run). The price of a larger
+	// Pebble may hold leave half of the budget to the block cache. The
+	// memtable's size sets how often the index's entries are flushed and
+	// compacted: in format 2 (five entries an event), Pebble's default,
+	// 4 MiB, ran appends at a third of the speed; 16 MiB (a quarter of 64
+	// MiB, the budget before) ran batches of 1,000 at 157-170k events/s,
+	// 32 MiB at 203-213k (engine BenchmarkAppend, same run). The price of a larger
 	// memtable is in recovery: a crash loses the unflushed memtable, which
 	// Open re-indexes from the segments (docs/benchmarks.md, open after a
 	// crash).
@@ -664,26 +666,67 @@ func (x *Index) Durable(ledger eventid.LedgerID) (durable segment.Head, found bo
 }
 
 // Lookup returns the sequence number and location of the event id, in the
-// ledger that the ID names.
+// ledger that the ID names: the T block whose last ID is the first at or
+// after id holds it if any does.
 func (x *Index) Lookup(id eventid.ID) (seq uint64, loc segment.Location, found bool, err error) {
-	key := appendTimeKey(make([]byte, 0, timeKeyLen), id.Ledger(), id)
-	v, found, err := x.get(key)
-	if err != nil || !found {
+	if err := x.usable(); err != nil {
 		return 0, segment.Location{}, false, err
 	}
-	seq, loc, err = decodeTimeValue(key, v)
-	return seq, loc, err == nil, err
+	var lo, hi, key [timeKeyLen]byte
+	ledgerBounds(lo[:0], hi[:0], famTime, id.Ledger())
+	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: lo[:ledgerPrefixLen], UpperBound: hi[:ledgerPrefixLen]})
+	if err != nil {
+		return 0, segment.Location{}, false, readErr(err)
+	}
+	if it.SeekGE(appendTimeKey(key[:0], id.Ledger(), id)) {
+		var v []byte
+		if v, err = it.ValueAndErr(); err == nil {
+			var r blockReader
+			for ok := r.init(it.Key(), v); ok && r.next() && r.micros <= id.Micros(); {
+				if r.micros == id.Micros() && r.checksum == id.Checksum() {
+					seq, loc, found = r.seq, r.loc, true
+					break
+				}
+			}
+			err = r.err
+		}
+	}
+	if err2 := errors.Join(it.Error(), it.Close()); err == nil && err2 != nil {
+		err = readErr(err2)
+	}
+	if err != nil {
+		return 0, segment.Location{}, false, err
+	}
+	return seq, loc, found, nil
+}
+
+// ledgerBounds writes into lo and hi (each of capacity ledgerPrefixLen or
+// more) the bounds of the keys of a family of a ledger.
+func ledgerBounds(lo, hi []byte, fam byte, ledger eventid.LedgerID) {
+	lo = appendLedgerPrefix(lo, fam, ledger)
+	hi = append(hi, lo...)
+	// The successor of the prefix: the family tag is below 0xff.
+	for i := ledgerPrefixLen - 1; i >= 0; i-- {
+		if hi[i]++; hi[i] != 0 {
+			break
+		}
+	}
 }
 
 // BySeq returns the ID of a ledger's event with sequence number seq.
-func (x *Index) BySeq(ledger eventid.LedgerID, seq uint64) (eventid.ID, bool, error) {
-	key := appendSeqKey(make([]byte, 0, seqKeyLen), ledger, seq)
-	v, found, err := x.get(key)
-	if err != nil || !found {
+func (x *Index) BySeq(ledger eventid.LedgerID, seq uint64) (id eventid.ID, found bool, err error) {
+	if err := x.usable(); err != nil {
 		return eventid.ID{}, false, err
 	}
-	id, err := decodeIDValue(key, v)
-	return id, err == nil, err
+	r := seqResolver{x: x, ctx: context.Background(), ledger: ledger}
+	p, found, err := r.find(seq)
+	if err = errors.Join(err, r.close()); err != nil {
+		if pebble.IsCorruptionError(err) {
+			err = readErr(err)
+		}
+		return eventid.ID{}, false, err
+	}
+	return p.ID, found, nil
 }
 
 // Idem is the batch that an idempotency key appended: the sequence number
@@ -748,7 +791,7 @@ func (x *Index) PrefixMatches(ledgers []eventid.LedgerID, prefix []byte, oddNibb
 		} else {
 			hi = prefixSuccessor(lo)
 		}
-		if err := x.collectIDs(lo, hi, limit, &out); err != nil {
+		if err := x.collectIDs(ledger, lo, hi, limit, &out); err != nil {
 			return nil, err
 		}
 	}
@@ -759,21 +802,39 @@ func (x *Index) PrefixMatches(ledgers []eventid.LedgerID, prefix []byte, oddNibb
 	return out, nil
 }
 
-// collectIDs appends to out the IDs of the first limit T keys in [lo, hi).
-func (x *Index) collectIDs(lo, hi []byte, limit int, out *[]eventid.ID) error {
-	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+// collectIDs appends to out the first limit IDs in [lo, hi) of the T
+// blocks of a ledger.
+func (x *Index) collectIDs(ledger eventid.LedgerID, lo, hi []byte, limit int, out *[]eventid.ID) error {
+	it, err := x.familyIter(context.Background(), famTime, ledger)
 	if err != nil {
-		return readErr(err)
+		return err
 	}
 	n := 0
-	for ok := it.First(); ok && n < limit; ok = it.Next() {
-		k := it.Key()
-		if len(k) != timeKeyLen {
+	var r blockReader
+	for ok := it.SeekGE(lo); ok && n < limit; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
 			_ = it.Close()
-			return corruptf(k, "key is %d bytes, want %d", len(k), timeKeyLen)
+			return readErr(err)
 		}
-		*out = append(*out, eventid.ID(k[ledgerPrefixLen:]))
-		n++
+		var id eventid.ID
+		for ok := r.init(it.Key(), v); ok && r.next() && n < limit; {
+			id = r.id()
+			k := appendTimeKey(make([]byte, 0, timeKeyLen), ledger, id)
+			if bytes.Compare(k, lo) < 0 {
+				continue
+			}
+			if hi != nil && bytes.Compare(k, hi) >= 0 {
+				n = limit // past the prefix: done
+				break
+			}
+			*out = append(*out, id)
+			n++
+		}
+		if r.err != nil {
+			_ = it.Close()
+			return r.err
+		}
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
 		return readErr(err)

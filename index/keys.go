@@ -24,10 +24,12 @@ const (
 var ledgerFamilies = [...]byte{famTime, famSeq, famStream, famEntity, famEvent, famIdem, famProgress}
 
 // formatVersion is the format this package writes and reads. Version 2
-// (issue 13) added the digest of the batch's events to the K value; Open
-// reports an index of version 1 with ErrOldFormat (the engine rebuilds it
-// from the segments).
-const formatVersion = 2
+// (issue 13) added the digest of the batch's events to the K value;
+// version 3 (issue 15) replaced the five entries an event of T, S, E, A
+// and N with blocks of events (T, S) and postings of a commit (E, A, N).
+// Open reports an index of version 1 or 2 with ErrOldFormat (the engine
+// rebuilds it from the segments).
+const formatVersion = 3
 
 // Sizes of keys and values.
 const (
@@ -35,9 +37,7 @@ const (
 	timeKeyLen      = ledgerPrefixLen + eventid.Size // T key
 	seqKeyLen       = ledgerPrefixLen + 8            // S key
 	locLen          = 8 + 8 + 4                      // segment, offset, size
-	timeValueLen    = 8 + locLen                     // T value: seq, location
-	seqValueLen     = eventid.Size                   // S value: id
-	posValueLen     = eventid.Size + locLen          // E and N values: id, location
+	seqValueLen     = eventid.Size                   // S value: the last ID of the block
 	idemValueLen    = 8 + 4 + DigestSize             // K value: first seq, count, digest
 	progressLen     = eventid.Size + 8 + locLen      // P value: id, seq, location
 	progressDurLen  = 2 * progressLen                // P value with the durable head after it
@@ -117,38 +117,6 @@ func decodeLoc(b []byte) (loc segment.Location, ok bool) {
 		Offset:  int64(off),
 		Size:    int64(binary.BigEndian.Uint32(b[16:20])),
 	}, true
-}
-
-// decodeTimeValue decodes a T value: seq | location.
-func decodeTimeValue(key, v []byte) (seq uint64, loc segment.Location, err error) {
-	if len(v) != timeValueLen {
-		return 0, loc, corruptf(key, "value is %d bytes, want %d", len(v), timeValueLen)
-	}
-	loc, ok := decodeLoc(v[8:])
-	if !ok {
-		return 0, loc, corruptf(key, "offset %d does not fit an int64", binary.BigEndian.Uint64(v[16:24]))
-	}
-	return binary.BigEndian.Uint64(v[0:8]), loc, nil
-}
-
-// decodeIDValue decodes an S value: id.
-func decodeIDValue(key, v []byte) (id eventid.ID, err error) {
-	if len(v) != seqValueLen {
-		return id, corruptf(key, "value is %d bytes, want %d", len(v), seqValueLen)
-	}
-	return eventid.ID(v), nil
-}
-
-// decodePosValue decodes an E or N value: id | location.
-func decodePosValue(key, v []byte) (id eventid.ID, loc segment.Location, err error) {
-	if len(v) != posValueLen {
-		return id, loc, corruptf(key, "value is %d bytes, want %d", len(v), posValueLen)
-	}
-	loc, ok := decodeLoc(v[eventid.Size:])
-	if !ok {
-		return id, loc, corruptf(key, "offset %d does not fit an int64", binary.BigEndian.Uint64(v[eventid.Size+8:]))
-	}
-	return eventid.ID(v[:eventid.Size]), loc, nil
 }
 
 // decodeProgress decodes a P value: the progress head, then the durable

@@ -1,11 +1,13 @@
 package index
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"iter"
 	"math"
+	"slices"
 
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
@@ -28,18 +30,98 @@ const ctxCheckEvery = 128
 // inclusive, in ID order (time order), ascending or, with reverse,
 // descending. It is empty if lo > hi.
 func (x *Index) TimeRange(ctx context.Context, ledger eventid.LedgerID, lo, hi eventid.ID, reverse bool) iter.Seq2[Position, error] {
-	if lo.Compare(hi) > 0 {
-		return x.scan(ctx, nil, nil, false, nil)
-	}
-	start := appendTimeKey(nil, ledger, lo)
-	end := append(appendTimeKey(nil, ledger, hi), 0) // just after hi
-	return x.scan(ctx, start, end, reverse, func(k, v []byte) (Position, []byte, error) {
-		if len(k) != timeKeyLen {
-			return Position{}, nil, corruptf(k, "key is %d bytes, want %d", len(k), timeKeyLen)
+	return func(yield func(Position, error) bool) {
+		if err := x.usable(); err != nil {
+			yield(Position{}, err)
+			return
 		}
-		seq, loc, err := decodeTimeValue(k, v)
-		return Position{ID: eventid.ID(k[ledgerPrefixLen:]), Seq: seq, Loc: loc}, nil, err
-	})
+		if err := ctx.Err(); err != nil {
+			yield(Position{}, err)
+			return
+		}
+		if lo.Compare(hi) > 0 {
+			return
+		}
+		it, err := x.familyIter(ctx, famTime, ledger)
+		if err != nil {
+			yield(Position{}, err)
+			return
+		}
+		err = walkBlocks(ctx, it, ledger, lo, hi, reverse, yield)
+		if err == errStop {
+			err = nil
+		}
+		if err = errors.Join(err, it.Error(), it.Close()); err != nil {
+			if pebble.IsCorruptionError(err) {
+				err = readErr(err)
+			}
+			yield(Position{}, err)
+		}
+	}
+}
+
+// walkBlocks yields the events of the T blocks of it whose IDs are in
+// [lo, hi]. The first block to read is the first whose last ID is at or
+// after lo (forward) or hi (reverse; the last block if none).
+func walkBlocks(ctx context.Context, it *pebble.Iterator, ledger eventid.LedgerID, lo, hi eventid.ID, reverse bool, yield func(Position, error) bool) error {
+	from := lo
+	if reverse {
+		from = hi
+	}
+	ok := it.SeekGE(appendTimeKey(nil, ledger, from))
+	if !ok && reverse {
+		ok = it.Last()
+	}
+	var blk []Position
+	steps := 0
+	send := func(p Position) error {
+		if steps++; steps%ctxCheckEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if !yield(p, nil) {
+			return errStop
+		}
+		return nil
+	}
+	for ok {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return readErr(err)
+		}
+		if blk, err = decodeBlock(blk[:0], it.Key(), v); err != nil {
+			return err
+		}
+		if reverse {
+			for i := len(blk) - 1; i >= 0; i-- {
+				switch id := blk[i].ID; {
+				case id.Compare(lo) < 0:
+					return nil
+				case id.Compare(hi) > 0:
+				default:
+					if err := send(blk[i]); err != nil {
+						return err
+					}
+				}
+			}
+			ok = it.Prev()
+			continue
+		}
+		for i := range blk {
+			switch id := blk[i].ID; {
+			case id.Compare(hi) > 0:
+				return nil
+			case id.Compare(lo) < 0:
+			default:
+				if err := send(blk[i]); err != nil {
+					return err
+				}
+			}
+		}
+		ok = it.Next()
+	}
+	return nil
 }
 
 // SeqRange bounds a scan of a family ordered by sequence number (Stream,
@@ -92,26 +174,14 @@ func (x *Index) EntityEventsRange(ctx context.Context, ledger eventid.LedgerID, 
 // StreamHead returns the last event of an (entity, key) stream of a ledger,
 // the one a conditional append on the stream's head compares with; found
 // is false for a stream with no event.
+// StreamHead returns the last event of an (entity, key) stream of a ledger,
+// the one a conditional append on the stream's head compares with; found
+// is false for a stream with no event.
 func (x *Index) StreamHead(ledger eventid.LedgerID, entity, key []byte) (p Position, found bool, err error) {
-	if err := x.usable(); err != nil {
-		return Position{}, false, err
+	for q, err := range x.StreamRange(context.Background(), ledger, entity, key, SeqRange{Reverse: true}) {
+		return q, err == nil, err
 	}
-	prefix := appendStreamPrefix(nil, ledger, entity, key)
-	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixSuccessor(prefix)})
-	if err != nil {
-		return Position{}, false, readErr(err)
-	}
-	if it.Last() {
-		var v []byte
-		if v, err = it.ValueAndErr(); err == nil {
-			p, _, err = seqDecoder(len(prefix))(it.Key(), v)
-			found = err == nil
-		}
-	}
-	if err2 := errors.Join(it.Error(), it.Close()); err == nil && err2 != nil {
-		err = readErr(err2)
-	}
-	return p, found, err
+	return Position{}, false, nil
 }
 
 // Entity returns the events of every key of an entity of a ledger whose
@@ -121,61 +191,41 @@ func (x *Index) StreamHead(ledger eventid.LedgerID, entity, key []byte) (p Posit
 // bytes is by length, then bytewise; it is not sequence order across keys.
 func (x *Index) Entity(ctx context.Context, ledger eventid.LedgerID, entity []byte, afterSeq uint64) iter.Seq2[Position, error] {
 	if afterSeq == math.MaxUint64 {
-		return x.scan(ctx, nil, nil, false, nil)
+		return x.postingScan(ctx, nil, nil, SeqRange{}, nil)
 	}
 	prefix := appendEntityPrefix(nil, ledger, entity)
-	return x.scan(ctx, prefix, prefixSuccessor(prefix), false, func(k, v []byte) (Position, []byte, error) {
+	return x.postingScan(ctx, prefix, prefixSuccessor(prefix), SeqRange{After: afterSeq}, func(k []byte) (int, error) {
 		rest := k[len(prefix):]
 		n, w := binary.Uvarint(rest)
 		if w <= 0 || uint64(len(rest)-w) != n+8 {
-			return Position{}, nil, corruptf(k, "key does not hold a length-prefixed key and a sequence number after the entity (%d bytes)", len(rest))
+			return 0, corruptf(k, "key does not hold a length-prefixed key and a sequence number after the entity (%d bytes)", len(rest))
 		}
-		end := len(prefix) + w + int(n) // the end of the (entity, key) prefix
-		seq := binary.BigEndian.Uint64(k[end:])
-		if seq <= afterSeq {
-			// Skip the rest of this key's entries up to afterSeq.
-			seek := binary.BigEndian.AppendUint64(append(make([]byte, 0, end+8), k[:end]...), afterSeq+1)
-			return Position{}, seek, nil
-		}
-		id, loc, err := decodePosValue(k, v)
-		return Position{ID: id, Seq: seq, Loc: loc}, nil, err
+		return len(prefix) + w + int(n), nil // the end of the (entity, key) prefix
 	})
 }
 
-// seqScan reads the E, A or N keys that start with prefix and end with a
-// sequence number in r.
+// seqScan reads the E, A or N postings of prefix, the sequence numbers in
+// r.
 func (x *Index) seqScan(ctx context.Context, prefix []byte, r SeqRange) iter.Seq2[Position, error] {
 	if r.After == math.MaxUint64 || r.Before != 0 && r.Before <= r.After+1 {
-		return x.scan(ctx, nil, nil, false, nil)
+		return x.postingScan(ctx, nil, nil, SeqRange{}, nil)
 	}
-	start := binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), r.After+1)
 	end := prefixSuccessor(prefix)
 	if r.Before != 0 {
-		end = binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), r.Before)
+		// A posting that starts at Before or later holds nothing below it.
+		end = binary.BigEndian.AppendUint64(slices.Clone(prefix), r.Before)
 	}
-	return x.scan(ctx, start, end, r.Reverse, seqDecoder(len(prefix)))
+	n := len(prefix)
+	return x.postingScan(ctx, prefix, end, r, func([]byte) (int, error) { return n, nil })
 }
 
-// seqDecoder decodes keys of a prefix of n bytes followed by a sequence
-// number, with id | location values.
-func seqDecoder(n int) decodeFunc {
-	return func(k, v []byte) (Position, []byte, error) {
-		if len(k) != n+8 {
-			return Position{}, nil, corruptf(k, "key is %d bytes, want %d", len(k), n+8)
-		}
-		id, loc, err := decodePosValue(k, v)
-		return Position{ID: id, Seq: binary.BigEndian.Uint64(k[n:]), Loc: loc}, nil, err
-	}
-}
-
-// decodeFunc decodes the key and value at an iterator's position. If seek
-// is not nil, the scan yields nothing for this key and moves to the first
-// key at or after seek (forward scans only; seek must be after k).
-type decodeFunc func(k, v []byte) (p Position, seek []byte, err error)
-
-// scan returns an iterator over the keys in [lo, hi), decoded by decode.
-// A nil decode makes an empty scan. An error is yielded once, last.
-func (x *Index) scan(ctx context.Context, lo, hi []byte, reverse bool, decode decodeFunc) iter.Seq2[Position, error] {
+// postingScan returns an iterator over the sequence numbers in r of the
+// postings in [lo, hi), of one family and ledger, resolved to positions
+// (seqResolver). group gives the length of the prefix of a key before its
+// sequence number: the postings of one prefix are in sequence order, and a
+// forward scan skips, in each, to the one that holds r.After+1. A nil
+// group makes an empty scan. An error is yielded once, last.
+func (x *Index) postingScan(ctx context.Context, lo, hi []byte, r SeqRange, group func(k []byte) (int, error)) iter.Seq2[Position, error] {
 	return func(yield func(Position, error) bool) {
 		if err := x.usable(); err != nil {
 			yield(Position{}, err)
@@ -185,7 +235,7 @@ func (x *Index) scan(ctx context.Context, lo, hi []byte, reverse bool, decode de
 			yield(Position{}, err)
 			return
 		}
-		if decode == nil {
+		if group == nil {
 			return
 		}
 		it, err := x.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
@@ -193,48 +243,201 @@ func (x *Index) scan(ctx context.Context, lo, hi []byte, reverse bool, decode de
 			yield(Position{}, readErr(err))
 			return
 		}
-		fail := func(err error) {
-			_ = it.Close()
+		// Made after it, the resolver's iterators see every event its
+		// postings name.
+		res := &seqResolver{x: x, ctx: ctx, ledger: eventid.LedgerID(binary.BigEndian.Uint32(lo[1:ledgerPrefixLen]))}
+		err = x.walkPostings(ctx, it, r, group, res, yield)
+		if err == errStop {
+			err = nil
+		}
+		if err = errors.Join(err, it.Error(), it.Close(), res.close()); err != nil {
+			if pebble.IsCorruptionError(err) {
+				err = readErr(err)
+			}
 			yield(Position{}, err)
 		}
-		var ok bool
-		if reverse {
-			ok = it.Last()
-		} else {
-			ok = it.First()
+	}
+}
+
+// errStop ends a walk whose consumer stopped.
+var errStop = errors.New("index: stop")
+
+func (x *Index) walkPostings(ctx context.Context, it *pebble.Iterator, r SeqRange, group func(k []byte) (int, error),
+	res *seqResolver, yield func(Position, error) bool) error {
+	var (
+		cur    []byte // the prefix of the postings being read
+		sought bool   // whether the scan has moved to cur's posting of r.After+1
+		seqs   []uint64
+		steps  int
+	)
+	emit := func(k []byte, seq uint64) error {
+		if steps++; steps%ctxCheckEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 		}
-		for n := 1; ok; n++ {
-			if n%ctxCheckEvery == 0 {
-				if err := ctx.Err(); err != nil {
-					fail(err)
-					return
+		p, err := res.resolve(seq, k)
+		if err != nil {
+			return err
+		}
+		if !yield(p, nil) {
+			return errStop
+		}
+		return nil
+	}
+	ok := it.First()
+	if r.Reverse {
+		ok = it.Last()
+	}
+	for ok {
+		if steps++; steps%ctxCheckEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		k := it.Key()
+		n, err := group(k)
+		if err != nil {
+			return err
+		}
+		if len(k) != n+8 {
+			return corruptf(k, "key is %d bytes, want %d", len(k), n+8)
+		}
+		if !bytes.Equal(k[:n], cur) {
+			cur, sought = append(cur[:0], k[:n]...), false
+		}
+		if !r.Reverse && !sought && r.After > 0 && binary.BigEndian.Uint64(k[n:]) <= r.After {
+			// The last posting of cur that starts at or before
+			// r.After: at or after k, so never back.
+			sought = true
+			ok = it.SeekLT(binary.BigEndian.AppendUint64(slices.Clone(cur), r.After+1))
+			continue
+		}
+		sought = true
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return readErr(err)
+		}
+		if seqs, err = decodePosting(seqs[:0], k, n, v); err != nil {
+			return err
+		}
+		k = slices.Clone(k) // for errors; Next invalidates it
+		if r.Reverse {
+			for i := len(seqs) - 1; i >= 0; i-- {
+				switch s := seqs[i]; {
+				case s <= r.After:
+					return nil
+				case r.Before != 0 && s >= r.Before:
+				default:
+					if err := emit(k, s); err != nil {
+						return err
+					}
 				}
 			}
-			v, err := it.ValueAndErr()
-			if err != nil {
-				fail(readErr(err))
-				return
-			}
-			p, seek, err := decode(it.Key(), v)
-			if err != nil {
-				fail(err)
-				return
-			}
-			switch {
-			case seek != nil:
-				ok = it.SeekGE(seek)
-				continue
-			case !yield(p, nil):
-				_ = it.Close()
-				return
-			case reverse:
-				ok = it.Prev()
-			default:
-				ok = it.Next()
+			ok = it.Prev()
+			continue
+		}
+		for _, s := range seqs {
+			if s > r.After && (r.Before == 0 || s < r.Before) {
+				if err := emit(k, s); err != nil {
+					return err
+				}
 			}
 		}
-		if err := errors.Join(it.Error(), it.Close()); err != nil {
-			yield(Position{}, readErr(err))
+		ok = it.Next()
+	}
+	return nil
+}
+
+// seqResolver finds the positions of sequence numbers of a ledger: the S
+// entry of the block (the first whose last sequence number is at or after
+// it) names the T block, which it keeps for the next.
+type seqResolver struct {
+	x      *Index
+	ctx    context.Context
+	ledger eventid.LedgerID
+	s, t   *pebble.Iterator
+	blk    []Position // the last block read
+	key    []byte
+}
+
+// find returns the position of seq; found is false if no S entry covers
+// it or its block does not hold it.
+func (r *seqResolver) find(seq uint64) (p Position, found bool, err error) {
+	if n := len(r.blk); n > 0 && seq >= r.blk[0].Seq && seq <= r.blk[n-1].Seq {
+		return r.blk[seq-r.blk[0].Seq], true, nil
+	}
+	if r.s == nil {
+		if r.s, err = r.x.familyIter(r.ctx, famSeq, r.ledger); err != nil {
+			return p, false, err
+		}
+		if r.t, err = r.x.familyIter(r.ctx, famTime, r.ledger); err != nil {
+			return p, false, err
 		}
 	}
+	r.key = appendSeqKey(r.key[:0], r.ledger, seq)
+	if !r.s.SeekGE(r.key) {
+		return p, false, nil
+	}
+	sk := r.s.Key()
+	if len(sk) != seqKeyLen {
+		return p, false, corruptf(sk, "key is %d bytes, want %d", len(sk), seqKeyLen)
+	}
+	v, err := r.s.ValueAndErr()
+	if err != nil {
+		return p, false, readErr(err)
+	}
+	if len(v) != seqValueLen {
+		return p, false, corruptf(sk, "value is %d bytes, want %d", len(v), seqValueLen)
+	}
+	last := binary.BigEndian.Uint64(sk[ledgerPrefixLen:])
+	r.key = appendTimeKey(r.key[:0], r.ledger, eventid.ID(v))
+	if !r.t.SeekGE(r.key) || !bytes.Equal(r.t.Key(), r.key) {
+		return p, false, corruptf(sk, "no T block of its ID %v", eventid.ID(v))
+	}
+	if v, err = r.t.ValueAndErr(); err != nil {
+		return p, false, readErr(err)
+	}
+	if r.blk, err = decodeBlock(r.blk[:0], r.t.Key(), v); err != nil {
+		return p, false, err
+	}
+	if n := len(r.blk); r.blk[n-1].Seq != last {
+		err = corruptf(sk, "its T block %v ends at sequence number %d", eventid.ID(v), r.blk[n-1].Seq)
+		r.blk = r.blk[:0]
+		return p, false, err
+	}
+	if seq < r.blk[0].Seq {
+		return p, false, nil
+	}
+	return r.blk[seq-r.blk[0].Seq], true, nil
+}
+
+// resolve is find for a sequence number that the posting of key k names.
+func (r *seqResolver) resolve(seq uint64, k []byte) (Position, error) {
+	p, found, err := r.find(seq)
+	if err == nil && !found {
+		err = corruptf(k, "sequence number %d is in no T block", seq)
+	}
+	return p, err
+}
+
+func (r *seqResolver) close() error {
+	var err error
+	for _, it := range []*pebble.Iterator{r.s, r.t} {
+		if it != nil {
+			err = errors.Join(err, it.Error(), it.Close())
+		}
+	}
+	r.s, r.t = nil, nil
+	return err
+}
+
+// familyIter returns an iterator over the keys of one family of a ledger.
+func (x *Index) familyIter(ctx context.Context, fam byte, ledger eventid.LedgerID) (*pebble.Iterator, error) {
+	lo := appendLedgerPrefix(nil, fam, ledger)
+	it, err := x.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: prefixSuccessor(lo)})
+	if err != nil {
+		return nil, readErr(err)
+	}
+	return it, nil
 }
