@@ -298,7 +298,7 @@ func (l *Log) scanActive(sealed bool) (done bool, err error) {
 	for {
 		ok, bad, err := sc.next()
 		if err != nil {
-			if false && (errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)) {
+			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 				// The file was cut while it was read: look again.
 				break
 			}
