@@ -63,6 +63,9 @@ func (db *DB) VerifierKey() string { return db.key.Verifier }
 // signs the checkpoint of that size and writes it to the ledger's
 // checkpoint file before returning it.
 func (db *DB) Checkpoint(ctx context.Context, ledgerName string) (Checkpoint, error) {
+	if err := db.readOnlyErr("Checkpoint"); err != nil {
+		return Checkpoint{}, err
+	}
 	l, err := db.ledger(ledgerName)
 	if err != nil {
 		return Checkpoint{}, err
@@ -73,6 +76,9 @@ func (db *DB) Checkpoint(ctx context.Context, ledgerName string) (Checkpoint, er
 // LatestCheckpoint returns the last checkpoint issued for the ledger
 // (ErrNotFound if none was).
 func (db *DB) LatestCheckpoint(ledgerName string) (Checkpoint, error) {
+	if err := db.readOnlyErr("LatestCheckpoint"); err != nil {
+		return Checkpoint{}, err
+	}
 	return db.latestCheckpoint(ledgerName)
 }
 
@@ -80,6 +86,9 @@ func (db *DB) LatestCheckpoint(ledgerName string) (Checkpoint, error) {
 // of size treeSize of its ledger; treeSize 0 means the latest checkpoint's
 // size (ErrNotFound if the event is not in that tree).
 func (db *DB) ProveInclusion(ctx context.Context, id eventid.ID, treeSize uint64) (InclusionProof, error) {
+	if err := db.readOnlyErr("proofs need the writer's Merkle tree"); err != nil {
+		return InclusionProof{}, err
+	}
 	return db.proveInclusion(ctx, id, treeSize)
 }
 
@@ -87,6 +96,9 @@ func (db *DB) ProveInclusion(ctx context.Context, id eventid.ID, treeSize uint64
 // sizes oldSize and newSize of the ledger (newSize 0: the latest
 // checkpoint's size).
 func (db *DB) ProveConsistency(ctx context.Context, ledgerName string, oldSize, newSize uint64) (ConsistencyProof, error) {
+	if err := db.readOnlyErr("proofs need the writer's Merkle tree"); err != nil {
+		return ConsistencyProof{}, err
+	}
 	return db.proveConsistency(ctx, ledgerName, oldSize, newSize)
 }
 

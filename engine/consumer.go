@@ -169,6 +169,9 @@ func consumerNameProblem(s string) string {
 // starts every consumer again at the ledger's first event (at least once,
 // not exactly once).
 func (db *DB) Consumer(ledgerName, name string, o ConsumerOptions) (*Consumer, error) {
+	if err := db.readOnlyErr("a consumer stores its position"); err != nil {
+		return nil, err
+	}
 	if p := consumerNameProblem(name); p != "" {
 		return nil, invalid("consumer name %s", p)
 	}
@@ -530,6 +533,9 @@ func (db *DB) Consumers(ledgerName string) ([]ConsumerInfo, error) {
 		// Close began after db.ledger: meta.db may be closed already.
 		return nil, ErrClosed
 	}
+	if db.meta == nil {
+		return nil, fmt.Errorf("%w: the metadata file could not be read", ErrReadOnly)
+	}
 	rs, err := listConsumers(db.meta, l.meta.ID)
 	if err != nil {
 		return nil, fmt.Errorf("engine: consumers of ledger %s: %w", l.meta.Name, err)
@@ -584,6 +590,9 @@ func (db *DB) DeleteConsumer(ledgerName, name string) error {
 // consumer, ErrConsumerInUse. The ledger is synced up to the event and
 // the position written and synced before it returns.
 func (db *DB) SetConsumerPosition(ledgerName, name string, after eventid.ID) error {
+	if err := db.readOnlyErr("SetConsumerPosition"); err != nil {
+		return err
+	}
 	if p := consumerNameProblem(name); p != "" {
 		return invalid("consumer name %s", p)
 	}

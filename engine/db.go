@@ -175,6 +175,8 @@ type DB struct {
 	readers readers
 	// consumers: the live named consumers (consumer.go).
 	consumers consumerSet
+	// ro: set by OpenReadOnly (readonly.go).
+	ro *roDB
 }
 
 // Open opens the data directory dir, creating it if needed, and recovers
@@ -708,7 +710,9 @@ func (l *ledger) catchUp(from segment.Head, name string) error {
 			progress(what, int64(n), total)
 		}
 	}
+	l.idxMu.Lock() // a read-only DB's readers may be looking (readonly.go)
 	l.indexed, l.idxHead = l.log.Head().Seq, l.log.Head()
+	l.idxMu.Unlock()
 	return nil
 }
 
@@ -743,6 +747,9 @@ func (db *DB) IndexMemory() IndexMemory {
 // Close syncs and closes every ledger, checkpoints the metadata and the
 // index, and releases the directory.
 func (db *DB) Close() error {
+	if db.ro != nil {
+		return db.closeReadOnly()
+	}
 	db.mu.Lock()
 	if db.closed {
 		db.mu.Unlock()

@@ -45,7 +45,7 @@ type SubscribeOptions struct {
 // loop body runs, so Close may be called from there.
 func (db *DB) Subscribe(ctx context.Context, ledgerName string, o SubscribeOptions) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
-		l, err := db.readableLedger(ledgerName)
+		l, err := db.followableLedger(ledgerName)
 		if err == nil && o.Entity == "" && len(o.Keys) > 0 {
 			err = invalid("subscribe to %s: keys without an entity", ledgerName)
 		}
@@ -65,7 +65,11 @@ func (db *DB) Subscribe(ctx context.Context, ledgerName string, o SubscribeOptio
 			changed := l.changed() // before reading, so no commit is missed
 			// Up to what readers see: an event committed but not yet
 			// indexed comes at the next wake-up, when Get finds it too.
-			bound := l.visible().Seq
+			bound := l.followHead().Seq
+			if err := l.followErr(); err != nil {
+				yield(Event{}, err)
+				return
+			}
 			for {
 				if read%checkEvery == 0 {
 					if err := db.stopped(ctx); err != nil {
@@ -127,6 +131,9 @@ func (db *DB) subscribeStart(ctx context.Context, l *ledger, o SubscribeOptions)
 	seg, off = 1, segment.FirstOffset
 	if o.After.IsZero() && o.AfterSeq == 0 {
 		return seg, off, 0, nil
+	}
+	if err := db.readOnlyIndex(l); err != nil {
+		return 0, 0, 0, err
 	}
 	where := fmt.Sprintf("subscribe to %s after #%d", l.meta.Name, o.AfterSeq)
 	var seq uint64
@@ -248,6 +255,9 @@ type VerifyReport struct {
 // ErrClosed. progress is called on the goroutine that called Verify, with
 // no read in progress: it may call Close.
 func (db *DB) Verify(ctx context.Context, ledgerName string, progress func(records, bytes int64)) (VerifyReport, error) {
+	if err := db.readOnlyErr("Verify needs the writer's Merkle tree and index"); err != nil {
+		return VerifyReport{}, err
+	}
 	l, err := db.ledger(ledgerName)
 	if err != nil {
 		return VerifyReport{}, err

@@ -350,7 +350,7 @@ func (l *ledger) checkpointMeta() ledgerMeta {
 func (l *ledger) info() LedgerInfo {
 	// What readers see: Head is then readable by Get, and the count that
 	// of a Scan.
-	h := l.visible()
+	h := l.followHead()
 	info := LedgerInfo{
 		Name: l.meta.Name, ID: l.meta.ID, Genesis: l.meta.Genesis, Description: l.meta.Description,
 		Actor: l.meta.Actor, Created: l.meta.Created, Count: h.Seq, Head: h.ID,

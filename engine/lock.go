@@ -212,7 +212,12 @@ func (w *dirWatch) check(force bool) error {
 }
 
 // checkDir is the writers' check: see dirWatch.check.
-func (db *DB) checkDir(force bool) error { return db.watch.check(force) }
+func (db *DB) checkDir(force bool) error {
+	if err := db.readOnlyErr("the DB does not write"); err != nil {
+		return err
+	}
+	return db.watch.check(force)
+}
 
 // MetaRebuilt returns why the metadata file was rebuilt from the
 // segments when the DB opened (it was missing while ledgers were

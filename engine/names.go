@@ -294,7 +294,7 @@ func (db *DB) registerLedgers(ls []*ledger, known map[eventid.LedgerID]ledgerMet
 	slices.SortFunc(choices, func(a, b *nameChoice) int { return cmp.Compare(a.l.meta.ID, b.l.meta.ID) })
 	for _, c := range choices {
 		l, id := c.l, c.l.meta.ID
-		if !c.hasFile || c.inFile != c.name {
+		if db.ro == nil && (!c.hasFile || c.inFile != c.name) {
 			err := writeNameFile(db.fs, l.log.Dir(), c.name)
 			// A directory written by an older annal gets its NAME file
 			// at its first Open, when it can be written: the metadata

@@ -100,6 +100,16 @@ type Options struct {
 	// the end of each ledger.
 	Progress func(what string, done, total int64)
 
+	// FollowInterval, for OpenReadOnly, is how often the DB looks at the
+	// segments for what a writer committed since (Subscribe follows at
+	// this pace). Zero means 50 ms; otherwise 1 ms to 1 h (ErrInvalid
+	// outside). Open ignores it.
+	FollowInterval time.Duration
+	// TempDir, for OpenReadOnly, is where the DB makes its private
+	// directory (its index, a copy of the metadata file), removed by
+	// Close. Empty means os.TempDir(). Open ignores it.
+	TempDir string
+
 	// fs, if set, holds the segments and the index instead of the OS file
 	// system, and metaPath is then where the metadata file lives (bbolt
 	// needs a real file). For crash tests: see crash_test.go.
@@ -161,6 +171,7 @@ func (o *Options) check() error {
 	}{
 		{"SyncInterval", o.SyncInterval, minSyncInterval, maxSyncInterval, 50 * time.Millisecond},
 		{"WitnessInterval", o.WitnessInterval, minWitnessInterval, maxWitnessInterval, defaultWitnessInterval},
+		{"FollowInterval", o.FollowInterval, minFollowInterval, maxFollowInterval, defaultFollowInterval},
 	} {
 		if d.v != 0 && (d.v < d.lo || d.v > d.hi) {
 			return fmt.Errorf("%w: options: %s %v is out of range: 0 (the default, %v) or %v to %v", ErrInvalid, d.name, d.v, d.fallback, d.lo, d.hi)
@@ -215,6 +226,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if r.MaxEventSize == 0 {
 		r.MaxEventSize = defaultMaxEventSize
+	}
+	if r.FollowInterval == 0 {
+		r.FollowInterval = defaultFollowInterval
 	}
 	if r.Now == nil {
 		r.Now = time.Now

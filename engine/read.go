@@ -41,6 +41,9 @@ func (db *DB) readableLedger(name string) (*ledger, error) {
 }
 
 func (l *ledger) readable() error {
+	if l.db.ro != nil {
+		return l.db.roIndex(l)
+	}
 	l.idxMu.Lock()
 	defer l.idxMu.Unlock()
 	return l.idxErr
@@ -138,6 +141,9 @@ func (db *DB) GetPrefix(ctx context.Context, prefix string) (Event, error) {
 		ids = append(ids, id)
 	}
 	db.mu.RUnlock()
+	if err := db.roIndexAll(); err != nil {
+		return Event{}, err
+	}
 	if err := db.enterRead(); err != nil {
 		return Event{}, err
 	}

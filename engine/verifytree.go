@@ -487,6 +487,9 @@ func (l *ledger) segmentsRoot(ctx context.Context, t *tree.File, n uint64) (tree
 // that is not consistent with a checkpoint the events agree with fails
 // with ErrTreeDamaged.
 func (db *DB) VerifyCheckpoint(ctx context.Context, ledgerName string, note []byte, verifierKey string) error {
+	if err := db.readOnlyErr("VerifyCheckpoint needs the writer's Merkle tree"); err != nil {
+		return err
+	}
 	l, err := db.ledger(ledgerName)
 	if err != nil {
 		return err

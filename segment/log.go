@@ -228,6 +228,11 @@ type Log struct {
 	readMu  sync.Mutex
 	readers map[uint64]vfs.File // open read handles by segment
 
+	// ro is set for a Log opened with OpenReadOnly (readonly.go); roMu
+	// serializes its looks at the segments (Follow).
+	ro   *roState
+	roMu sync.Mutex
+
 	stopSync chan struct{}
 	syncDone chan struct{}
 
@@ -452,6 +457,9 @@ func (l *Log) publish() {
 // write or sync, which fails every batch of its group; after a failed sync
 // the Log refuses all further appends (ErrFailed).
 func (l *Log) Append(b *Batch) error {
+	if l.ro != nil {
+		return ErrReadOnly
+	}
 	if err := l.validate(b); err != nil {
 		return err
 	}
@@ -786,6 +794,9 @@ func (l *Log) fsync() error {
 
 // Sync makes every record written so far durable.
 func (l *Log) Sync() error {
+	if l.ro != nil {
+		return ErrReadOnly
+	}
 	if err := l.failure(); err != nil {
 		return err
 	}

@@ -1,0 +1,395 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/index"
+	"github.com/annal-db/annal/segment"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	bolt "go.etcd.io/bbolt"
+)
+
+// ErrReadOnly: a write (Append, CreateLedger, Import, a checkpoint, a
+// consumer's position) to a DB opened with OpenReadOnly, or a read that
+// needs what only a writer keeps (the Merkle tree: proofs, Verify).
+var ErrReadOnly = errors.New("engine: opened read-only")
+
+// The range of Options.FollowInterval.
+const (
+	defaultFollowInterval                = 50 * time.Millisecond
+	minFollowInterval, maxFollowInterval = time.Millisecond, time.Hour
+)
+
+// roDB is the state of a DB opened with OpenReadOnly.
+type roDB struct {
+	temp string // the private directory: index, metadata snapshot
+	// mu serializes the looks at the segments (Follow) and the building
+	// of the private index, so that a ledger's index never claims
+	// records that its catch-up did not read.
+	mu       sync.Mutex
+	hidden   map[string]segment.Hidden // by ledger name, as of the open
+	stop     chan struct{}
+	done     chan struct{}
+	interval time.Duration
+}
+
+// HiddenTail is a ledger whose last segment ends with bytes that a
+// read-only DB does not show (see OpenReadOnly).
+type HiddenTail struct {
+	Ledger string
+	segment.Hidden
+}
+
+// OpenReadOnly opens the data directory dir to read it, whether or not a
+// writer (a DB opened with Open, in this process or another) has it
+// open. It takes no lock, blocks no writer, and changes no byte in dir:
+// no recovery, no cut, no file created.
+//
+// Every ledger's segments are verified from the first record, and reads
+// see a verified prefix of each ledger: what a writer had committed when
+// the DB opened, or since (see below), never a record that is not
+// completely written, nor one that the writer's recovery would cut (the
+// tail of the last segment from its first invalid record, an unfinished
+// batch: see segment.OpenReadOnly). When no writer runs, such a tail is
+// a torn write that the writer's next Open cuts; HiddenTails lists them.
+// A ledger whose sealed segments fail verification is unavailable, as
+// with Open.
+//
+// Subscribe follows the ledgers as the writer commits: each ledger's
+// segments are looked at again every Options.FollowInterval. Reads that
+// need the index (Get, GetPrefix, GetSeq, Scan, Replay, StreamHead,
+// Export, a Subscribe with a cursor) use a private index that the DB
+// builds from the segments, in a directory of its own under
+// Options.TempDir, when one of them first needs a ledger's, and brings
+// up to date at each such read; Subscribe without a cursor and Ledgers
+// need none. Ledgers created after the open are not seen. Writes, and
+// what needs the writer's Merkle tree (Checkpoint, LatestCheckpoint,
+// proofs, Verify, VerifyCheckpoint) and consumers, fail with ErrReadOnly.
+// Close removes the private directory.
+func OpenReadOnly(dir string, opts *Options) (*DB, error) {
+	o := opts.withDefaults()
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	var fs vfs.FS = vfs.Default
+	if o.fs != nil {
+		fs = o.fs
+	}
+	if ok, err := IsDataDir(dir); err != nil {
+		return nil, err
+	} else if !ok && o.fs == nil {
+		return nil, invalid("%s is not an annal data directory (no meta.db, index or ledgers)", dir)
+	}
+	temp, err := os.MkdirTemp(o.TempDir, "annal-ro-*")
+	if err != nil {
+		return nil, fmt.Errorf("engine: read-only open: a private directory in %q: %w", o.TempDir, err)
+	}
+	db := &DB{dir: dir, opts: o, fs: fs,
+		byName: map[string]*ledger{}, byID: map[eventid.LedgerID]*ledger{}, broken: map[string]error{},
+		ro: &roDB{temp: temp, hidden: map[string]segment.Hidden{}, interval: o.FollowInterval}}
+	if err := db.openReadOnly(); err != nil {
+		db.closeReadOnly()
+		return nil, err
+	}
+	db.ro.stop, db.ro.done = make(chan struct{}), make(chan struct{})
+	go db.followLoop()
+	return db, nil
+}
+
+func (db *DB) openReadOnly() error {
+	var err error
+	if db.idx, err = index.Open(filepath.Join(db.ro.temp, indexDir), index.Options{CacheSize: db.opts.CacheSize}); err != nil {
+		return fmt.Errorf("engine: read-only open: the private index: %w", err)
+	}
+	known := map[eventid.LedgerID]ledgerMeta{}
+	db.meta = db.metaSnapshot()
+	if db.meta != nil {
+		if metas, err := loadMeta(db.meta); err == nil {
+			for _, m := range metas {
+				known[m.ID] = m
+			}
+		}
+	}
+	names, err := db.fs.List(filepath.Join(db.dir, ledgersDir))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("engine: list ledgers: %w", err)
+	}
+	sort.Strings(names)
+	var opened []*ledger
+	for _, name := range names {
+		id, err := eventid.ParseLedgerID(name)
+		if err != nil || id.String() != name {
+			continue
+		}
+		if fi, err := db.fs.Stat(db.ledgerDir(id)); err != nil || !fi.IsDir() {
+			continue
+		}
+		m, haveMeta := known[id]
+		log, err := segment.OpenReadOnly(db.ledgerDir(id), db.segmentOptions(id))
+		if err == nil && log.Head().Seq == 0 {
+			// Being created: not a ledger yet (an unfinished creation
+			// would be removed by the writer's recovery).
+			log.Close()
+			continue
+		}
+		if errors.Is(err, segment.ErrNoLog) {
+			continue
+		}
+		if err != nil {
+			key := id.String()
+			if haveMeta && m.Name != "" {
+				key = m.Name
+			}
+			db.broken[key] = fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err)
+			continue
+		}
+		l := &ledger{db: db, log: log}
+		l.cond.L = &l.idxMu
+		g, err := metaFromGenesis(log)
+		if err != nil {
+			log.Close()
+			db.broken[id.String()] = fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err)
+			continue
+		}
+		l.meta = g
+		opened = append(opened, l)
+	}
+	db.registerLedgers(opened, known)
+	for name, l := range db.byName {
+		if h := l.log.HiddenTail(); h.Why != "" {
+			db.ro.hidden[name] = h
+		}
+	}
+	return nil
+}
+
+// metaSnapshot returns the metadata file as of now, opened read-only
+// from a private copy, or nil if there is none or it cannot be read.
+// bbolt's own read-only open would wait for a writer's exclusive flock
+// for as long as the writer runs; the copy takes no lock. The metadata
+// is used only for what the segments do not hold (the name a ledger had
+// in it, consumer positions): a copy torn by a concurrent commit, which
+// bbolt may refuse, costs only those.
+func (db *DB) metaSnapshot() (m *bolt.DB) {
+	path := filepath.Join(db.dir, metaFile)
+	if db.opts.metaPath != "" {
+		path = db.opts.metaPath
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	tmp := filepath.Join(db.ro.temp, metaFile)
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			m = nil
+		}
+	}()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	m, err = bolt.Open(tmp, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return nil
+	}
+	if metaTx(m, false, func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketLedgers) == nil {
+			return errors.New("no ledgers bucket")
+		}
+		return nil
+	}) != nil {
+		m.Close()
+		return nil
+	}
+	return m
+}
+
+// ReadOnly reports whether the DB was opened with OpenReadOnly.
+func (db *DB) ReadOnly() bool { return db.ro != nil }
+
+// HiddenTails returns the ledgers whose last segment ended, when the DB
+// opened read-only, with bytes it does not show: a write in progress when
+// a writer runs, a torn write (which the writer's next Open cuts) when
+// none does. By ledger name; empty for a DB opened with Open.
+func (db *DB) HiddenTails() []HiddenTail {
+	if db.ro == nil {
+		return nil
+	}
+	var out []HiddenTail
+	for name, h := range db.ro.hidden {
+		out = append(out, HiddenTail{Ledger: name, Hidden: h})
+	}
+	slices.SortFunc(out, func(a, b HiddenTail) int {
+		switch {
+		case a.Ledger < b.Ledger:
+			return -1
+		case a.Ledger > b.Ledger:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// readOnlyErr returns ErrReadOnly, saying what was refused, for a DB
+// opened read-only; nil otherwise.
+func (db *DB) readOnlyErr(what string) error {
+	if db.ro == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrReadOnly, what)
+}
+
+// followLoop looks at every ledger's segments each FollowInterval and
+// wakes the subscribers of those that grew.
+func (db *DB) followLoop() {
+	defer close(db.ro.done)
+	t := time.NewTicker(db.ro.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-db.ro.stop:
+			return
+		case <-t.C:
+			db.followAll()
+		}
+	}
+}
+
+// followAll looks once at the segments of every ledger.
+func (db *DB) followAll() {
+	if db.enterRead() != nil {
+		return
+	}
+	defer db.exitRead()
+	db.ro.mu.Lock()
+	defer db.ro.mu.Unlock()
+	for _, l := range db.openLedgers(nil) {
+		moved, err := l.log.Follow()
+		if err == nil && !moved {
+			continue
+		}
+		l.idxMu.Lock()
+		if err != nil && l.idxErr == nil {
+			l.idxErr = fmt.Errorf("engine: following ledger %s: %w", l.meta.Name, err)
+		}
+		l.wake()
+		l.idxMu.Unlock()
+	}
+}
+
+// roIndex brings the private index of ledger l up to what the DB shows
+// of it (its log's head), for a read that needs the index: the first
+// builds it from the segments, the next add what the writer committed
+// since. The head readers see (visible) is then that head.
+func (db *DB) roIndex(l *ledger) error {
+	db.ro.mu.Lock()
+	defer db.ro.mu.Unlock()
+	l.idxMu.Lock()
+	from, err := l.idxHead, l.idxErr
+	l.idxMu.Unlock()
+	if err != nil || from.Seq == l.log.Head().Seq {
+		return err
+	}
+	if err := db.enterRead(); err != nil {
+		return err
+	}
+	defer db.exitRead()
+	err = l.catchUp(from, "")
+	l.idxMu.Lock()
+	defer l.idxMu.Unlock()
+	if err != nil && l.idxErr == nil {
+		l.idxErr = fmt.Errorf("engine: index of ledger %s (read-only): %w", l.meta.Name, err)
+	}
+	return l.idxErr
+}
+
+// followHead is the head up to which Subscribe yields: what the DB
+// shows, which a read-only DB does not index to show.
+func (l *ledger) followHead() segment.Head {
+	if l.db.ro != nil {
+		return l.log.Head()
+	}
+	return l.visible()
+}
+
+// followErr returns why a read-only DB stopped following l, if it did.
+func (l *ledger) followErr() error {
+	if l.db.ro == nil {
+		return nil
+	}
+	l.idxMu.Lock()
+	defer l.idxMu.Unlock()
+	return l.idxErr
+}
+
+// followableLedger is readableLedger for Subscribe, which needs no index.
+func (db *DB) followableLedger(name string) (*ledger, error) {
+	if db.ro == nil {
+		return db.readableLedger(name)
+	}
+	l, err := db.ledger(name)
+	if err != nil {
+		return nil, err
+	}
+	return l, l.followErr()
+}
+
+// closeReadOnly is Close for a DB opened read-only.
+func (db *DB) closeReadOnly() error {
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		return ErrClosed
+	}
+	db.closed = true
+	db.mu.Unlock()
+	db.stopReads()
+	if db.ro.stop != nil {
+		close(db.ro.stop)
+		<-db.ro.done
+	}
+	var errs []error
+	for _, l := range db.byID {
+		if err := l.log.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, db.closeStores())
+	if err := os.RemoveAll(db.ro.temp); err != nil {
+		errs = append(errs, fmt.Errorf("engine: remove the private directory: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// readOnlyIndex brings the private index of l up to date on a read-only
+// DB (roIndex); nil at once on a DB opened with Open.
+func (db *DB) readOnlyIndex(l *ledger) error {
+	if db.ro == nil {
+		return nil
+	}
+	return db.roIndex(l)
+}
+
+// roIndexAll is readOnlyIndex for every ledger (GetPrefix looks in all).
+func (db *DB) roIndexAll() error {
+	if db.ro == nil {
+		return nil
+	}
+	for _, l := range db.openLedgers(nil) {
+		if err := db.roIndex(l); err != nil {
+			return err
+		}
+	}
+	return nil
+}

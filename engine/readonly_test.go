@@ -1,0 +1,402 @@
+package engine
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment"
+)
+
+// dirHashes returns the SHA-256 of every file under dir, by path.
+func dirHashes(t *testing.T, dir string) map[string][32]byte {
+	t.Helper()
+	out := map[string][32]byte{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			out[p+"/"] = [32]byte{}
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		out[p] = sha256.Sum256(b)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sameHashes(t *testing.T, before, after map[string][32]byte) {
+	t.Helper()
+	for p, h := range before {
+		if a, ok := after[p]; !ok || a != h {
+			t.Errorf("%s changed or removed", p)
+		}
+	}
+	for p := range after {
+		if _, ok := before[p]; !ok {
+			t.Errorf("%s created", p)
+		}
+	}
+}
+
+// lastSegment returns the path of the last segment of ledger id in dir.
+func lastSegment(t *testing.T, dir string, id eventid.LedgerID) string {
+	t.Helper()
+	segs, err := filepath.Glob(filepath.Join(dir, ledgersDir, id.String(), "*.seg"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("no segments: %v", err)
+	}
+	return segs[len(segs)-1]
+}
+
+// refusesWrites checks that every write of a read-only DB fails with
+// ErrReadOnly.
+func refusesWrites(t *testing.T, db *DB, ledger string) {
+	t.Helper()
+	ctx := context.Background()
+	_, e1 := db.Append(ctx, ledger, []EventInput{order(0)}, nil)
+	_, e2 := db.CreateLedger(ctx, LedgerSpec{Name: "other"})
+	_, e3 := db.Import(ctx, strings.NewReader(""), ImportOptions{})
+	_, e4 := db.Checkpoint(ctx, ledger)
+	_, e5 := db.Consumer(ledger, "c", ConsumerOptions{})
+	e6 := db.DeleteConsumer(ledger, "c")
+	_, e7 := db.Verify(ctx, ledger, nil)
+	for i, err := range []error{e1, e2, e3, e4, e5, e6, e7} {
+		if !errors.Is(err, ErrReadOnly) {
+			t.Errorf("write %d: %v, want ErrReadOnly", i+1, err)
+		}
+	}
+}
+
+// TestReadOnlyClosedTornTail: a directory whose writer crashed mid-append
+// (the last record cut in half). OpenReadOnly shows the events before it,
+// lists the torn tail in HiddenTails, refuses writes, and changes no byte;
+// the writer's Open then keeps exactly what the reader showed.
+func TestReadOnlyClosedTornTail(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := openTest(t, dir)
+	info, err := db.CreateLedger(ctx, LedgerSpec{Name: "shop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []eventid.ID
+	for i := range 20 {
+		got, err := idsOf(db.Append(ctx, "shop", []EventInput{order(i)}, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, got...)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A torn write after the last record: a frame header that promises
+	// 200 bytes, and 20 of them.
+	seg := lastSegment(t, dir, info.ID)
+	f, err := os.OpenFile(seg, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := append([]byte{0, 0, 0, 200, 1, 2, 3, 4, 0, 0, 0, 0}, []byte(strings.Repeat("\xab", 20))...)
+	if _, err := f.Write(torn); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	before := dirHashes(t, dir)
+
+	ro, err := OpenReadOnly(dir, &Options{TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ro.ReadOnly() || db.ReadOnly() {
+		t.Fatal("ReadOnly")
+	}
+	h := ro.HiddenTails()
+	if len(h) != 1 || h[0].Ledger != "shop" || h[0].Bytes != int64(len(torn)) {
+		t.Fatalf("hidden tails %+v, want the torn record of shop", h)
+	}
+	li, err := ro.Ledger("shop")
+	if err != nil || li.Count != 21 || li.Head != ids[19] {
+		t.Fatalf("ledger %+v, %v; want 21 events up to %s", li, err, ids[19])
+	}
+	for i, id := range ids {
+		ev, err := ro.Get(ctx, id)
+		if err != nil || ev.Seq != uint64(i+2) {
+			t.Fatalf("Get %s: #%d, %v", id, ev.Seq, err)
+		}
+	}
+	if evs := collect(t, ro.Scan(ctx, "shop", ScanOptions{})); len(evs) != 21 {
+		t.Fatalf("scan: %d events, want 21", len(evs))
+	}
+	if ev, err := ro.GetPrefix(ctx, ids[5].String()[:28]); err != nil || ev.ID != ids[5] {
+		t.Fatalf("GetPrefix: %v", err)
+	}
+	refusesWrites(t, ro, "shop")
+	if err := ro.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sameHashes(t, before, dirHashes(t, dir))
+
+	db = openTest(t, dir)
+	defer db.Close()
+	if li, err := db.Ledger("shop"); err != nil || li.Head != ids[19] || li.Count != 21 {
+		t.Fatalf("the writer keeps %+v, %v; the reader showed up to %s", li, err, ids[19])
+	}
+}
+
+// TestReadOnlyCorruptSealedSegment: a changed byte in a sealed segment
+// makes the ledger unavailable to a reader, as to a writer.
+func TestReadOnlyCorruptSealedSegment(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := Open(dir, &Options{SegmentSize: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := db.CreateLedger(ctx, LedgerSpec{Name: "shop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if _, err := db.Append(ctx, "shop", []EventInput{order(i)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	first := filepath.Join(dir, ledgersDir, info.ID.String(), fmt.Sprintf("%020d.seg", 1))
+	b, err := os.ReadFile(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-30] ^= 0x01
+	if err := os.WriteFile(first, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := OpenReadOnly(dir, &Options{TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	u := ro.Unavailable()
+	if err := u["shop"]; !errors.Is(err, segment.ErrCorruption) || !errors.Is(err, ErrLedgerUnavailable) {
+		t.Fatalf("unavailable %v", u)
+	}
+	if _, err := ro.Ledger("other"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReadOnlyFollowsWriter: a reader beside an in-process writer sees
+// its events as they commit (Subscribe), finds them by Get, and changes
+// no byte of the directory.
+func TestReadOnlyFollowsWriter(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	w, err := Open(dir, &Options{SegmentSize: 8 << 10, CheckpointInterval: -1, WitnessInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.CreateLedger(ctx, LedgerSpec{Name: "shop"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // the witness writer's write, done
+	before := dirHashes(t, dir)
+	ro, err := OpenReadOnly(dir, &Options{FollowInterval: time.Millisecond, TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if li, err := ro.Ledger("shop"); err != nil || li.Count != 1 {
+		t.Fatalf("%+v %v", li, err)
+	}
+	refusesWrites(t, ro, "shop")
+	if err := ro.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sameHashes(t, before, dirHashes(t, dir))
+
+	ro, err = OpenReadOnly(dir, &Options{FollowInterval: time.Millisecond, TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	var want []eventid.ID
+	got := make(chan Event, 1000)
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		for ev, err := range ro.Subscribe(sctx, "shop", SubscribeOptions{AfterSeq: 1}) {
+			if err != nil {
+				close(got)
+				return
+			}
+			got <- ev
+		}
+	}()
+	for b := range 60 {
+		var evs []EventInput
+		for i := range b%5 + 1 {
+			evs = append(evs, order(b*10+i))
+		}
+		ids, err := idsOf(w.Append(ctx, "shop", evs, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, ids...)
+	}
+	deadline := time.After(10 * time.Second)
+	for i, id := range want {
+		select {
+		case ev, ok := <-got:
+			if !ok {
+				t.Fatalf("subscription ended after %d events", i)
+			}
+			if ev.ID != id || ev.Seq != uint64(i+2) {
+				t.Fatalf("event %d: %s #%d, want %s #%d", i, ev.ID, ev.Seq, id, i+2)
+			}
+		case <-deadline:
+			t.Fatalf("only %d of %d events followed", i, len(want))
+		}
+	}
+	if ev, err := ro.Get(ctx, want[len(want)-1]); err != nil || ev.Seq != uint64(len(want)+1) {
+		t.Fatalf("Get of the last event: #%d, %v", ev.Seq, err)
+	}
+	if evs := collect(t, ro.Scan(ctx, "shop", ScanOptions{})); len(evs) != len(want)+1 {
+		t.Fatalf("scan: %d events, want %d", len(evs), len(want)+1)
+	}
+}
+
+// The read-only kill test: a child process (TestEngineKillChild) appends
+// to ledgers a and b while a reader in this process follows them; the
+// child is killed with SIGKILL, the writer's Open recovers the directory
+// while the reader still follows, and every event the reader showed must
+// be in the recovered ledger at the same sequence number, with no error
+// (ErrDiverged) on the reader's side.
+//
+//	ANNAL_RO_KILLS=<n>  kills of TestReadOnlyKillLoop: default 5, 2 with
+//	                    -short or -race
+const roKillsEnv = "ANNAL_RO_KILLS"
+
+func TestReadOnlyKillLoop(t *testing.T) {
+	kills := killCount(t, roKillsEnv, 5, 2)
+	seed := rand.Uint64()
+	t.Logf("seed %d, %d kills", seed, kills)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := openTest(t, dir)
+	for _, name := range []string{"a", "b"} {
+		if _, err := db.CreateLedger(ctx, LedgerSpec{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for k := range kills {
+		ro, err := OpenReadOnly(dir, &Options{FollowInterval: time.Millisecond, TempDir: t.TempDir()})
+		if err != nil {
+			t.Fatalf("kill %d: %v", k, err)
+		}
+		var mu sync.Mutex
+		shown := map[eventid.ID]Event{}
+		var subErr error
+		sctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for _, name := range []string{"a", "b"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ev, err := range ro.Subscribe(sctx, name, SubscribeOptions{}) {
+					mu.Lock()
+					if err != nil {
+						if !errors.Is(err, context.Canceled) {
+							subErr = err
+						}
+						mu.Unlock()
+						return
+					}
+					shown[ev.ID] = ev
+					mu.Unlock()
+				}
+			}()
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^TestEngineKillChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), engineKillChildEnv+"="+dir, fmt.Sprintf("%s=%d", engineKillSeedEnv, rng.Uint64()))
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		timer := time.AfterFunc(time.Duration(200+rng.IntN(800))*time.Millisecond, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+		}
+		err = cmd.Wait()
+		timer.Stop()
+		if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || st.Signal() != syscall.SIGKILL {
+			t.Fatalf("kill %d: the child ended by itself: %v\n%s", k, err, stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond) // the reader looks at the killed writer's tail
+		// The writer's recovery, while the reader follows.
+		w, err := Open(dir, nil)
+		if err != nil {
+			t.Fatalf("kill %d: open: %v", k, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		cancel()
+		wg.Wait()
+		if err := ro.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if subErr != nil {
+			t.Fatalf("kill %d: the reader: %v", k, subErr)
+		}
+		for id, ev := range shown {
+			got, err := w.Get(ctx, id)
+			if err != nil || got.Seq != ev.Seq || got.Ledger != ev.Ledger || string(got.Data) != string(ev.Data) {
+				t.Fatalf("kill %d: the reader showed %s #%d of %s, the writer's recovery has #%d of %q (%v)", k, id, ev.Seq, ev.Ledger, got.Seq, got.Ledger, err)
+			}
+		}
+		seen += len(shown)
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if seen == 0 {
+		t.Fatal("the reader showed no event")
+	}
+	t.Logf("%d kills, %d events shown by the reader, all kept by recovery", kills, seen)
+}

@@ -1,0 +1,351 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+
+	"github.com/annal-db/annal/eventid"
+)
+
+// Errors of a read-only Log.
+var (
+	// ErrReadOnly: a write (Append, Sync) to a Log opened with
+	// OpenReadOnly.
+	ErrReadOnly = errors.New("segment: log opened read-only")
+	// ErrDiverged: a read-only Log found that the segments no longer hold
+	// what it had already shown: the record at its head was replaced, or
+	// the file was cut before it (the writer's recovery cut records the
+	// reader had seen, or the files were changed by hand). What was shown
+	// stays valid for what it was; the Log shows nothing more.
+	ErrDiverged = errors.New("segment: the segments no longer hold what a read-only log showed")
+)
+
+// Hidden describes the tail of the last segment that a read-only Log does
+// not show: records not yet completely written, or that do not verify.
+type Hidden struct {
+	At    Location // where the hidden tail begins (Size 0); zero if none
+	Bytes int64    // its size when it was last looked at
+	Why   string   // what is there: a record cut short, an unfinished batch, …
+}
+
+// roState is the state of a read-only Log, guarded by Log.roMu.
+type roState struct {
+	chain  chain  // the last record shown
+	hidden Hidden // the hidden tail of the last segment, if any
+	failed error  // ErrDiverged or corruption: Follow returns it from then on
+}
+
+// afterSizeHook, if set (tests), is called by a read-only Log between
+// the Stat that gives a segment's size and the reads of its records.
+var afterSizeHook func(seg uint64)
+
+// OpenReadOnly opens the segments of a ledger in dir to read them while a
+// writer may have them open, in this process or another. It takes no lock
+// and writes nothing: no recovery, no cut, no file created or removed.
+//
+// It verifies every record, as Open does (frame CRC, ledger, event
+// checksum, chain link, timestamps, sequence numbers), and shows the
+// longest prefix that recovery would keep, whether or not a writer is
+// running: the tail of the last segment from the first record that is
+// not complete and valid, and an unfinished batch (a last record with the
+// more flag) there, are hidden as not yet written (Hidden), never cut and
+// never reported as corruption; a last segment whose header is not yet
+// complete is not shown. A bad record in a sealed segment (one that has a
+// successor), a sealed segment that ends inside a batch, a missing
+// segment or a header that does not continue the chain is corruption
+// (*CorruptionError). Recovery never cuts a record before the first bad
+// one, nor a batch completely written, so what is shown is never cut by a
+// later Open of a writer.
+//
+// Appends and Sync return ErrReadOnly. Follow shows what the writer
+// commits after the open.
+func OpenReadOnly(dir string, opts Options) (*Log, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	l := newLog(dir, o)
+	l.ro = &roState{chain: chain{ledger: o.Ledger, id: eventid.Genesis(o.Ledger)}}
+	l.head = Head{ID: l.ro.chain.id}
+	names, err := o.FS.List(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s does not exist", ErrNoLog, dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("segment: list %s: %w", dir, err)
+	}
+	var nums []uint64
+	for _, name := range names {
+		if n, ok := parseSegmentName(name); ok {
+			nums = append(nums, n)
+		}
+	}
+	slices.Sort(nums)
+	for i, n := range nums {
+		if n != uint64(i)+1 {
+			return nil, &CorruptionError{File: o.FS.PathJoin(dir, segmentName(uint64(i)+1)), Problem: "segment missing", Expected: segmentName(uint64(i) + 1), Found: segmentName(n)}
+		}
+	}
+	// Segment 1 is the position before anything is shown; a ledger whose
+	// first header is not yet written shows nothing, as recovery would
+	// find no log.
+	l.segNum, l.size = 1, headerSize
+	l.publish()
+	if len(nums) == 0 {
+		return nil, fmt.Errorf("%w in %s", ErrNoLog, dir)
+	}
+	if _, err := l.follow(len(nums)); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// ReadOnly reports whether the Log was opened with OpenReadOnly.
+func (l *Log) ReadOnly() bool { return l.ro != nil }
+
+// HiddenTail returns the tail of the last segment that a read-only Log
+// does not show (not yet completely written, or not valid), as of its
+// last look (OpenReadOnly, Follow); the zero Hidden if none, or if the
+// Log is not read-only.
+func (l *Log) HiddenTail() Hidden {
+	if l.ro == nil {
+		return Hidden{}
+	}
+	l.roMu.Lock()
+	defer l.roMu.Unlock()
+	return l.ro.hidden
+}
+
+// Follow looks again at the segments of a read-only Log and shows the
+// records that were completed since its last look: the rest of the last
+// segment, and the segments the writer started after it. It reports
+// whether the head moved. It returns ErrDiverged if the record at the
+// head, which was shown, is no longer there (see ErrDiverged), and a
+// *CorruptionError for a bad record in a segment that is now sealed; from
+// then on every call returns that error. A segment whose size changes
+// while it is read (the writer appends, or its recovery cuts a torn
+// write) is read again at the next call, not reported. It is safe to call
+// from several goroutines, and with reads running. ErrReadOnly if the
+// Log is not read-only.
+func (l *Log) Follow() (bool, error) {
+	if l.ro == nil {
+		return false, ErrReadOnly
+	}
+	return l.follow(0)
+}
+
+// follow is Follow; known, if not 0, is the number of segments the caller
+// listed (OpenReadOnly), the last of which may still be unfinished.
+func (l *Log) follow(known int) (bool, error) {
+	l.roMu.Lock()
+	defer l.roMu.Unlock()
+	if l.ro.failed != nil {
+		return false, l.ro.failed
+	}
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return false, ErrClosed
+	}
+	before := l.head.Seq
+	err := l.followLocked(known)
+	if err != nil && (errors.Is(err, ErrDiverged) || errors.Is(err, ErrCorruption)) {
+		l.ro.failed = err
+	}
+	return l.head.Seq != before, err
+}
+
+// followLocked advances the shown position as far as the segments allow.
+// Called with roMu held.
+func (l *Log) followLocked(known int) error {
+	if err := l.checkHead(); err != nil {
+		return err
+	}
+	for {
+		next := l.segNum + 1
+		// Whether the segment has a successor is asked before its size:
+		// a segment is synced, whole, before the next one is created, so
+		// if the next one exists, the size read after is final.
+		sealed, err := l.segmentExists(next)
+		if err != nil {
+			return err
+		}
+		done, err := l.scanActive(sealed)
+		if err != nil || !sealed || !done {
+			return err
+		}
+		// The successor must have a whole header that continues the
+		// chain. One not yet completely written (the writer is creating
+		// it) is looked at again next time.
+		s, err := readHeader(l.fs, l.dir, next, l.ledger)
+		if errors.Is(err, errShortHeader) {
+			s.file.Close()
+			if known > 0 && int(next) < known {
+				return &CorruptionError{File: s.name, Problem: "segment header missing in a sealed segment", Expected: fmt.Sprintf("%d header bytes", headerSize), Found: fmt.Sprintf("a file of %d bytes", s.size)}
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		s.file.Close()
+		if s.hdr.prevID != l.ro.chain.id || s.hdr.prevSeq != l.ro.chain.seq {
+			return &CorruptionError{File: s.name, Offset: 24, Problem: "segment does not continue the chain of the segment before",
+				Expected: fmt.Sprintf("%s #%d", l.ro.chain.id, l.ro.chain.seq), Found: fmt.Sprintf("%s #%d", s.hdr.prevID, s.hdr.prevSeq)}
+		}
+		l.segNum, l.size = next, headerSize
+		l.ro.hidden = Hidden{}
+		l.publish()
+	}
+}
+
+// segmentExists reports whether segment n of the Log's directory exists.
+func (l *Log) segmentExists(n uint64) (bool, error) {
+	_, err := l.fs.Stat(l.fs.PathJoin(l.dir, segmentName(n)))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("segment: stat %s: %w", segmentName(n), err)
+	}
+	return true, nil
+}
+
+// checkHead returns ErrDiverged if the record at the head that the Log
+// showed is no longer in its segment as it was.
+func (l *Log) checkHead() error {
+	h := l.head
+	if h.Seq == 0 {
+		return nil
+	}
+	f, err := l.readFile(h.Loc.Segment)
+	if err != nil {
+		return err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("segment: stat %s: %w", segmentName(h.Loc.Segment), err)
+	}
+	r, err := readRecord(f, segmentName(h.Loc.Segment), h.Loc, st.Size())
+	if err != nil && !errors.Is(err, ErrCorruption) {
+		return err
+	}
+	if err != nil || r.ID != h.ID || r.Seq != h.Seq {
+		found := fmt.Sprintf("the segment is %d bytes", st.Size())
+		if r != nil {
+			found = fmt.Sprintf("record %s #%d there", r.ID, r.Seq)
+		}
+		return fmt.Errorf("%w: %s: record %s #%d at offset %d was shown, %s", ErrDiverged, segmentName(h.Loc.Segment), h.ID, h.Seq, h.Loc.Offset, found)
+	}
+	return nil
+}
+
+// scanActive verifies the records of the active segment after the shown
+// end and shows those that recovery would keep. sealed says that the
+// segment has a successor: then a bad record or an unfinished batch is
+// corruption, and done reports that the segment was read to its end.
+// Called with roMu held.
+func (l *Log) scanActive(sealed bool) (done bool, err error) {
+	f, err := l.readFile(l.segNum)
+	if err != nil {
+		return false, err
+	}
+	name := l.fs.PathJoin(l.dir, segmentName(l.segNum))
+	st, err := f.Stat()
+	if err != nil {
+		return false, fmt.Errorf("segment: stat %s: %w", name, err)
+	}
+	size := st.Size()
+	if afterSizeHook != nil {
+		afterSizeHook(l.segNum)
+	}
+	if size < l.size {
+		// Cut before what was shown: checkHead said the head is there,
+		// so this is a cut that came after it; look again next time.
+		return false, nil
+	}
+	if l.size == headerSize {
+		// The header of a segment not yet shown (a ledger's first
+		// segment at open): it must be whole and of this ledger.
+		if size < headerSize {
+			l.ro.hidden = Hidden{At: Location{Segment: l.segNum, Offset: 0}, Bytes: size, Why: "segment header not yet written"}
+			return false, nil
+		}
+		s, err := readHeader(l.fs, l.dir, l.segNum, l.ledger)
+		if errors.Is(err, errShortHeader) {
+			s.file.Close()
+			l.ro.hidden = Hidden{At: Location{Segment: l.segNum, Offset: 0}, Bytes: size, Why: "segment header not yet written"}
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		s.file.Close()
+		if s.hdr.prevID != l.ro.chain.id || s.hdr.prevSeq != l.ro.chain.seq {
+			return false, &CorruptionError{File: name, Offset: 24, Problem: "segment does not continue the chain",
+				Expected: fmt.Sprintf("%s #%d", l.ro.chain.id, l.ro.chain.seq), Found: fmt.Sprintf("%s #%d", s.hdr.prevID, s.hdr.prevSeq)}
+		}
+	}
+	sc := newScanner(f, name, l.size, size, l.ro.chain)
+	// The last record shown and the end of the last whole batch.
+	c, head, end := l.ro.chain, l.head, l.size
+	var open int64 = -1 // the first record of an unfinished batch
+	for {
+		ok, bad, err := sc.next()
+		if err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+				// The file was cut while it was read: look again.
+				break
+			}
+			return false, err
+		}
+		if !ok {
+			if bad != nil {
+				if sealed {
+					return false, bad.corruption(name)
+				}
+				if open >= 0 {
+					// The batch it belongs to is hidden with it.
+					l.setHidden(open, size, "a batch not yet completely written: "+bad.problem)
+				} else {
+					l.setHidden(bad.offset, size, bad.problem)
+				}
+			} else if open >= 0 {
+				if sealed {
+					return false, &CorruptionError{File: name, Offset: open, Problem: "sealed segment ends inside a batch", Expected: "a last record without the more flag", Found: "the end of the segment"}
+				}
+				l.setHidden(open, size, "a batch not yet completely written")
+			} else {
+				l.ro.hidden = Hidden{}
+				done = true
+			}
+			break
+		}
+		if sc.rec.more {
+			if open < 0 {
+				open = sc.location(l.segNum).Offset
+			}
+			continue
+		}
+		open = -1
+		c, end = sc.chain, sc.off
+		head = Head{ID: c.id, Seq: c.seq, Loc: sc.location(l.segNum)}
+	}
+	if end != l.size {
+		l.ro.chain, l.head, l.size = c, head, end
+		l.markDurable(head)
+		l.publish()
+	}
+	return done, nil
+}
+
+// setHidden records the hidden tail of the active segment, from offset
+// off of a segment of size bytes.
+func (l *Log) setHidden(off, size int64, why string) {
+	l.ro.hidden = Hidden{At: Location{Segment: l.segNum, Offset: off}, Bytes: size - off, Why: why}
+}
