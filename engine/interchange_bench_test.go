@@ -139,7 +139,11 @@ func BenchmarkImport(b *testing.B) {
 // import (which run in the background, and allocate) are done or stopped
 // and the kernel has written back the import's dirty pages.
 func importedLedger(b *testing.B) (*DB, LedgerInfo, int) {
-	n := benchEvents()
+	return importedLedgerOf(b, benchEvents())
+}
+
+// importedLedgerOf is importedLedger of n events.
+func importedLedgerOf(b *testing.B, n int) (*DB, LedgerInfo, int) {
 	tmp := b.TempDir()
 	path, _ := writeSyntheticLedger(b, tmp, n)
 	dir := filepath.Join(tmp, "data")

@@ -2,6 +2,7 @@ package tree
 
 import (
 	"errors"
+	"fmt"
 	"math/bits"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -56,6 +57,7 @@ type frontier struct {
 	// fallback serves the stored hashes not in the frontier (nil: none).
 	fallback tlog.HashReader
 	out      [64]Hash // ReadHashes's result, reused
+	added    [65]Hash // add's result, reused: a leaf and up to 64 levels
 }
 
 // ReadHashes implements tlog.HashReader from the frontier, and fallback
@@ -105,14 +107,40 @@ func (f *frontier) ReadHashes(indexes []int64) ([]Hash, error) {
 }
 
 // add appends a leaf and returns its stored hashes: the leaf hash, then
-// the hash of each subtree it completes, from level 1 up.
+// the hash of each subtree it completes, from level 1 up (those of
+// tlog.StoredHashesForRecordHash). The slice is f's own, overwritten by
+// the next add: nothing is allocated per leaf. Leaf n completes one
+// subtree per trailing 1 bit of n, each the hash of the frontier's
+// subtree at that level (its left sibling) and the one below.
 func (f *frontier) add(leaf Hash) ([]Hash, error) {
-	hashes, err := tlog.StoredHashesForRecordHash(int64(f.n), leaf, f)
-	if err != nil {
-		return nil, err
+	if f.n >= maxSize {
+		return nil, fmt.Errorf("%w: leaf %d", ErrRange, f.n)
+	}
+	hashes := append(f.added[:0], leaf)
+	h := leaf
+	for l := 0; f.n&(1<<uint(l)) != 0; l++ {
+		left, err := f.level(l)
+		if err != nil {
+			return nil, err
+		}
+		h = tlog.NodeHash(left, h)
+		hashes = append(hashes, h)
 	}
 	f.push(hashes)
 	return hashes, nil
+}
+
+// level returns the frontier's hash at level l (bit l of f.n set): from
+// the frontier, or else read through fallback.
+func (f *frontier) level(l int) (Hash, error) {
+	if f.have&(1<<uint(l)) != 0 {
+		return f.hash[l], nil
+	}
+	got, err := f.ReadHashes([]int64{tlog.StoredHashIndex(l, int64(f.n>>uint(l))-1)})
+	if err != nil {
+		return Hash{}, err
+	}
+	return got[0], nil
 }
 
 // push records the stored hashes of leaf f.n (as add computed them) and
