@@ -11,7 +11,8 @@ import (
 // FuzzCanonicalize checks, for any input, that canon never panics and that
 // whatever it accepts comes out as valid JSON that is stable under another
 // canonicalization and means the same as the input. Members and Unquote
-// must agree with Append on what is valid.
+// must agree with Append on what is valid, and what ScanCanonical confirms
+// must be what Append writes.
 func FuzzCanonicalize(f *testing.F) {
 	// The seed corpus is in testdata/fuzz/FuzzCanonicalize.
 	f.Fuzz(func(t *testing.T, src []byte) {
@@ -60,6 +61,13 @@ func FuzzCanonicalize(f *testing.F) {
 			t.Fatalf("Members(%q) = %v, Append gave %v", src, memberErr, err)
 		case err == nil && (memberErr == nil) != (out[0] == '{'):
 			t.Fatalf("Members(%q) = %v for canonical form %q", src, memberErr, out)
+		}
+
+		if n, ok := ScanCanonical(src); ok {
+			got, cerr := Append(nil, src[:n])
+			if cerr != nil || !bytes.Equal(got, src[:n]) {
+				t.Fatalf("ScanCanonical(%q) confirms %q as canonical, Append gives %q, %v", src, src[:n], got, cerr)
+			}
 		}
 
 		text, uerr := Unquote(nil, src)

@@ -481,19 +481,31 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 	if name == "" {
 		name = id.String()
 	}
-	if err := l.catchUp(checkpoint, name); err != nil {
+	// Rebuilding the index rebuilds every tree file too (recoverTree):
+	// catchUp from the first record writes the new one beside the old, in
+	// the same pass over the segments.
+	var built *tree.File
+	if db.opts.RebuildIndex && checkpoint.Seq == 0 {
+		if built, err = createTreeTmp(db.fs, dir, id); err != nil {
+			log.Close()
+			return nil, err
+		}
+	}
+	if err := l.catchUpTree(checkpoint, name, built); err != nil {
 		log.Close()
+		discardTreeTmp(db.fs, dir, built)
 		return nil, err
 	}
 	if !haveMeta || m.Genesis.IsZero() {
 		if m, err = metaFromGenesis(log); err != nil {
 			log.Close()
+			discardTreeTmp(db.fs, dir, built)
 			return nil, err
 		}
 	}
 	l.meta = m
 	// The Merkle tree, once the segments are recovered and indexed.
-	if err := db.recoverTree(l); err != nil {
+	if err := db.recoverTree(l, built); err != nil {
 		log.Close()
 		return nil, err
 	}
@@ -611,8 +623,11 @@ func (db *DB) rebuildIndex(err error) (*index.Index, error) {
 }
 
 // progressEvery is how many records catchUp indexes between two calls of
-// Options.Progress: a multiple of its batches of 4096.
-const progressEvery = 64 * 4096
+// Options.Progress: a multiple of its batches of catchUpBatch.
+const progressEvery = 16 * catchUpBatch
+
+// catchUpBatch is how many records catchUp gathers into one index batch.
+const catchUpBatch = 4096
 
 // errRebuildAsked is why the index is rebuilt with Options.RebuildIndex.
 var errRebuildAsked = errors.New("Options.RebuildIndex")
@@ -648,13 +663,30 @@ func (db *DB) removeLedgerDir(id eventid.LedgerID) error {
 // the end; name names the ledger there ("": no progress, for Import,
 // which reports its own).
 func (l *ledger) catchUp(from segment.Head, name string) error {
+	return l.catchUpTree(from, name, nil)
+}
+
+// catchUpTree is catchUp that also appends the leaf of every record it
+// reads to tf, if not nil (a tree file being rebuilt, from the first
+// record: see recoverLedger).
+//
+// Two goroutines share the work: this one reads the segments and builds
+// index batches of catchUpBatch records (and the tree's leaves), the
+// other commits them, in order, while the next is built.
+func (l *ledger) catchUpTree(from segment.Head, name string, tf *tree.File) error {
 	seg, off := uint64(1), int64(segment.FirstOffset)
 	if from.Seq != 0 {
 		seg, off = from.Loc.Segment, from.Loc.End()
 	}
 	it := l.log.NewIterator(seg, off)
+	progress := l.db.opts.Progress
+	if name == "" {
+		progress = nil
+	}
+	what := "index ledger " + name
+	total := int64(l.log.Head().Seq - from.Seq)
+	c := l.db.startCommitter()
 	b := l.db.idx.NewBatch()
-	defer func() { b.Close() }()
 	if from.Seq == 0 {
 		// Indexed from the first record (no progress marker, or
 		// FullVerifyOnOpen): the blocks and postings of an earlier
@@ -662,33 +694,37 @@ func (l *ledger) catchUp(from segment.Head, name string) error {
 		// deletes them first.
 		b.DeleteEvents(l.log.Ledger())
 	}
-	progress := l.db.opts.Progress
-	if name == "" {
-		progress = nil
-	}
-	what := "index ledger " + name
-	total := int64(l.log.Head().Seq - from.Seq)
 	n, added := 0, 0
 	var head segment.Head
+	var leaves treeLeaves
 	// The digest of each idempotent batch is computed over its records,
 	// as the append computed it (reindexer); a batch's first record is
 	// added at its last, and no progress marker is committed in between.
 	var rx reindexer
 	emit := func(r *index.Record) { b.Add(l.log.Ledger(), r) }
+	fail := func(err error) error {
+		b.Close()
+		c.finish()
+		return err
+	}
 	for it.Next() {
 		r := it.Record()
 		if err := rx.add(r, it.Location(), emit); err != nil {
-			return fmt.Errorf("ledger %s: %w", l.log.Ledger(), err)
+			return fail(fmt.Errorf("ledger %s: %w", l.log.Ledger(), err))
+		}
+		if tf != nil {
+			if err := leaves.add(tf, r); err != nil {
+				return fail(fmt.Errorf("ledger %s: rebuild the tree file: %w", l.log.Ledger(), err))
+			}
 		}
 		head = segment.Head{ID: r.ID, Seq: r.Seq, Loc: it.Location()}
 		n++
-		if added++; added >= 4096 && !rx.open() {
+		if added++; added >= catchUpBatch && !rx.open() {
 			added = 0
 			b.SetProgressDurable(l.log.Ledger(), head, l.log.Durable())
-			if err := b.Commit(false); err != nil {
-				return err
+			if !c.commit(b) {
+				return c.finish()
 			}
-			b.Close()
 			b = l.db.idx.NewBatch()
 		}
 		if progress != nil && n%progressEvery == 0 {
@@ -696,24 +732,106 @@ func (l *ledger) catchUp(from segment.Head, name string) error {
 		}
 	}
 	if err := it.Err(); err != nil {
-		return err
+		return fail(err)
 	}
 	if err := rx.end(); err != nil {
-		return fmt.Errorf("ledger %s: %w", l.log.Ledger(), err)
+		return fail(fmt.Errorf("ledger %s: %w", l.log.Ledger(), err))
+	}
+	if tf != nil {
+		if err := leaves.flush(tf); err != nil {
+			return fail(fmt.Errorf("ledger %s: rebuild the tree file: %w", l.log.Ledger(), err))
+		}
 	}
 	if head.Seq != 0 {
 		b.SetProgressDurable(l.log.Ledger(), head, l.log.Durable())
-		if err := b.Commit(false); err != nil {
-			return err
+		if !c.commit(b) {
+			return c.finish()
 		}
-		if progress != nil {
-			progress(what, int64(n), total)
-		}
+	} else {
+		b.Close()
+	}
+	if err := c.finish(); err != nil {
+		return err
+	}
+	if head.Seq != 0 && progress != nil {
+		progress(what, int64(n), total)
 	}
 	l.idxMu.Lock() // a read-only DB's readers may be looking (readonly.go)
 	l.indexed, l.idxHead = l.log.Head().Seq, l.log.Head()
 	l.idxMu.Unlock()
 	return nil
+}
+
+// committer commits index batches on a goroutine of its own, in the order
+// given, while the caller builds the next: see catchUpTree.
+type committer struct {
+	queue  chan *index.Batch
+	failed chan struct{} // closed once a commit failed
+	done   chan struct{} // closed once the goroutine ended
+	err    error         // the first commit's error; read after done
+}
+
+// startCommitter starts a committer.
+func (db *DB) startCommitter() *committer {
+	c := &committer{queue: make(chan *index.Batch, 1), failed: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		for b := range c.queue {
+			if c.err == nil {
+				if c.err = b.Commit(false); c.err != nil {
+					close(c.failed)
+				}
+			}
+			b.Close()
+		}
+	}()
+	return c
+}
+
+// commit queues b, which the committer commits and closes. It reports
+// false, closing b, if an earlier commit failed (finish tells why).
+func (c *committer) commit(b *index.Batch) bool {
+	select {
+	case c.queue <- b:
+		return true
+	case <-c.failed:
+		b.Close()
+		return false
+	}
+}
+
+// finish waits for the batches queued to be committed, ends the
+// goroutine, and returns the first commit's error.
+func (c *committer) finish() error {
+	close(c.queue)
+	<-c.done
+	return c.err
+}
+
+// treeLeaves gathers the leaves of records for a tree file, appending
+// them treeChunk at a time.
+type treeLeaves struct {
+	leaves []tree.Hash
+	buf    []byte
+}
+
+func (t *treeLeaves) add(f *tree.File, r *segment.Record) error {
+	var h tree.Hash
+	h, t.buf = leafHash(t.buf, r)
+	t.leaves = append(t.leaves, h)
+	if len(t.leaves) >= treeChunk {
+		return t.flush(f)
+	}
+	return nil
+}
+
+func (t *treeLeaves) flush(f *tree.File) error {
+	if len(t.leaves) == 0 {
+		return nil
+	}
+	err := f.Append(t.leaves)
+	t.leaves = t.leaves[:0]
+	return err
 }
 
 // Unavailable returns the ledgers that failed recovery when the DB opened,

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 	"unsafe"
@@ -37,6 +38,10 @@ var importCommitHook func(step string)
 // importBatchBytes is how much event data (canonical meta and data) an
 // import gathers into one segment append. A variable for tests.
 var importBatchBytes = 4 << 20
+
+// importChunkBytes is the size of the chunks of input that an import
+// parses in parallel (ndjson.ChunkReader). A variable for tests.
+var importChunkBytes = ndjson.DefaultChunkBytes
 
 // ImportOptions are the options of Import.
 type ImportOptions struct {
@@ -108,9 +113,9 @@ func (db *DB) Import(ctx context.Context, r io.Reader, opts ImportOptions) (Ledg
 			return LedgerInfo{}, fmt.Errorf("engine: import: %w", err)
 		}
 	}
-	in := &countingReader{r: r}
-	im := &importer{db: db, ctx: ctx, opts: opts, in: in, rd: ndjson.NewReader(in), v: ndjson.NewVerifier()}
+	im := &importer{db: db, ctx: ctx, opts: opts, rd: ndjson.NewChunkReader(r, runtime.GOMAXPROCS(0), importChunkBytes), v: ndjson.NewVerifier()}
 	info, err := im.run()
+	im.rd.Close()
 	if err != nil {
 		im.cleanup()
 		if c := ctx.Err(); c != nil && errors.Is(err, c) {
@@ -179,9 +184,16 @@ type importer struct {
 	db   *DB
 	ctx  context.Context
 	opts ImportOptions
-	in   *countingReader
-	rd   *ndjson.Reader
+	rd   *ndjson.ChunkReader
 	v    *ndjson.Verifier
+
+	// The chunk of parsed lines being read, the next event's place in it,
+	// the number of the line last read, and the input read up to the end
+	// of the chunk.
+	chunk *ndjson.Chunk
+	pos   int
+	line  int
+	bytes int64
 
 	name string
 	id   eventid.LedgerID
@@ -190,11 +202,12 @@ type importer struct {
 	tree *tree.File // the tree, built in tmp as the events are written
 	leaf []byte     // scratch space for leaf bytes
 
-	// The batch being gathered: entries whose Meta and Data point into
-	// arena, and the line of the first entry.
-	entries   []segment.Entry
-	arena     []byte
-	firstLine int
+	// The batch being gathered: entries whose names, Meta and Data point
+	// into the chunks' events (which stay valid), the size of their meta
+	// and data, and the line of the first entry.
+	entries    []segment.Entry
+	batchBytes int
+	firstLine  int
 	batch     segment.Batch
 	ck        Checkpoint // signed once every event is written
 }
@@ -282,7 +295,6 @@ func (im *importer) run() (LedgerInfo, error) {
 	}); err != nil {
 		return LedgerInfo{}, err
 	}
-	im.arena = make([]byte, 0, importBatchBytes)
 	if err := im.add(ev); err != nil {
 		return LedgerInfo{}, err
 	}
@@ -335,7 +347,7 @@ func (im *importer) run() (LedgerInfo, error) {
 		return LedgerInfo{}, err
 	}
 	if im.opts.Progress != nil {
-		im.opts.Progress(int64(head.Seq), im.in.n)
+		im.opts.Progress(int64(head.Seq), im.bytes)
 	}
 	if err := db.stopped(im.ctx); err != nil {
 		return LedgerInfo{}, err
@@ -349,15 +361,29 @@ func (im *importer) run() (LedgerInfo, error) {
 }
 
 // next reads and verifies the next line. Errors name the line and match
-// ErrInvalid; io.EOF is returned as it is.
+// ErrInvalid; io.EOF is returned as it is. The lines are parsed ahead, in
+// parallel (ndjson.ChunkReader); verifying the chain and applying the
+// DB's rules is done here, in input order, so the first bad line is the
+// one reported.
 func (im *importer) next() (*ndjson.Event, error) {
-	ev, err := im.rd.Next()
+	var err error
+	for err == nil && (im.chunk == nil || im.pos == len(im.chunk.Events)) {
+		im.chunk, err = im.rd.Next()
+		im.pos = 0
+		if err == nil {
+			im.bytes = im.chunk.End
+		}
+	}
 	if err == io.EOF {
 		return nil, err
 	}
+	var ev *ndjson.Event
 	if err == nil {
+		ev = &im.chunk.Events[im.pos]
+		im.line = im.chunk.FirstLine + im.pos
+		im.pos++
 		if err = im.v.Verify(ev); err != nil {
-			err = &ndjson.LineError{Line: im.rd.Line(), Err: err}
+			err = &ndjson.LineError{Line: im.line, Err: err}
 		}
 	}
 	if err == nil {
@@ -366,7 +392,7 @@ func (im *importer) next() (*ndjson.Event, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: import: %w", ErrInvalid, err)
 	}
-	if im.rd.Line()%checkEvery == 0 {
+	if im.line%checkEvery == 0 {
 		if err := im.db.stopped(im.ctx); err != nil {
 			return nil, err
 		}
@@ -378,36 +404,31 @@ func (im *importer) next() (*ndjson.Event, error) {
 func (im *importer) check(ev *ndjson.Event) error {
 	for _, f := range [...]struct{ what, v string }{{"entity", ev.Entity}, {"key", ev.Key}, {"event name", ev.Event}} {
 		if p := nameProblem(f.v); p != "" {
-			return &ndjson.LineError{Line: im.rd.Line(), Err: fmt.Errorf("%s %s", f.what, p)}
+			return &ndjson.LineError{Line: im.line, Err: fmt.Errorf("%s %s", f.what, p)}
 		}
 	}
 	if n := len(ev.Meta) + len(ev.Data); n > im.db.opts.MaxEventSize {
-		return &ndjson.LineError{Line: im.rd.Line(), Err: fmt.Errorf("meta and data are %d bytes in canonical form, the limit (Options.MaxEventSize) is %d", n, im.db.opts.MaxEventSize)}
+		return &ndjson.LineError{Line: im.line, Err: fmt.Errorf("meta and data are %d bytes in canonical form, the limit (Options.MaxEventSize) is %d", n, im.db.opts.MaxEventSize)}
 	}
 	return nil
 }
 
 // add adds a verified event to the batch, writing the batch first if the
-// event's meta and data do not fit in the arena.
+// event's meta and data would take it over importBatchBytes. The entry
+// points into the event, which a ChunkReader's chunk keeps valid.
 func (im *importer) add(ev *ndjson.Event) error {
-	if len(im.arena)+len(ev.Meta)+len(ev.Data) > cap(im.arena) && len(im.entries) > 0 {
+	n := len(ev.Meta) + len(ev.Data)
+	if im.batchBytes+n > importBatchBytes && len(im.entries) > 0 {
 		if err := im.flush(); err != nil {
 			return err
 		}
 	}
 	if len(im.entries) == 0 {
-		im.firstLine = im.rd.Line()
+		im.firstLine = im.line
 	}
-	// The arena does not grow while the batch holds slices of it, except
-	// for a single event larger than it (then it is reallocated, and the
-	// batch holds only that event).
-	start := len(im.arena)
-	im.arena = append(im.arena, ev.Meta...)
-	mid := len(im.arena)
-	im.arena = append(im.arena, ev.Data...)
-	end := len(im.arena)
+	im.batchBytes += n
 	im.entries = append(im.entries, segment.Entry{Entity: ev.Entity, Key: ev.Key, Event: ev.Event,
-		Meta: im.arena[start:mid:mid], Data: im.arena[mid:end:end], Micros: ev.Micros, ID: ev.ID})
+		Meta: ev.Meta, Data: ev.Data, Micros: ev.Micros, ID: ev.ID})
 	return nil
 }
 
@@ -441,13 +462,11 @@ func (im *importer) flush() error {
 		}
 		return err
 	}
-	clear(im.entries) // drop the names' strings
+	clear(im.entries) // let the chunks go
 	im.entries = im.entries[:0]
-	if im.arena = im.arena[:0]; cap(im.arena) > importBatchBytes {
-		im.arena = make([]byte, 0, importBatchBytes)
-	}
+	im.batchBytes = 0
 	if im.opts.Progress != nil {
-		im.opts.Progress(int64(seq), im.in.n)
+		im.opts.Progress(int64(seq), im.bytes)
 	}
 	return nil
 }
@@ -641,18 +660,6 @@ func genesisName(ev *ndjson.Event) string {
 		return data.Name
 	}
 	return ev.Key
-}
-
-// countingReader counts the bytes read through it.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // ExportOptions are the options of Export. The zero value exports the

@@ -441,8 +441,18 @@ func (db *DB) TreeRebuilt() map[string]error {
 // unavailable) when the checkpoint file is not one this DB's key signed
 // for this ledger, or says more events than the segments hold, or when
 // the segments do not give the signed root.
-func (db *DB) recoverTree(l *ledger) error {
+//
+// built, if not nil, is the tree file catchUp wrote beside the old one
+// (treeFileName+".tmp") from every record, when the index is rebuilt:
+// rebuildTree then uses it instead of reading the segments again.
+// recoverTree closes it, or removes it if it does not use it.
+func (db *DB) recoverTree(l *ledger, built *tree.File) (err error) {
 	fs, dir, id := db.fs, l.log.Dir(), l.meta.ID
+	defer func() {
+		if built != nil {
+			discardTreeTmp(fs, dir, built)
+		}
+	}()
 	head := l.log.Head().Seq
 	ckPath := fs.PathJoin(dir, checkpointFileName)
 	var ck *Checkpoint
@@ -506,7 +516,9 @@ func (db *DB) recoverTree(l *ledger) error {
 		}
 	}
 	if f == nil {
-		if f, err = db.rebuildTree(l, ck, ckPath); err != nil {
+		f, err = db.rebuildTree(l, ck, ckPath, built)
+		built = nil // rebuildTree's now
+		if err != nil {
 			return err
 		}
 		if db.treeRebuilt == nil {
@@ -559,20 +571,25 @@ func (db *DB) keyReplacedText() string {
 // and, if ck is not nil, once its root at ck's size is the signed root
 // (otherwise the ledger is refused with ErrRewritten and the files are
 // left as they are).
-func (db *DB) rebuildTree(l *ledger, ck *Checkpoint, ckPath string) (*tree.File, error) {
+//
+// built, if not nil, is that temporary file, already holding leaves from
+// the first record on (see recoverTree); rebuildTree adds what it lacks.
+func (db *DB) rebuildTree(l *ledger, ck *Checkpoint, ckPath string, built *tree.File) (*tree.File, error) {
 	fs, dir, id := db.fs, l.log.Dir(), l.meta.ID
 	tmp, path := fs.PathJoin(dir, treeFileName+".tmp"), fs.PathJoin(dir, treeFileName)
-	fs.Remove(tmp)
-	f, err := tree.Create(fs, tmp, uint32(id))
-	if err != nil {
-		return nil, fmt.Errorf("rebuild the tree file: %w", err)
+	f := built
+	if f == nil {
+		var err error
+		if f, err = createTreeTmp(fs, dir, id); err != nil {
+			return nil, err
+		}
 	}
 	fail := func(err error) (*tree.File, error) {
 		f.Close()
 		fs.Remove(tmp)
 		return nil, err
 	}
-	if err := l.extendTreeFrom(f, 0); err != nil {
+	if err := l.extendTreeFrom(f, f.Size()); err != nil {
 		return fail(fmt.Errorf("rebuild the tree file: %w", err))
 	}
 	if ck != nil {
@@ -595,10 +612,32 @@ func (db *DB) rebuildTree(l *ledger, ck *Checkpoint, ckPath string) (*tree.File,
 		fs.Remove(tmp)
 		return nil, fmt.Errorf("rebuild the tree file: %w", err)
 	}
-	if f, err = tree.OpenFile(fs, path, uint32(id)); err != nil {
+	f, err := tree.OpenFile(fs, path, uint32(id))
+	if err != nil {
 		return nil, fmt.Errorf("open the rebuilt tree file: %w", err)
 	}
 	return f, nil
+}
+
+// createTreeTmp creates the temporary file (treeFileName+".tmp") in which
+// the tree file of the ledger in dir is rebuilt, replacing any earlier one.
+func createTreeTmp(fs vfs.FS, dir string, id eventid.LedgerID) (*tree.File, error) {
+	tmp := fs.PathJoin(dir, treeFileName+".tmp")
+	fs.Remove(tmp)
+	f, err := tree.Create(fs, tmp, uint32(id))
+	if err != nil {
+		return nil, fmt.Errorf("rebuild the tree file: %w", err)
+	}
+	return f, nil
+}
+
+// discardTreeTmp closes and removes f, the temporary tree file of the
+// ledger in dir made by createTreeTmp, if not nil.
+func discardTreeTmp(fs vfs.FS, dir string, f *tree.File) {
+	if f != nil {
+		f.Close()
+		fs.Remove(fs.PathJoin(dir, treeFileName+".tmp"))
+	}
 }
 
 // extendTreeFrom appends to f (of n leaves) the leaves of the ledger's

@@ -56,9 +56,17 @@ type Reader struct {
 	line         int
 	maxLineBytes int
 	buf          []byte
-	canon        canon.Canonicalizer
+	p            lineParser
 	ev           Event
-	fields       [numFields]bool
+}
+
+// lineParser parses lines into Events, keeping scratch space from one line
+// to the next. It is not safe for concurrent use.
+type lineParser struct {
+	canon  canon.Canonicalizer
+	fields [numFields]bool
+	// Meta and data canonicalized by the slow path (parseSlow).
+	meta, data []byte
 }
 
 // NewReader returns a Reader of r with [DefaultMaxLineBytes] as its line limit.
@@ -84,7 +92,7 @@ func (r *Reader) Next() (*Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.parse(line); err != nil {
+	if err := r.p.parse(line, &r.ev, false); err != nil {
 		return nil, &LineError{Line: r.line, Err: err}
 	}
 	return &r.ev, nil
@@ -149,45 +157,62 @@ const (
 
 var fieldNames = [numFields]string{"entity", "key", "event", "eventId", "timestamp", "meta", "data"}
 
-func (r *Reader) parse(line []byte) error {
+// parse parses line into ev: by the fast path when the line is in the
+// form an export writes (parseFast), otherwise by the slow one, which
+// gives the canonical form or the error. With stable set, line's bytes
+// never change: ev's names and its Meta and Data may then point into them.
+// Otherwise ev's names are strings of their own and its Meta and Data are
+// valid until line or the parser's next call changes.
+func (p *lineParser) parse(line []byte, ev *Event, stable bool) error {
+	if p.parseFast(line, ev, stable) {
+		return nil
+	}
+	return p.parseSlow(line, ev)
+}
+
+// parseSlow parses line by canon's rules (Members, then Append for meta
+// and data), as every line was parsed before the fast path: it defines
+// the errors, and what the fast path must agree with.
+func (p *lineParser) parseSlow(line []byte, ev *Event) error {
 	if len(bytes.TrimSpace(line)) == 0 {
 		return ErrEmptyLine
 	}
-	r.fields = [numFields]bool{}
-	ev := &r.ev
+	p.fields = [numFields]bool{}
 	err := canon.Members(line, func(name string, value []byte) error {
 		f := fieldIndex(name)
 		if f < 0 {
 			return fmt.Errorf("%w %q", ErrUnknownField, name)
 		}
-		r.fields[f] = true
+		p.fields[f] = true
 		var err error
 		switch f {
 		case fieldEntity:
-			ev.Entity, err = r.str(name, value)
+			ev.Entity, err = str(name, value)
 		case fieldKey:
-			ev.Key, err = r.str(name, value)
+			ev.Key, err = str(name, value)
 		case fieldEvent:
-			ev.Event, err = r.str(name, value)
+			ev.Event, err = str(name, value)
 		case fieldEventID:
-			ev.ID, err = r.eventID(value)
+			ev.ID, err = parseEventID(value)
 		case fieldTimestamp:
-			ev.Micros, err = r.timestamp(value)
+			ev.Micros, err = timestamp(value)
 		case fieldMeta:
-			if ev.Meta, err = canon.AppendObject(ev.Meta[:0], value); err != nil {
+			if p.meta, err = p.canon.AppendObject(p.meta[:0], value); err != nil {
 				err = fmt.Errorf("meta: %w", err)
 			}
+			ev.Meta = p.meta
 		case fieldData:
-			if ev.Data, err = r.canon.Append(ev.Data[:0], value); err != nil {
+			if p.data, err = p.canon.Append(p.data[:0], value); err != nil {
 				err = fmt.Errorf("data: %w", err)
 			}
+			ev.Data = p.data
 		}
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	for f, seen := range r.fields {
+	for f, seen := range p.fields {
 		if !seen {
 			return fmt.Errorf("%w %q", ErrMissingField, fieldNames[f])
 		}
@@ -204,7 +229,7 @@ func fieldIndex(name string) int {
 	return -1
 }
 
-func (r *Reader) str(name string, value []byte) (string, error) {
+func str(name string, value []byte) (string, error) {
 	if len(value) == 0 || value[0] != '"' {
 		return "", fmt.Errorf("%w: %s must be a string", ErrFieldType, name)
 	}
@@ -215,7 +240,7 @@ func (r *Reader) str(name string, value []byte) (string, error) {
 	return string(s), nil
 }
 
-func (r *Reader) eventID(value []byte) (eventid.ID, error) {
+func parseEventID(value []byte) (eventid.ID, error) {
 	if len(value) != 34 || value[0] != '"' || value[33] != '"' {
 		return eventid.ID{}, fmt.Errorf("%w: eventId must be a string of 32 hex characters, found %s", ErrFieldType, clip(value))
 	}
@@ -227,7 +252,18 @@ func (r *Reader) eventID(value []byte) (eventid.ID, error) {
 }
 
 // timestamp reads "YYYY-MM-DDTHH:MM:SS.fffZ" or "….ffffffZ" to the µs.
-func (r *Reader) timestamp(value []byte) (uint64, error) {
+// It gives the errors; fastTimestamp is what parses nearly every line.
+func timestamp(value []byte) (uint64, error) {
+	if len(value) >= 2 && value[0] == '"' && value[len(value)-1] == '"' {
+		if us, ok := fastTimestamp(value[1 : len(value)-1]); ok {
+			return us, nil
+		}
+	}
+	return slowTimestamp(value)
+}
+
+// slowTimestamp is timestamp by time.Parse, with the errors.
+func slowTimestamp(value []byte) (uint64, error) {
 	bad := func(why string) error {
 		return fmt.Errorf("%w %s: %s (want ISO-8601 UTC with 3 or 6 fraction digits, like 2022-01-14T02:05:17.275209Z)", ErrTimestamp, clip(value), why)
 	}

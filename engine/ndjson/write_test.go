@@ -176,8 +176,7 @@ func TestAppendTimestamp(t *testing.T) {
 		if want := time.UnixMicro(int64(us)).UTC().Format("2006-01-02T15:04:05.000000Z"); got != want {
 			t.Fatalf("AppendTimestamp(%d) = %s, want %s", us, got, want)
 		}
-		var r Reader
-		back, err := r.timestamp([]byte(`"` + got + `"`))
+		back, err := timestamp([]byte(`"` + got + `"`))
 		if err != nil || back != us {
 			t.Fatalf("Reader reads %s as %d, %v; want %d", got, back, err, us)
 		}

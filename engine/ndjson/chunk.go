@@ -1,0 +1,258 @@
+package ndjson
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// DefaultChunkBytes is the size of the chunks a [ChunkReader] parses at a
+// time unless told otherwise.
+const DefaultChunkBytes = 4 << 20
+
+// Chunk is a run of consecutive lines of the input, parsed.
+type Chunk struct {
+	// Events are the lines' events, in input order. Their names, Meta
+	// and Data stay valid for good: they point into a buffer of the
+	// chunk's own, or are copies.
+	Events []Event
+	// FirstLine is the number of the line of Events[0], counting from 1.
+	FirstLine int
+	// End is the offset in the input just after the chunk's last line.
+	End int64
+}
+
+// ChunkReader reads the lines of an input as a [Reader] does, with the
+// same errors at the same lines, but in parallel: one goroutine reads the
+// input in chunks of about DefaultChunkBytes cut at line boundaries,
+// workers parse the chunks, and Next returns them in input order.
+//
+// When a line is bad, Next returns the lines before it (in one or more
+// chunks) and then the error (a *LineError naming the line); lines after
+// it are not returned. An input that cannot be read is an error at the
+// line after the last whole line read, as with a Reader.
+//
+// Close must be called once the ChunkReader is no longer needed; it stops
+// the goroutines (waiting for a read of the input in progress to return).
+type ChunkReader struct {
+	out  chan *chunkJob
+	done chan struct{}
+	wg   sync.WaitGroup
+	err  error // the error or io.EOF, once Next has returned it
+
+	closeOnce sync.Once
+}
+
+// chunkJob is one chunk of input, parsed by a worker: the events of its
+// lines up to the first bad one, and that line's error.
+type chunkJob struct {
+	buf       []byte // the chunk's whole lines, newlines included
+	firstLine int
+	end       int64
+	readErr   error // after the chunk's lines: *LineError, or io.EOF
+	parsed    chan struct{}
+	chunk     Chunk
+	err       error // the first bad line's *LineError
+}
+
+// NewChunkReader returns a ChunkReader of r that parses with workers
+// goroutines (at least 1), in chunks of about chunkBytes (0 means
+// DefaultChunkBytes), refusing lines longer than [DefaultMaxLineBytes].
+func NewChunkReader(r io.Reader, workers, chunkBytes int) *ChunkReader {
+	return newChunkReader(r, workers, chunkBytes, DefaultMaxLineBytes)
+}
+
+// newChunkReader is NewChunkReader with a line limit of maxLine bytes.
+func newChunkReader(r io.Reader, workers, chunkBytes, maxLine int) *ChunkReader {
+	if workers < 1 {
+		workers = 1
+	}
+	if chunkBytes <= 0 {
+		chunkBytes = DefaultChunkBytes
+	}
+	c := &ChunkReader{
+		out:  make(chan *chunkJob, workers+1),
+		done: make(chan struct{}),
+	}
+	jobs := make(chan *chunkJob, workers)
+	c.wg.Add(1 + workers)
+	go c.read(r, chunkBytes, maxLine, jobs)
+	for range workers {
+		go c.work(jobs, maxLine)
+	}
+	return c
+}
+
+// Next returns the next chunk of parsed lines, then io.EOF after the last
+// line, or the error of the first bad line (a *LineError) once every line
+// before it was returned. After an error it returns the same error.
+func (c *ChunkReader) Next() (*Chunk, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	j, ok := <-c.out
+	if !ok {
+		c.err = io.EOF
+		return nil, c.err
+	}
+	<-j.parsed
+	if len(j.chunk.Events) > 0 {
+		if j.err != nil || j.readErr != nil {
+			// The lines before the error first; the error next time.
+			c.pend(j)
+		}
+		return &j.chunk, nil
+	}
+	switch {
+	case j.err != nil:
+		c.err = j.err
+	case j.readErr != nil:
+		c.err = j.readErr
+	default:
+		return c.Next() // an empty chunk
+	}
+	return nil, c.err
+}
+
+// pend makes the error of j the result of the next call of Next.
+func (c *ChunkReader) pend(j *chunkJob) {
+	if j.err != nil {
+		c.err = j.err
+	} else {
+		c.err = j.readErr
+	}
+}
+
+// Close stops the ChunkReader's goroutines and waits for them.
+func (c *ChunkReader) Close() {
+	c.closeOnce.Do(func() {
+		close(c.done)
+		// Let the reader see done: it may be blocked sending to out.
+		for range c.out {
+		}
+		c.wg.Wait()
+	})
+}
+
+// read cuts the input into chunks of whole lines, hands them to the
+// workers and queues them, in order, for Next.
+func (c *ChunkReader) read(r io.Reader, chunkBytes, maxLine int, jobs chan<- *chunkJob) {
+	defer c.wg.Done()
+	defer close(c.out)
+	defer close(jobs)
+	var carry []byte // the start of a line the last chunk did not hold
+	line := 1        // the number of the next line
+	var off int64    // the input offset of carry
+	send := func(j *chunkJob) bool {
+		j.parsed = make(chan struct{})
+		select {
+		case c.out <- j:
+		case <-c.done:
+			return false
+		}
+		if j.buf == nil {
+			close(j.parsed)
+			return true
+		}
+		select {
+		case jobs <- j:
+		case <-c.done:
+			close(j.parsed)
+			return false
+		}
+		return true
+	}
+	for {
+		buf := make([]byte, len(carry), max(chunkBytes, 2*len(carry)))
+		copy(buf, carry)
+		var rerr error
+		zero := 0
+		for len(buf) < cap(buf) && rerr == nil {
+			n, err := r.Read(buf[len(buf):cap(buf)])
+			buf = buf[:len(buf)+n]
+			rerr = err
+			if n == 0 && err == nil {
+				if zero++; zero >= 100 {
+					rerr = io.ErrNoProgress
+				}
+			}
+		}
+		cut := bytes.LastIndexByte(buf, '\n') + 1
+		if rerr == io.EOF && cut < len(buf) {
+			cut = len(buf) // the last line needs no newline
+		}
+		j := &chunkJob{buf: buf[:cut:cut], firstLine: line, end: off + int64(cut)}
+		if cut == 0 {
+			j.buf = nil
+		}
+		line += bytes.Count(j.buf, []byte{'\n'})
+		if rerr == io.EOF && cut > 0 && buf[cut-1] != '\n' {
+			line++
+		}
+		off += int64(cut)
+		carry = buf[cut:]
+		switch {
+		case rerr == io.EOF:
+			j.readErr = io.EOF
+		case rerr != nil:
+			j.readErr = &LineError{Line: line, Err: fmt.Errorf("%w: %w", ErrRead, rerr)}
+		case len(carry) > maxLine+2:
+			// No newline within the limit: the next line is too long.
+			j.readErr = &LineError{Line: line, Err: fmt.Errorf("%w: more than %d bytes", ErrLineTooLong, maxLine)}
+		}
+		if !send(j) || j.readErr != nil {
+			return
+		}
+	}
+}
+
+// work parses the chunks it receives.
+func (c *ChunkReader) work(jobs <-chan *chunkJob, maxLine int) {
+	defer c.wg.Done()
+	var p lineParser
+	for j := range jobs {
+		select {
+		case <-c.done:
+			close(j.parsed)
+			continue
+		default:
+		}
+		j.parse(&p, maxLine)
+		close(j.parsed)
+	}
+}
+
+// parse parses the lines of j.buf into j.chunk, up to the first bad one.
+func (j *chunkJob) parse(p *lineParser, maxLine int) {
+	n := bytes.Count(j.buf, []byte{'\n'}) + 1
+	j.chunk = Chunk{Events: make([]Event, 0, n), FirstLine: j.firstLine, End: j.end}
+	rest := j.buf
+	for lineNo := j.firstLine; len(rest) > 0; lineNo++ {
+		k := bytes.IndexByte(rest, '\n')
+		var line []byte
+		if k < 0 {
+			line, rest = rest, nil
+		} else {
+			line, rest = rest[:k+1], rest[k+1:]
+		}
+		if len(line) > maxLine+2 {
+			j.err = &LineError{Line: lineNo, Err: fmt.Errorf("%w: more than %d bytes", ErrLineTooLong, maxLine)}
+			return
+		}
+		line = bytes.TrimSuffix(line, []byte{'\n'})
+		line = bytes.TrimSuffix(line, []byte{'\r'})
+		j.chunk.Events = append(j.chunk.Events, Event{})
+		ev := &j.chunk.Events[len(j.chunk.Events)-1]
+		if p.parseFast(line, ev, true) {
+			continue
+		}
+		if err := p.parseSlow(line, ev); err != nil {
+			j.chunk.Events = j.chunk.Events[:len(j.chunk.Events)-1]
+			j.err = &LineError{Line: lineNo, Err: err}
+			return
+		}
+		// The slow path's Meta and Data are its scratch space.
+		ev.Meta, ev.Data = bytes.Clone(ev.Meta), bytes.Clone(ev.Data)
+	}
+}

@@ -1,0 +1,253 @@
+package ndjson
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestFastTimestampAgreesWithTimeParse checks fastTimestamp against
+// slowTimestamp (time.Parse) on valid timestamps of every kind and on
+// mutations of them: whatever the fast parser accepts, time.Parse accepts
+// with the same value, and it accepts every timestamp time.Parse does.
+func TestFastTimestampAgreesWithTimeParse(t *testing.T) {
+	check := func(s string) {
+		t.Helper()
+		fast, ok := fastTimestamp([]byte(s))
+		slow, err := slowTimestamp([]byte(`"` + s + `"`))
+		switch {
+		case ok && (err != nil || fast != slow):
+			t.Fatalf("%q: fast parser gives %d, time.Parse %d, %v", s, fast, slow, err)
+		case !ok && err == nil:
+			t.Fatalf("%q: fast parser refuses, time.Parse gives %d", s, slow)
+		}
+	}
+	for _, s := range []string{
+		"2022-01-14T02:05:17.275209Z", "2022-01-14T14:43:04.680Z", "1970-01-01T00:00:00.000Z",
+		"1969-12-31T23:59:59.999999Z", "2000-02-29T12:00:00.000Z", "1900-02-29T12:00:00.000Z",
+		"2100-02-29T12:00:00.000Z", "2024-02-29T23:59:59.999Z", "2023-02-29T00:00:00.000Z",
+		"2023-04-31T00:00:00.000Z", "2023-12-31T23:59:60.000Z", "2023-12-31T24:00:00.000Z",
+		"2023-13-01T00:00:00.000Z", "2023-00-01T00:00:00.000Z", "2023-01-00T00:00:00.000Z",
+		"2023-01-32T00:00:00.000Z", "2023-01-01T00:60:00.000Z", "9999-12-31T23:59:59.999999Z",
+		"0000-01-01T00:00:00.000Z", "2023-01-01t00:00:00.000Z", "2023-01-01T00:00:00.000z",
+		"2023-01-01T00:00:00,000Z", "2023-01-01T00:00:00.00Z", "2023-01-01T00:00:00.0000Z",
+		"2023-01-01T00:00:00.000+00:00", "+023-01-01T00:00:00.000Z", "2023-1-01T00:00:00.0000Z",
+		"2023-01-01T00:00:00.-00Z", "2023-01-01T00:00:0a.000Z", "２023-01-01T00:00:00.000Z", "",
+	} {
+		check(s)
+	}
+	rng := rand.New(rand.NewPCG(15, 1))
+	const alphabet = "0123456789-:.TZtz +a"
+	for range 200000 {
+		us := rng.Uint64N(253402300800000000)
+		layout := "2006-01-02T15:04:05.000000Z"
+		if rng.IntN(2) == 0 {
+			layout = "2006-01-02T15:04:05.000Z"
+			us -= us % 1000
+		}
+		s := []byte(time.UnixMicro(int64(us)).UTC().Format(layout))
+		check(string(s))
+		// One or two characters changed.
+		for range 1 + rng.IntN(2) {
+			s[rng.IntN(len(s))] = alphabet[rng.IntN(len(alphabet))]
+		}
+		check(string(s))
+		// Digits changed only: dates and times out of range.
+		s = []byte(time.UnixMicro(int64(us)).UTC().Format(layout))
+		for _, p := range []int{5, 6, 8, 9, 11, 12, 14, 15, 17, 18} {
+			if rng.IntN(4) == 0 {
+				s[p] = byte('0' + rng.IntN(10))
+			}
+		}
+		check(string(s))
+	}
+}
+
+// TestParseFastAgreesWithSlow checks that whatever line parseFast accepts,
+// parseSlow accepts with the same Event, over the examples ledger and
+// lines made from it with one byte changed, fields moved or spelled
+// otherwise; and that it accepts the lines an export writes.
+func TestParseFastAgreesWithSlow(t *testing.T) {
+	data := readVector(t, "evently-examples-ledger.ndjson")
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	var exported [][]byte
+	r := NewReader(bytes.NewReader(data))
+	for {
+		ev, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		exported = append(exported, bytes.TrimSuffix(AppendEvent(nil, ev), []byte("\n")))
+	}
+	var fastP, slowP lineParser
+	fastCount := 0
+	check := func(line []byte) {
+		t.Helper()
+		var fast, slow Event
+		if !fastP.parseFast(line, &fast, false) {
+			return
+		}
+		fastCount++
+		if err := slowP.parseSlow(line, &slow); err != nil {
+			t.Fatalf("parseFast accepts %q, parseSlow refuses it: %v", line, err)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%q: parseFast gives %+v, parseSlow %+v", line, fast, slow)
+		}
+	}
+	for _, l := range exported {
+		check(l)
+	}
+	if fastCount != len(exported) {
+		t.Fatalf("parseFast accepted %d of the %d exported lines", fastCount, len(exported))
+	}
+	rng := rand.New(rand.NewPCG(15, 2))
+	const alphabet = "{}[]\",:\\0123456789.eE-+ abnulltrue\x00\x1f\xff\xc3\xa9"
+	for i := range 50000 {
+		src := exported[rng.IntN(len(exported))]
+		if i%3 == 0 {
+			src = bytes.TrimRight(lines[rng.IntN(len(lines))], "\r\n")
+		}
+		line := bytes.Clone(src)
+		if len(line) == 0 {
+			continue
+		}
+		switch rng.IntN(4) {
+		case 0, 1:
+			for range 1 + rng.IntN(3) {
+				line[rng.IntN(len(line))] = alphabet[rng.IntN(len(alphabet))]
+			}
+		case 2:
+			p := rng.IntN(len(line))
+			line = append(line[:p:p], append([]byte(alphabet[rng.IntN(len(alphabet)):][:1]), src[p:]...)...)
+		default:
+			p := rng.IntN(len(line))
+			line = append(line[:p:p], src[min(p+1+rng.IntN(4), len(src)):]...)
+		}
+		check(line)
+	}
+	// Fields in another order, escaped names, spaces: the slow path's.
+	for _, l := range []string{
+		`{"data":{},"meta":{},"timestamp":"2022-01-14T02:05:17.275209Z","eventId":"0005d5813bf9c44943545b8f9e961c04","event":"e","key":"k","entity":"x"}`,
+		`{"entity":"\u0078","key":"k","event":"e","eventId":"0005d5813bf9c44943545b8f9e961c04","timestamp":"2022-01-14T02:05:17.275209Z","meta":{},"data":{}}`,
+		`{"entity":"x","key":"k","event":"e","eventId":"0005d5813bf9c44943545b8f9e961c04","timestamp":"2022-01-14T02:05:17.275209Z","meta":{},"data":{},"extra":1}`,
+		`{"entity":"x","key":"k","event":"e","eventId":"0005d5813bf9c44943545b8f9e961c04","timestamp":"2022-01-14T02:05:17.275209Z","meta":{},"meta":{},"data":{}}`,
+		`{"entity":"x","key":"k","event":"e","eventId":"0005d5813bf9c44943545b8f9e961c04","timestamp":"2022-01-14T02:05:17.275209Z","meta":[],"data":{}}`,
+	} {
+		check([]byte(l))
+	}
+}
+
+// TestChunkReaderMatchesReader reads inputs with a ChunkReader, in chunks
+// small enough that lines and errors fall in later chunks, and checks that
+// it gives the events a Reader gives, then the same error at the same line
+// (or io.EOF).
+func TestChunkReaderMatchesReader(t *testing.T) {
+	data := readVector(t, "evently-examples-ledger.ndjson")
+	lines := strings.SplitAfter(string(data), "\n")
+	lines = lines[:len(lines)-1] // the last is empty
+	bad := func(n int, line string) string {
+		c := append([]string(nil), lines...)
+		c[n-1] = line
+		return strings.Join(c, "")
+	}
+	long := `{"entity":"` + strings.Repeat("x", 3000) + `"}` + "\n"
+	inputs := map[string]string{
+		"whole":               string(data),
+		"no final newline":    strings.TrimSuffix(string(data), "\n"),
+		"crlf":                strings.ReplaceAll(string(data), "\n", "\r\n"),
+		"bad line 9000":       bad(9000, "{\"entity\":1}\n"),
+		"bad json 11000":      bad(11000, "{\n"),
+		"empty line 5000":     bad(5000, "\n"),
+		"unknown field 7":     bad(7, `{"x":1}`+"\n"),
+		"too long 10000":      bad(10000, long),
+		"too long last":       strings.Join(lines[:100], "") + strings.Repeat("y", 5000),
+		"empty":               "",
+		"only newline":        "\n",
+		"not canonical 3":     bad(3, strings.Replace(lines[2], `"meta":{`, `"meta": {`, 1)),
+		"bad timestamp 10500": bad(10500, strings.Replace(lines[10499], `","meta"`, `X","meta"`, 1)),
+	}
+	for name, in := range inputs {
+		for _, chunk := range []int{1, 100, 4096, 65536, 1 << 22} {
+			want := readAll(NewReader(strings.NewReader(in)), 2048)
+			cr := newChunkReader(strings.NewReader(in), 2, chunk, 2048)
+			got := readChunks(cr)
+			cr.Close()
+			if !reflect.DeepEqual(got.events, want.events) || fmt.Sprint(got.err) != fmt.Sprint(want.err) {
+				t.Errorf("%s, chunks of %d: ChunkReader gives %d events, %v; Reader %d events, %v",
+					name, chunk, len(got.events), got.err, len(want.events), want.err)
+			}
+			if got.end != int64(len(in)) && want.err == io.EOF {
+				t.Errorf("%s, chunks of %d: the last chunk ends at %d, the input is %d bytes", name, chunk, got.end, len(in))
+			}
+		}
+	}
+	// A read error: after every whole line, at the next line.
+	for _, chunk := range []int{100, 1 << 22} {
+		cr := newChunkReader(&failingReader{strings.NewReader(strings.Join(lines[:50], "") + `{"ent`)}, 2, chunk, DefaultMaxLineBytes)
+		got := readChunks(cr)
+		cr.Close()
+		var le *LineError
+		if len(got.events) != 50 || !errors.Is(got.err, ErrRead) || !errors.As(got.err, &le) || le.Line != 51 {
+			t.Errorf("chunks of %d: %d events, %v; want 50 events and ErrRead at line 51", chunk, len(got.events), got.err)
+		}
+	}
+}
+
+type readResult struct {
+	events []Event
+	err    error
+	end    int64
+}
+
+func readAll(r *Reader, maxLine int) readResult {
+	r.SetMaxLineBytes(maxLine)
+	var res readResult
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			res.err = err
+			return res
+		}
+		e := *ev
+		e.Meta, e.Data = bytes.Clone(ev.Meta), bytes.Clone(ev.Data)
+		res.events = append(res.events, e)
+	}
+}
+
+func readChunks(cr *ChunkReader) readResult {
+	var res readResult
+	for {
+		c, err := cr.Next()
+		if err != nil {
+			res.err = err
+			return res
+		}
+		if c.FirstLine != len(res.events)+1 {
+			res.err = fmt.Errorf("chunk at line %d after %d events", c.FirstLine, len(res.events))
+			return res
+		}
+		res.events = append(res.events, c.Events...)
+		res.end = c.End
+	}
+}
+
+// TestChunkReaderClose closes a ChunkReader before reading all of it.
+func TestChunkReaderClose(t *testing.T) {
+	data := readVector(t, "evently-examples-ledger.ndjson")
+	cr := NewChunkReader(bytes.NewReader(data), 2, 1000)
+	if _, err := cr.Next(); err != nil {
+		t.Fatal(err)
+	}
+	cr.Close()
+	cr.Close()
+}
