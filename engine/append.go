@@ -94,6 +94,9 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 	if err != nil {
 		return AppendResult{}, err
 	}
+	// From the first append on, each group is indexed during its fsync
+	// (indexWritten) and published once both are done (index).
+	l.hookOnce.Do(func() { l.log.SetWritten(l.indexWritten) })
 	if len(events) == 0 {
 		return AppendResult{}, invalid("no events to append")
 	}

@@ -82,6 +82,12 @@ func (l *ledger) aborted(b *segment.Batch) {
 	// Wake the retries waiting for this batch's outcome (awaitFirst). With
 	// idxMu held, so that none misses it between its check and its wait.
 	l.idxMu.Lock()
+	if b.FirstSeq <= l.idxWritten {
+		// The segment log's hook indexed it during the fsync that failed:
+		// the index holds records the segments do not (see idxAhead).
+		l.idxAhead = true
+		l.idxWritten = b.FirstSeq - 1
+	}
 	l.cond.Broadcast()
 	l.idxMu.Unlock()
 }

@@ -948,7 +948,7 @@ func (db *DB) indexWitnesses(ledgers []*ledger) error {
 	n := 0
 	for _, l := range ledgers {
 		l.idxMu.Lock()
-		head, ok := l.log.Head(), l.idxErr == nil
+		head, ok := l.log.Head(), l.idxErr == nil && !l.idxAhead
 		ok = ok && l.indexed == head.Seq && head.Seq != 0 && head.Loc.Segment != 0
 		l.idxMu.Unlock()
 		if !ok {

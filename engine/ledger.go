@@ -59,6 +59,18 @@ type ledger struct {
 	// of what readers see (visible).
 	idxHead segment.Head
 	idxErr  error // a failed index write: reads fail until a reopen rebuilds
+	// idxWritten is the last record written to the index by the segment
+	// log's hook (indexWritten), during its group's fsync: the index may
+	// hold records up to it that readers do not see yet (indexed <=
+	// idxWritten until index publishes them). idxAhead: a group the hook
+	// indexed was then aborted (its fsync failed): the index holds records
+	// that are not in the segments, so Close leaves its progress marker
+	// ahead of them and the next Open rebuilds it.
+	idxWritten uint64
+	idxAhead   bool
+	// hookOnce sets the segment log's hook (indexWritten) at the first
+	// Append.
+	hookOnce sync.Once
 	// ready holds the committed batches not yet indexed, by first
 	// sequence number, with their leaf hashes (see index).
 	ready map[uint64]readyBatch
@@ -424,6 +436,56 @@ func (l *ledger) index(b *segment.Batch, leaves []tree.Hash) error {
 		l.indexedUpTo(last)
 		return l.idxErr
 	}
+	// What the segment log's hook wrote during the fsync is in the index
+	// already: only the rest (batches committed before the hook was set)
+	// is written here.
+	todo := group
+	for len(todo) > 0 && todo[0].FirstSeq <= l.idxWritten {
+		todo = todo[1:]
+	}
+	var err error
+	if len(todo) > 0 {
+		err = l.writeIndex(todo, lh)
+	}
+	l.indexed, l.idxHead = last, lh
+	l.indexedUpTo(last)
+	if err != nil {
+		l.idxErr = fmt.Errorf("engine: index of ledger %s: %w (reopen the DB to rebuild it)", l.meta.Name, err)
+		return l.idxErr
+	}
+	return nil
+}
+
+// indexWritten is the segment log's hook (segment.Log.SetWritten): it
+// writes a group of batches to the index once they are written to the
+// segment, while their fsync runs, so that a Sync append costs the longer
+// of the two rather than their sum. Nothing is published here: readers see
+// the group once its fsync is done and index moves idxHead past it
+// (visible), so the index may hold records that readers do not see yet,
+// and every read is bounded by visible (or by the log's head, which moves
+// after the fsync). A failed index write is kept in idxErr, as in index.
+func (l *ledger) indexWritten(group []*segment.Batch) {
+	lg := group[len(group)-1]
+	last := lg.FirstSeq + uint64(len(lg.IDs)) - 1
+	lh := segment.Head{ID: lg.IDs[len(lg.IDs)-1], Seq: last, Loc: lg.Locations[len(lg.Locations)-1]}
+	l.idxMu.Lock()
+	failed := l.idxErr != nil
+	l.idxMu.Unlock()
+	var err error
+	if !failed {
+		err = l.writeIndex(group, lh)
+	}
+	l.idxMu.Lock()
+	l.idxWritten = last
+	if err != nil && l.idxErr == nil {
+		l.idxErr = fmt.Errorf("engine: index of ledger %s: %w (reopen the DB to rebuild it)", l.meta.Name, err)
+	}
+	l.idxMu.Unlock()
+}
+
+// writeIndex writes the records of a group of committed batches to the
+// index, in one commit, with the progress marker at lh, their last.
+func (l *ledger) writeIndex(group []*segment.Batch, lh segment.Head) error {
 	x := l.db.idx.NewBatch()
 	defer x.Close()
 	for _, g := range group {
@@ -441,14 +503,7 @@ func (l *ledger) index(b *segment.Batch, leaves []tree.Hash) error {
 		}
 	}
 	x.SetProgressDurable(l.meta.ID, lh, l.log.Durable())
-	err := x.Commit(false)
-	l.indexed, l.idxHead = last, lh
-	l.indexedUpTo(last)
-	if err != nil {
-		l.idxErr = fmt.Errorf("engine: index of ledger %s: %w (reopen the DB to rebuild it)", l.meta.Name, err)
-		return l.idxErr
-	}
-	return nil
+	return x.Commit(false)
 }
 
 // visible returns the head of what readers see: the last record of the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/index"
 )
 
 // StreamHead is the latest event of an (entity, key) stream: what an
@@ -57,11 +58,20 @@ func (db *DB) StreamHead(ctx context.Context, ledgerName, entity, key string) (S
 	}
 	defer db.exitRead()
 	// The index holds a prefix of the ledger at least as long as the one
-	// readers see (it is written before indexed advances, both under
-	// idxMu), and never a record that is not committed: its last entry
-	// for the stream is the stream's head in a prefix that every later
-	// read sees too.
+	// readers see (it is written before indexed advances), and may hold
+	// more: the records of a group written to it during the group's fsync
+	// (indexWritten), not durable yet. The head is the stream's last
+	// event in what readers see (visible), a prefix that every later read
+	// sees too.
+	vis := l.visible().Seq
 	p, found, err := db.idx.StreamHead(l.meta.ID, []byte(entity), []byte(key))
+	if err == nil && found && p.Seq > vis {
+		found = false
+		for q, e := range db.idx.StreamRange(ctx, l.meta.ID, []byte(entity), []byte(key), index.SeqRange{Before: vis + 1, Reverse: true}) {
+			p, found, err = q, e == nil, e
+			break
+		}
+	}
 	if err != nil {
 		return StreamHead{}, fmt.Errorf("engine: stream head of %q/%q in ledger %s: %w", entity, key, l.meta.Name, err)
 	}

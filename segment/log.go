@@ -236,6 +236,13 @@ type Log struct {
 	stopSync chan struct{}
 	syncDone chan struct{}
 
+	// written is the hook of SetWritten (guarded by mu; the leader reads
+	// it when it takes a group).
+	written func(group []*Batch)
+	// group is the leader's scratch list of a group's batches for
+	// written (guarded by ioMu).
+	group []*Batch
+
 	stats struct {
 		writes, syncs, batches, records, bytes atomic.Int64
 	}
@@ -449,6 +456,25 @@ func (l *Log) publish() {
 	l.committed.Store(&position{head: l.head, segNum: l.segNum, end: l.size})
 }
 
+// SetWritten sets a hook that the committing goroutine calls with every
+// group of batches once their records are written to the segment, their
+// IDs, FirstSeq and Locations (absolute) set, and before any of them is
+// durable or published (Head), and before Append returns for any of them.
+// In a group that asks for Sync, it runs while the segment's fsync runs,
+// in parallel with it: a caller that must do work per group (an index
+// commit) does it during the fsync instead of after it. Groups are
+// passed in commit order, one call at a time; the slice is reused after
+// the call returns. The hook must not call the Log's Append, Sync or
+// Close. If the group's fsync then fails, its batches are Aborted (and
+// the Log fails, ErrFailed): whatever the hook did for them is for
+// records that are not in the log. The hook applies to the groups whose
+// commit begins after SetWritten returns.
+func (l *Log) SetWritten(f func(group []*Batch)) {
+	l.mu.Lock()
+	l.written = f
+	l.mu.Unlock()
+}
+
 // Append appends the batch's entries, all or nothing, and returns when
 // they are as durable as the batch's durability asks. Concurrent appends
 // are committed together: one write and one sync serve all the batches
@@ -496,6 +522,7 @@ func (l *Log) Append(b *Batch) error {
 func (l *Log) lead(p *pending) {
 	group := append([]*pending{p}, l.queue...)
 	l.queue = l.queue[:0]
+	written := l.written
 	failed := l.failed
 	if l.closed {
 		failed = ErrClosed
@@ -507,7 +534,7 @@ func (l *Log) lead(p *pending) {
 			q.err = failed
 		}
 	} else {
-		l.commit(group)
+		l.commit(group, written)
 	}
 
 	l.mu.Lock()
@@ -571,9 +598,10 @@ func (l *Log) validate(b *Batch) error {
 	return nil
 }
 
-// commit writes a group of batches with one write and at most one sync.
-// It is called by the leader only, so it runs alone.
-func (l *Log) commit(group []*pending) {
+// commit writes a group of batches with one write and at most one sync,
+// calling written (if not nil) after the write, during the sync. It is
+// called by the leader only, so it runs alone.
+func (l *Log) commit(group []*pending, written func([]*Batch)) {
 	l.ioMu.Lock()
 	defer l.ioMu.Unlock()
 	// The interval syncer's fsync may have failed since lead looked: no
@@ -638,16 +666,40 @@ func (l *Log) commit(group []*pending) {
 	}
 	l.size += int64(len(l.buf))
 	l.stats.writes.Add(1)
+	head.Loc.Segment = l.segNum
+	head.Loc.Offset += base
+	for _, p := range accepted {
+		for i := range p.b.Locations {
+			p.b.Locations[i].Segment = l.segNum
+			p.b.Locations[i].Offset += base
+		}
+	}
+	// The hook, with the batches complete: during the fsync if there is
+	// one, else now.
+	var hook func()
+	if written != nil {
+		hook = func() {
+			l.group = l.group[:0]
+			for _, p := range accepted {
+				l.group = append(l.group, p.b)
+			}
+			written(l.group)
+			clear(l.group)
+		}
+	}
 	if sync {
 		// After a failed fsync the kernel may have dropped the dirty
 		// pages and cleared the error, so a later fsync could succeed
 		// without the data: fsync fails the Log for good.
-		if err := l.fsync(); err != nil {
+		if err := l.fsyncWith(hook); err != nil {
 			l.undo(base, err)
 			abort(accepted, err)
 			return
 		}
 	} else {
+		if hook != nil {
+			hook()
+		}
 		l.dirty = true
 		if interval && l.stopSync == nil {
 			// An Interval batch in a Log whose default is another mode:
@@ -655,8 +707,6 @@ func (l *Log) commit(group []*pending) {
 			l.startSyncLoop()
 		}
 	}
-	head.Loc.Segment = l.segNum
-	head.Loc.Offset += base
 	l.head = head
 	if sync {
 		l.markDurable(head)
@@ -665,10 +715,6 @@ func (l *Log) commit(group []*pending) {
 	l.stats.bytes.Add(int64(len(l.buf)))
 	for _, p := range accepted {
 		l.stats.records.Add(int64(len(p.b.IDs)))
-		for i := range p.b.Locations {
-			p.b.Locations[i].Segment = l.segNum
-			p.b.Locations[i].Offset += base
-		}
 	}
 	l.publish()
 }
@@ -776,9 +822,22 @@ func (l *Log) rotate() error {
 
 // fsync syncs the active segment. Its failure fails the Log (ErrFailed).
 // Called with ioMu.
-func (l *Log) fsync() error {
+func (l *Log) fsync() error { return l.fsyncWith(nil) }
+
+// fsyncWith is fsync, running also (if not nil) during the fsync, on
+// the calling goroutine; it returns once both are done. Called with ioMu.
+func (l *Log) fsyncWith(also func()) error {
 	l.stats.syncs.Add(1)
-	if err := l.file.Sync(); err != nil {
+	var err error
+	if also == nil {
+		err = l.file.Sync()
+	} else {
+		done := make(chan error, 1)
+		go func(f vfs.File) { done <- f.Sync() }(l.file)
+		also()
+		err = <-done
+	}
+	if err != nil {
 		err = fmt.Errorf("%w: fsync %s: %w", ErrFailed, segmentName(l.segNum), err)
 		l.setFailed(err)
 		return err
