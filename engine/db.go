@@ -747,6 +747,11 @@ func (l *ledger) catchUpTree(from segment.Head, name string, tf *tree.File) erro
 		if !c.commit(b) {
 			return c.finish()
 		}
+	} else if from.Seq == 0 {
+		// No record at all: the deletion alone.
+		if !c.commit(b) {
+			return c.finish()
+		}
 	} else {
 		b.Close()
 	}
