@@ -25,16 +25,7 @@ func TestReadersBesideWriter(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	run := func(args ...string) (code int, stdout, stderr string) {
 		t.Helper()
-		cmd := exec.Command(bin, append(args, "--dir", dir)...)
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), out.String(), errOut.String()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return 0, out.String(), errOut.String()
+		return runAnnal(t, bin, dir, "", args...)
 	}
 	if code, _, errOut := run("create", "acct"); code != 0 {
 		t.Fatalf("create: exit %d: %s", code, errOut)
