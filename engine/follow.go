@@ -132,6 +132,9 @@ func (db *DB) subscribeStart(ctx context.Context, l *ledger, o SubscribeOptions)
 	if o.After.IsZero() && o.AfterSeq == 0 {
 		return seg, off, 0, nil
 	}
+	if seg, off, seq, ok := db.roAfterHead(l, o); ok {
+		return seg, off, seq, nil
+	}
 	if err := db.readOnlyIndex(l); err != nil {
 		return 0, 0, 0, err
 	}

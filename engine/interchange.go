@@ -715,9 +715,15 @@ func (db *DB) Export(ctx context.Context, ledgerName string, w io.Writer, opts E
 	if err != nil {
 		return 0, err
 	}
+	if err := db.readOnlyIndex(l); err != nil {
+		return 0, err
+	}
 	head := l.visible() // what every read sees: Get finds every exported event
 	var ck Checkpoint
 	if opts.Checkpoint != nil {
+		if err := db.readOnlyErr("Export with a checkpoint"); err != nil {
+			return 0, err
+		}
 		if !opts.After.IsZero() || !opts.From.IsZero() {
 			return 0, invalid("export of ledger %s: a checkpoint is only for a whole export (not with After or From): a partial export cannot be checked against a root", l.meta.Name)
 		}

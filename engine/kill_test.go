@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -152,6 +153,26 @@ func engineKillChild(dir string, seed uint64) error {
 	return <-errs
 }
 
+// startEngineKillChild starts TestEngineKillChild as a child process
+// appending to dir with seed, and kills it with SIGKILL after delay. It
+// returns the child, its standard output and error, and the kill's timer.
+func startEngineKillChild(t *testing.T, dir string, seed uint64, delay time.Duration) (*exec.Cmd, io.Reader, *strings.Builder, *time.Timer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestEngineKillChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), engineKillChildEnv+"="+dir, fmt.Sprintf("%s=%d", engineKillSeedEnv, seed))
+	stderr := &strings.Builder{}
+	cmd.Stderr = stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(delay, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
+	return cmd, out, stderr, timer
+}
+
 // killCount returns how many kills a kill loop does: the environment
 // variable env if set (a positive number), else short with -short or
 // -race, else def.
@@ -189,19 +210,7 @@ func TestEngineKillLoop(t *testing.T) {
 			dir = t.TempDir()
 			clear(acked)
 		}
-		cmd := exec.Command(os.Args[0], "-test.run=^TestEngineKillChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), engineKillChildEnv+"="+dir, fmt.Sprintf("%s=%d", engineKillSeedEnv, rng.Uint64()))
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		delay := time.Duration(100+rng.IntN(900)) * time.Millisecond
-		timer := time.AfterFunc(delay, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
+		cmd, out, stderr, timer := startEngineKillChild(t, dir, rng.Uint64(), time.Duration(100+rng.IntN(900))*time.Millisecond)
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			ledger, idText, ok := strings.Cut(sc.Text(), " ")
@@ -215,7 +224,7 @@ func TestEngineKillLoop(t *testing.T) {
 			acked[id] = ledger
 			total++
 		}
-		err = cmd.Wait()
+		err := cmd.Wait()
 		timer.Stop()
 		if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || st.Signal() != syscall.SIGKILL {
 			t.Fatalf("kill %d: the child ended by itself: %v\n%s", k, err, stderr.String())

@@ -393,3 +393,17 @@ func (db *DB) roIndexAll() error {
 	}
 	return nil
 }
+
+// roAfterHead resolves, on a read-only DB, a subscription that starts
+// after the ledger's head (annal tail) without the index: the head's
+// location is known. ok is false if the cursor is another event.
+func (db *DB) roAfterHead(l *ledger, o SubscribeOptions) (seg uint64, off int64, seq uint64, ok bool) {
+	if db.ro == nil {
+		return 0, 0, 0, false
+	}
+	h := l.log.Head()
+	if o.After != h.ID && !o.After.IsZero() || o.AfterSeq != h.Seq && o.AfterSeq != 0 || h.Loc.Segment == 0 {
+		return 0, 0, 0, false
+	}
+	return h.Loc.Segment, h.Loc.End(), h.Seq, true
+}

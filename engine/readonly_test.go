@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -349,18 +348,7 @@ func TestReadOnlyKillLoop(t *testing.T) {
 				}
 			}()
 		}
-		cmd := exec.Command(os.Args[0], "-test.run=^TestEngineKillChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), engineKillChildEnv+"="+dir, fmt.Sprintf("%s=%d", engineKillSeedEnv, rng.Uint64()))
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		timer := time.AfterFunc(time.Duration(200+rng.IntN(800))*time.Millisecond, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
+		cmd, out, stderr, timer := startEngineKillChild(t, dir, rng.Uint64(), time.Duration(200+rng.IntN(800))*time.Millisecond)
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 		}

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/annal-db/annal/eventid"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Errors of a read-only Log.
@@ -36,6 +37,9 @@ type roState struct {
 	chain  chain  // the last record shown
 	hidden Hidden // the hidden tail of the last segment, if any
 	failed error  // ErrDiverged or corruption: Follow returns it from then on
+	// opening is set during OpenReadOnly: a bad tail of the last segment
+	// is then judged as recovery judges it (classify).
+	opening bool
 }
 
 // afterSizeHook, if set (tests), is called by a read-only Log between
@@ -97,7 +101,10 @@ func OpenReadOnly(dir string, opts Options) (*Log, error) {
 	if len(nums) == 0 {
 		return nil, fmt.Errorf("%w in %s", ErrNoLog, dir)
 	}
-	if _, err := l.follow(len(nums)); err != nil {
+	l.ro.opening = true
+	_, err = l.follow(len(nums))
+	l.ro.opening = false
+	if err != nil {
 		l.Close()
 		return nil, err
 	}
@@ -309,6 +316,9 @@ func (l *Log) scanActive(sealed bool) (done bool, err error) {
 				if sealed {
 					return false, bad.corruption(name)
 				}
+				if cerr := l.judgeTail(f, name, size, bad, sc); cerr != nil {
+					return false, cerr
+				}
 				if open >= 0 {
 					// The batch it belongs to is hidden with it.
 					l.setHidden(open, size, "a batch not yet completely written: "+bad.problem)
@@ -348,4 +358,21 @@ func (l *Log) scanActive(sealed bool) (done bool, err error) {
 // off of a segment of size bytes.
 func (l *Log) setHidden(off, size int64, why string) {
 	l.ro.hidden = Hidden{At: Location{Segment: l.segNum, Offset: off}, Bytes: size - off, Why: why}
+}
+
+// judgeTail, during OpenReadOnly, returns the corruption error that
+// recovery would give for the bad record that ends what the last segment
+// shows (a good record after it, a single changed bit, a record that a
+// later one vouches was synced: see classify), or nil if recovery would
+// take it for a torn write, which the Log hides. A segment whose size
+// changed since it was read (a writer at work) is not judged: its tail is
+// hidden, as after the open.
+func (l *Log) judgeTail(f vfs.File, name string, size int64, bad *badRecord, sc *scanner) *CorruptionError {
+	if !l.ro.opening {
+		return nil
+	}
+	if st, err := f.Stat(); err != nil || st.Size() != size {
+		return nil
+	}
+	return classify(&segmentFile{number: l.segNum, name: name, file: f, size: size}, bad, sc.synced, sc.chain)
 }

@@ -103,13 +103,34 @@ func TestReadOnlySealedCorruption(t *testing.T) {
 	if ce, ok := corruptionAt(err); !ok || ce.Offset != inFirst.Offset {
 		t.Fatalf("bit flip in a sealed segment: %v, want corruption at %d", err, inFirst.Offset)
 	}
+	// The same in the last segment's last record: corruption at the
+	// open, as recovery says (a single changed bit explains it).
 	contents = cloneFiles(orig)
-	contents[segmentName(inLast.Segment)][inLast.Offset+20] ^= 0x10
-	r, err := openReadOnlyTest(t, memDir(t, "led", contents), "led")
+	last := segmentName(inLast.Segment)
+	contents[last][inLast.Offset+20] ^= 0x10
+	if _, err := openReadOnlyTest(t, memDir(t, "led", contents), "led"); !errors.Is(err, ErrCorruption) {
+		t.Fatalf("bit flip in the last record at the open: %v, want corruption", err)
+	}
+	// Written after the open, it is a tail not shown, not an error.
+	flipped := contents[last]
+	contents[last] = flipped[:inLast.Offset]
+	fs := memDir(t, "led", contents)
+	r, err := openReadOnlyTest(t, fs, "led")
 	if err != nil {
-		t.Fatalf("bit flip in the last segment: %v", err)
+		t.Fatal(err)
 	}
 	defer r.Close()
+	f, err := fs.OpenReadWrite(fs.PathJoin("led", last), vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(bytes.Clone(flipped[inLast.Offset:]), inLast.Offset); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if moved, err := r.Follow(); moved || err != nil {
+		t.Fatalf("Follow: moved %v, %v", moved, err)
+	}
 	if h := r.HiddenTail(); h.At.Offset != inLast.Offset || r.Head().Loc.End() != inLast.Offset {
 		t.Fatalf("bit flip in the last record: hidden %+v, head ends at %d; want hidden from %d", h, r.Head().Loc.End(), inLast.Offset)
 	}

@@ -139,6 +139,9 @@ func (g *globals) openDB(cmd *cobra.Command, create bool) (*engine.DB, string, e
 	if err != nil {
 		return nil, dir, err
 	}
+	if !create && readsOnly(cmd) {
+		return g.openReader(cmd, dir, opts)
+	}
 	// An Open that indexes many events (the index removed, or rebuilt
 	// because it could not be opened) shows how far it is on a terminal;
 	// one that has nothing to index draws nothing.

@@ -299,9 +299,10 @@ writes NDJSON, since a stream has no end to close a JSON array at. A table's
 columns start as wide as the ledger's last 100 events need; a wider value
 later widens its column, and the header is written again above its row.
 
-The data directory is open for as long as tail runs, and one process at a time
-may have it open: tail sees the events appended by its own process, so today
-it serves to print a ledger and wait, not to watch another writer.`,
+tail opens the data directory read-only, so it runs beside the process that
+writes it (annal append, a service): it looks at the ledger's segments every
+50 ms and prints each event the writer commits, never one that is not
+completely written. It changes nothing in the directory.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			format, err := g.outputFormat(cmd)

@@ -14,6 +14,23 @@ import (
 	"github.com/annal-db/annal/eventid"
 )
 
+// runAnnal runs the annal binary bin with args and --dir dir, stdin as
+// its standard input, and returns its exit code and output.
+func runAnnal(t *testing.T, bin, dir, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(bin, append(args, "--dir", dir)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), out.String(), errOut.String()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return 0, out.String(), errOut.String()
+}
+
 // TestSecondWriterNeverGetsIn is the second-writer sequence of issue 12,
 // finding 1, with two real annal processes: process 1 runs "annal append
 // acct" reading NDJSON from a pipe; with DIR/LOCK removed, and then
@@ -29,17 +46,7 @@ func TestSecondWriterNeverGetsIn(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	annalProc := func(stdin string, args ...string) (code int, stdout, stderr string) {
 		t.Helper()
-		cmd := exec.Command(bin, append(args, "--dir", dir)...)
-		cmd.Stdin = strings.NewReader(stdin)
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), out.String(), errOut.String()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return 0, out.String(), errOut.String()
+		return runAnnal(t, bin, dir, stdin, args...)
 	}
 	if code, _, errOut := annalProc("", "create", "acct"); code != 0 {
 		t.Fatalf("create: exit %d: %s", code, errOut)

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/annal-db/annal/engine"
+	"github.com/spf13/cobra"
+)
+
+// readCommands are the commands that only read: they open the data
+// directory read-only (engine.OpenReadOnly), so that they work beside a
+// process that has it open for writing, and change no byte in it.
+var readCommands = []string{"ledgers", "stats", "get", "scan", "tail", "export"}
+
+// readsOnly reports whether cmd only reads the data directory: one of
+// readCommands, export without --checkpoint (which signs a checkpoint).
+func readsOnly(cmd *cobra.Command) bool {
+	if !slices.Contains(readCommands, cmd.Name()) {
+		return false
+	}
+	f := cmd.Flag("checkpoint")
+	return f == nil || !f.Changed
+}
+
+// openReader opens dir read-only for a read command. A ledger whose last
+// segment ends with bytes it does not show (a write in progress, or a
+// torn write that the writer's next open cuts) gets a note on stderr.
+func (g *globals) openReader(cmd *cobra.Command, dir string, opts *engine.Options) (*engine.DB, string, error) {
+	db, err := engine.OpenReadOnly(dir, opts)
+	if err != nil {
+		return nil, dir, openError(dir, err)
+	}
+	// The names a writer's open will give (written by it, not here).
+	for _, r := range db.Renamed() {
+		fmt.Fprintf(cmd.ErrOrStderr(), "annal: %s\n", safeText(r.String()))
+	}
+	for _, h := range db.HiddenTails() {
+		fmt.Fprintf(cmd.ErrOrStderr(), "annal: note: ledger %s: the last %d bytes of its last segment are not shown (a write in progress, or a torn write that the writer's next open cuts): %s\n",
+			safeText(h.Ledger), h.Bytes, safeText(h.Why))
+	}
+	return db, dir, nil
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestReadersBesideWriter (issue 15): while "annal append acct" has the
+// directory open, another process lists, scans, gets and tails the
+// ledger; tail prints the events the writer appends after it started;
+// a second writer still refuses.
+func TestReadersBesideWriter(t *testing.T) {
+	bin, err := exec.LookPath("annal") // the test binary, put in $PATH by TestMain
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "data")
+	run := func(args ...string) (code int, stdout, stderr string) {
+		t.Helper()
+		return runAnnal(t, bin, dir, "", args...)
+	}
+	if code, _, errOut := run("create", "acct"); code != 0 {
+		t.Fatalf("create: exit %d: %s", code, errOut)
+	}
+
+	// The writer: one ID a line for each NDJSON event it reads.
+	w := exec.Command(bin, "append", "acct", "--dir", dir)
+	in, err := w.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wout, err := w.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wErr bytes.Buffer
+	w.Stderr = &wErr
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Process.Kill()
+	ids := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(wout)
+		for sc.Scan() {
+			ids <- sc.Text()
+		}
+		close(ids)
+	}()
+	appendOne := func(event string) string {
+		t.Helper()
+		if _, err := fmt.Fprintf(in, `{"entity":"e","key":"k","event":%q}`+"\n", event); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case id, ok := <-ids:
+			if !ok {
+				t.Fatalf("the writer stopped: %s", wErr.String())
+			}
+			return id
+		case <-time.After(time.Minute):
+			t.Fatal("the writer printed no ID")
+		}
+		return ""
+	}
+	first := []string{appendOne("A0"), appendOne("A1")}
+
+	code, out, errOut := run("ledgers", "--format", "ndjson")
+	if code != 0 || !strings.Contains(out, `"name":"acct"`) || !strings.Contains(out, `"count":3`) {
+		t.Fatalf("ledgers beside the writer: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, errOut = run("scan", "acct", "--format", "ndjson")
+	if code != 0 || strings.Count(out, "\n") != 3 || !strings.Contains(out, first[1]) {
+		t.Fatalf("scan beside the writer: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, errOut = run("get", first[0], "--format", "ndjson")
+	if code != 0 || !strings.Contains(out, first[0]) {
+		t.Fatalf("get beside the writer: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, errOut = run("append", "acct", "--entity", "e", "--key", "k", "--event", "B")
+	if code != 1 || out != "" || !strings.Contains(errOut, fmt.Sprintf("in use by process %d", w.Process.Pid)) {
+		t.Fatalf("a second writer: exit %d, stdout %q, stderr %q; want exit 1 naming the writer", code, out, errOut)
+	}
+
+	// tail follows from the head: it prints what the writer appends next.
+	tail := exec.Command(bin, "tail", "acct", "--format", "ndjson", "--dir", dir)
+	tout, err := tail.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tErr bytes.Buffer
+	tail.Stderr = &tErr
+	if err := tail.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer tail.Process.Kill()
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(tout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	time.Sleep(500 * time.Millisecond) // tail has opened the directory
+	next := []string{appendOne("A2"), appendOne("A3")}
+	for _, id := range next {
+		select {
+		case line, ok := <-lines:
+			if !ok || !strings.Contains(line, id) {
+				t.Fatalf("tail printed %q (open: %v), want the event %s; stderr %q", line, ok, id, tErr.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("tail did not print %s; stderr %q", id, tErr.String())
+		}
+	}
+	if err := tail.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	tail.Wait()
+	if st, ok := tail.ProcessState.Sys().(syscall.WaitStatus); ok && st.Signaled() {
+		t.Fatalf("tail did not stop on SIGINT cleanly: %v", st)
+	}
+	in.Close()
+	if err := w.Wait(); err != nil {
+		t.Fatalf("the writer: %v: %s", err, wErr.String())
+	}
+}
