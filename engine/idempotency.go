@@ -93,6 +93,10 @@ type reindexer struct {
 	first  index.Record
 	left   uint32
 	digest *idemDigest
+	// rec is the record add hands to emit: a field, not a local, which
+	// would be allocated for every record (emit is a func value, so its
+	// pointer escapes): verify --full and rebuilds call add per event.
+	rec index.Record
 }
 
 // open reports whether a batch's first record is held back: its
@@ -103,7 +107,8 @@ func (x *reindexer) open() bool { return x.left > 0 }
 // last record of an idempotent batch, its first one's. The records given
 // to emit are valid during the call only.
 func (x *reindexer) add(r *segment.Record, loc segment.Location, emit func(*index.Record)) error {
-	ir := index.Record{ID: r.ID, Seq: r.Seq, Loc: loc, Entity: r.Entity, Key: r.Key, Event: r.Event}
+	x.rec = index.Record{ID: r.ID, Seq: r.Seq, Loc: loc, Entity: r.Entity, Key: r.Key, Event: r.Event}
+	ir := &x.rec
 	switch {
 	case r.IdempotencyKey != nil && x.open():
 		return fmt.Errorf("%w: record #%d begins a batch inside the batch of %d records at #%d", segment.ErrCorruption, r.Seq, x.first.BatchLen, x.first.Seq)
@@ -115,7 +120,7 @@ func (x *reindexer) add(r *segment.Record, loc segment.Location, emit func(*inde
 		}
 		x.digest.record(r)
 		ir.IdempotencyKey, ir.BatchLen = r.IdempotencyKey, r.BatchLen
-		x.first = ir
+		x.first = *ir
 		x.first.Entity, x.first.Key, x.first.Event = slices.Clone(r.Entity), slices.Clone(r.Key), slices.Clone(r.Event)
 		x.first.IdempotencyKey = append([]byte{}, r.IdempotencyKey...)
 		x.left = r.BatchLen - 1
@@ -128,13 +133,13 @@ func (x *reindexer) add(r *segment.Record, loc segment.Location, emit func(*inde
 			return fmt.Errorf("%w: record #%d inside the batch of %d records at #%d", segment.ErrCorruption, r.Seq, x.first.BatchLen, x.first.Seq)
 		}
 		x.digest.record(r)
-		emit(&ir)
+		emit(ir)
 		if x.left--; x.left == 0 {
 			return x.close(emit)
 		}
 		return nil
 	}
-	emit(&ir)
+	emit(ir)
 	return nil
 }
 

@@ -187,23 +187,4 @@ func BenchmarkExport(b *testing.B) {
 // BenchmarkVerify runs Verify (what annal verify --full runs) over the
 // ledger of importedLedger: every record, and every index family. MB/s
 // are of the segment files.
-func BenchmarkVerify(b *testing.B) {
-	db, info, n := importedLedger(b)
-	info, err := db.Ledger(info.Name)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var i int
-	for b.Loop() {
-		i++
-		rep, err := db.Verify(context.Background(), info.Name, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if rep.Events != uint64(n) {
-			b.Fatalf("verified %d events, want %d", rep.Events, n)
-		}
-	}
-	b.SetBytes(info.Bytes)
-	b.ReportMetric(float64(n)*float64(i)/b.Elapsed().Seconds(), "events/s")
-}
+func BenchmarkVerify(b *testing.B) { benchVerify(b, benchEvents()) }
