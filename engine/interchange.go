@@ -208,8 +208,8 @@ type importer struct {
 	entries    []segment.Entry
 	batchBytes int
 	firstLine  int
-	batch     segment.Batch
-	ck        Checkpoint // signed once every event is written
+	batch      segment.Batch
+	ck         Checkpoint // signed once every event is written
 }
 
 // addLeaves adds the leaves of the batch just written to the tree.
