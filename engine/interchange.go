@@ -93,6 +93,11 @@ type ImportOptions struct {
 // line), although its ID verifies: such a name could not have been
 // appended here, and printed it could write to an operator's terminal.
 //
+// The input is read ahead in chunks of about 4 MB, which are parsed in
+// parallel (one goroutine a CPU, ndjson.ChunkReader); the chain is verified
+// and the events written in input order. Reading goes on concurrently:
+// Import may have read further than the line it fails at.
+//
 // Events are written without fsync, in batches of a few MB, and synced
 // once at the end. Reading the input and writing the segments run
 // concurrently with everything else; a ledger of the same ID or name

@@ -76,17 +76,13 @@ func TestFastTimestampAgreesWithTimeParse(t *testing.T) {
 func TestParseFastAgreesWithSlow(t *testing.T) {
 	data := readVector(t, "evently-examples-ledger.ndjson")
 	lines := bytes.SplitAfter(data, []byte("\n"))
+	all := readAll(NewReader(bytes.NewReader(data)), DefaultMaxLineBytes)
+	if all.err != io.EOF {
+		t.Fatal(all.err)
+	}
 	var exported [][]byte
-	r := NewReader(bytes.NewReader(data))
-	for {
-		ev, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		exported = append(exported, bytes.TrimSuffix(AppendEvent(nil, ev), []byte("\n")))
+	for i := range all.events {
+		exported = append(exported, bytes.TrimSuffix(AppendEvent(nil, &all.events[i]), []byte("\n")))
 	}
 	var fastP, slowP lineParser
 	fastCount := 0
@@ -250,4 +246,56 @@ func TestChunkReaderClose(t *testing.T) {
 	}
 	cr.Close()
 	cr.Close()
+}
+
+// BenchmarkParseLine parses the lines of the examples ledger as an export
+// writes them, by the old parser alone (slow) and by the fast path (fast),
+// and reads them through a Reader and a ChunkReader.
+func BenchmarkParseLine(b *testing.B) {
+	data := readVector(b, "evently-examples-ledger.ndjson")
+	all := readAll(NewReader(bytes.NewReader(data)), DefaultMaxLineBytes)
+	var export []byte
+	for i := range all.events {
+		export = AppendEvent(export, &all.events[i])
+	}
+	lines := bytes.Split(bytes.TrimSuffix(export, []byte("\n")), []byte("\n"))
+	for _, fast := range []bool{false, true} {
+		b.Run(map[bool]string{false: "slow", true: "fast"}[fast], func(b *testing.B) {
+			var p lineParser
+			var ev Event
+			b.SetBytes(int64(len(export)))
+			for b.Loop() {
+				for _, l := range lines {
+					var err error
+					if fast {
+						err = p.parse(l, &ev, true)
+					} else {
+						err = p.parseSlow(l, &ev)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.N)*float64(len(lines))/b.Elapsed().Seconds(), "lines/s")
+		})
+	}
+	b.Run("Reader", func(b *testing.B) {
+		b.SetBytes(int64(len(export)))
+		for b.Loop() {
+			if res := readAll(NewReader(bytes.NewReader(export)), DefaultMaxLineBytes); res.err != io.EOF {
+				b.Fatal(res.err)
+			}
+		}
+	})
+	b.Run("ChunkReader", func(b *testing.B) {
+		b.SetBytes(int64(len(export)))
+		for b.Loop() {
+			cr := NewChunkReader(bytes.NewReader(export), 2, 0)
+			if res := readChunks(cr); res.err != io.EOF {
+				b.Fatal(res.err)
+			}
+			cr.Close()
+		}
+	})
 }
