@@ -118,7 +118,9 @@ func (db *DB) Import(ctx context.Context, r io.Reader, opts ImportOptions) (Ledg
 			return LedgerInfo{}, fmt.Errorf("engine: import: %w", err)
 		}
 	}
-	im := &importer{db: db, ctx: ctx, opts: opts, rd: ndjson.NewChunkReader(r, runtime.GOMAXPROCS(0), importChunkBytes), v: ndjson.NewVerifier()}
+	// The reader stops reading the input once ctx ends or Close begins.
+	stop := func() error { return db.stopped(ctx) }
+	im := &importer{db: db, ctx: ctx, opts: opts, rd: ndjson.NewChunkReader(r, runtime.GOMAXPROCS(0), importChunkBytes, stop), v: ndjson.NewVerifier()}
 	info, err := im.run()
 	im.rd.Close()
 	if err != nil {
@@ -379,8 +381,9 @@ func (im *importer) next() (*ndjson.Event, error) {
 			im.bytes = im.chunk.End
 		}
 	}
-	if err == io.EOF {
-		return nil, err
+	var le *ndjson.LineError
+	if err == io.EOF || err != nil && !errors.As(err, &le) {
+		return nil, err // the end, or ctx's error or ErrClosed (the reader's stop)
 	}
 	var ev *ndjson.Event
 	if err == nil {

@@ -175,7 +175,7 @@ func TestChunkReaderMatchesReader(t *testing.T) {
 	for name, in := range inputs {
 		for _, chunk := range []int{1, 100, 4096, 65536, 1 << 22} {
 			want := readAll(NewReader(strings.NewReader(in)), 2048)
-			cr := newChunkReader(strings.NewReader(in), 2, chunk, 2048)
+			cr := newChunkReader(strings.NewReader(in), 2, chunk, 2048, nil)
 			got := readChunks(cr)
 			cr.Close()
 			if !reflect.DeepEqual(got.events, want.events) || fmt.Sprint(got.err) != fmt.Sprint(want.err) {
@@ -189,7 +189,7 @@ func TestChunkReaderMatchesReader(t *testing.T) {
 	}
 	// A read error: after every whole line, at the next line.
 	for _, chunk := range []int{100, 1 << 22} {
-		cr := newChunkReader(&failingReader{strings.NewReader(strings.Join(lines[:50], "") + `{"ent`)}, 2, chunk, DefaultMaxLineBytes)
+		cr := newChunkReader(&failingReader{strings.NewReader(strings.Join(lines[:50], "") + `{"ent`)}, 2, chunk, DefaultMaxLineBytes, nil)
 		got := readChunks(cr)
 		cr.Close()
 		var le *LineError
@@ -237,10 +237,40 @@ func readChunks(cr *ChunkReader) readResult {
 	}
 }
 
+// TestChunkReaderStop stops a ChunkReader after some reads: it reads no
+// more, and Next returns the lines read, then the stop error as it is.
+func TestChunkReaderStop(t *testing.T) {
+	data := readVector(t, "evently-examples-ledger.ndjson")
+	errStop := errors.New("stop")
+	reads := 0
+	r := &countReads{r: bytes.NewReader(data), n: &reads}
+	cr := newChunkReader(r, 2, 1000, DefaultMaxLineBytes, func() error {
+		if reads >= 5 {
+			return errStop
+		}
+		return nil
+	})
+	defer cr.Close()
+	got := readChunks(cr)
+	if got.err != errStop || reads != 5 || len(got.events) == 0 || got.end > 5000 {
+		t.Fatalf("%d reads, %d events up to %d, %v; want 5 reads, the events of up to 5000 bytes, the stop error", reads, len(got.events), got.end, got.err)
+	}
+}
+
+type countReads struct {
+	r io.Reader
+	n *int
+}
+
+func (c *countReads) Read(p []byte) (int, error) {
+	*c.n++
+	return c.r.Read(p[:min(len(p), 1000)])
+}
+
 // TestChunkReaderClose closes a ChunkReader before reading all of it.
 func TestChunkReaderClose(t *testing.T) {
 	data := readVector(t, "evently-examples-ledger.ndjson")
-	cr := NewChunkReader(bytes.NewReader(data), 2, 1000)
+	cr := NewChunkReader(bytes.NewReader(data), 2, 1000, nil)
 	if _, err := cr.Next(); err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +321,7 @@ func BenchmarkParseLine(b *testing.B) {
 	b.Run("ChunkReader", func(b *testing.B) {
 		b.SetBytes(int64(len(export)))
 		for b.Loop() {
-			cr := NewChunkReader(bytes.NewReader(export), 2, 0)
+			cr := NewChunkReader(bytes.NewReader(export), 2, 0, nil)
 			if res := readChunks(cr); res.err != io.EOF {
 				b.Fatal(res.err)
 			}
