@@ -93,6 +93,11 @@ type ImportOptions struct {
 // line), although its ID verifies: such a name could not have been
 // appended here, and printed it could write to an operator's terminal.
 //
+// The input is read ahead in chunks of about 4 MB, which are parsed in
+// parallel (one goroutine a CPU, ndjson.ChunkReader); the chain is verified
+// and the events written in input order. Reading goes on concurrently:
+// Import may have read further than the line it fails at.
+//
 // Events are written without fsync, in batches of a few MB, and synced
 // once at the end. Reading the input and writing the segments run
 // concurrently with everything else; a ledger of the same ID or name
@@ -113,7 +118,9 @@ func (db *DB) Import(ctx context.Context, r io.Reader, opts ImportOptions) (Ledg
 			return LedgerInfo{}, fmt.Errorf("engine: import: %w", err)
 		}
 	}
-	im := &importer{db: db, ctx: ctx, opts: opts, rd: ndjson.NewChunkReader(r, runtime.GOMAXPROCS(0), importChunkBytes), v: ndjson.NewVerifier()}
+	// The reader stops reading the input once ctx ends or Close begins.
+	stop := func() error { return db.stopped(ctx) }
+	im := &importer{db: db, ctx: ctx, opts: opts, rd: ndjson.NewChunkReader(r, runtime.GOMAXPROCS(0), importChunkBytes, stop), v: ndjson.NewVerifier()}
 	info, err := im.run()
 	im.rd.Close()
 	if err != nil {
@@ -208,8 +215,8 @@ type importer struct {
 	entries    []segment.Entry
 	batchBytes int
 	firstLine  int
-	batch     segment.Batch
-	ck        Checkpoint // signed once every event is written
+	batch      segment.Batch
+	ck         Checkpoint // signed once every event is written
 }
 
 // addLeaves adds the leaves of the batch just written to the tree.
@@ -374,8 +381,9 @@ func (im *importer) next() (*ndjson.Event, error) {
 			im.bytes = im.chunk.End
 		}
 	}
-	if err == io.EOF {
-		return nil, err
+	var le *ndjson.LineError
+	if err == io.EOF || err != nil && !errors.As(err, &le) {
+		return nil, err // the end, or ctx's error or ErrClosed (the reader's stop)
 	}
 	var ev *ndjson.Event
 	if err == nil {

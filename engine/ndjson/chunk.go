@@ -59,12 +59,16 @@ type chunkJob struct {
 // NewChunkReader returns a ChunkReader of r that parses with workers
 // goroutines (at least 1), in chunks of about chunkBytes (0 means
 // DefaultChunkBytes), refusing lines longer than [DefaultMaxLineBytes].
-func NewChunkReader(r io.Reader, workers, chunkBytes int) *ChunkReader {
-	return newChunkReader(r, workers, chunkBytes, DefaultMaxLineBytes)
+//
+// stop, if not nil, is called (from another goroutine) before each read of
+// r: once it returns an error, no more of r is read, and Next returns that
+// error, as it is, after the lines read before it.
+func NewChunkReader(r io.Reader, workers, chunkBytes int, stop func() error) *ChunkReader {
+	return newChunkReader(r, workers, chunkBytes, DefaultMaxLineBytes, stop)
 }
 
 // newChunkReader is NewChunkReader with a line limit of maxLine bytes.
-func newChunkReader(r io.Reader, workers, chunkBytes, maxLine int) *ChunkReader {
+func newChunkReader(r io.Reader, workers, chunkBytes, maxLine int, stop func() error) *ChunkReader {
 	if workers < 1 {
 		workers = 1
 	}
@@ -77,7 +81,7 @@ func newChunkReader(r io.Reader, workers, chunkBytes, maxLine int) *ChunkReader 
 	}
 	jobs := make(chan *chunkJob, workers)
 	c.wg.Add(1 + workers)
-	go c.read(r, chunkBytes, maxLine, jobs)
+	go c.read(r, chunkBytes, maxLine, stop, jobs)
 	for range workers {
 		go c.work(jobs, maxLine)
 	}
@@ -137,7 +141,7 @@ func (c *ChunkReader) Close() {
 
 // read cuts the input into chunks of whole lines, hands them to the
 // workers and queues them, in order, for Next.
-func (c *ChunkReader) read(r io.Reader, chunkBytes, maxLine int, jobs chan<- *chunkJob) {
+func (c *ChunkReader) read(r io.Reader, chunkBytes, maxLine int, stop func() error, jobs chan<- *chunkJob) {
 	defer c.wg.Done()
 	defer close(c.out)
 	defer close(jobs)
@@ -168,7 +172,13 @@ func (c *ChunkReader) read(r io.Reader, chunkBytes, maxLine int, jobs chan<- *ch
 		copy(buf, carry)
 		var rerr error
 		zero := 0
+		var stopped error
 		for len(buf) < cap(buf) && rerr == nil {
+			if stop != nil {
+				if stopped = stop(); stopped != nil {
+					break
+				}
+			}
 			n, err := r.Read(buf[len(buf):cap(buf)])
 			buf = buf[:len(buf)+n]
 			rerr = err
@@ -193,6 +203,8 @@ func (c *ChunkReader) read(r io.Reader, chunkBytes, maxLine int, jobs chan<- *ch
 		off += int64(cut)
 		carry = buf[cut:]
 		switch {
+		case stopped != nil:
+			j.readErr = stopped
 		case rerr == io.EOF:
 			j.readErr = io.EOF
 		case rerr != nil:

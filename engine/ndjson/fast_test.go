@@ -76,17 +76,13 @@ func TestFastTimestampAgreesWithTimeParse(t *testing.T) {
 func TestParseFastAgreesWithSlow(t *testing.T) {
 	data := readVector(t, "evently-examples-ledger.ndjson")
 	lines := bytes.SplitAfter(data, []byte("\n"))
+	all := readAll(NewReader(bytes.NewReader(data)), DefaultMaxLineBytes)
+	if all.err != io.EOF {
+		t.Fatal(all.err)
+	}
 	var exported [][]byte
-	r := NewReader(bytes.NewReader(data))
-	for {
-		ev, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		exported = append(exported, bytes.TrimSuffix(AppendEvent(nil, ev), []byte("\n")))
+	for i := range all.events {
+		exported = append(exported, bytes.TrimSuffix(AppendEvent(nil, &all.events[i]), []byte("\n")))
 	}
 	var fastP, slowP lineParser
 	fastCount := 0
@@ -179,7 +175,7 @@ func TestChunkReaderMatchesReader(t *testing.T) {
 	for name, in := range inputs {
 		for _, chunk := range []int{1, 100, 4096, 65536, 1 << 22} {
 			want := readAll(NewReader(strings.NewReader(in)), 2048)
-			cr := newChunkReader(strings.NewReader(in), 2, chunk, 2048)
+			cr := newChunkReader(strings.NewReader(in), 2, chunk, 2048, nil)
 			got := readChunks(cr)
 			cr.Close()
 			if !reflect.DeepEqual(got.events, want.events) || fmt.Sprint(got.err) != fmt.Sprint(want.err) {
@@ -193,7 +189,7 @@ func TestChunkReaderMatchesReader(t *testing.T) {
 	}
 	// A read error: after every whole line, at the next line.
 	for _, chunk := range []int{100, 1 << 22} {
-		cr := newChunkReader(&failingReader{strings.NewReader(strings.Join(lines[:50], "") + `{"ent`)}, 2, chunk, DefaultMaxLineBytes)
+		cr := newChunkReader(&failingReader{strings.NewReader(strings.Join(lines[:50], "") + `{"ent`)}, 2, chunk, DefaultMaxLineBytes, nil)
 		got := readChunks(cr)
 		cr.Close()
 		var le *LineError
@@ -241,13 +237,95 @@ func readChunks(cr *ChunkReader) readResult {
 	}
 }
 
+// TestChunkReaderStop stops a ChunkReader after some reads: it reads no
+// more, and Next returns the lines read, then the stop error as it is.
+func TestChunkReaderStop(t *testing.T) {
+	data := readVector(t, "evently-examples-ledger.ndjson")
+	errStop := errors.New("stop")
+	reads := 0
+	r := &countReads{r: bytes.NewReader(data), n: &reads}
+	cr := newChunkReader(r, 2, 1000, DefaultMaxLineBytes, func() error {
+		if reads >= 5 {
+			return errStop
+		}
+		return nil
+	})
+	defer cr.Close()
+	got := readChunks(cr)
+	if got.err != errStop || reads != 5 || len(got.events) == 0 || got.end > 5000 {
+		t.Fatalf("%d reads, %d events up to %d, %v; want 5 reads, the events of up to 5000 bytes, the stop error", reads, len(got.events), got.end, got.err)
+	}
+}
+
+type countReads struct {
+	r io.Reader
+	n *int
+}
+
+func (c *countReads) Read(p []byte) (int, error) {
+	*c.n++
+	return c.r.Read(p[:min(len(p), 1000)])
+}
+
 // TestChunkReaderClose closes a ChunkReader before reading all of it.
 func TestChunkReaderClose(t *testing.T) {
 	data := readVector(t, "evently-examples-ledger.ndjson")
-	cr := NewChunkReader(bytes.NewReader(data), 2, 1000)
+	cr := NewChunkReader(bytes.NewReader(data), 2, 1000, nil)
 	if _, err := cr.Next(); err != nil {
 		t.Fatal(err)
 	}
 	cr.Close()
 	cr.Close()
+}
+
+// BenchmarkParseLine parses the lines of the examples ledger as an export
+// writes them, by the old parser alone (slow) and by the fast path (fast),
+// and reads them through a Reader and a ChunkReader.
+func BenchmarkParseLine(b *testing.B) {
+	data := readVector(b, "evently-examples-ledger.ndjson")
+	all := readAll(NewReader(bytes.NewReader(data)), DefaultMaxLineBytes)
+	var export []byte
+	for i := range all.events {
+		export = AppendEvent(export, &all.events[i])
+	}
+	lines := bytes.Split(bytes.TrimSuffix(export, []byte("\n")), []byte("\n"))
+	for _, fast := range []bool{false, true} {
+		b.Run(map[bool]string{false: "slow", true: "fast"}[fast], func(b *testing.B) {
+			var p lineParser
+			var ev Event
+			b.SetBytes(int64(len(export)))
+			for b.Loop() {
+				for _, l := range lines {
+					var err error
+					if fast {
+						err = p.parse(l, &ev, true)
+					} else {
+						err = p.parseSlow(l, &ev)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.N)*float64(len(lines))/b.Elapsed().Seconds(), "lines/s")
+		})
+	}
+	b.Run("Reader", func(b *testing.B) {
+		b.SetBytes(int64(len(export)))
+		for b.Loop() {
+			if res := readAll(NewReader(bytes.NewReader(export)), DefaultMaxLineBytes); res.err != io.EOF {
+				b.Fatal(res.err)
+			}
+		}
+	})
+	b.Run("ChunkReader", func(b *testing.B) {
+		b.SetBytes(int64(len(export)))
+		for b.Loop() {
+			cr := NewChunkReader(bytes.NewReader(export), 2, 0, nil)
+			if res := readChunks(cr); res.err != io.EOF {
+				b.Fatal(res.err)
+			}
+			cr.Close()
+		}
+	})
 }

@@ -221,20 +221,11 @@ func TestAppendLineAllocatesNothing(t *testing.T) {
 
 func BenchmarkAppendLine(b *testing.B) {
 	data := readVector(b, "evently-examples-ledger.ndjson")
-	var evs []Event
-	r := NewReader(bytes.NewReader(data))
-	for {
-		ev, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
-		e := *ev
-		e.Meta, e.Data = bytes.Clone(ev.Meta), bytes.Clone(ev.Data)
-		evs = append(evs, e)
+	all := readAll(NewReader(bytes.NewReader(data)), DefaultMaxLineBytes)
+	if all.err != io.EOF {
+		b.Fatal(all.err)
 	}
+	evs := all.events
 	buf := make([]byte, 0, 64<<10)
 	var n int64
 	b.ReportAllocs()
