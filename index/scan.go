@@ -351,21 +351,34 @@ func (x *Index) walkPostings(ctx context.Context, it *pebble.Iterator, r SeqRang
 
 // seqResolver finds the positions of sequence numbers of a ledger: the S
 // entry of the block (the first whose last sequence number is at or after
-// it) names the T block, which it keeps for the next.
+// it) names the T block, which it keeps for the next: walked to the one
+// event wanted the first time, decoded whole when asked again (a stream's
+// events are often several in a block, or none).
 type seqResolver struct {
 	x      *Index
 	ctx    context.Context
 	ledger eventid.LedgerID
 	s, t   *pebble.Iterator
-	blk    []Position // the last block read
-	key    []byte
+	// The last block read: its key and value, its sequence numbers, and
+	// its events once decoded.
+	bkey, bval  []byte
+	first, last uint64
+	blk         []Position
+	// The keys of the last seeks: Pebble may keep the one it was given
+	// until the next.
+	skey, tkey []byte
 }
 
 // find returns the position of seq; found is false if no S entry covers
 // it or its block does not hold it.
 func (r *seqResolver) find(seq uint64) (p Position, found bool, err error) {
-	if n := len(r.blk); n > 0 && seq >= r.blk[0].Seq && seq <= r.blk[n-1].Seq {
-		return r.blk[seq-r.blk[0].Seq], true, nil
+	if r.bkey != nil && seq >= r.first && seq <= r.last {
+		if len(r.blk) == 0 {
+			if r.blk, err = decodeBlock(r.blk[:0], r.bkey, r.bval); err != nil {
+				return p, false, err
+			}
+		}
+		return r.blk[seq-r.first], true, nil
 	}
 	if r.s == nil {
 		if r.s, err = r.x.familyIter(r.ctx, famSeq, r.ledger); err != nil {
@@ -375,8 +388,8 @@ func (r *seqResolver) find(seq uint64) (p Position, found bool, err error) {
 			return p, false, err
 		}
 	}
-	r.key = appendSeqKey(r.key[:0], r.ledger, seq)
-	if !r.s.SeekGE(r.key) {
+	r.skey = appendSeqKey(r.skey[:0], r.ledger, seq)
+	if !r.s.SeekGE(r.skey) {
 		return p, false, nil
 	}
 	sk := r.s.Key()
@@ -391,25 +404,32 @@ func (r *seqResolver) find(seq uint64) (p Position, found bool, err error) {
 		return p, false, corruptf(sk, "value is %d bytes, want %d", len(v), seqValueLen)
 	}
 	last := binary.BigEndian.Uint64(sk[ledgerPrefixLen:])
-	r.key = appendTimeKey(r.key[:0], r.ledger, eventid.ID(v))
-	if !r.t.SeekGE(r.key) || !bytes.Equal(r.t.Key(), r.key) {
+	r.tkey = appendTimeKey(r.tkey[:0], r.ledger, eventid.ID(v))
+	if !r.t.SeekGE(r.tkey) || !bytes.Equal(r.t.Key(), r.tkey) {
 		return p, false, corruptf(sk, "no T block of its ID %v", eventid.ID(v))
 	}
 	if v, err = r.t.ValueAndErr(); err != nil {
 		return p, false, readErr(err)
 	}
-	if r.blk, err = decodeBlock(r.blk[:0], r.t.Key(), v); err != nil {
-		return p, false, err
+	r.bkey, r.bval, r.blk = append(r.bkey[:0], r.t.Key()...), append(r.bval[:0], v...), r.blk[:0]
+	var b blockReader
+	for ok := b.init(r.bkey, r.bval); ok && b.next(); {
+		if b.n == 1 {
+			r.first = b.seq
+		}
+		if b.seq == seq {
+			p, found = b.position(), true
+		}
 	}
-	if n := len(r.blk); r.blk[n-1].Seq != last {
-		err = corruptf(sk, "its T block %v ends at sequence number %d", eventid.ID(v), r.blk[n-1].Seq)
-		r.blk = r.blk[:0]
-		return p, false, err
+	if b.err == nil && b.seq != last {
+		b.err = corruptf(sk, "its T block %v ends at sequence number %d", eventid.ID(v), b.seq)
 	}
-	if seq < r.blk[0].Seq {
-		return p, false, nil
+	if b.err != nil {
+		r.bkey = nil
+		return Position{}, false, b.err
 	}
-	return r.blk[seq-r.blk[0].Seq], true, nil
+	r.last = last
+	return p, found, nil
 }
 
 // resolve is find for a sequence number that the posting of key k names.
