@@ -89,8 +89,14 @@ func BenchmarkReadsCPU(b *testing.B) {
 		name string
 		op   func(s uint64) bool
 	}{
-		{"Lookup", func(s uint64) bool { got, _, found, err := x.Lookup(idOf(ledgerA, s)); return err == nil && found && got == s }},
-		{"BySeq", func(s uint64) bool { id, found, err := x.BySeq(ledgerA, s); return err == nil && found && id == idOf(ledgerA, s) }},
+		{"Lookup", func(s uint64) bool {
+			got, _, found, err := x.Lookup(idOf(ledgerA, s))
+			return err == nil && found && got == s
+		}},
+		{"BySeq", func(s uint64) bool {
+			id, found, err := x.BySeq(ledgerA, s)
+			return err == nil && found && id == idOf(ledgerA, s)
+		}},
 		{"TimeRange1000", func(s uint64) bool {
 			k := 0
 			for _, err := range x.TimeRange(ctx, ledgerA, idOf(ledgerA, s%(n-1000)+1), idOf(ledgerA, s%(n-1000)+1000), false) {
