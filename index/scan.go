@@ -31,11 +31,7 @@ const ctxCheckEvery = 128
 // descending. It is empty if lo > hi.
 func (x *Index) TimeRange(ctx context.Context, ledger eventid.LedgerID, lo, hi eventid.ID, reverse bool) iter.Seq2[Position, error] {
 	return func(yield func(Position, error) bool) {
-		if err := x.usable(); err != nil {
-			yield(Position{}, err)
-			return
-		}
-		if err := ctx.Err(); err != nil {
+		if err := x.scanErr(ctx); err != nil {
 			yield(Position{}, err)
 			return
 		}
@@ -47,16 +43,7 @@ func (x *Index) TimeRange(ctx context.Context, ledger eventid.LedgerID, lo, hi e
 			yield(Position{}, err)
 			return
 		}
-		err = walkBlocks(ctx, it, ledger, lo, hi, reverse, yield)
-		if err == errStop {
-			err = nil
-		}
-		if err = errors.Join(err, it.Error(), it.Close()); err != nil {
-			if pebble.IsCorruptionError(err) {
-				err = readErr(err)
-			}
-			yield(Position{}, err)
-		}
+		endScan(walkBlocks(ctx, it, ledger, lo, hi, reverse, yield), yield, it.Error(), it.Close())
 	}
 }
 
@@ -227,11 +214,7 @@ func (x *Index) seqScan(ctx context.Context, prefix []byte, r SeqRange) iter.Seq
 // group makes an empty scan. An error is yielded once, last.
 func (x *Index) postingScan(ctx context.Context, lo, hi []byte, r SeqRange, group func(k []byte) (int, error)) iter.Seq2[Position, error] {
 	return func(yield func(Position, error) bool) {
-		if err := x.usable(); err != nil {
-			yield(Position{}, err)
-			return
-		}
-		if err := ctx.Err(); err != nil {
+		if err := x.scanErr(ctx); err != nil {
 			yield(Position{}, err)
 			return
 		}
@@ -246,16 +229,30 @@ func (x *Index) postingScan(ctx context.Context, lo, hi []byte, r SeqRange, grou
 		// Made after it, the resolver's iterators see every event its
 		// postings name.
 		res := &seqResolver{x: x, ctx: ctx, ledger: eventid.LedgerID(binary.BigEndian.Uint32(lo[1:ledgerPrefixLen]))}
-		err = x.walkPostings(ctx, it, r, group, res, yield)
-		if err == errStop {
-			err = nil
+		endScan(x.walkPostings(ctx, it, r, group, res, yield), yield, it.Error(), it.Close(), res.close())
+	}
+}
+
+// scanErr is the error a scan yields before it starts: the Index's
+// (closed, failed) or ctx's.
+func (x *Index) scanErr(ctx context.Context) error {
+	if err := x.usable(); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// endScan yields, once, the error of a walk (none if its consumer
+// stopped) joined with those of closing its iterators.
+func endScan(err error, yield func(Position, error) bool, closing ...error) {
+	if err == errStop {
+		err = nil
+	}
+	if err = errors.Join(append([]error{err}, closing...)...); err != nil {
+		if pebble.IsCorruptionError(err) {
+			err = readErr(err)
 		}
-		if err = errors.Join(err, it.Error(), it.Close(), res.close()); err != nil {
-			if pebble.IsCorruptionError(err) {
-				err = readErr(err)
-			}
-			yield(Position{}, err)
-		}
+		yield(Position{}, err)
 	}
 }
 
