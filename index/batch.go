@@ -1,9 +1,11 @@
 package index
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
@@ -138,6 +140,13 @@ func (b *Batch) addPosting(seq uint64) {
 // writeEvents writes the T, S, E, A and N entries of the events added
 // since the last Commit, and forgets them.
 func (b *Batch) writeEvents() {
+	// In ledger and sequence order: the engine adds the first record of
+	// an idempotent batch after its last when it re-indexes (the digest
+	// of the batch is known then), and blocks and postings are runs of
+	// increasing sequence numbers. Already sorted, this is one pass.
+	slices.SortStableFunc(b.recs, func(p, q blockRec) int {
+		return cmp.Or(cmp.Compare(p.id.Ledger(), q.id.Ledger()), cmp.Compare(p.seq, q.seq))
+	})
 	for i := 0; i < len(b.recs); {
 		j := i + 1
 		for j < len(b.recs) && j-i < blockMax && b.recs[j].follows(&b.recs[j-1]) {
@@ -148,6 +157,7 @@ func (b *Batch) writeEvents() {
 	}
 	for i := range b.posts {
 		p := &b.posts[i]
+		slices.Sort(p.seqs)
 		b.key, b.val = postingEntries(p.prefix, p.seqs, b.key, b.val, b.set)
 	}
 	b.recs = b.recs[:0]

@@ -31,11 +31,7 @@ const ctxCheckEvery = 128
 // descending. It is empty if lo > hi.
 func (x *Index) TimeRange(ctx context.Context, ledger eventid.LedgerID, lo, hi eventid.ID, reverse bool) iter.Seq2[Position, error] {
 	return func(yield func(Position, error) bool) {
-		if err := x.usable(); err != nil {
-			yield(Position{}, err)
-			return
-		}
-		if err := ctx.Err(); err != nil {
+		if err := x.scanErr(ctx); err != nil {
 			yield(Position{}, err)
 			return
 		}
@@ -47,16 +43,7 @@ func (x *Index) TimeRange(ctx context.Context, ledger eventid.LedgerID, lo, hi e
 			yield(Position{}, err)
 			return
 		}
-		err = walkBlocks(ctx, it, ledger, lo, hi, reverse, yield)
-		if err == errStop {
-			err = nil
-		}
-		if err = errors.Join(err, it.Error(), it.Close()); err != nil {
-			if pebble.IsCorruptionError(err) {
-				err = readErr(err)
-			}
-			yield(Position{}, err)
-		}
+		endScan(walkBlocks(ctx, it, ledger, lo, hi, reverse, yield), yield, it.Error(), it.Close())
 	}
 }
 
@@ -227,11 +214,7 @@ func (x *Index) seqScan(ctx context.Context, prefix []byte, r SeqRange) iter.Seq
 // group makes an empty scan. An error is yielded once, last.
 func (x *Index) postingScan(ctx context.Context, lo, hi []byte, r SeqRange, group func(k []byte) (int, error)) iter.Seq2[Position, error] {
 	return func(yield func(Position, error) bool) {
-		if err := x.usable(); err != nil {
-			yield(Position{}, err)
-			return
-		}
-		if err := ctx.Err(); err != nil {
+		if err := x.scanErr(ctx); err != nil {
 			yield(Position{}, err)
 			return
 		}
@@ -246,16 +229,30 @@ func (x *Index) postingScan(ctx context.Context, lo, hi []byte, r SeqRange, grou
 		// Made after it, the resolver's iterators see every event its
 		// postings name.
 		res := &seqResolver{x: x, ctx: ctx, ledger: eventid.LedgerID(binary.BigEndian.Uint32(lo[1:ledgerPrefixLen]))}
-		err = x.walkPostings(ctx, it, r, group, res, yield)
-		if err == errStop {
-			err = nil
+		endScan(x.walkPostings(ctx, it, r, group, res, yield), yield, it.Error(), it.Close(), res.close())
+	}
+}
+
+// scanErr is the error a scan yields before it starts: the Index's
+// (closed, failed) or ctx's.
+func (x *Index) scanErr(ctx context.Context) error {
+	if err := x.usable(); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// endScan yields, once, the error of a walk (none if its consumer
+// stopped) joined with those of closing its iterators.
+func endScan(err error, yield func(Position, error) bool, closing ...error) {
+	if err == errStop {
+		err = nil
+	}
+	if err = errors.Join(append([]error{err}, closing...)...); err != nil {
+		if pebble.IsCorruptionError(err) {
+			err = readErr(err)
 		}
-		if err = errors.Join(err, it.Error(), it.Close(), res.close()); err != nil {
-			if pebble.IsCorruptionError(err) {
-				err = readErr(err)
-			}
-			yield(Position{}, err)
-		}
+		yield(Position{}, err)
 	}
 }
 
@@ -351,21 +348,34 @@ func (x *Index) walkPostings(ctx context.Context, it *pebble.Iterator, r SeqRang
 
 // seqResolver finds the positions of sequence numbers of a ledger: the S
 // entry of the block (the first whose last sequence number is at or after
-// it) names the T block, which it keeps for the next.
+// it) names the T block, which it keeps for the next: walked to the one
+// event wanted the first time, decoded whole when asked again (a stream's
+// events are often several in a block, or none).
 type seqResolver struct {
 	x      *Index
 	ctx    context.Context
 	ledger eventid.LedgerID
 	s, t   *pebble.Iterator
-	blk    []Position // the last block read
-	key    []byte
+	// The last block read: its key and value, its sequence numbers, and
+	// its events once decoded.
+	bkey, bval  []byte
+	first, last uint64
+	blk         []Position
+	// The keys of the last seeks: Pebble may keep the one it was given
+	// until the next.
+	skey, tkey []byte
 }
 
 // find returns the position of seq; found is false if no S entry covers
 // it or its block does not hold it.
 func (r *seqResolver) find(seq uint64) (p Position, found bool, err error) {
-	if n := len(r.blk); n > 0 && seq >= r.blk[0].Seq && seq <= r.blk[n-1].Seq {
-		return r.blk[seq-r.blk[0].Seq], true, nil
+	if r.bkey != nil && seq >= r.first && seq <= r.last {
+		if len(r.blk) == 0 {
+			if r.blk, err = decodeBlock(r.blk[:0], r.bkey, r.bval); err != nil {
+				return p, false, err
+			}
+		}
+		return r.blk[seq-r.first], true, nil
 	}
 	if r.s == nil {
 		if r.s, err = r.x.familyIter(r.ctx, famSeq, r.ledger); err != nil {
@@ -375,8 +385,8 @@ func (r *seqResolver) find(seq uint64) (p Position, found bool, err error) {
 			return p, false, err
 		}
 	}
-	r.key = appendSeqKey(r.key[:0], r.ledger, seq)
-	if !r.s.SeekGE(r.key) {
+	r.skey = appendSeqKey(r.skey[:0], r.ledger, seq)
+	if !r.s.SeekGE(r.skey) {
 		return p, false, nil
 	}
 	sk := r.s.Key()
@@ -391,25 +401,32 @@ func (r *seqResolver) find(seq uint64) (p Position, found bool, err error) {
 		return p, false, corruptf(sk, "value is %d bytes, want %d", len(v), seqValueLen)
 	}
 	last := binary.BigEndian.Uint64(sk[ledgerPrefixLen:])
-	r.key = appendTimeKey(r.key[:0], r.ledger, eventid.ID(v))
-	if !r.t.SeekGE(r.key) || !bytes.Equal(r.t.Key(), r.key) {
+	r.tkey = appendTimeKey(r.tkey[:0], r.ledger, eventid.ID(v))
+	if !r.t.SeekGE(r.tkey) || !bytes.Equal(r.t.Key(), r.tkey) {
 		return p, false, corruptf(sk, "no T block of its ID %v", eventid.ID(v))
 	}
 	if v, err = r.t.ValueAndErr(); err != nil {
 		return p, false, readErr(err)
 	}
-	if r.blk, err = decodeBlock(r.blk[:0], r.t.Key(), v); err != nil {
-		return p, false, err
+	r.bkey, r.bval, r.blk = append(r.bkey[:0], r.t.Key()...), append(r.bval[:0], v...), r.blk[:0]
+	var b blockReader
+	for ok := b.init(r.bkey, r.bval); ok && b.next(); {
+		if b.n == 1 {
+			r.first = b.seq
+		}
+		if b.seq == seq {
+			p, found = b.position(), true
+		}
 	}
-	if n := len(r.blk); r.blk[n-1].Seq != last {
-		err = corruptf(sk, "its T block %v ends at sequence number %d", eventid.ID(v), r.blk[n-1].Seq)
-		r.blk = r.blk[:0]
-		return p, false, err
+	if b.err == nil && b.seq != last {
+		b.err = corruptf(sk, "its T block %v ends at sequence number %d", eventid.ID(v), b.seq)
 	}
-	if seq < r.blk[0].Seq {
-		return p, false, nil
+	if b.err != nil {
+		r.bkey = nil
+		return Position{}, false, b.err
 	}
-	return r.blk[seq-r.blk[0].Seq], true, nil
+	r.last = last
+	return p, found, nil
 }
 
 // resolve is find for a sequence number that the posting of key k names.
