@@ -145,7 +145,7 @@ func (l *ledger) awaitFirst(key string, d *duplicate) (res AppendResult, found b
 	for l.indexed < d.firstSeq+uint64(d.count)-1 && l.inFlight(key, d.firstSeq) {
 		l.cond.Wait()
 	}
-	idxErr := l.idxErr
+	idxErr, published := l.idxErr, l.indexed
 	l.idxMu.Unlock()
 	if idxErr != nil {
 		// Without the index the outcome cannot be told: appending again
@@ -155,6 +155,12 @@ func (l *ledger) awaitFirst(key string, d *duplicate) (res AppendResult, found b
 	k, found, err := l.db.idx.Idempotency(l.meta.ID, []byte(key))
 	if err != nil || !found {
 		return res, false, err
+	}
+	if k.FirstSeq+uint64(k.Count)-1 > published {
+		// Not published: a batch indexed during its fsync (indexWritten),
+		// still in flight, or aborted when that fsync failed. The caller
+		// tries again: its Check finds the one in flight and waits for it.
+		return res, false, nil
 	}
 	// Usually the batch Check found; if that one failed, the append with
 	// the key that was committed after it.
