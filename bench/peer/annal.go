@@ -16,7 +16,7 @@ func init() {
 	Register(Info{
 		Name:    "annal",
 		Version: "this tree",
-		What:    "annal's engine: segment files (CRC32C, chained checksums, content IDs), a Pebble index of five entries an event (by ID, sequence, stream, entity, event name), bbolt metadata",
+		What:    "annal's engine: segment files (CRC32C, chained checksums, content IDs), a Pebble index (format 3: one entry per block of up to 64 events by ID, one by sequence, postings per append for stream, entity and event name), bbolt metadata",
 		Open:    openAnnal,
 	})
 }
