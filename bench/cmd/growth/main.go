@@ -24,7 +24,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/annal-db/annal/bench"
@@ -59,21 +58,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "growth:", err)
 		os.Exit(1)
 	}
-}
-
-// rss returns the resident set size, from /proc/self/statm (0 where there
-// is none).
-func rss() int64 {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0
-	}
-	pages, _ := strconv.ParseInt(f[1], 10, 64)
-	return pages * int64(os.Getpagesize())
 }
 
 // du returns the bytes of the regular files under root.
@@ -144,7 +128,7 @@ func run(events, batch, every int, dir, csvPath string, opts *engine.Options) er
 		s := sample{
 			events: n, seconds: now.Sub(start).Seconds(), rate: float64(n-last) / now.Sub(lastAt).Seconds(),
 			heap: int64(ms.HeapInuse), goMem: int64(ms.Sys - ms.HeapReleased), idx: im.BlockCache + im.MemTables,
-			rss: rss(), index: du(filepath.Join(dir, "index")), segments: du(filepath.Join(dir, "ledgers")),
+			rss: bench.RSS(), index: du(filepath.Join(dir, "index")), segments: du(filepath.Join(dir, "ledgers")),
 		}
 		last, lastAt = n, now
 		samples = append(samples, s)

@@ -32,12 +32,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/annal-db/annal/bench"
 	"github.com/annal-db/annal/engine"
 	"github.com/annal-db/annal/eventid"
 )
@@ -81,20 +80,6 @@ func pct(d []time.Duration, p float64) time.Duration {
 		return 0
 	}
 	return d[min(len(d)-1, int(float64(len(d))*p))]
-}
-
-// rss returns the resident set size, from /proc/self/statm.
-func rss() int64 {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0
-	}
-	pages, _ := strconv.ParseInt(f[1], 10, 64)
-	return pages * int64(os.Getpagesize())
 }
 
 // sample is one report line.
@@ -324,7 +309,7 @@ loop:
 			dbMu.RLock()
 			im := db.IndexMemory()
 			dbMu.RUnlock()
-			s := sample{at: now.Sub(start), events: events.Load(), heap: int64(ms.HeapInuse), rss: rss(),
+			s := sample{at: now.Sub(start), events: events.Load(), heap: int64(ms.HeapInuse), rss: bench.RSS(),
 				goMem: int64(ms.Sys - ms.HeapReleased), index: im.BlockCache + im.MemTables,
 				p50: pct(lat, .5), p99: pct(lat, .99), p999: pct(lat, .999), getP99: pct(gets, .99),
 				lag: events.Load() - seen.Load() + 1, appends: appends.Load(), reopenCnt: reopens.Load()}
