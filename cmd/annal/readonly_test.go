@@ -32,20 +32,7 @@ func TestReadersBesideWriter(t *testing.T) {
 	}
 
 	// The writer: one ID a line for each NDJSON event it reads.
-	w := exec.Command(bin, "append", "acct", "--dir", dir)
-	in, err := w.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	wout, err := w.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wErr bytes.Buffer
-	w.Stderr = &wErr
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
+	w, in, wout, wErr := startAppend(t, bin, dir, "acct")
 	defer w.Process.Kill()
 	ids := make(chan string, 16)
 	go func() {

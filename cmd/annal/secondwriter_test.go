@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +32,27 @@ func runAnnal(t *testing.T, bin, dir, stdin string, args ...string) (code int, s
 	return 0, out.String(), errOut.String()
 }
 
+// startAppend starts "annal append LEDGER --dir dir" from bin, with pipes
+// to its standard input and from its standard output (one ID a line), and
+// its standard error kept in a buffer.
+func startAppend(t *testing.T, bin, dir, ledger string) (cmd *exec.Cmd, stdin io.WriteCloser, stdout io.ReadCloser, stderr *bytes.Buffer) {
+	t.Helper()
+	cmd = exec.Command(bin, "append", ledger, "--dir", dir)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stdout, err = cmd.StdoutPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stderr = new(bytes.Buffer)
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdin, stdout, stderr
+}
+
 // TestSecondWriterNeverGetsIn is the second-writer sequence of issue 12,
 // finding 1, with two real annal processes: process 1 runs "annal append
 // acct" reading NDJSON from a pipe; with DIR/LOCK removed, and then
@@ -53,20 +75,7 @@ func TestSecondWriterNeverGetsIn(t *testing.T) {
 	}
 
 	// Process 1.
-	p1 := exec.Command(bin, "append", "acct", "--dir", dir)
-	in, err := p1.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := p1.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var p1Err bytes.Buffer
-	p1.Stderr = &p1Err
-	if err := p1.Start(); err != nil {
-		t.Fatal(err)
-	}
+	p1, in, stdout, p1Err := startAppend(t, bin, dir, "acct")
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
