@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"syscall"
@@ -91,6 +92,20 @@ func (j *job) run(out *outcome) (err error) {
 	s, err := j.open()
 	if err != nil {
 		return err
+	}
+	// ANNAL_COMPARE_CPUPROFILE=prefix writes a CPU profile of each job's
+	// workload (open and close excluded) to prefix-KIND-STORE-PARAMS.pprof:
+	// the profile of exactly what the harness measures.
+	if prefix := os.Getenv("ANNAL_COMPARE_CPUPROFILE"); prefix != "" {
+		f, err := os.Create(fmt.Sprintf("%s-%s-%s-%s-b%d-a%d.pprof", prefix, j.Kind, j.Store, j.Mode, j.Batch, j.Appenders))
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
 	}
 	cpu0 := cpuSeconds()
 	defer func() {
