@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"errors"
 	"io"
 	"os"
 
@@ -21,4 +22,11 @@ func lockDataDir(dir string) (io.Closer, *os.File, error) {
 		return nil, nil, err
 	}
 	return c, nil, nil
+}
+
+// lockDir is not available without flock: the private directories of
+// read-only DBs are not held, so none is ever taken for stale
+// (removeStalePrivateDirs removes nothing).
+func lockDir(dir string) (*os.File, error) {
+	return nil, &os.PathError{Op: "flock", Path: dir, Err: errors.ErrUnsupported}
 }

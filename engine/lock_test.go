@@ -91,6 +91,19 @@ func lockChild(mode, arg string) error {
 		}
 		fmt.Println("closed")
 		return nil
+	case "ro":
+		// arg is "DIR|TEMPDIR": a read-only DB whose private directory
+		// the parent asks for ("dir"), kept open until stdin closes.
+		dir, temp, _ := strings.Cut(arg, "|")
+		db, err := OpenReadOnly(dir, &Options{TempDir: temp})
+		if err != nil {
+			return err
+		}
+		fmt.Println("ready")
+		for in.Scan() {
+			fmt.Println(db.ro.temp)
+		}
+		return db.Close()
 	}
 	return fmt.Errorf("unknown mode %q", mode)
 }

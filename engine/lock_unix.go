@@ -212,3 +212,19 @@ func keyOf(fi os.FileInfo) fileKey {
 	}
 	return fileKey{}
 }
+
+// lockDir takes an exclusive, non-blocking flock on the directory dir and
+// returns the descriptor that holds it (closing it releases the lock; so
+// does the process's death). An error wrapping unix.EWOULDBLOCK means that
+// another descriptor holds it.
+func lockDir(dir string) (*os.File, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	if err := flock(fd); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "flock", Path: dir, Err: err}
+	}
+	return os.NewFile(uintptr(fd), dir), nil
+}

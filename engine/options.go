@@ -107,7 +107,9 @@ type Options struct {
 	FollowInterval time.Duration
 	// TempDir, for OpenReadOnly, is where the DB makes its private
 	// directory (its index, a copy of the metadata file), removed by
-	// Close. Empty means os.TempDir(). Open ignores it.
+	// Close; one that a reader killed before its Close left there is
+	// removed by the next OpenReadOnly with the same TempDir. Empty means
+	// os.TempDir(). Open ignores it.
 	TempDir string
 
 	// fs, if set, holds the segments and the index instead of the OS file

@@ -3,11 +3,13 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,7 +33,8 @@ const (
 
 // roDB is the state of a DB opened with OpenReadOnly.
 type roDB struct {
-	temp string // the private directory: index, metadata snapshot
+	temp string    // the private directory: index, metadata snapshot
+	hold io.Closer // the flock on temp (nil where there is none): see makePrivateDir
 	// mu serializes the looks at the segments (Follow) and the building
 	// of the private index, so that a ledger's index never claims
 	// records that its catch-up did not read.
@@ -74,7 +77,9 @@ type HiddenTail struct {
 // need none. Ledgers created after the open are not seen. Writes, and
 // what needs the writer's Merkle tree (Checkpoint, LatestCheckpoint,
 // proofs, Verify, VerifyCheckpoint) and consumers, fail with ErrReadOnly.
-// Close removes the private directory.
+// Close removes the private directory; one that a reader killed before
+// its Close left in TempDir is removed by the next OpenReadOnly (see
+// makePrivateDir).
 func OpenReadOnly(dir string, opts *Options) (*DB, error) {
 	o := opts.withDefaults()
 	if err := o.check(); err != nil {
@@ -89,13 +94,13 @@ func OpenReadOnly(dir string, opts *Options) (*DB, error) {
 	} else if !ok && o.fs == nil {
 		return nil, invalid("%s is not an annal data directory (no meta.db, index or ledgers)", dir)
 	}
-	temp, err := os.MkdirTemp(o.TempDir, "annal-ro-*")
+	temp, hold, err := makePrivateDir(o.TempDir)
 	if err != nil {
 		return nil, fmt.Errorf("engine: read-only open: a private directory in %q: %w", o.TempDir, err)
 	}
 	db := &DB{dir: dir, opts: o, fs: fs,
 		byName: map[string]*ledger{}, byID: map[eventid.LedgerID]*ledger{}, broken: map[string]error{},
-		ro: &roDB{temp: temp, hidden: map[string]segment.Hidden{}, interval: o.FollowInterval}}
+		ro: &roDB{temp: temp, hold: hold, hidden: map[string]segment.Hidden{}, interval: o.FollowInterval}}
 	if err := db.openReadOnly(); err != nil {
 		db.closeReadOnly()
 		return nil, err
@@ -369,7 +374,104 @@ func (db *DB) closeReadOnly() error {
 	if err := os.RemoveAll(db.ro.temp); err != nil {
 		errs = append(errs, fmt.Errorf("engine: remove the private directory: %w", err))
 	}
+	if db.ro.hold != nil {
+		db.ro.hold.Close() // after the removal: no other reader takes it for stale before
+	}
 	return errors.Join(errs...)
+}
+
+// The private directory of a read-only DB is TempDir/annal-ro-*, made as
+// TempDir/.annal-ro-init-* and renamed once held: a directory under the
+// final name is held (an exclusive flock on it) from before it has that
+// name until Close has removed it. A reader killed before its Close
+// leaves its directory behind, no longer held: the next read-only open
+// with the same TempDir removes it (removeStalePrivateDirs). Only a
+// directory that holds privateMarker, which every reader writes first,
+// is ever removed, so nothing annal did not make is.
+const (
+	privatePrefix     = "annal-ro-"
+	privateInitPrefix = ".annal-ro-init-"
+	privateMarker     = "ANNAL-READER"
+	// privateInitStale is the age after which a directory still under
+	// its first name, and not held, is taken for a reader killed while
+	// making it; before that it may be a reader between its mkdir and its
+	// flock.
+	privateInitStale = 10 * time.Minute
+)
+
+// makePrivateDir makes a read-only DB's private directory in tempDir (the
+// system's temporary directory if empty), after removing those that
+// killed readers left there, and returns it with what holds it (nil where
+// flock is not available).
+func makePrivateDir(tempDir string) (dir string, hold io.Closer, err error) {
+	if tempDir == "" {
+		tempDir = os.TempDir()
+	}
+	removeStalePrivateDirs(tempDir, time.Now())
+	first, err := os.MkdirTemp(tempDir, privateInitPrefix+"*")
+	if err != nil {
+		return "", nil, err
+	}
+	f, err := lockDir(first)
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
+	case err != nil:
+		os.RemoveAll(first)
+		return "", nil, err
+	default:
+		hold = f
+	}
+	// Who made it and when (informational): the marker that makes it
+	// removable once no longer held.
+	err = os.WriteFile(filepath.Join(first, privateMarker), []byte(lockInfo()), 0o600)
+	if err == nil {
+		dir = filepath.Join(tempDir, privatePrefix+strings.TrimPrefix(filepath.Base(first), privateInitPrefix))
+		err = os.Rename(first, dir)
+	}
+	if err != nil {
+		os.RemoveAll(first)
+		if hold != nil {
+			hold.Close()
+		}
+		return "", nil, err
+	}
+	return dir, hold, nil
+}
+
+// removeStalePrivateDirs removes from tempDir the private directories of
+// read-only DBs that are no longer held (their reader was killed before
+// its Close) and returns their paths. A directory that is held, that has
+// no privateMarker, that cannot be opened (another user's) or, under its
+// first name, that is younger than privateInitStale, is left alone.
+func removeStalePrivateDirs(tempDir string, now time.Time) (removed []string) {
+	entries, err := os.ReadDir(tempDir)
+	if err != nil {
+		return nil
+	}
+	for _, e := range entries {
+		name := e.Name()
+		init := strings.HasPrefix(name, privateInitPrefix)
+		if !e.IsDir() || !init && !strings.HasPrefix(name, privatePrefix) {
+			continue
+		}
+		p := filepath.Join(tempDir, name)
+		if init {
+			if fi, err := e.Info(); err != nil || now.Sub(fi.ModTime()) < privateInitStale {
+				continue
+			}
+		}
+		f, err := lockDir(p)
+		if err != nil {
+			continue // held by a live reader, or not ours to open
+		}
+		if fi, err := os.Lstat(filepath.Join(p, privateMarker)); err == nil && fi.Mode().IsRegular() {
+			if os.RemoveAll(p) == nil {
+				removed = append(removed, p)
+			}
+		}
+		f.Close()
+	}
+	return removed
 }
 
 // readOnlyIndex brings the private index of l up to date on a read-only

@@ -388,3 +388,115 @@ func TestReadOnlyKillLoop(t *testing.T) {
 	}
 	t.Logf("%d kills, %d events shown by the reader, all kept by recovery", kills, seen)
 }
+
+// TestReadOnlyRemovesStalePrivateDirs: a reader killed (SIGKILL) before
+// its Close leaves its private directory in TempDir; the next read-only
+// open with the same TempDir removes it, and leaves alone the directory
+// of a reader still running and whatever annal did not make.
+func TestReadOnlyRemovesStalePrivateDirs(t *testing.T) {
+	if _, err := lockDir(t.TempDir()); errors.Is(err, errors.ErrUnsupported) {
+		t.Skip("no flock on this system: private directories are not held, so none is ever taken for stale")
+	}
+	dir := filepath.Join(t.TempDir(), "d")
+	db, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateLedger(context.Background(), LedgerSpec{Name: "l"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	temp := t.TempDir()
+	killed := startLockChild(t, "ro", dir+"|"+temp)
+	live := startLockChild(t, "ro", dir+"|"+temp)
+	killedDir, liveDir := killed.do("dir"), live.do("dir")
+	// Not annal's: a directory of the same name without the marker, and
+	// a file.
+	foreign := filepath.Join(temp, privatePrefix+"foreign")
+	if err := os.Mkdir(foreign, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(temp, privatePrefix+"file"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := killed.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed.cmd.Wait()
+	if _, err := os.Stat(filepath.Join(killedDir, privateMarker)); err != nil {
+		t.Fatalf("the killed reader's directory: %v (want it left behind)", err)
+	}
+
+	ro, err := OpenReadOnly(dir, &Options{TempDir: temp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(killedDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the killed reader's directory %s after the next open: %v, want it removed", killedDir, err)
+	}
+	for _, p := range []string{liveDir, ro.ro.temp, foreign, filepath.Join(temp, privatePrefix+"file")} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s after the open: %v, want it kept", p, err)
+		}
+	}
+	// A reader opened while another runs does not take its directory.
+	ro2, err := OpenReadOnly(dir, &Options{TempDir: temp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{liveDir, ro.ro.temp} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s after a second open: %v, want it kept", p, err)
+		}
+	}
+	for _, d := range []*DB{ro, ro2} {
+		p := d.ro.temp
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after Close: %v, want it removed", p, err)
+		}
+	}
+	live.stdin.Close()
+	if err := live.cmd.Wait(); err != nil {
+		t.Fatalf("live reader: %v", err)
+	}
+	if _, err := os.Stat(liveDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the live reader's directory after its Close: %v, want it removed", err)
+	}
+}
+
+// TestStalePrivateDirUnderFirstName: a private directory still under its
+// first name (a reader killed between its mkdir and its rename) is
+// removed only once older than privateInitStale, since a younger one may
+// be a reader about to take it.
+func TestStalePrivateDirUnderFirstName(t *testing.T) {
+	if _, err := lockDir(t.TempDir()); errors.Is(err, errors.ErrUnsupported) {
+		t.Skip("no flock on this system: private directories are not held, so none is ever taken for stale")
+	}
+	temp := t.TempDir()
+	p := filepath.Join(temp, privateInitPrefix+"123")
+	if err := os.Mkdir(p, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(p, privateMarker), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := removeStalePrivateDirs(temp, time.Now()); len(got) != 0 {
+		t.Fatalf("removed %v at once, want nothing removed before %v", got, privateInitStale)
+	}
+	held, err := lockDir(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := removeStalePrivateDirs(temp, time.Now().Add(privateInitStale+time.Minute)); len(got) != 0 {
+		t.Fatalf("removed %v while held, want nothing removed", got)
+	}
+	held.Close()
+	if got := removeStalePrivateDirs(temp, time.Now().Add(privateInitStale+time.Minute)); len(got) != 1 || got[0] != p {
+		t.Fatalf("removed %v once old and not held, want [%s]", got, p)
+	}
+}
