@@ -38,8 +38,11 @@ type roDB struct {
 	// mu serializes the looks at the segments (Follow) and the building
 	// of the private index, so that a ledger's index never claims
 	// records that its catch-up did not read.
-	mu       sync.Mutex
-	hidden   map[string]segment.Hidden // by ledger name, as of the open
+	mu     sync.Mutex
+	hidden map[string]segment.Hidden // by ledger name, as of the open
+	// passed: ledgers that appeared after the open and that the reader
+	// will not show (see discoverLedgers); under mu.
+	passed   map[eventid.LedgerID]bool
 	stop     chan struct{}
 	done     chan struct{}
 	interval time.Duration
@@ -74,7 +77,8 @@ type HiddenTail struct {
 // builds from the segments, in a directory of its own under
 // Options.TempDir, when one of them first needs a ledger's, and brings
 // up to date at each such read; Subscribe without a cursor and Ledgers
-// need none. Ledgers created after the open are not seen. Writes, and
+// need none. Ledgers that the writer creates after the open are shown
+// once their genesis event is complete (see discoverLedgers). Writes, and
 // what needs the writer's Merkle tree (Checkpoint, LatestCheckpoint,
 // proofs, Verify, VerifyCheckpoint) and consumers, fail with ErrReadOnly.
 // Close removes the private directory; one that a reader killed before
@@ -279,6 +283,7 @@ func (db *DB) followAll() {
 	defer db.exitRead()
 	db.ro.mu.Lock()
 	defer db.ro.mu.Unlock()
+	db.discoverLedgers()
 	for _, l := range db.openLedgers(nil) {
 		moved, err := l.log.Follow()
 		if err == nil && !moved {
@@ -291,6 +296,78 @@ func (db *DB) followAll() {
 		l.wake()
 		l.idxMu.Unlock()
 	}
+}
+
+// discoverLedgers opens the ledgers that the writer created since the
+// open, once their genesis event is complete, so that Ledgers, reads and
+// Subscribe see them. A ledger is shown under the name in its NAME file
+// (written before its genesis event); one without a valid NAME file, or
+// whose name the reader already shows for another ledger, or whose
+// segments fail verification, is passed over for good (the reader shows
+// it as Open would only once opened again), and so is one whose
+// directory holds no segment. Called with ro.mu held, from followAll.
+func (db *DB) discoverLedgers() {
+	names, err := db.fs.List(filepath.Join(db.dir, ledgersDir))
+	if err != nil {
+		return
+	}
+	for _, name := range names {
+		id, err := eventid.ParseLedgerID(name)
+		if err != nil || id.String() != name || db.ro.passed[id] {
+			continue
+		}
+		db.mu.RLock()
+		_, open := db.byID[id]
+		_, broken := db.broken[name]
+		db.mu.RUnlock()
+		if open || broken {
+			continue
+		}
+		if fi, err := db.fs.Stat(db.ledgerDir(id)); err != nil || !fi.IsDir() {
+			continue
+		}
+		log, err := segment.OpenReadOnly(db.ledgerDir(id), db.segmentOptions(id))
+		if errors.Is(err, segment.ErrNoLog) {
+			continue // being created: no segment yet
+		}
+		if err == nil && log.Head().Seq == 0 {
+			log.Close()
+			continue // being created: its genesis event is not complete
+		}
+		if err != nil {
+			db.passLedger(id)
+			continue
+		}
+		l := &ledger{db: db, log: log}
+		l.cond.L = &l.idxMu
+		m, gerr := metaFromGenesis(log)
+		named, hasFile, nerr := readNameFile(db.fs, log.Dir())
+		if gerr != nil || nerr != nil || !hasFile || ledgerNameProblem(named, name) != "" {
+			log.Close()
+			db.passLedger(id)
+			continue
+		}
+		m.Name = named
+		l.meta = m
+		db.mu.Lock()
+		_, taken := db.byName[named]
+		if !taken && !db.closed {
+			db.byName[named], db.byID[id] = l, l
+		}
+		db.mu.Unlock()
+		if taken {
+			log.Close()
+			db.passLedger(id)
+		}
+	}
+}
+
+// passLedger records that discoverLedgers passes over ledger id.
+func (db *DB) passLedger(id eventid.LedgerID) {
+	if db.ro.passed == nil {
+		db.ro.passed = map[eventid.LedgerID]bool{}
+	}
+	db.ro.passed[id] = true
 }
 
 // roIndex brings the private index of ledger l up to what the DB shows

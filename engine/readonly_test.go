@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -498,5 +499,77 @@ func TestStalePrivateDirUnderFirstName(t *testing.T) {
 	held.Close()
 	if got := removeStalePrivateDirs(temp, time.Now().Add(privateInitStale+time.Minute)); len(got) != 1 || got[0] != p {
 		t.Fatalf("removed %v once old and not held, want [%s]", got, p)
+	}
+}
+
+// TestReadOnlySeesLedgersCreatedAfterOpen: a ledger that the writer
+// creates while a reader has the directory open is shown by the reader
+// once its genesis event is complete, under the name in its NAME file,
+// with every read; a ledger directory that is not (yet) a ledger is
+// passed over and nothing fails.
+func TestReadOnlySeesLedgersCreatedAfterOpen(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	w, err := Open(dir, &Options{CheckpointInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.CreateLedger(ctx, LedgerSpec{Name: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := OpenReadOnly(dir, &Options{FollowInterval: time.Millisecond, TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	// Not a ledger: an empty directory with a ledger ID's name (a
+	// creation before its first segment).
+	if err := os.Mkdir(filepath.Join(dir, ledgersDir, "0badcafe"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	info, err := w.CreateLedger(ctx, LedgerSpec{Name: "b", Description: "made after the reader's open"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []eventid.ID
+	for i := range 3 {
+		ids, err := idsOf(w.Append(ctx, "b", []EventInput{order(i)}, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, ids...)
+	}
+	var li LedgerInfo
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if li, err = ro.Ledger("b"); err == nil && li.Count == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reader: ledger b: %+v, %v; want it with 4 events", li, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if li.ID != info.ID || li.Genesis != info.Genesis || li.Description != info.Description {
+		t.Errorf("reader's b: %+v, writer's: %+v", li, info)
+	}
+	if got := ro.Ledgers(); len(got) != 2 || got[0].Name != "a" || got[1].Name != "b" {
+		t.Errorf("Ledgers: %+v, want a and b", got)
+	}
+	var got []eventid.ID
+	for ev, err := range ro.Scan(ctx, "b", ScanOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ev.ID)
+	}
+	if len(got) != 4 || !slices.Equal(got[1:], want) {
+		t.Errorf("Scan of b: %v, want genesis then %v", got, want)
+	}
+	if ev, err := ro.Get(ctx, want[1]); err != nil || ev.ID != want[1] {
+		t.Errorf("Get: %v %v", ev.ID, err)
+	}
+	if err := ro.Unavailable(); len(err) != 0 {
+		t.Errorf("Unavailable: %v", err)
 	}
 }

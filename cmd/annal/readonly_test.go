@@ -77,8 +77,11 @@ func TestReadersBesideWriter(t *testing.T) {
 		t.Fatalf("a second writer: exit %d, stdout %q, stderr %q; want exit 1 naming the writer", code, out, errOut)
 	}
 
-	// tail follows from the head: it prints what the writer appends next.
-	tail := exec.Command(bin, "tail", "acct", "--format", "ndjson", "--dir", dir)
+	// tail follows: it prints what the writer appends next. It starts
+	// after A1, so that A2 is printed however late it opens; A3 is
+	// appended once tail has printed A2, so it is open by then and must
+	// follow the writer to print it.
+	tail := exec.Command(bin, "tail", "acct", "--after", first[1], "--format", "ndjson", "--dir", dir)
 	tout, err := tail.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -89,6 +92,14 @@ func TestReadersBesideWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tail.Process.Kill()
+	// tailFailed stops tail before reading its stderr, which its copier
+	// writes while it runs.
+	tailFailed := func(format string, args ...any) {
+		t.Helper()
+		tail.Process.Kill()
+		tail.Wait()
+		t.Fatalf(format+"; tail's stderr %q", append(args, tErr.String())...)
+	}
 	lines := make(chan string, 16)
 	go func() {
 		sc := bufio.NewScanner(tout)
@@ -97,16 +108,15 @@ func TestReadersBesideWriter(t *testing.T) {
 		}
 		close(lines)
 	}()
-	time.Sleep(500 * time.Millisecond) // tail has opened the directory
-	next := []string{appendOne("A2"), appendOne("A3")}
-	for _, id := range next {
+	for _, name := range []string{"A2", "A3"} {
+		id := appendOne(name)
 		select {
 		case line, ok := <-lines:
 			if !ok || !strings.Contains(line, id) {
-				t.Fatalf("tail printed %q (open: %v), want the event %s; stderr %q", line, ok, id, tErr.String())
+				tailFailed("tail printed %q (open: %v), want the event %s", line, ok, id)
 			}
 		case <-time.After(30 * time.Second):
-			t.Fatalf("tail did not print %s; stderr %q", id, tErr.String())
+			tailFailed("tail did not print %s", id)
 		}
 	}
 	if err := tail.Process.Signal(os.Interrupt); err != nil {
