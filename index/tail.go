@@ -249,15 +249,19 @@ func (t *Tail) freezeLocked() error {
 	return nil
 }
 
-// flushHook, when set (tests), runs after a flush committed and before
-// the snapshot without its part is published.
-var flushHook func()
+// flushHook, when set (tests), runs in a flush before its Pebble commit
+// (committed false) and after it, before the snapshot without the flushed
+// part is published (committed true).
+var flushHook func(committed bool)
 
 // flush writes a frozen part to Pebble, then drops it from the tail.
 func (t *Tail) flush(b *tailBuf, done chan struct{}) {
+	if flushHook != nil {
+		flushHook(false)
+	}
 	err := t.write(b)
 	if err == nil && flushHook != nil {
-		flushHook()
+		flushHook(true)
 	}
 	t.mu.Lock()
 	if err != nil && t.err == nil && !t.dropped {
@@ -750,22 +754,46 @@ func (x *Index) tailPrefixMatches(ledger eventid.LedgerID, lo, hi []byte, ids []
 	return ids
 }
 
-// tailDigest adds to d the entries of the snapshot's records up to
-// maxSeq.
-func (s *tailSnap) digest(d *Digest, maxSeq uint64) {
+// digest adds to d the entries of the snapshot's records up to maxSeq.
+// An idempotency key holds one K entry, its last, as once the tail is
+// written: one used again in the tail replaces the entry of its earlier
+// use, in the tail or in Pebble (pebbleMax: the last sequence number d
+// counted of Pebble), which d then no longer counts.
+func (x *Index) tailDigest(s *tailSnap, d *Digest, maxSeq, pebbleMax uint64) error {
+	last := map[string]uint64{} // idempotency key -> its last use
+	for _, p := range s.parts() {
+		for i := range p {
+			if r := &p[i]; r.idem != nil {
+				last[r.idemKey] = r.Seq
+			}
+		}
+	}
+	for k := range last {
+		old, found, err := x.idempotencyPebble(d.ledger, []byte(k))
+		if err != nil {
+			return err
+		}
+		if found && old.FirstSeq <= pebbleMax {
+			key := appendIdemKey(nil, d.ledger, []byte(k))
+			val := appendIdem(nil, &Record{Seq: old.FirstSeq, BatchLen: old.Count, Digest: old.Digest[:]})
+			d.Count[slotIdem]--
+			d.Sum[slotIdem] -= entryHash(key, val)
+		}
+	}
 	for _, p := range s.parts() {
 		for i := range p {
 			r := &p[i]
 			if r.Seq > maxSeq {
-				return
+				return nil
 			}
 			rec := Record{ID: r.ID, Seq: r.Seq, Loc: r.Loc, Entity: []byte(r.entity), Key: []byte(r.key), Event: []byte(r.event)}
-			if r.idem != nil {
+			if r.idem != nil && last[r.idemKey] == r.Seq {
 				rec.IdempotencyKey, rec.BatchLen, rec.Digest = []byte(r.idemKey), r.idem.Count, r.idem.Digest[:]
 			}
 			d.Add(&rec)
 		}
 	}
+	return nil
 }
 
 // Digest returns the digest of what the index holds for ledger, its tail
@@ -777,11 +805,13 @@ func (x *Index) Digest(ctx context.Context, ledger eventid.LedgerID, maxSeq uint
 	if s == nil {
 		return x.digestPebble(ctx, ledger, maxSeq)
 	}
-	first := s.first().Seq
-	d, err := x.digestPebble(ctx, ledger, min(maxSeq, first-1))
+	pebbleMax := min(maxSeq, s.first().Seq-1)
+	d, err := x.digestPebble(ctx, ledger, pebbleMax)
 	if err != nil {
 		return nil, err
 	}
-	s.digest(d, maxSeq)
+	if err := x.tailDigest(s, d, maxSeq, pebbleMax); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
