@@ -651,4 +651,3 @@ func TestTailRace(t *testing.T) {
 		t.Fatalf("%d reads wrong while appending", b)
 	}
 }
-
