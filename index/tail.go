@@ -199,7 +199,7 @@ func (t *Tail) Publish(head, durable segment.Head) error {
 	a.mu.Unlock()
 	t.publishLocked()
 	if len(a.recs) >= t.x.tailSize() {
-		return t.freezeLocked()
+		return t.freezeLocked(true)
 	}
 	if !t.armed {
 		t.armed, t.idleAt = true, t.next
@@ -227,8 +227,10 @@ func (t *Tail) publishLocked() {
 }
 
 // freezeLocked makes the active part the frozen one, waiting for the
-// previous frozen part's flush, and starts writing it to Pebble.
-func (t *Tail) freezeLocked() error {
+// previous frozen part's flush, and starts writing it to Pebble. full
+// says the part is frozen because it is full: the next one is then made
+// as large at once, rather than grown by copies.
+func (t *Tail) freezeLocked(full bool) error {
 	for t.flushing != nil {
 		done := t.flushing
 		t.mu.Unlock()
@@ -241,7 +243,11 @@ func (t *Tail) freezeLocked() error {
 	if len(t.active.recs) == 0 {
 		return nil
 	}
-	t.frozen, t.active = t.active, &tailBuf{}
+	next := &tailBuf{}
+	if full {
+		next.recs = make([]tailRec, 0, cap(t.active.recs))
+	}
+	t.frozen, t.active = t.active, next
 	t.publishLocked()
 	done := make(chan struct{})
 	t.flushing = done
@@ -341,7 +347,7 @@ func (t *Tail) idle() {
 		return
 	}
 	if t.flushing == nil && t.err == nil {
-		_ = t.freezeLocked()
+		_ = t.freezeLocked(false)
 	}
 }
 
@@ -349,7 +355,7 @@ func (t *Tail) idle() {
 func (t *Tail) Flush() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if err := t.freezeLocked(); err != nil {
+	if err := t.freezeLocked(false); err != nil {
 		return err
 	}
 	for t.flushing != nil {
