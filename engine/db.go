@@ -948,6 +948,9 @@ func (db *DB) Close() error {
 // every ledger whose records are all indexed, with its durable head:
 // called by Close once the ledgers' logs are closed (synced).
 func (db *DB) indexWitnesses(ledgers []*ledger) error {
+	// The tails first: their flushes write progress markers too, which
+	// would otherwise follow these.
+	tailErr := db.idx.FlushTails()
 	b := db.idx.NewBatch()
 	defer b.Close()
 	n := 0
@@ -972,9 +975,9 @@ func (db *DB) indexWitnesses(ledgers []*ledger) error {
 		n++
 	}
 	if n == 0 {
-		return nil
+		return tailErr
 	}
-	return b.Commit(false)
+	return errors.Join(tailErr, b.Commit(false))
 }
 
 func (db *DB) closeStores() error {

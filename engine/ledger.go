@@ -68,6 +68,8 @@ type ledger struct {
 	// ahead of them and the next Open rebuilds it.
 	idxWritten uint64
 	idxAhead   bool
+	// tail is the ledger's tail in the index (writeIndex), under idxMu.
+	tail *index.Tail
 	// hookOnce sets the segment log's hook (indexWritten) at the first
 	// Append.
 	hookOnce sync.Once
@@ -437,15 +439,17 @@ func (l *ledger) index(b *segment.Batch, leaves []tree.Hash) error {
 		return l.idxErr
 	}
 	// What the segment log's hook wrote during the fsync is in the index
-	// already: only the rest (batches committed before the hook was set)
-	// is written here.
+	// already: only the rest (batches committed before the hook was set,
+	// or that the hook left because a batch before them was not written
+	// yet) is written here.
 	todo := group
-	for len(todo) > 0 && todo[0].FirstSeq <= l.idxWritten {
+	for len(todo) > 0 && todo[0].FirstSeq <= max(l.idxWritten, l.indexed) {
 		todo = todo[1:]
 	}
 	var err error
 	if len(todo) > 0 {
 		err = l.writeIndex(todo, lh)
+		l.idxWritten = last
 	}
 	l.indexed, l.idxHead = last, lh
 	l.indexedUpTo(last)
@@ -464,46 +468,46 @@ func (l *ledger) index(b *segment.Batch, leaves []tree.Hash) error {
 // (visible), so the index may hold records that readers do not see yet,
 // and every read is bounded by visible (or by the log's head, which moves
 // after the fsync). A failed index write is kept in idxErr, as in index.
+// The index's tail takes records in sequence order: a group that does not
+// follow what is written (a batch before it, committed before the hook was
+// set, is not indexed yet) is left to index.
 func (l *ledger) indexWritten(group []*segment.Batch) {
 	lg := group[len(group)-1]
 	last := lg.FirstSeq + uint64(len(lg.IDs)) - 1
 	lh := segment.Head{ID: lg.IDs[len(lg.IDs)-1], Seq: last, Loc: lg.Locations[len(lg.Locations)-1]}
 	l.idxMu.Lock()
-	failed := l.idxErr != nil
-	l.idxMu.Unlock()
-	var err error
-	if !failed {
-		err = l.writeIndex(group, lh)
+	defer l.idxMu.Unlock()
+	if l.idxErr != nil || group[0].FirstSeq != max(l.idxWritten, l.indexed)+1 {
+		return
 	}
-	l.idxMu.Lock()
+	err := l.writeIndex(group, lh)
 	l.idxWritten = last
 	if err != nil && l.idxErr == nil {
 		l.idxErr = fmt.Errorf("engine: index of ledger %s: %w (reopen the DB to rebuild it)", l.meta.Name, err)
 	}
-	l.idxMu.Unlock()
 }
 
-// writeIndex writes the records of a group of committed batches to the
-// index, in one commit, with the progress marker at lh, their last.
+// writeIndex adds the records of a group of committed batches to the
+// index's tail of the ledger (no Pebble write: the tail is written in bulk
+// when full, see index.Tail), with the progress marker at lh, their last.
+// Called with idxMu held: the tail has one writer.
 func (l *ledger) writeIndex(group []*segment.Batch, lh segment.Head) error {
-	x := l.db.idx.NewBatch()
-	defer x.Close()
+	if l.tail == nil {
+		l.tail = l.db.idx.Tail(l.meta.ID)
+	}
+	t := l.tail
 	for _, g := range group {
 		for i, id := range g.IDs {
 			e := &g.Entries[i]
-			r := &index.Record{ID: id, Seq: g.FirstSeq + uint64(i), Loc: g.Locations[i],
-				Entity: []byte(e.Entity), Key: []byte(e.Key), Event: []byte(e.Event)}
+			t.Add(id, g.FirstSeq+uint64(i), g.Locations[i], e.Entity, e.Key, e.Event)
 			if i == 0 && g.IdempotencyKey != nil {
 				// The digest the append compared (kept in flight), as a
 				// rebuild computes it from the records (reindexer).
-				d := l.inflightDigest(g)
-				r.IdempotencyKey, r.BatchLen, r.Digest = g.IdempotencyKey, uint32(len(g.IDs)), d[:]
+				t.AddIdempotency(string(g.IdempotencyKey), uint32(len(g.IDs)), l.inflightDigest(g))
 			}
-			x.Add(l.meta.ID, r)
 		}
 	}
-	x.SetProgressDurable(l.meta.ID, lh, l.log.Durable())
-	return x.Commit(false)
+	return t.Publish(lh, l.log.Durable())
 }
 
 // visible returns the head of what readers see: the last record of the

@@ -99,6 +99,9 @@ func (b *Batch) Add(ledger eventid.LedgerID, r *Record) {
 	case r.IdempotencyKey != nil && r.BatchLen == 0:
 		b.err = fmt.Errorf("%w: record %v (seq %d) has an idempotency key and a batch length of 0", ErrInvalid, r.ID, r.Seq)
 		return
+	case b.x.tailBusy(ledger):
+		b.err = fmt.Errorf("%w: ledger %v has records in its tail: flush it before a batch adds records", ErrInvalid, ledger)
+		return
 	case r.IdempotencyKey != nil && len(r.Digest) != DigestSize:
 		b.err = fmt.Errorf("%w: record %v (seq %d) has an idempotency key and a digest of %d bytes, want %d", ErrInvalid, r.ID, r.Seq, len(r.Digest), DigestSize)
 		return
@@ -217,6 +220,7 @@ func (b *Batch) DeleteEvents(ledger eventid.LedgerID) {
 		b.err = errBatchClosed
 		return
 	}
+	b.x.DropTail(ledger)
 	for _, fam := range ledgerFamilies {
 		if fam == famProgress {
 			continue

@@ -134,13 +134,13 @@ func (d *Digest) Diff(o *Digest) string {
 	return strings.Join(out, "; ")
 }
 
-// Digest returns the digest of what the index holds for ledger, counting
-// only the entries of events up to sequence number maxSeq (those of later
-// events may be committed meanwhile). It reads one snapshot of the index:
+// digestPebble returns the digest of what Pebble holds for ledger,
+// counting only the entries of events up to sequence number maxSeq. It
+// reads one snapshot of the index:
 // the T blocks and the S entries side by side (both are in ledger order),
 // then the postings of E, A and N, then K. A malformed entry is
 // ErrCorruption.
-func (x *Index) Digest(ctx context.Context, ledger eventid.LedgerID, maxSeq uint64) (d *Digest, err error) {
+func (x *Index) digestPebble(ctx context.Context, ledger eventid.LedgerID, maxSeq uint64) (d *Digest, err error) {
 	if err := x.usable(); err != nil {
 		return nil, err
 	}

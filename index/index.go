@@ -35,6 +35,9 @@ type Options struct {
 	// nothing is created or written, and Commit, DeleteLedger and Flush
 	// fail.
 	ReadOnly bool
+	// TailSize is the number of records a ledger's tail (see Tail) holds
+	// before it is written to Pebble; 0 means DefaultTailSize.
+	TailSize int
 	// Logger receives Pebble's messages. nil means Pebble's informational
 	// messages (WAL replay, compactions) are dropped and its errors go to
 	// the standard library's log.
@@ -67,6 +70,8 @@ type Index struct {
 	readOnly bool
 	closed   atomic.Bool
 	bgErr    chan error // Pebble's background errors (EventListener)
+	tails    sync.Map   // eventid.LedgerID -> *Tail
+	tailN    int        // Options.TailSize
 }
 
 // health is what Pebble's event listener and logger tell the Index about
@@ -190,7 +195,7 @@ func Open(dir string, opts Options) (*Index, error) {
 		return nil, fmt.Errorf("index: open %s: %w", dir, err)
 	}
 	gate.release()
-	x := &Index{health: h, db: db, readOnly: opts.ReadOnly, bgErr: bgErr}
+	x := &Index{health: h, db: db, readOnly: opts.ReadOnly, bgErr: bgErr, tailN: opts.TailSize}
 	h.close = db.Close
 	if err := x.checkVersion(); err != nil {
 		_ = x.Close()
@@ -429,9 +434,16 @@ func (x *Index) checkVersion() (err error) {
 	return x.db.Set(key, binary.BigEndian.AppendUint32(nil, formatVersion), pebble.NoSync)
 }
 
-// Close makes everything written durable (see Flush) and closes the index.
-// Closing twice returns ErrClosed.
+// Close writes the tails to Pebble, makes everything written durable (see
+// Flush) and closes the index. Closing twice returns ErrClosed.
 func (x *Index) Close() (err error) {
+	if x.closed.Load() {
+		return ErrClosed
+	}
+	var tailErr error
+	if !x.readOnly && x.usable() == nil {
+		tailErr = x.FlushTails()
+	}
 	if x.closed.Swap(true) {
 		return ErrClosed
 	}
@@ -455,19 +467,23 @@ func (x *Index) Close() (err error) {
 		return errors.Join(*p, x.db.Close())
 	}
 	if !x.readOnly {
-		err = x.flush()
+		err = errors.Join(tailErr, x.flush())
 	}
 	defer x.guard("close", &err)
 	return errors.Join(err, x.db.Close())
 }
 
-// Flush makes every batch committed so far durable: it flushes Pebble's
-// memtables to sorted tables (the index has no write-ahead log). Its cost
-// is bounded by the memtable size. If the flush fails (a full disk), Flush
+// Flush makes every batch committed so far and every ledger's tail
+// durable: it writes the tails to Pebble (FlushTails), then flushes
+// Pebble's memtables to sorted tables (the index has no write-ahead log).
+// Its cost is bounded by the memtable size. If the flush fails (a full disk), Flush
 // returns the error instead of waiting for Pebble's retries; the batches
 // stay readable.
 func (x *Index) Flush() error {
 	if err := x.usable(); err != nil {
+		return err
+	}
+	if err := x.FlushTails(); err != nil {
 		return err
 	}
 	return x.flush()
@@ -477,6 +493,9 @@ func (x *Index) Flush() error {
 func (x *Index) Checkpoint() error {
 	if err := x.usable(); err != nil {
 		return err
+	}
+	if err := x.FlushTails(); err != nil {
+		return fmt.Errorf("index: checkpoint: %w", err)
 	}
 	if err := x.flush(); err != nil {
 		return fmt.Errorf("index: checkpoint: %w", err)
@@ -609,11 +628,13 @@ func (x *Index) get(key []byte) (value []byte, found bool, err error) {
 
 // DeleteLedger removes every key of a ledger, its progress marker
 // included, so that it can be re-indexed from its segments. It is one
-// Pebble batch of range deletions, one per family.
+// Pebble batch of range deletions, one per family. The ledger's tail is
+// dropped.
 func (x *Index) DeleteLedger(ledger eventid.LedgerID) (err error) {
 	if err := x.usable(); err != nil {
 		return err
 	}
+	x.DropTail(ledger)
 	defer x.guard("delete ledger", &err)
 	b := x.db.NewBatch()
 	for _, fam := range ledgerFamilies {
@@ -636,8 +657,10 @@ func (x *Index) DeleteLedger(ledger eventid.LedgerID) (err error) {
 	return b.Close()
 }
 
-// Progress returns how far a ledger has been indexed: the head that the
-// last committed SetProgress recorded. found is false if the ledger has
+// Progress returns how far a ledger has been indexed in Pebble: the head
+// that the last committed SetProgress recorded, or the last record of the
+// last flush of its tail (records in the tail are not counted: a crash
+// loses them, and Open indexes them again from the segments). found is false if the ledger has
 // never been indexed (or was deleted).
 func (x *Index) Progress(ledger eventid.LedgerID) (head segment.Head, found bool, err error) {
 	key := appendProgressKey(nil, ledger)
@@ -650,7 +673,7 @@ func (x *Index) Progress(ledger eventid.LedgerID) (head segment.Head, found bool
 }
 
 // Durable returns the durable head that the last committed
-// SetProgressDurable recorded for a ledger: a record that the ledger's
+// SetProgressDurable (or flush of the ledger's tail) recorded for a ledger: a record that the ledger's
 // segments held on stable storage then. found is false if there is none
 // (never recorded, deleted, or an index written before it existed).
 // The write was not synced: a crash may take it back to an earlier one,
@@ -665,10 +688,9 @@ func (x *Index) Durable(ledger eventid.LedgerID) (durable segment.Head, found bo
 	return durable, err == nil && durable.Seq != 0, err
 }
 
-// Lookup returns the sequence number and location of the event id, in the
-// ledger that the ID names: the T block whose last ID is the first at or
-// after id holds it if any does.
-func (x *Index) Lookup(id eventid.ID) (seq uint64, loc segment.Location, found bool, err error) {
+// lookupPebble is Lookup in Pebble: the T block whose last ID is the
+// first at or after id holds it if any does.
+func (x *Index) lookupPebble(id eventid.ID) (seq uint64, loc segment.Location, found bool, err error) {
 	if err := x.usable(); err != nil {
 		return 0, segment.Location{}, false, err
 	}
@@ -713,8 +735,8 @@ func ledgerBounds(lo, hi []byte, fam byte, ledger eventid.LedgerID) {
 	}
 }
 
-// BySeq returns the ID of a ledger's event with sequence number seq.
-func (x *Index) BySeq(ledger eventid.LedgerID, seq uint64) (id eventid.ID, found bool, err error) {
+// bySeqPebble is BySeq in Pebble.
+func (x *Index) bySeqPebble(ledger eventid.LedgerID, seq uint64) (id eventid.ID, found bool, err error) {
 	if err := x.usable(); err != nil {
 		return eventid.ID{}, false, err
 	}
@@ -738,9 +760,8 @@ type Idem struct {
 	Digest   [DigestSize]byte
 }
 
-// Idempotency returns the batch that an idempotency key appended in a
-// ledger.
-func (x *Index) Idempotency(ledger eventid.LedgerID, key []byte) (Idem, bool, error) {
+// idempotencyPebble is Idempotency in Pebble.
+func (x *Index) idempotencyPebble(ledger eventid.LedgerID, key []byte) (Idem, bool, error) {
 	k := appendIdemKey(nil, ledger, key)
 	v, found, err := x.get(k)
 	if err != nil || !found {
@@ -791,9 +812,11 @@ func (x *Index) PrefixMatches(ledgers []eventid.LedgerID, prefix []byte, oddNibb
 		} else {
 			hi = prefixSuccessor(lo)
 		}
-		if err := x.collectIDs(ledger, lo, hi, limit, &out); err != nil {
+		var ids []eventid.ID
+		if err := x.collectIDs(ledger, lo, hi, limit, &ids); err != nil {
 			return nil, err
 		}
+		out = append(out, x.tailPrefixMatches(ledger, lo, hi, ids)...)
 	}
 	slices.SortFunc(out, eventid.ID.Compare)
 	if len(out) > limit {

@@ -26,10 +26,8 @@ type Position struct {
 // context: often enough to stop promptly, rarely enough to cost nothing.
 const ctxCheckEvery = 128
 
-// TimeRange returns the events of a ledger whose IDs are in [lo, hi], both
-// inclusive, in ID order (time order), ascending or, with reverse,
-// descending. It is empty if lo > hi.
-func (x *Index) TimeRange(ctx context.Context, ledger eventid.LedgerID, lo, hi eventid.ID, reverse bool) iter.Seq2[Position, error] {
+// timeRangePebble is TimeRange in Pebble.
+func (x *Index) timeRangePebble(ctx context.Context, ledger eventid.LedgerID, lo, hi eventid.ID, reverse bool) iter.Seq2[Position, error] {
 	return func(yield func(Position, error) bool) {
 		if err := x.scanErr(ctx); err != nil {
 			yield(Position{}, err)
@@ -171,29 +169,9 @@ func (x *Index) StreamHead(ledger eventid.LedgerID, entity, key []byte) (p Posit
 	return Position{}, false, nil
 }
 
-// Entity returns the events of every key of an entity of a ledger whose
-// sequence numbers are above afterSeq: one key's events after another, each
-// key's in sequence order. Keys come in the order of their encoding (see
-// the package documentation, "Order"), which for keys shorter than 128
-// bytes is by length, then bytewise; it is not sequence order across keys.
-func (x *Index) Entity(ctx context.Context, ledger eventid.LedgerID, entity []byte, afterSeq uint64) iter.Seq2[Position, error] {
-	if afterSeq == math.MaxUint64 {
-		return x.postingScan(ctx, nil, nil, SeqRange{}, nil)
-	}
-	prefix := appendEntityPrefix(nil, ledger, entity)
-	return x.postingScan(ctx, prefix, prefixSuccessor(prefix), SeqRange{After: afterSeq}, func(k []byte) (int, error) {
-		rest := k[len(prefix):]
-		n, w := binary.Uvarint(rest)
-		if w <= 0 || uint64(len(rest)-w) != n+8 {
-			return 0, corruptf(k, "key does not hold a length-prefixed key and a sequence number after the entity (%d bytes)", len(rest))
-		}
-		return len(prefix) + w + int(n), nil // the end of the (entity, key) prefix
-	})
-}
-
-// seqScan reads the E, A or N postings of prefix, the sequence numbers in
-// r.
-func (x *Index) seqScan(ctx context.Context, prefix []byte, r SeqRange) iter.Seq2[Position, error] {
+// seqScanPebble reads the E, A or N postings of prefix in Pebble, the
+// sequence numbers in r.
+func (x *Index) seqScanPebble(ctx context.Context, prefix []byte, r SeqRange) iter.Seq2[Position, error] {
 	if r.After == math.MaxUint64 || r.Before != 0 && r.Before <= r.After+1 {
 		return x.postingScan(ctx, nil, nil, SeqRange{}, nil)
 	}
