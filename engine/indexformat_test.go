@@ -24,6 +24,40 @@ import (
 // of each ledger. positions and events are a ledger's, in ledger order.
 func writeFormat2Index(t *testing.T, dir string, ledger eventid.LedgerID, positions []index.Position, events []Event) {
 	t.Helper()
+	set, done := oldIndexWriter(t, dir)
+	defer done()
+	prefix := func(fam byte) []byte { return idxU32([]byte{fam}, uint32(ledger)) }
+	loc := func(dst []byte, p index.Position) []byte {
+		return idxU32(idxU64(idxU64(dst, p.Loc.Segment), uint64(p.Loc.Offset)), uint32(p.Loc.Size))
+	}
+	set([]byte{'V'}, idxU32(nil, 2))
+	for i, p := range positions {
+		e := events[i]
+		idLoc := loc(slices.Clone(p.ID[:]), p)
+		set(append(prefix('T'), p.ID[:]...), loc(idxU64(nil, p.Seq), p))
+		set(idxU64(prefix('S'), p.Seq), p.ID[:])
+		set(idxU64(idxName(idxName(prefix('E'), e.Entity), e.Key), p.Seq), idLoc)
+		set(idxU64(idxName(prefix('A'), e.Entity), p.Seq), idLoc)
+		set(idxU64(idxName(prefix('N'), e.Event), p.Seq), idLoc)
+	}
+	last := positions[len(positions)-1]
+	set(prefix('P'), loc(idxU64(slices.Clone(last.ID[:]), last.Seq), last))
+}
+
+// Encoders of the old index writers.
+var (
+	idxU32 = binary.BigEndian.AppendUint32
+	idxU64 = binary.BigEndian.AppendUint64
+	idxUv  = binary.AppendUvarint
+)
+
+// idxName appends a length-prefixed name, as the index keys hold them.
+func idxName(dst []byte, s string) []byte { return append(idxUv(dst, uint64(len(s))), s...) }
+
+// oldIndexWriter replaces the index of dir with an empty Pebble store:
+// set adds an entry to one batch, which done commits.
+func oldIndexWriter(t *testing.T, dir string) (set func(k, v []byte), done func()) {
+	t.Helper()
 	path := filepath.Join(dir, indexDir)
 	if err := os.RemoveAll(path); err != nil {
 		t.Fatal(err)
@@ -32,34 +66,18 @@ func writeFormat2Index(t *testing.T, dir string, ledger eventid.LedgerID, positi
 	if err != nil {
 		t.Fatal(err)
 	}
-	u32 := binary.BigEndian.AppendUint32
-	u64 := binary.BigEndian.AppendUint64
-	name := func(dst []byte, s string) []byte { return append(binary.AppendUvarint(dst, uint64(len(s))), s...) }
-	prefix := func(fam byte) []byte { return u32([]byte{fam}, uint32(ledger)) }
-	loc := func(dst []byte, p index.Position) []byte {
-		return u32(u64(u64(dst, p.Loc.Segment), uint64(p.Loc.Offset)), uint32(p.Loc.Size))
-	}
 	b := pdb.NewBatch()
-	set := func(k, v []byte) {
+	set = func(k, v []byte) {
 		if err := b.Set(k, v, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	set([]byte{'V'}, u32(nil, 2))
-	for i, p := range positions {
-		e := events[i]
-		idLoc := loc(slices.Clone(p.ID[:]), p)
-		set(append(prefix('T'), p.ID[:]...), loc(u64(nil, p.Seq), p))
-		set(u64(prefix('S'), p.Seq), p.ID[:])
-		set(u64(name(name(prefix('E'), e.Entity), e.Key), p.Seq), idLoc)
-		set(u64(name(prefix('A'), e.Entity), p.Seq), idLoc)
-		set(u64(name(prefix('N'), e.Event), p.Seq), idLoc)
+	done = func() {
+		if err := errors.Join(b.Commit(pebble.Sync), pdb.Close()); err != nil {
+			t.Fatal(err)
+		}
 	}
-	last := positions[len(positions)-1]
-	set(prefix('P'), loc(u64(slices.Clone(last.ID[:]), last.Seq), last))
-	if err := errors.Join(b.Commit(pebble.Sync), pdb.Close()); err != nil {
-		t.Fatal(err)
-	}
+	return set, done
 }
 
 // writeFormat3Index replaces the index of dir with one of format version
@@ -70,26 +88,10 @@ func writeFormat2Index(t *testing.T, dir string, ledger eventid.LedgerID, positi
 // marker. positions and events are a ledger's, in ledger order.
 func writeFormat3Index(t *testing.T, dir string, ledger eventid.LedgerID, positions []index.Position, events []Event) {
 	t.Helper()
-	path := filepath.Join(dir, indexDir)
-	if err := os.RemoveAll(path); err != nil {
-		t.Fatal(err)
-	}
-	pdb, err := pebble.Open(path, &pebble.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	u32 := binary.BigEndian.AppendUint32
-	u64 := binary.BigEndian.AppendUint64
-	uv := binary.AppendUvarint
-	name := func(dst []byte, s string) []byte { return append(uv(dst, uint64(len(s))), s...) }
-	prefix := func(fam byte) []byte { return u32([]byte{fam}, uint32(ledger)) }
-	b := pdb.NewBatch()
-	set := func(k, v []byte) {
-		if err := b.Set(k, v, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	set([]byte{'V'}, u32(nil, 3))
+	set, done := oldIndexWriter(t, dir)
+	defer done()
+	prefix := func(fam byte) []byte { return idxU32([]byte{fam}, uint32(ledger)) }
+	set([]byte{'V'}, idxU32(nil, 3))
 	postings := map[string][]uint64{}
 	var order []string
 	post := func(k []byte, seq uint64) {
@@ -100,12 +102,12 @@ func writeFormat3Index(t *testing.T, dir string, ledger eventid.LedgerID, positi
 	}
 	for i, p := range positions {
 		e := events[i]
-		blk := uv(uv(uv(uv(nil, p.Seq), p.Loc.Segment), uint64(p.Loc.Offset)), p.ID.Micros())
-		set(append(prefix('T'), p.ID[:]...), uv(u32(blk, p.ID.Checksum()), uint64(p.Loc.Size)))
-		set(u64(prefix('S'), p.Seq), p.ID[:])
-		post(name(name(prefix('E'), e.Entity), e.Key), p.Seq)
-		post(name(prefix('A'), e.Entity), p.Seq)
-		post(name(prefix('N'), e.Event), p.Seq)
+		blk := idxUv(idxUv(idxUv(idxUv(nil, p.Seq), p.Loc.Segment), uint64(p.Loc.Offset)), p.ID.Micros())
+		set(append(prefix('T'), p.ID[:]...), idxUv(idxU32(blk, p.ID.Checksum()), uint64(p.Loc.Size)))
+		set(idxU64(prefix('S'), p.Seq), p.ID[:])
+		post(idxName(idxName(prefix('E'), e.Entity), e.Key), p.Seq)
+		post(idxName(prefix('A'), e.Entity), p.Seq)
+		post(idxName(prefix('N'), e.Event), p.Seq)
 	}
 	for _, k := range order {
 		seqs := postings[k]
@@ -113,16 +115,13 @@ func writeFormat3Index(t *testing.T, dir string, ledger eventid.LedgerID, positi
 			run := seqs[i:min(i+256, len(seqs))]
 			var v []byte
 			for j := 1; j < len(run); j++ {
-				v = uv(v, run[j]-run[j-1])
+				v = idxUv(v, run[j]-run[j-1])
 			}
-			set(u64([]byte(k), run[0]), v)
+			set(idxU64([]byte(k), run[0]), v)
 		}
 	}
 	last := positions[len(positions)-1]
-	set(prefix('P'), u32(u64(u64(u64(slices.Clone(last.ID[:]), last.Seq), last.Loc.Segment), uint64(last.Loc.Offset)), uint32(last.Loc.Size)))
-	if err := errors.Join(b.Commit(pebble.Sync), pdb.Close()); err != nil {
-		t.Fatal(err)
-	}
+	set(prefix('P'), idxU32(idxU64(idxU64(idxU64(slices.Clone(last.ID[:]), last.Seq), last.Loc.Segment), uint64(last.Loc.Offset)), uint32(last.Loc.Size)))
 }
 
 // TestIndexFormat2Rebuilt: a data directory whose index has format version
