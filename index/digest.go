@@ -41,10 +41,10 @@ var mixKeys = [2]uint64{maphash.String(digestSeed, "annal index digest a"), maph
 // A Digest summarizes the events of one ledger that the index holds, in
 // each family: the number of logical entries and the sum of a 64-bit hash
 // of each. The entries are logical: one an event in T (its ID, sequence
-// number and location), in S (its sequence number and ID), and in each of
-// E, A and N (the name parts and its sequence number, ID and location), one an idempotency
-// key in K (its key and value) — not the blocks and postings that hold
-// them, so the digest does not depend on how events were grouped. The sum
+// number and location), in S (its sequence number and ID), and in each
+// of E, A and N (the name parts and its sequence number, ID and
+// location), one an idempotency key in K (its key and value) — not the
+// blocks and postings that hold them, so the digest does not depend on how events were grouped. The sum
 // does not depend on order either, so the digest of what the segments say
 // the index should hold ([Digest.Add], in ledger order) can be compared
 // with the digest of what it holds ([Index.Digest], in key order) in one

@@ -207,10 +207,11 @@ func (x *Index) seqScan(ctx context.Context, prefix []byte, r SeqRange) iter.Seq
 }
 
 // postingScan returns an iterator over the positions of the events in r
-// of the postings in [lo, hi), of one family and ledger. group gives the length of the prefix of a key before its
-// sequence number: the postings of one prefix are in sequence order, and a
-// forward scan skips, in each, to the one that holds r.After+1. A nil
-// group makes an empty scan. An error is yielded once, last.
+// of the postings in [lo, hi), of one family and ledger. group gives the
+// length of the prefix of a key before its sequence number: the postings
+// of one prefix are in sequence order, and a forward scan skips, in each,
+// to the one that holds r.After+1. A nil group makes an empty scan. An
+// error is yielded once, last.
 func (x *Index) postingScan(ctx context.Context, lo, hi []byte, r SeqRange, group func(k []byte) (int, error)) iter.Seq2[Position, error] {
 	return func(yield func(Position, error) bool) {
 		if err := x.scanErr(ctx); err != nil {
