@@ -13,6 +13,7 @@ import (
 
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // randomPosting returns n positions of ledger, each following the one
@@ -285,4 +286,53 @@ func TestPostingsMatchTimeIndex(t *testing.T) {
 	}
 	checkPositions(t, "entity", got, wantEntity)
 	checkT("entity", got)
+}
+
+// TestDigestCoversPostingPositions: a posting that names the right
+// sequence numbers with another location or ID (a well-formed value)
+// changes the digest of its family and of no other.
+func TestDigestCoversPostingPositions(t *testing.T) {
+	ctx := context.Background()
+	var evs []event
+	for i := uint64(1); i <= 20; i++ {
+		evs = append(evs, event{seq: i, entity: "e", key: fmt.Sprint("k", i%2), event: "v"})
+	}
+	want := NewDigest(ledgerA)
+	for _, e := range evs {
+		want.Add(e.record(ledgerA))
+	}
+	prefix := appendStreamPrefix(nil, ledgerA, []byte("e"), []byte("k1"))
+	key := binary.BigEndian.AppendUint64(slices.Clone(prefix), 1)
+	for _, c := range []struct {
+		name   string
+		change func(p *Position)
+	}{
+		{"location", func(p *Position) { p.Loc.Offset += p.Loc.Size }},
+		{"checksum", func(p *Position) { p.ID = eventid.New(p.ID.Micros(), p.ID.Checksum()+1, ledgerA) }},
+	} {
+		x := openAt(t, t.TempDir(), Options{})
+		add(t, x, ledgerA, evs...)
+		if got, err := x.Digest(ctx, ledgerA, 20); err != nil || got.Diff(want) != "" {
+			t.Fatalf("%s: before the change: %v %s", c.name, err, got.Diff(want))
+		}
+		v, found, err := x.get(key)
+		if err != nil || !found {
+			t.Fatalf("%s: posting of k1: %v, %v", c.name, found, err)
+		}
+		ps, err := decodePosting(nil, key, len(prefix), v)
+		if err != nil || len(ps) != 10 {
+			t.Fatalf("%s: posting of k1: %v, %v", c.name, ps, err)
+		}
+		c.change(&ps[len(ps)-1])
+		if err := x.db.Set(key, appendPosting(nil, ps), pebble.NoSync); err != nil {
+			t.Fatal(err)
+		}
+		got, err := x.Digest(ctx, ledgerA, 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := got.Diff(want); !strings.Contains(diff, familyNames[famStream]) || strings.Count(diff, "family") != 1 {
+			t.Errorf("%s changed: digest differs in %q, want family E alone", c.name, diff)
+		}
+	}
 }
