@@ -24,6 +24,40 @@ import (
 // of each ledger. positions and events are a ledger's, in ledger order.
 func writeFormat2Index(t *testing.T, dir string, ledger eventid.LedgerID, positions []index.Position, events []Event) {
 	t.Helper()
+	set, done := oldIndexWriter(t, dir)
+	defer done()
+	prefix := func(fam byte) []byte { return idxU32([]byte{fam}, uint32(ledger)) }
+	loc := func(dst []byte, p index.Position) []byte {
+		return idxU32(idxU64(idxU64(dst, p.Loc.Segment), uint64(p.Loc.Offset)), uint32(p.Loc.Size))
+	}
+	set([]byte{'V'}, idxU32(nil, 2))
+	for i, p := range positions {
+		e := events[i]
+		idLoc := loc(slices.Clone(p.ID[:]), p)
+		set(append(prefix('T'), p.ID[:]...), loc(idxU64(nil, p.Seq), p))
+		set(idxU64(prefix('S'), p.Seq), p.ID[:])
+		set(idxU64(idxName(idxName(prefix('E'), e.Entity), e.Key), p.Seq), idLoc)
+		set(idxU64(idxName(prefix('A'), e.Entity), p.Seq), idLoc)
+		set(idxU64(idxName(prefix('N'), e.Event), p.Seq), idLoc)
+	}
+	last := positions[len(positions)-1]
+	set(prefix('P'), loc(idxU64(slices.Clone(last.ID[:]), last.Seq), last))
+}
+
+// Encoders of the old index writers.
+var (
+	idxU32 = binary.BigEndian.AppendUint32
+	idxU64 = binary.BigEndian.AppendUint64
+	idxUv  = binary.AppendUvarint
+)
+
+// idxName appends a length-prefixed name, as the index keys hold them.
+func idxName(dst []byte, s string) []byte { return append(idxUv(dst, uint64(len(s))), s...) }
+
+// oldIndexWriter replaces the index of dir with an empty Pebble store:
+// set adds an entry to one batch, which done commits.
+func oldIndexWriter(t *testing.T, dir string) (set func(k, v []byte), done func()) {
+	t.Helper()
 	path := filepath.Join(dir, indexDir)
 	if err := os.RemoveAll(path); err != nil {
 		t.Fatal(err)
@@ -32,41 +66,78 @@ func writeFormat2Index(t *testing.T, dir string, ledger eventid.LedgerID, positi
 	if err != nil {
 		t.Fatal(err)
 	}
-	u32 := binary.BigEndian.AppendUint32
-	u64 := binary.BigEndian.AppendUint64
-	name := func(dst []byte, s string) []byte { return append(binary.AppendUvarint(dst, uint64(len(s))), s...) }
-	prefix := func(fam byte) []byte { return u32([]byte{fam}, uint32(ledger)) }
-	loc := func(dst []byte, p index.Position) []byte {
-		return u32(u64(u64(dst, p.Loc.Segment), uint64(p.Loc.Offset)), uint32(p.Loc.Size))
-	}
 	b := pdb.NewBatch()
-	set := func(k, v []byte) {
+	set = func(k, v []byte) {
 		if err := b.Set(k, v, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	set([]byte{'V'}, u32(nil, 2))
+	done = func() {
+		if err := errors.Join(b.Commit(pebble.Sync), pdb.Close()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return set, done
+}
+
+// writeFormat3Index replaces the index of dir with one of format version
+// 3, as annal wrote it before postings held IDs and locations: T blocks
+// and S entries (one block an event here, which format 3 allowed), E, A
+// and N postings of sequence numbers only (runs of up to 256 an entry,
+// the first in the key, then uvarint deltas), and a 44-byte progress
+// marker. positions and events are a ledger's, in ledger order.
+func writeFormat3Index(t *testing.T, dir string, ledger eventid.LedgerID, positions []index.Position, events []Event) {
+	t.Helper()
+	set, done := oldIndexWriter(t, dir)
+	defer done()
+	prefix := func(fam byte) []byte { return idxU32([]byte{fam}, uint32(ledger)) }
+	set([]byte{'V'}, idxU32(nil, 3))
+	postings := map[string][]uint64{}
+	var order []string
+	post := func(k []byte, seq uint64) {
+		if _, ok := postings[string(k)]; !ok {
+			order = append(order, string(k))
+		}
+		postings[string(k)] = append(postings[string(k)], seq)
+	}
 	for i, p := range positions {
 		e := events[i]
-		idLoc := loc(slices.Clone(p.ID[:]), p)
-		set(append(prefix('T'), p.ID[:]...), loc(u64(nil, p.Seq), p))
-		set(u64(prefix('S'), p.Seq), p.ID[:])
-		set(u64(name(name(prefix('E'), e.Entity), e.Key), p.Seq), idLoc)
-		set(u64(name(prefix('A'), e.Entity), p.Seq), idLoc)
-		set(u64(name(prefix('N'), e.Event), p.Seq), idLoc)
+		blk := idxUv(idxUv(idxUv(idxUv(nil, p.Seq), p.Loc.Segment), uint64(p.Loc.Offset)), p.ID.Micros())
+		set(append(prefix('T'), p.ID[:]...), idxUv(idxU32(blk, p.ID.Checksum()), uint64(p.Loc.Size)))
+		set(idxU64(prefix('S'), p.Seq), p.ID[:])
+		post(idxName(idxName(prefix('E'), e.Entity), e.Key), p.Seq)
+		post(idxName(prefix('A'), e.Entity), p.Seq)
+		post(idxName(prefix('N'), e.Event), p.Seq)
+	}
+	for _, k := range order {
+		seqs := postings[k]
+		for i := 0; i < len(seqs); i += 256 {
+			run := seqs[i:min(i+256, len(seqs))]
+			var v []byte
+			for j := 1; j < len(run); j++ {
+				v = idxUv(v, run[j]-run[j-1])
+			}
+			set(idxU64([]byte(k), run[0]), v)
+		}
 	}
 	last := positions[len(positions)-1]
-	set(prefix('P'), loc(u64(slices.Clone(last.ID[:]), last.Seq), last))
-	if err := errors.Join(b.Commit(pebble.Sync), pdb.Close()); err != nil {
-		t.Fatal(err)
-	}
+	set(prefix('P'), idxU32(idxU64(idxU64(idxU64(slices.Clone(last.ID[:]), last.Seq), last.Loc.Segment), uint64(last.Loc.Offset)), uint32(last.Loc.Size)))
 }
 
 // TestIndexFormat2Rebuilt: a data directory whose index has format version
 // 2 (five entries an event) opens: the index is rebuilt from the segments
-// in format 3, with progress reported, and every read agrees with what
-// the DB read before.
-func TestIndexFormat2Rebuilt(t *testing.T) {
+// in the current format, with progress reported, and every read agrees
+// with what the DB read before.
+func TestIndexFormat2Rebuilt(t *testing.T) { checkOldIndexRebuilt(t, 2, writeFormat2Index) }
+
+// TestIndexFormat3Rebuilt: the same for an index of format version 3
+// (postings of sequence numbers without IDs and locations).
+func TestIndexFormat3Rebuilt(t *testing.T) { checkOldIndexRebuilt(t, 3, writeFormat3Index) }
+
+// checkOldIndexRebuilt writes a ledger, replaces its index with one of an
+// older format version by write, and checks that Open rebuilds it with
+// progress and that every read agrees with the reads before.
+func checkOldIndexRebuilt(t *testing.T, version int, write func(*testing.T, string, eventid.LedgerID, []index.Position, []Event)) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := openTest(t, dir)
@@ -110,7 +181,7 @@ func TestIndexFormat2Rebuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The positions of the events, from the index format 3 wrote.
+	// The positions of the events, from the index the DB wrote.
 	x, err := index.Open(filepath.Join(dir, indexDir), index.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +199,7 @@ func TestIndexFormat2Rebuilt(t *testing.T) {
 	if len(positions) != len(all) {
 		t.Fatalf("%d positions, %d events", len(positions), len(all))
 	}
-	writeFormat2Index(t, dir, ledger, positions, all)
+	write(t, dir, ledger, positions, all)
 
 	var mu sync.Mutex
 	var progress []string
@@ -141,8 +212,8 @@ func TestIndexFormat2Rebuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if why := db.IndexRebuilt(); !errors.Is(why, index.ErrOldFormat) || !strings.Contains(why.Error(), "version 2") {
-		t.Fatalf("IndexRebuilt = %v, want index.ErrOldFormat of version 2", why)
+	if why := db.IndexRebuilt(); !errors.Is(why, index.ErrOldFormat) || !strings.Contains(why.Error(), fmt.Sprint("version ", version)) {
+		t.Fatalf("IndexRebuilt = %v, want index.ErrOldFormat of version %d", why, version)
 	}
 	mu.Lock()
 	done := fmt.Sprintf("index ledger l %d/%d", len(all), len(all))

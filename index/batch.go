@@ -42,7 +42,8 @@ const DigestSize = 32
 // Add keeps the events until Commit, which writes them as T blocks and S
 // entries (runs of up to blockMax consecutive events) and as E, A and N
 // postings (the sequence numbers of the batch's events of one stream,
-// entity or event name, up to postingMax an entry).
+// entity or event name, with their IDs and locations, up to postingMax an
+// entry).
 type Batch struct {
 	x   *Index
 	pb  *pebble.Batch
@@ -56,11 +57,11 @@ type Batch struct {
 	posts []posting
 }
 
-// posting is the sequence numbers of a batch's events under one prefix of
-// family E, A or N.
+// posting is the positions of a batch's events under one prefix of family
+// E, A or N.
 type posting struct {
 	prefix string
-	seqs   []uint64
+	ents   []Position
 }
 
 // NewBatch returns an empty batch. After Close it returns a batch whose
@@ -107,12 +108,13 @@ func (b *Batch) Add(ledger eventid.LedgerID, r *Record) {
 		return
 	}
 	b.recs = append(b.recs, blockRec{id: r.ID, seq: r.Seq, loc: r.Loc})
+	pos := Position{ID: r.ID, Seq: r.Seq, Loc: r.Loc}
 	b.key = appendStreamPrefix(b.key[:0], ledger, r.Entity, r.Key)
-	b.addPosting(r.Seq)
+	b.addPosting(&pos)
 	b.key = appendEntitySeqPrefix(b.key[:0], ledger, r.Entity)
-	b.addPosting(r.Seq)
+	b.addPosting(&pos)
 	b.key = appendEventPrefix(b.key[:0], ledger, r.Event)
-	b.addPosting(r.Seq)
+	b.addPosting(&pos)
 	if r.IdempotencyKey != nil {
 		b.key = appendIdemKey(b.key[:0], ledger, r.IdempotencyKey)
 		b.val = appendIdem(b.val[:0], r)
@@ -121,8 +123,8 @@ func (b *Batch) Add(ledger eventid.LedgerID, r *Record) {
 	b.n++
 }
 
-// addPosting adds seq to the posting of the prefix in b.key.
-func (b *Batch) addPosting(seq uint64) {
+// addPosting adds p to the posting of the prefix in b.key.
+func (b *Batch) addPosting(p *Position) {
 	i, ok := b.post[string(b.key)]
 	if !ok {
 		if b.post == nil {
@@ -131,13 +133,13 @@ func (b *Batch) addPosting(seq uint64) {
 		i = len(b.posts)
 		if i < cap(b.posts) {
 			b.posts = b.posts[:i+1]
-			b.posts[i].prefix, b.posts[i].seqs = string(b.key), b.posts[i].seqs[:0]
+			b.posts[i].prefix, b.posts[i].ents = string(b.key), b.posts[i].ents[:0]
 		} else {
 			b.posts = append(b.posts, posting{prefix: string(b.key)})
 		}
 		b.post[b.posts[i].prefix] = i
 	}
-	b.posts[i].seqs = append(b.posts[i].seqs, seq)
+	b.posts[i].ents = append(b.posts[i].ents, *p)
 }
 
 // writeEvents writes the T, S, E, A and N entries of the events added
@@ -160,8 +162,8 @@ func (b *Batch) writeEvents() {
 	}
 	for i := range b.posts {
 		p := &b.posts[i]
-		slices.Sort(p.seqs)
-		b.key, b.val = postingEntries(p.prefix, p.seqs, b.key, b.val, b.set)
+		slices.SortFunc(p.ents, func(p, q Position) int { return cmp.Compare(p.Seq, q.Seq) })
+		b.key, b.val = postingEntries(p.prefix, p.ents, b.key, b.val, b.set)
 	}
 	b.recs = b.recs[:0]
 	b.posts = b.posts[:0]
@@ -183,16 +185,17 @@ func blockEntries(recs []blockRec, key, val []byte, emit func(key, val []byte)) 
 	return key, val
 }
 
-// postingEntries gives emit the postings of seqs under prefix: runs of
-// increasing sequence numbers, at most postingMax each.
-func postingEntries(prefix string, seqs []uint64, key, val []byte, emit func(key, val []byte)) ([]byte, []byte) {
-	for i := 0; i < len(seqs); {
+// postingEntries gives emit the postings of ps (in sequence order) under
+// prefix: runs in which each event follows the one before
+// (postingFollows), at most postingMax each.
+func postingEntries(prefix string, ps []Position, key, val []byte, emit func(key, val []byte)) ([]byte, []byte) {
+	for i := 0; i < len(ps); {
 		j := i + 1
-		for j < len(seqs) && j-i < postingMax && seqs[j] > seqs[j-1] {
+		for j < len(ps) && j-i < postingMax && postingFollows(&ps[j], &ps[j-1]) {
 			j++
 		}
-		key = binary.BigEndian.AppendUint64(append(key[:0], prefix...), seqs[i])
-		val = appendPosting(val[:0], seqs[i:j])
+		key = binary.BigEndian.AppendUint64(append(key[:0], prefix...), ps[i].Seq)
+		val = appendPosting(val[:0], ps[i:j])
 		emit(key, val)
 		i = j
 	}

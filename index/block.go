@@ -2,17 +2,18 @@ package index
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
 )
 
-// Limits of format 3 (see the package documentation).
+// Limits of format 4 (see the package documentation).
 const (
 	// blockMax is the most events a T block holds.
 	blockMax = 64
-	// postingMax is the most sequence numbers an E, A or N posting holds.
+	// postingMax is the most events an E, A or N posting holds.
 	postingMax = 256
 )
 
@@ -175,36 +176,125 @@ func decodeBlock(dst []Position, key, v []byte) ([]Position, error) {
 	return dst, r.err
 }
 
-// appendPosting appends the value of a posting of seqs (increasing, at
-// least one; the first is in the key): the difference of each later one
-// from the one before, as uvarints.
-func appendPosting(dst []byte, seqs []uint64) []byte {
-	for i := 1; i < len(seqs); i++ {
-		dst = binary.AppendUvarint(dst, seqs[i]-seqs[i-1])
+// postingFollows reports whether q can be the entry after p in one
+// posting: a later sequence number, a later timestamp, and a frame after
+// p's (in p's segment, at or after its end, or in a later segment).
+func postingFollows(q, p *Position) bool {
+	return q.Seq > p.Seq && q.ID.Micros() > p.ID.Micros() &&
+		(q.Loc.Segment > p.Loc.Segment || q.Loc.Segment == p.Loc.Segment && q.Loc.Offset >= p.Loc.Offset+p.Loc.Size)
+}
+
+// appendPosting appends the value of a posting of ps (at least one; each
+// follows the one before, see postingFollows; the first sequence number
+// is in the key):
+//
+//	uvarint segment | uvarint offset | uvarint size | uvarint µs | checksum u32
+//	                                                        (the first event)
+//	[ uvarint seq delta | uvarint segment delta | uvarint offset or gap |
+//	  uvarint size | uvarint µs delta | checksum u32 ]...  (each later one)
+//
+// where the gap, in the segment of the entry before, is the distance from
+// the end of its frame; in a later segment, the offset.
+func appendPosting(dst []byte, ps []Position) []byte {
+	f := &ps[0]
+	dst = binary.AppendUvarint(dst, f.Loc.Segment)
+	dst = binary.AppendUvarint(dst, uint64(f.Loc.Offset))
+	dst = binary.AppendUvarint(dst, uint64(f.Loc.Size))
+	dst = binary.AppendUvarint(dst, f.ID.Micros())
+	dst = binary.BigEndian.AppendUint32(dst, f.ID.Checksum())
+	for i := 1; i < len(ps); i++ {
+		p, q := &ps[i-1], &ps[i]
+		dst = binary.AppendUvarint(dst, q.Seq-p.Seq)
+		dst = binary.AppendUvarint(dst, q.Loc.Segment-p.Loc.Segment)
+		if q.Loc.Segment == p.Loc.Segment {
+			dst = binary.AppendUvarint(dst, uint64(q.Loc.Offset-p.Loc.Offset-p.Loc.Size))
+		} else {
+			dst = binary.AppendUvarint(dst, uint64(q.Loc.Offset))
+		}
+		dst = binary.AppendUvarint(dst, uint64(q.Loc.Size))
+		dst = binary.AppendUvarint(dst, q.ID.Micros()-p.ID.Micros())
+		dst = binary.BigEndian.AppendUint32(dst, q.ID.Checksum())
 	}
 	return dst
 }
 
-// decodePosting appends to dst the sequence numbers of the posting of key
-// k (its prefix of n bytes is the family, ledger and name parts, then the
-// first seq) and value v.
-func decodePosting(dst []uint64, k []byte, n int, v []byte) ([]uint64, error) {
-	if len(k) != n+8 {
+// decodePosting appends to dst the positions of the posting of key k (its
+// prefix of n bytes is the family, ledger and name parts, then the first
+// seq) and value v, checking every field: a malformed value is
+// ErrCorruption naming the key, never a panic.
+func decodePosting(dst []Position, k []byte, n int, v []byte) ([]Position, error) {
+	if len(k) != n+8 || n < ledgerPrefixLen {
 		return dst, corruptf(k, "key is %d bytes, want %d", len(k), n+8)
 	}
-	seq := binary.BigEndian.Uint64(k[n:])
-	dst = append(dst, seq)
-	for p := 0; p < len(v); {
-		d, w := binary.Uvarint(v[p:])
-		if w <= 0 {
-			return dst, corruptf(k, "posting: truncated or overlong varint at byte %d", p)
+	ledger := eventid.LedgerID(binary.BigEndian.Uint32(k[1:ledgerPrefixLen]))
+	var (
+		p      int // the next byte of v
+		bad    string
+		seq    = binary.BigEndian.Uint64(k[n:])
+		micros uint64
+		loc    segment.Location
+	)
+	uv := func(what string) uint64 {
+		if bad != "" {
+			return 0
 		}
-		if d == 0 || seq+d < seq {
-			return dst, corruptf(k, "posting: delta %d after sequence number %d", d, seq)
+		x, w := binary.Uvarint(v[p:])
+		if w <= 0 {
+			bad = fmt.Sprintf("truncated or overlong varint (%s) at byte %d", what, p)
+			return 0
 		}
 		p += w
-		seq += d
-		dst = append(dst, seq)
+		return x
+	}
+	fail := func(i int, format string, args ...any) ([]Position, error) {
+		return dst, corruptf(k, "posting: event %d: "+format, append([]any{i}, args...)...)
+	}
+	if len(v) == 0 {
+		return dst, corruptf(k, "posting: no event")
+	}
+	for i := 0; p < len(v); i++ {
+		var seg, off uint64
+		if i == 0 {
+			seg, off = uv("segment"), uv("offset")
+		} else {
+			d := uv("sequence delta")
+			if bad == "" && (d == 0 || seq+d < seq) {
+				return fail(i, "sequence delta %d after %d", d, seq)
+			}
+			seq += d
+			ds := uv("segment delta")
+			if bad == "" && loc.Segment+ds < loc.Segment {
+				return fail(i, "segment delta %d after %d", ds, loc.Segment)
+			}
+			seg, off = loc.Segment+ds, uv("offset")
+			if ds == 0 {
+				end := uint64(loc.Offset + loc.Size)
+				if bad == "" && end+off < end {
+					return fail(i, "gap %d after offset %d", off, end)
+				}
+				off += end
+			}
+		}
+		size := uv("size")
+		var dus uint64
+		if i == 0 {
+			micros = uv("timestamp")
+		} else if dus = uv("timestamp delta"); bad == "" && (dus == 0 || micros+dus < micros) {
+			return fail(i, "timestamp delta %d after %d", dus, micros)
+		}
+		if bad != "" {
+			return fail(i, "%s", bad)
+		}
+		micros += dus
+		if off > math.MaxInt64 || size > math.MaxUint32 || off+size > math.MaxInt64 {
+			return fail(i, "frame of %d bytes at offset %d", size, off)
+		}
+		if len(v)-p < 4 {
+			return fail(i, "truncated checksum")
+		}
+		loc = segment.Location{Segment: seg, Offset: int64(off), Size: int64(size)}
+		dst = append(dst, Position{ID: eventid.New(micros, binary.BigEndian.Uint32(v[p:]), ledger), Seq: seq, Loc: loc})
+		p += 4
 	}
 	return dst, nil
 }

@@ -184,7 +184,10 @@ func FuzzDecode(f *testing.F) {
 	recs := []blockRec{{id: idOf(ledgerA, 1), seq: 1, loc: locOf(1)}, {id: idOf(ledgerA, 2), seq: 2, loc: locOf(2)}}
 	f.Add(idOf(ledgerA, 2).Micros(), idOf(ledgerA, 2).Checksum(), appendBlock(nil, recs))
 	f.Add(uint64(5), uint32(0), []byte{1, 2, 3})
-	f.Add(uint64(1), uint32(7), appendPosting(nil, []uint64{1, 3, 300, 1 << 40}))
+	f.Add(uint64(1), uint32(7), appendPosting(nil, []Position{
+		{ID: idOf(ledgerA, 1), Seq: 1, Loc: locOf(1)}, {ID: idOf(ledgerA, 3), Seq: 3, Loc: locOf(3)},
+		{ID: idOf(ledgerA, 300), Seq: 300, Loc: segment.Location{Segment: 9, Offset: 1 << 40, Size: math.MaxUint32}},
+		{ID: idOf(ledgerA, 1<<40), Seq: 1 << 40, Loc: segment.Location{Segment: 9, Offset: 1<<40 + math.MaxUint32, Size: 0}}}))
 	f.Fuzz(func(t *testing.T, micros uint64, checksum uint32, v []byte) {
 		key := appendTimeKey(nil, ledgerA, eventid.New(micros, checksum, ledgerA))
 		blk, err := decodeBlock(nil, key, v)
@@ -206,20 +209,27 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 		pkey := binary.BigEndian.AppendUint64(appendEventPrefix(nil, ledgerA, []byte("n")), micros)
-		seqs, err := decodePosting(nil, pkey, len(pkey)-8, v)
+		ps, err := decodePosting(nil, pkey, len(pkey)-8, v)
 		if err != nil {
-			if !errors.Is(err, ErrCorruption) {
+			if !errors.Is(err, ErrCorruption) || !bytes.Contains([]byte(err.Error()), []byte(describeKey(pkey))) {
 				t.Fatalf("posting: %v", err)
 			}
 			return
 		}
-		for i := 1; i < len(seqs); i++ {
-			if seqs[i] <= seqs[i-1] {
-				t.Fatalf("posting not increasing: %v", seqs)
+		if len(ps) == 0 || ps[0].Seq != micros {
+			t.Fatalf("posting decoded as %v, not starting at the key's sequence number %d", ps, micros)
+		}
+		for i := 1; i < len(ps); i++ {
+			if !postingFollows(&ps[i], &ps[i-1]) {
+				t.Fatalf("posting event %d does not follow the one before: %v", i, ps)
 			}
 		}
-		if back := appendPosting(nil, seqs); len(back) > len(v) {
-			t.Fatalf("posting %v re-encoded in %d bytes, from %d", seqs, len(back), len(v))
+		back := appendPosting(nil, ps)
+		if len(back) > len(v) {
+			t.Fatalf("posting %v re-encoded in %d bytes, from %d", ps, len(back), len(v))
+		}
+		if again, err := decodePosting(nil, pkey, len(pkey)-8, back); err != nil || fmt.Sprint(again) != fmt.Sprint(ps) {
+			t.Fatalf("posting round trip: %v, %v, want %v", again, err, ps)
 		}
 	})
 }

@@ -41,10 +41,10 @@ var mixKeys = [2]uint64{maphash.String(digestSeed, "annal index digest a"), maph
 // A Digest summarizes the events of one ledger that the index holds, in
 // each family: the number of logical entries and the sum of a 64-bit hash
 // of each. The entries are logical: one an event in T (its ID, sequence
-// number and location), in S (its sequence number and ID), and in each of
-// E, A and N (the name parts and its sequence number), one an idempotency
-// key in K (its key and value) — not the blocks and postings that hold
-// them, so the digest does not depend on how events were grouped. The sum
+// number and location), in S (its sequence number and ID), and in each
+// of E, A and N (the name parts and its sequence number, ID and
+// location), one an idempotency key in K (its key and value) — not the
+// blocks and postings that hold them, so the digest does not depend on how events were grouped. The sum
 // does not depend on order either, so the digest of what the segments say
 // the index should hold ([Digest.Add], in ledger order) can be compared
 // with the digest of what it holds ([Index.Digest], in key order) in one
@@ -65,12 +65,13 @@ func NewDigest(ledger eventid.LedgerID) *Digest { return &Digest{ledger: ledger}
 // Add adds the entries of one event, as Batch.Add adds them.
 func (d *Digest) Add(r *Record) {
 	d.addEvent(&Position{ID: r.ID, Seq: r.Seq, Loc: r.Loc})
+	p := Position{ID: r.ID, Seq: r.Seq, Loc: r.Loc}
 	d.key = appendStreamPrefix(d.key[:0], d.ledger, r.Entity, r.Key)
-	d.addSeq(slotStream, prefixHash(d.key), r.Seq)
+	d.addPosting(slotStream, prefixHash(d.key), &p)
 	d.key = appendEntitySeqPrefix(d.key[:0], d.ledger, r.Entity)
-	d.addSeq(slotEntity, prefixHash(d.key), r.Seq)
+	d.addPosting(slotEntity, prefixHash(d.key), &p)
 	d.key = appendEventPrefix(d.key[:0], d.ledger, r.Event)
-	d.addSeq(slotEvent, prefixHash(d.key), r.Seq)
+	d.addPosting(slotEvent, prefixHash(d.key), &p)
 	if r.IdempotencyKey != nil {
 		d.key = appendIdemKey(d.key[:0], d.ledger, r.IdempotencyKey)
 		d.val = appendIdem(d.val[:0], r)
@@ -90,9 +91,12 @@ func (d *Digest) addEvent(p *Position) {
 }
 
 // addTime adds the T entry of an event.
-func (d *Digest) addTime(p *Position) {
+func (d *Digest) addTime(p *Position) { d.add(slotTime, positionHash(famTime, p)) }
+
+// positionHash is the hash of a position mixed into h.
+func positionHash(h uint64, p *Position) uint64 {
 	hi, lo := binary.BigEndian.Uint64(p.ID[:8]), binary.BigEndian.Uint64(p.ID[8:])
-	d.add(slotTime, mix(mix(mix(mix(mix(famTime, hi), lo), p.Seq), p.Loc.Segment), uint64(p.Loc.Offset)<<32^uint64(p.Loc.Size)))
+	return mix(mix(mix(mix(mix(h, hi), lo), p.Seq), p.Loc.Segment), uint64(p.Loc.Offset)<<32^uint64(p.Loc.Size))
 }
 
 // addSeqID adds the S entry of an event.
@@ -100,8 +104,9 @@ func (d *Digest) addSeqID(seq, idHi, idLo uint64) {
 	d.add(slotSeq, mix(mix(mix(famSeq, seq), idHi), idLo))
 }
 
-// addSeq adds the entry of seq under a prefix of E, A or N whose hash is h.
-func (d *Digest) addSeq(slot int, h, seq uint64) { d.add(slot, mix(h, seq)) }
+// addPosting adds the entry of an event under a prefix of E, A or N whose
+// hash is h: its sequence number, ID and location.
+func (d *Digest) addPosting(slot int, h uint64, p *Position) { d.add(slot, positionHash(h, p)) }
 
 // mix is a keyed 64-bit mixing step: the high and low halves of the
 // 128-bit product of the inputs, each keyed, folded (as wyhash does).
@@ -275,12 +280,12 @@ func (d *Digest) addBlocks(ctx context.Context, t, s *pebble.Iterator, maxSeq ui
 	return nil
 }
 
-// addPostings adds the sequence numbers of the postings of it.
+// addPostings adds the events of the postings of it.
 func (d *Digest) addPostings(ctx context.Context, it *pebble.Iterator, slot int, maxSeq uint64) error {
 	var (
 		prev []byte
 		h    uint64
-		seqs []uint64
+		ps   []Position
 	)
 	for n, ok := 1, it.First(); ok; n, ok = n+1, it.Next() {
 		if n%ctxCheckEvery == 0 {
@@ -297,16 +302,16 @@ func (d *Digest) addPostings(ctx context.Context, it *pebble.Iterator, slot int,
 			return readErr(err)
 		}
 		n := len(k) - 8
-		if seqs, err = decodePosting(seqs[:0], k, n, v); err != nil {
+		if ps, err = decodePosting(ps[:0], k, n, v); err != nil {
 			return err
 		}
 		if !bytes.Equal(k[:n], prev) {
 			prev = append(prev[:0], k[:n]...)
 			h = prefixHash(prev)
 		}
-		for _, seq := range seqs {
-			if seq <= maxSeq {
-				d.addSeq(slot, h, seq)
+		for i := range ps {
+			if ps[i].Seq <= maxSeq {
+				d.addPosting(slot, h, &ps[i])
 			}
 		}
 	}

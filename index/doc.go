@@ -19,10 +19,10 @@
 //
 //	family  key                                                       value
 //	------  --------------------------------------------------------  ----------------------------------------------
-//	V       'V'                                                       format version u32 (= 3)
+//	V       'V'                                                       format version u32 (= 4)
 //	T       'T' ledger u32 | last id [16]                             a block of up to 64 events (below)
 //	S       'S' ledger u32 | last seq u64                             last id [16]: the T key of the block
-//	E       'E' ledger u32 | uvarint n | entity [n] |                 posting: uvarint seq deltas (below)
+//	E       'E' ledger u32 | uvarint n | entity [n] |                 posting: events' locations and IDs (below)
 //	               uvarint m | key [m] | first seq u64
 //	A       'A' ledger u32 | uvarint n | entity [n] | first seq u64   posting
 //	N       'N' ledger u32 | uvarint n | event name [n] |             posting
@@ -53,27 +53,38 @@
 // the block of an ID is the first whose key is at or after it (SeekGE),
 // and the block of a sequence number the first whose S key is.
 //
-// A posting lists the sequence numbers of one commit's events of one
-// stream (E), entity (A) or event name (N), in order, at most 256
-// (postingMax) an entry: the first is in the key, each later one is the
-// difference from the one before (> 0) as a uvarint, and an entry of one
-// event has an empty value. A reader finds an event's ID and location
-// through S and T ([Index.Stream] keeps the last block it read, which the
-// next events of a stream are often in).
+// A posting lists one commit's events of one stream (E), entity (A) or
+// event name (N), in order, at most 256 (postingMax) an entry, with what a
+// reader needs to yield their positions without S and T: the first
+// sequence number is in the key, and the value is
+//
+//	uvarint segment | uvarint offset | uvarint size | uvarint first µs |
+//	checksum u32                                          (the first event)
+//	[ uvarint seq delta (> 0) | uvarint segment delta | uvarint offset or gap |
+//	  uvarint size | uvarint µs delta (> 0) | checksum u32 ]...  (each later one)
+//
+// where the offset or gap is, in the segment of the event before, the gap
+// from the end of its frame, and in a later segment the offset. Each
+// event's sequence number, timestamp and frame are after the one
+// before's (an event that is not starts a new entry). Format 3 held only
+// the sequence number deltas, and readers went through S and T for each.
 //
 // (segment, offset, size) is a [segment.Location]: the segment number, the
 // offset of the record's frame in it and the frame's size. S values are
 // 16 bytes, K 44, P 44 or 88; a value of any other size, a block or a
 // posting that does not decode as above (a truncated or overlong varint,
-// a delta of 0, an offset above the largest int64, a last event other
-// than the key's), is reported as [ErrCorruption] naming the key, never a
-// panic.
+// a delta of 0, a sum beyond 2^64-1, an offset above the largest int64, a
+// size above the largest uint32, bytes after the last event, a last event
+// other than the key's), is reported as [ErrCorruption] naming the key,
+// never a panic.
 //
 // Format 2 had five entries an event (T by ID, S by seq, and E, A, N
 // each repeating the ID and location); format 3 writes, for a commit of n
 // events of one stream, about n/64 T and S entries and 3 postings (per
 // distinct stream, entity and name), which is what made appends cheaper
-// (docs/decisions.md, "Issue 15: index format 3").
+// (docs/decisions.md, "Issue 15: index format 3"); format 4 put the IDs
+// and locations in the postings ("Issue 15: postings with locations
+// (format 4)").
 //
 // # Order
 //
@@ -123,7 +134,8 @@
 //
 // Open writes V when it creates an index and refuses one whose V is newer
 // than this package knows, with [ErrFormatVersion], or older (version 1,
-// whose K values had no digest, or 2, five entries an event), with
+// whose K values had no digest, 2, five entries an event, or 3, postings
+// of sequence numbers only), with
 // [ErrOldFormat]: the index is derived data, and the engine rebuilds it
 // from the segments.
 package index

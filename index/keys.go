@@ -26,10 +26,11 @@ var ledgerFamilies = [...]byte{famTime, famSeq, famStream, famEntity, famEvent, 
 // formatVersion is the format this package writes and reads. Version 2
 // (issue 13) added the digest of the batch's events to the K value;
 // version 3 (issue 15) replaced the five entries an event of T, S, E, A
-// and N with blocks of events (T, S) and postings of a commit (E, A, N).
-// Open reports an index of version 1 or 2 with ErrOldFormat (the engine
-// rebuilds it from the segments).
-const formatVersion = 3
+// and N with blocks of events (T, S) and postings of a commit (E, A, N);
+// version 4 (issue 15) put each event's ID and location in the postings
+// beside its sequence number. Open reports an index of version 1, 2 or 3
+// with ErrOldFormat (the engine rebuilds it from the segments).
+const formatVersion = 4
 
 // Sizes of keys and values.
 const (

@@ -184,12 +184,12 @@ func (x *Index) seqScanPebble(ctx context.Context, prefix []byte, r SeqRange) it
 	return x.postingScan(ctx, prefix, end, r, func([]byte) (int, error) { return n, nil })
 }
 
-// postingScan returns an iterator over the sequence numbers in r of the
-// postings in [lo, hi), of one family and ledger, resolved to positions
-// (seqResolver). group gives the length of the prefix of a key before its
-// sequence number: the postings of one prefix are in sequence order, and a
-// forward scan skips, in each, to the one that holds r.After+1. A nil
-// group makes an empty scan. An error is yielded once, last.
+// postingScan returns an iterator over the positions of the events in r
+// of the postings in [lo, hi), of one family and ledger. group gives the
+// length of the prefix of a key before its sequence number: the postings
+// of one prefix are in sequence order, and a forward scan skips, in each,
+// to the one that holds r.After+1. A nil group makes an empty scan. An
+// error is yielded once, last.
 func (x *Index) postingScan(ctx context.Context, lo, hi []byte, r SeqRange, group func(k []byte) (int, error)) iter.Seq2[Position, error] {
 	return func(yield func(Position, error) bool) {
 		if err := x.scanErr(ctx); err != nil {
@@ -204,10 +204,7 @@ func (x *Index) postingScan(ctx context.Context, lo, hi []byte, r SeqRange, grou
 			yield(Position{}, readErr(err))
 			return
 		}
-		// Made after it, the resolver's iterators see every event its
-		// postings name.
-		res := &seqResolver{x: x, ctx: ctx, ledger: eventid.LedgerID(binary.BigEndian.Uint32(lo[1:ledgerPrefixLen]))}
-		endScan(x.walkPostings(ctx, it, r, group, res, yield), yield, it.Error(), it.Close(), res.close())
+		endScan(walkPostings(ctx, it, r, group, yield), yield, it.Error(), it.Close())
 	}
 }
 
@@ -237,23 +234,21 @@ func endScan(err error, yield func(Position, error) bool, closing ...error) {
 // errStop ends a walk whose consumer stopped.
 var errStop = errors.New("index: stop")
 
-func (x *Index) walkPostings(ctx context.Context, it *pebble.Iterator, r SeqRange, group func(k []byte) (int, error),
-	res *seqResolver, yield func(Position, error) bool) error {
+// walkPostings yields the positions in r of the postings of it (see
+// postingScan), which each posting holds whole.
+func walkPostings(ctx context.Context, it *pebble.Iterator, r SeqRange, group func(k []byte) (int, error),
+	yield func(Position, error) bool) error {
 	var (
 		cur    []byte // the prefix of the postings being read
 		sought bool   // whether the scan has moved to cur's posting of r.After+1
-		seqs   []uint64
+		ps     []Position
 		steps  int
 	)
-	emit := func(k []byte, seq uint64) error {
+	emit := func(p Position) error {
 		if steps++; steps%ctxCheckEvery == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-		}
-		p, err := res.resolve(seq, k)
-		if err != nil {
-			return err
 		}
 		if !yield(p, nil) {
 			return errStop
@@ -293,18 +288,17 @@ func (x *Index) walkPostings(ctx context.Context, it *pebble.Iterator, r SeqRang
 		if err != nil {
 			return readErr(err)
 		}
-		if seqs, err = decodePosting(seqs[:0], k, n, v); err != nil {
+		if ps, err = decodePosting(ps[:0], k, n, v); err != nil {
 			return err
 		}
-		k = slices.Clone(k) // for errors; Next invalidates it
 		if r.Reverse {
-			for i := len(seqs) - 1; i >= 0; i-- {
-				switch s := seqs[i]; {
+			for i := len(ps) - 1; i >= 0; i-- {
+				switch s := ps[i].Seq; {
 				case s <= r.After:
 					return nil
 				case r.Before != 0 && s >= r.Before:
 				default:
-					if err := emit(k, s); err != nil {
+					if err := emit(ps[i]); err != nil {
 						return err
 					}
 				}
@@ -312,9 +306,9 @@ func (x *Index) walkPostings(ctx context.Context, it *pebble.Iterator, r SeqRang
 			ok = it.Prev()
 			continue
 		}
-		for _, s := range seqs {
-			if s > r.After && (r.Before == 0 || s < r.Before) {
-				if err := emit(k, s); err != nil {
+		for i := range ps {
+			if s := ps[i].Seq; s > r.After && (r.Before == 0 || s < r.Before) {
+				if err := emit(ps[i]); err != nil {
 					return err
 				}
 			}
@@ -324,11 +318,11 @@ func (x *Index) walkPostings(ctx context.Context, it *pebble.Iterator, r SeqRang
 	return nil
 }
 
-// seqResolver finds the positions of sequence numbers of a ledger: the S
-// entry of the block (the first whose last sequence number is at or after
-// it) names the T block, which it keeps for the next: walked to the one
-// event wanted the first time, decoded whole when asked again (a stream's
-// events are often several in a block, or none).
+// seqResolver finds the positions of sequence numbers of a ledger
+// (Index.BySeq): the S entry of the block (the first whose last sequence
+// number is at or after it) names the T block, which it keeps for the
+// next: walked to the one event wanted the first time, decoded whole when
+// asked again.
 type seqResolver struct {
 	x      *Index
 	ctx    context.Context
@@ -405,15 +399,6 @@ func (r *seqResolver) find(seq uint64) (p Position, found bool, err error) {
 	}
 	r.last = last
 	return p, found, nil
-}
-
-// resolve is find for a sequence number that the posting of key k names.
-func (r *seqResolver) resolve(seq uint64, k []byte) (Position, error) {
-	p, found, err := r.find(seq)
-	if err == nil && !found {
-		err = corruptf(k, "sequence number %d is in no T block", seq)
-	}
-	return p, err
 }
 
 func (r *seqResolver) close() error {
