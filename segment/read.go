@@ -29,7 +29,8 @@ const FirstOffset = headerSize
 // naming the file and offset, or the "look again" of Follow) or other
 // bytes, which the checks then refuse.
 type segFile struct {
-	f vfs.File
+	f    vfs.File
+	path string // for errors
 	// mu is held for reading while the map is read, and for writing by
 	// Close to unmap it.
 	mu sync.RWMutex
@@ -124,7 +125,7 @@ func (l *Log) readFile(n uint64) (*segFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("segment: open %s: %w", path, err)
 	}
-	s = &segFile{f: f}
+	s = &segFile{f: f, path: path}
 	l.mapFile(n, s)
 	l.readers[n] = s
 	return s, nil
@@ -198,7 +199,7 @@ func (l *Log) ReadAt(loc Location) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	return readRecord(s, l.fs.PathJoin(l.dir, segmentName(loc.Segment)), loc, size)
+	return readRecord(s, s.path, loc, size)
 }
 
 // Iterator reads committed records forwards from a location, across
