@@ -41,6 +41,10 @@ func (fs privateFS) OpenReadWrite(name string, cat vfs.DiskWriteCategory, opts .
 
 func (fs privateFS) MkdirAll(dir string, _ os.FileMode) error { return fs.FS.MkdirAll(dir, 0o700) }
 
+// MapSegments says that the segment log may read the segment files from
+// memory maps: they are the operating system's files.
+func (fs privateFS) MapSegments() bool { return true }
+
 // Unwrap returns vfs.Default.
 func (fs privateFS) Unwrap() vfs.FS { return fs.FS }
 

@@ -70,7 +70,10 @@ func (l *ledger) read(pos index.Position) (Event, error) {
 // Data are capped, so an append to them copies).
 func (l *ledger) event(r *segment.Record, borrowed bool) Event {
 	if !borrowed {
-		return Event{ID: r.ID, Ledger: l.meta.Name, Seq: r.Seq, Entity: string(r.Entity), Key: string(r.Key), Event: string(r.Event), Meta: r.Meta, Data: r.Data}
+		// The record's buffer is the Event's alone, and nothing writes
+		// to the names' bytes (Meta and Data are capped): the strings
+		// share it instead of three more copies.
+		return Event{ID: r.ID, Ledger: l.meta.Name, Seq: r.Seq, Entity: bytesString(r.Entity), Key: bytesString(r.Key), Event: bytesString(r.Event), Meta: r.Meta, Data: r.Data}
 	}
 	ne, nk, nv, nm := len(r.Entity), len(r.Key), len(r.Event), len(r.Meta)
 	buf := make([]byte, 0, ne+nk+nv+nm+len(r.Data))

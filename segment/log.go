@@ -225,8 +225,9 @@ type Log struct {
 	// durable only moves forward.
 	durable atomic.Pointer[Head]
 
-	readMu  sync.Mutex
-	readers map[uint64]vfs.File // open read handles by segment
+	readMu  sync.RWMutex
+	readers map[uint64]*segFile // open read handles by segment; nil once closed
+	mapped  bool                // segments are read from memory maps (segFile)
 
 	// ro is set for a Log opened with OpenReadOnly (readonly.go); roMu
 	// serializes its looks at the segments (Follow).
@@ -321,7 +322,7 @@ func Create(dir string, opts Options) (*Log, error) {
 }
 
 func newLog(dir string, o Options) *Log {
-	l := &Log{dir: dir, fs: o.FS, opts: o, ledger: o.Ledger, readers: map[uint64]vfs.File{}}
+	l := &Log{dir: dir, fs: o.FS, opts: o, ledger: o.Ledger, readers: map[uint64]*segFile{}, mapped: mappable(o.FS)}
 	l.idle.L = &l.mu
 	return l
 }
@@ -926,10 +927,10 @@ func (l *Log) Close() error {
 	}
 	l.ioMu.Unlock()
 	l.readMu.Lock()
-	for n, f := range l.readers {
-		f.Close()
-		delete(l.readers, n)
+	for _, s := range l.readers {
+		s.close()
 	}
+	l.readers = nil
 	l.readMu.Unlock()
 	return err
 }

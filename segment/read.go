@@ -3,6 +3,9 @@ package segment
 import (
 	"fmt"
 	"io"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -10,12 +13,109 @@ import (
 // FirstOffset is the offset of the first record of a segment.
 const FirstOffset = headerSize
 
-// readFile returns a read handle of segment n, opened once and kept.
-func (l *Log) readFile(n uint64) (vfs.File, error) {
+// segFile is the read handle of one segment, opened once and kept until
+// the Log closes: the file, and where the OS allows it (mmap_unix.go) a
+// read-only shared memory map of it, from which reads copy their bytes
+// instead of making a pread system call each.
+//
+// The map changes where the bytes come from, not what is checked: every
+// record read through it is verified as one read with pread is. Nothing
+// hands out a slice of the map: ReadAt copies into the caller's buffer,
+// so no byte outlives the map (Close unmaps). A file cut or replaced
+// under the map (by hand, or by a writer's recovery beside a read-only
+// Log) makes a read of the pages past its new end fault (SIGBUS); the
+// fault is caught (debug.SetPanicOnFault) and the read is made again
+// with pread, which sees the file as it now is: a short read (an error
+// naming the file and offset, or the "look again" of Follow) or other
+// bytes, which the checks then refuse.
+type segFile struct {
+	f    vfs.File
+	path string // for errors
+	// mu is held for reading while the map is read, and for writing by
+	// Close to unmap it.
+	mu sync.RWMutex
+	m  []byte // the map of the file's first len(m) bytes; nil if none
+	// final is the size of the segment once it is sealed (its size is
+	// then final), 0 before it is known: a read of a sealed segment asks
+	// the file system nothing.
+	final atomic.Int64
+}
+
+// ReadAt reads len(b) bytes at off: from the map when it covers them,
+// else (or if the map faults) with the file's ReadAt.
+func (s *segFile) ReadAt(b []byte, off int64) (int, error) {
+	s.mu.RLock()
+	if off >= 0 && off <= int64(len(s.m))-int64(len(b)) {
+		if n, ok := copyMapped(b, s.m, off); ok {
+			s.mu.RUnlock()
+			return n, nil
+		}
+	}
+	s.mu.RUnlock()
+	return s.f.ReadAt(b, off)
+}
+
+// copyMapped copies m[off:] into dst. It reports false if the copy
+// faulted: a page of m past the end of its file (cut under the map).
+func copyMapped(dst, m []byte, off int64) (n int, ok bool) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if _, fault := r.(interface{ Addr() uintptr }); !fault {
+				panic(r)
+			}
+			mapFaults.Add(1)
+			n, ok = 0, false
+		}
+	}()
+	return copy(dst, m[off:]), true
+}
+
+// mapFaults counts the faults copyMapped caught (tests look at it).
+var mapFaults atomic.Int64
+
+// close unmaps the file and closes it.
+func (s *segFile) close() error {
+	s.mu.Lock()
+	if s.m != nil {
+		munmap(s.m)
+		s.m = nil
+	}
+	s.mu.Unlock()
+	return s.f.Close()
+}
+
+// mappable reports whether segments of fs may be mapped: files of the
+// operating system's file system, reached as vfs.Default or through an
+// FS that says so (the engine's). A wrapper such as faultfs, whose reads
+// must go through it, is not.
+func mappable(fs vfs.FS) bool {
+	if !mapSupported {
+		return false
+	}
+	if m, ok := fs.(interface{ MapSegments() bool }); ok {
+		return m.MapSegments()
+	}
+	return fs == vfs.Default
+}
+
+// readFile returns the read handle of segment n, opened (and mapped) once
+// and kept.
+func (l *Log) readFile(n uint64) (*segFile, error) {
+	l.readMu.RLock()
+	s, ok := l.readers[n]
+	closed := l.readers == nil
+	l.readMu.RUnlock()
+	if ok {
+		return s, nil
+	}
+	if closed {
+		return nil, ErrClosed
+	}
 	l.readMu.Lock()
 	defer l.readMu.Unlock()
-	if f, ok := l.readers[n]; ok {
-		return f, nil
+	if s, ok := l.readers[n]; ok {
+		return s, nil
 	}
 	if l.readers == nil {
 		return nil, ErrClosed
@@ -25,14 +125,51 @@ func (l *Log) readFile(n uint64) (vfs.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("segment: open %s: %w", path, err)
 	}
-	l.readers[n] = f
-	return f, nil
+	s = &segFile{f: f, path: path}
+	l.mapFile(n, s)
+	l.readers[n] = s
+	return s, nil
 }
+
+// mapFile maps segment n into s if it can: a sealed segment at its size,
+// the active one (where mapGrowing) at the larger of its size and the
+// segment size limit, so that the map covers it as it grows. A failed
+// map (out of address space, a file system that cannot) leaves reads to
+// pread.
+func (l *Log) mapFile(n uint64, s *segFile) {
+	if !l.mapped {
+		return
+	}
+	fd := s.f.Fd()
+	if fd == vfs.InvalidFd {
+		return
+	}
+	st, err := s.f.Stat()
+	if err != nil {
+		return
+	}
+	size := st.Size()
+	if n >= l.committed.Load().segNum {
+		if !mapGrowing {
+			return
+		}
+		size = max(size, l.opts.SegmentSize)
+	}
+	if size <= 0 || size > maxMapSize {
+		return
+	}
+	if m, err := mmap(fd, size); err == nil {
+		s.m = m
+	}
+}
+
+// maxMapSize bounds one map: a segment is at most 1 GiB plus one batch.
+const maxMapSize = maxSegmentSize + maxBatchBytes
 
 // committedSize returns how many bytes of segment n readers may see: all
 // of a sealed segment (sealed is then true: the size is final), the
 // committed part of the active one.
-func (l *Log) committedSize(n uint64, f vfs.File) (size int64, sealed bool, err error) {
+func (l *Log) committedSize(n uint64, s *segFile) (size int64, sealed bool, err error) {
 	pos := l.committed.Load()
 	switch {
 	case n == pos.segNum:
@@ -40,25 +177,29 @@ func (l *Log) committedSize(n uint64, f vfs.File) (size int64, sealed bool, err 
 	case n > pos.segNum || n == 0:
 		return 0, false, fmt.Errorf("segment: segment %d does not exist (the last is %d)", n, pos.segNum)
 	}
-	st, err := f.Stat()
+	if size := s.final.Load(); size > 0 {
+		return size, true, nil
+	}
+	st, err := s.f.Stat()
 	if err != nil {
 		return 0, false, err
 	}
+	s.final.Store(st.Size())
 	return st.Size(), true, nil
 }
 
 // ReadAt reads the committed record at loc, checking its frame CRC. The
 // returned Record owns its memory.
 func (l *Log) ReadAt(loc Location) (*Record, error) {
-	f, err := l.readFile(loc.Segment)
+	s, err := l.readFile(loc.Segment)
 	if err != nil {
 		return nil, err
 	}
-	size, _, err := l.committedSize(loc.Segment, f)
+	size, _, err := l.committedSize(loc.Segment, s)
 	if err != nil {
 		return nil, err
 	}
-	return readRecord(f, l.fs.PathJoin(l.dir, segmentName(loc.Segment)), loc, size)
+	return readRecord(s, s.path, loc, size)
 }
 
 // Iterator reads committed records forwards from a location, across
@@ -78,7 +219,7 @@ type Iterator struct {
 	// f is the read handle of segment fSeg; sealed its size once it is
 	// known to be final (-1 before), so that a walk of a sealed segment
 	// asks the file system nothing per record.
-	f      vfs.File
+	f      *segFile
 	fSeg   uint64
 	sealed int64
 }
@@ -86,7 +227,7 @@ type Iterator struct {
 // blockReader is a small forward reader over a segment, refilled with ReadAt so
 // that it can read past a committed end that moves.
 type blockReader struct {
-	f     vfs.File
+	f     io.ReaderAt
 	buf   []byte
 	start int64 // file offset of buf[0]
 }
@@ -135,7 +276,7 @@ func (it *Iterator) Next() bool {
 	}
 }
 
-func (it *Iterator) read(f vfs.File, size int64) bool {
+func (it *Iterator) read(f *segFile, size int64) bool {
 	if it.r == nil || it.r.f != f {
 		it.r = &blockReader{f: f}
 	}

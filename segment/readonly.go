@@ -234,7 +234,7 @@ func (l *Log) checkHead() error {
 	if err != nil {
 		return err
 	}
-	st, err := f.Stat()
+	st, err := f.f.Stat()
 	if err != nil {
 		return fmt.Errorf("segment: stat %s: %w", segmentName(h.Loc.Segment), err)
 	}
@@ -263,7 +263,7 @@ func (l *Log) scanActive(sealed bool) (done bool, err error) {
 		return false, err
 	}
 	name := l.fs.PathJoin(l.dir, segmentName(l.segNum))
-	st, err := f.Stat()
+	st, err := f.f.Stat()
 	if err != nil {
 		return false, fmt.Errorf("segment: stat %s: %w", name, err)
 	}
@@ -316,7 +316,7 @@ func (l *Log) scanActive(sealed bool) (done bool, err error) {
 				if sealed {
 					return false, bad.corruption(name)
 				}
-				if cerr := l.judgeTail(f, name, size, bad, sc); cerr != nil {
+				if cerr := l.judgeTail(f.f, name, size, bad, sc); cerr != nil {
 					return false, cerr
 				}
 				if open >= 0 {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 
@@ -506,13 +507,19 @@ func bitFlipped(tail []byte) bool {
 
 // readRecord reads and decodes the record at loc of a segment whose size
 // is size, checking its frame CRC.
-func readRecord(f vfs.File, name string, loc Location, size int64) (*Record, error) {
+func readRecord(f io.ReaderAt, name string, loc Location, size int64) (*Record, error) {
 	if loc.Offset < headerSize || loc.Size < frameSize+payloadFixed || loc.End() > size {
 		return nil, &CorruptionError{File: name, Offset: loc.Offset, Problem: "record location outside the segment's records",
 			Expected: fmt.Sprintf("a frame of at least %d bytes from offset %d to at most %d", frameSize+payloadFixed, headerSize, size), Found: fmt.Sprintf("%d bytes", loc.Size)}
 	}
 	b := make([]byte, loc.Size)
-	if _, err := f.ReadAt(b, loc.Offset); err != nil {
+	if n, err := f.ReadAt(b, loc.Offset); n < len(b) {
+		if err == nil || err == io.EOF {
+			// The file is shorter than its records: cut since its size
+			// was taken (a sealed segment's is taken once).
+			return nil, &CorruptionError{File: name, Offset: loc.Offset, Problem: "segment file ends inside the record (cut after it was written)",
+				Expected: fmt.Sprintf("%d bytes", len(b)), Found: fmt.Sprintf("%d bytes", n)}
+		}
 		return nil, fmt.Errorf("segment: read %s at %d: %w", name, loc.Offset, err)
 	}
 	fi := readFrameInfo(b)

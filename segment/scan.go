@@ -84,7 +84,7 @@ type scanner struct {
 	hdr    [frameSize]byte // in the struct, not on the stack: io.ReadFull would make it escape
 }
 
-func newScanner(f vfs.File, name string, start, end int64, c chain) *scanner {
+func newScanner(f io.ReaderAt, name string, start, end int64, c chain) *scanner {
 	return &scanner{
 		name:  name,
 		r:     bufio.NewReaderSize(io.NewSectionReader(f, start, end-start), int(min(256<<10, max(end-start, 16)))),
