@@ -569,13 +569,11 @@ func (l *Log) lead(p *pending) {
 		l.idle.Broadcast()
 	}
 	l.mu.Unlock()
-	// The next leader first: its group's write and fsync start while
-	// this group's appenders wake up and return.
-	if next != nil {
-		next.wake <- struct{}{}
-	}
 	for _, q := range group[1:] {
 		q.wake <- struct{}{}
+	}
+	if next != nil {
+		next.wake <- struct{}{}
 	}
 }
 
