@@ -90,9 +90,10 @@ func TestCommittedHookNotForFailedGroup(t *testing.T) {
 	})
 	// The first group (a) is held in its fsync, by the written hook, until
 	// b and c wait behind it; their group's fsync then fails.
-	hold := make(chan struct{})
+	hold, holding := make(chan struct{}), make(chan struct{})
 	l.SetWritten(func(group []*Batch) {
 		if len(group) == 1 && group[0].FirstSeq == 2 {
+			close(holding)
 			<-hold
 		}
 	})
@@ -100,6 +101,11 @@ func TestCommittedHookNotForFailedGroup(t *testing.T) {
 	a := &Batch{Entries: []Entry{entry(1)}, Durability: Sync}
 	aErr := make(chan error, 1)
 	go func() { aErr <- l.Append(a) }()
+	select {
+	case <-holding: // a's group is in its fsync: b and c queue behind it
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first group never reached its fsync")
+	}
 	bs := []*Batch{{Entries: []Entry{entry(2)}, Durability: Sync}, {Entries: []Entry{entry(3), entry(4)}, Durability: Sync}}
 	errs := make(chan error, len(bs))
 	for _, b := range bs {
