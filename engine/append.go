@@ -95,8 +95,12 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 		return AppendResult{}, err
 	}
 	// From the first append on, each group is indexed during its fsync
-	// (indexWritten) and published once both are done (index).
-	l.hookOnce.Do(func() { l.log.SetWritten(l.indexWritten) })
+	// (groupWritten) and published by the goroutine that committed it
+	// once both are done (published), before its appenders are woken.
+	l.hookOnce.Do(func() {
+		l.log.SetWritten(l.groupWritten)
+		l.log.SetCommitted(l.published)
+	})
 	if len(events) == 0 {
 		return AppendResult{}, invalid("no events to append")
 	}
@@ -175,12 +179,11 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 		}
 		break
 	}
-	// The events are stored, as durable as asked: an index failure does
-	// not undo that. It is kept by the ledger and its reads report it
-	// until a reopen rebuilds the index from the segments.
-	// The leaf hashes of the batch, computed here, in parallel with the
-	// other appenders; index adds the group's to the tree.
-	_ = l.index(b, batchLeaves(b))
+	// The events are stored, as durable as asked, and published (the
+	// segment log's committing goroutine called published before it woke
+	// this append): an index failure does not undo that. It is kept by
+	// the ledger and its reads report it until a reopen rebuilds the
+	// index from the segments.
 	return AppendResult{IDs: b.IDs, FirstSeq: b.FirstSeq}, nil
 }
 

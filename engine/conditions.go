@@ -79,6 +79,10 @@ func (l *ledger) aborted(b *segment.Batch) {
 		l.pending = l.pending[:len(l.pending)-1]
 	}
 	l.pendMu.Unlock()
+	// The leaves groupWritten hashed for its group are not for a group
+	// that will be published (the segment log's committing goroutine
+	// calls both, in turn).
+	l.hookFirst = 0
 	// Wake the retries waiting for this batch's outcome (awaitFirst). With
 	// idxMu held, so that none misses it between its check and its wait.
 	l.idxMu.Lock()

@@ -70,12 +70,16 @@ type ledger struct {
 	idxAhead   bool
 	// tail is the ledger's tail in the index (writeIndex), under idxMu.
 	tail *index.Tail
-	// hookOnce sets the segment log's hook (indexWritten) at the first
-	// Append.
+	// hookOnce sets the segment log's hooks (groupWritten, published) at
+	// the first Append.
 	hookOnce sync.Once
-	// ready holds the committed batches not yet indexed, by first
-	// sequence number, with their leaf hashes (see index).
-	ready map[uint64]readyBatch
+	// hookLeaves are the leaf hashes of the group that groupWritten saw
+	// last, the first at sequence number hookFirst, for published; hookBuf
+	// is groupWritten's scratch buffer. Only the segment log's committing
+	// goroutine touches them, one group at a time (its hooks run in turn).
+	hookLeaves []tree.Hash
+	hookFirst  uint64
+	hookBuf    []byte
 	// notify is closed, and replaced, each time indexed advances: the
 	// wake-up of subscribers.
 	notify chan struct{}
@@ -384,54 +388,44 @@ func (l *ledger) info() LedgerInfo {
 	return info
 }
 
-// readyBatch is a committed batch waiting to be indexed, with the leaf
-// hashes of its events (computed by its appender, in parallel with the
-// others').
-type readyBatch struct {
-	b      *segment.Batch
-	leaves []tree.Hash
-}
-
-// index adds a committed batch to the index, after every batch before it,
-// and its leaves (the leaf hashes of its events) to the tree (extendTree).
-// Batches committed together by concurrent appenders are indexed together:
-// whichever appender's batch is next in sequence order indexes it and every
-// committed batch that follows it without a gap, in one index commit, and
-// the others find theirs done. One Pebble commit for a group instead of one
-// per batch is what lets many concurrent appenders share the index's cost
-// as they share an fsync. The group's leaves are added to the tree before
-// the index commit publishes the new head (visible): every event a reader
-// sees has its leaf.
+// index publishes a batch committed without the segment log's hooks:
+// the genesis event, which CreateLedger appends and publishes before the
+// ledger can be reached (appends are published by published). Its leaves
+// (the leaf hashes of its events) go to the tree before its head is
+// published (visible): every event a reader sees has its leaf.
 func (l *ledger) index(b *segment.Batch, leaves []tree.Hash) error {
 	l.idxMu.Lock()
 	defer l.idxMu.Unlock()
-	last := b.FirstSeq + uint64(len(b.IDs)) - 1
-	if l.ready == nil {
-		l.ready = make(map[uint64]readyBatch)
-	}
-	l.ready[b.FirstSeq] = readyBatch{b, leaves}
-	for l.indexed != b.FirstSeq-1 {
-		if l.indexed >= last {
-			return l.idxErr // indexed with the group of a batch before it
+	return l.publishNextLocked([]*segment.Batch{b}, leaves)
+}
+
+// publishNextLocked publishes a group of committed batches whose leaves
+// are given, in sequence order: their leaves to the tree (extendTree),
+// then publishLocked. The group must follow what is published (indexed):
+// if not, readers could not see a prefix, and the index fails (idxErr)
+// until a reopen rebuilds it. Called with idxMu held.
+func (l *ledger) publishNextLocked(group []*segment.Batch, leaves []tree.Hash) error {
+	if first := group[0].FirstSeq; first != l.indexed+1 {
+		if l.idxErr == nil {
+			l.idxErr = fmt.Errorf("engine: index of ledger %s: the batch at #%d was published after #%d (reopen the DB to rebuild it)", l.meta.Name, first, l.indexed)
 		}
-		l.cond.Wait()
+		return l.idxErr
 	}
-	var group []*segment.Batch
-	for next := b.FirstSeq; ; {
-		rb, ok := l.ready[next]
-		if !ok {
-			break
-		}
-		g := rb.b
-		delete(l.ready, next)
-		group = append(group, g)
-		l.extendTree(rb.leaves) // in sequence order, before idxHead moves
-		next += uint64(len(g.IDs))
-	}
-	last = group[len(group)-1].FirstSeq + uint64(len(group[len(group)-1].IDs)) - 1
+	l.extendTree(leaves) // in sequence order, before idxHead moves
+	return l.publishLocked(group)
+}
+
+// publishLocked makes a group of committed batches, the next in sequence
+// order, visible to readers: writes to the index those that the segment
+// log's hook did not write (indexWritten), moves idxHead to the group's
+// last record, and wakes whoever waits for it (subscribers, awaitIndexed,
+// awaitFirst). The group's leaves are in the tree already (extendTree).
+// Called with idxMu held.
+func (l *ledger) publishLocked(group []*segment.Batch) error {
+	lg := group[len(group)-1]
+	last := lg.FirstSeq + uint64(len(lg.IDs)) - 1
 	defer l.cond.Broadcast()
 	defer l.wake()
-	lg := group[len(group)-1]
 	lh := segment.Head{ID: lg.IDs[len(lg.IDs)-1], Seq: last, Loc: lg.Locations[len(lg.Locations)-1]}
 	if l.idxErr != nil {
 		l.indexed, l.idxHead = last, lh
@@ -458,6 +452,63 @@ func (l *ledger) index(b *segment.Batch, leaves []tree.Hash) error {
 		return l.idxErr
 	}
 	return nil
+}
+
+// groupWritten is the segment log's SetWritten hook: while a group's
+// fsync runs, it indexes the group (indexWritten) and computes the leaf
+// hashes of its events, which published adds to the tree once the group
+// is committed.
+func (l *ledger) groupWritten(group []*segment.Batch) {
+	l.hookLeaves = l.hookLeaves[:0]
+	l.hookFirst = group[0].FirstSeq
+	for _, b := range group {
+		for i := range b.IDs {
+			var h tree.Hash
+			h, l.hookBuf = entryLeafHash(l.hookBuf, b.IDs[i], &b.Entries[i])
+			l.hookLeaves = append(l.hookLeaves, h)
+		}
+	}
+	if cap(l.hookBuf) > 1<<16 {
+		l.hookBuf = nil // a large event's: not kept
+	}
+	l.indexWritten(group)
+}
+
+// published is the segment log's SetCommitted hook: the committing
+// goroutine calls it once a group is durable as asked, before it wakes
+// any of the group's appenders, and before the next group is committed.
+// It publishes the whole group (extendTree, publishLocked), so that each
+// appender, woken once by the segment log with its own result, returns at
+// once: no appender waits for another's batch to be published, and no
+// broadcast wakes them all on each group. An index failure is kept in
+// idxErr, as in index: the events are stored all the same.
+func (l *ledger) published(group []*segment.Batch) {
+	l.idxMu.Lock()
+	defer l.idxMu.Unlock()
+	leaves := l.hookLeaves
+	if l.hookFirst != group[0].FirstSeq || len(leaves) != groupLen(group) {
+		// Committed without groupWritten (SetWritten was not in force
+		// when its commit began).
+		leaves = leaves[:0]
+		for _, b := range group {
+			leaves = append(leaves, batchLeaves(b)...)
+		}
+	}
+	l.publishNextLocked(group, leaves)
+	if cap(leaves) > 4*treeFlushLeaves {
+		l.hookLeaves = nil // a large group's: not kept
+	} else {
+		l.hookLeaves = leaves[:0]
+	}
+}
+
+// groupLen returns the number of records of a group of batches.
+func groupLen(group []*segment.Batch) int {
+	n := 0
+	for _, b := range group {
+		n += len(b.IDs)
+	}
+	return n
 }
 
 // indexWritten is the segment log's hook (segment.Log.SetWritten): it

@@ -310,7 +310,7 @@ func (t *Tail) write(b *tailBuf) error {
 		key, val = blockEntries(blk, key, val, pb.set)
 		i += len(blk)
 	}
-	var seqs []uint64
+	var ps []Position
 	for prefix, idx := range b.post {
 		if prefix[0] == famIdem {
 			for _, i := range idx { // in order: the last one of a key wins
@@ -321,11 +321,12 @@ func (t *Tail) write(b *tailBuf) error {
 			}
 			continue
 		}
-		seqs = seqs[:0]
+		ps = ps[:0]
 		for _, i := range idx {
-			seqs = append(seqs, b.recs[i].Seq)
+			r := &b.recs[i]
+			ps = append(ps, Position{ID: r.ID, Seq: r.Seq, Loc: r.Loc})
 		}
-		key, val = postingEntries(prefix, seqs, key, val, pb.set)
+		key, val = postingEntries(prefix, ps, key, val, pb.set)
 	}
 	pb.SetProgressDurable(t.ledger, b.head, b.durable)
 	return pb.Commit(false)

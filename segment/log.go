@@ -240,8 +240,10 @@ type Log struct {
 	// written is the hook of SetWritten (guarded by mu; the leader reads
 	// it when it takes a group).
 	written func(group []*Batch)
+	// onCommit is the hook of SetCommitted (guarded by mu, as written).
+	onCommit func(group []*Batch)
 	// group is the leader's scratch list of a group's batches for
-	// written (guarded by ioMu).
+	// written and committed (guarded by ioMu).
 	group []*Batch
 
 	stats struct {
@@ -476,6 +478,25 @@ func (l *Log) SetWritten(f func(group []*Batch)) {
 	l.mu.Unlock()
 }
 
+// SetCommitted sets a hook that the committing goroutine calls with every
+// group of batches once it is committed: written, as durable as its
+// batches ask (synced, for a group that holds a Sync batch), and
+// published (Head is at its last record), before Append returns for any
+// of them and before the next group's commit begins. Groups are passed in
+// commit order, one call at a time, and each committed batch is in
+// exactly one call; the slice is reused after the call returns. A group
+// whose write or sync failed is not passed (its batches are Aborted). The
+// hook lets a caller finish a group's work for all its appenders at once
+// (publish it to readers), so that each appender is woken once, with
+// nothing left to wait for. It must be quick (the next group waits for
+// it) and must not call the Log's Append, Sync or Close. It applies to
+// the groups whose commit begins after SetCommitted returns.
+func (l *Log) SetCommitted(f func(group []*Batch)) {
+	l.mu.Lock()
+	l.onCommit = f
+	l.mu.Unlock()
+}
+
 // Append appends the batch's entries, all or nothing, and returns when
 // they are as durable as the batch's durability asks. Concurrent appends
 // are committed together: one write and one sync serve all the batches
@@ -523,7 +544,7 @@ func (l *Log) Append(b *Batch) error {
 func (l *Log) lead(p *pending) {
 	group := append([]*pending{p}, l.queue...)
 	l.queue = l.queue[:0]
-	written := l.written
+	written, onCommit := l.written, l.onCommit
 	failed := l.failed
 	if l.closed {
 		failed = ErrClosed
@@ -535,7 +556,7 @@ func (l *Log) lead(p *pending) {
 			q.err = failed
 		}
 	} else {
-		l.commit(group, written)
+		l.commit(group, written, onCommit)
 	}
 
 	l.mu.Lock()
@@ -600,9 +621,10 @@ func (l *Log) validate(b *Batch) error {
 }
 
 // commit writes a group of batches with one write and at most one sync,
-// calling written (if not nil) after the write, during the sync. It is
+// calling written (if not nil) after the write, during the sync, and
+// onCommit (if not nil) once the group is committed and published. It is
 // called by the leader only, so it runs alone.
-func (l *Log) commit(group []*pending, written func([]*Batch)) {
+func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
 	l.ioMu.Lock()
 	defer l.ioMu.Unlock()
 	// The interval syncer's fsync may have failed since lead looked: no
@@ -679,14 +701,7 @@ func (l *Log) commit(group []*pending, written func([]*Batch)) {
 	// one, else now.
 	var hook func()
 	if written != nil {
-		hook = func() {
-			l.group = l.group[:0]
-			for _, p := range accepted {
-				l.group = append(l.group, p.b)
-			}
-			written(l.group)
-			clear(l.group)
-		}
+		hook = func() { l.callHook(written, accepted) }
 	}
 	if sync {
 		// After a failed fsync the kernel may have dropped the dirty
@@ -718,6 +733,20 @@ func (l *Log) commit(group []*pending, written func([]*Batch)) {
 		l.stats.records.Add(int64(len(p.b.IDs)))
 	}
 	l.publish()
+	if onCommit != nil {
+		l.callHook(onCommit, accepted)
+	}
+}
+
+// callHook calls a hook of the Log (written, onCommit) with the batches
+// of the accepted pending appends. Called by the leader, with ioMu held.
+func (l *Log) callHook(hook func([]*Batch), accepted []*pending) {
+	l.group = l.group[:0]
+	for _, p := range accepted {
+		l.group = append(l.group, p.b)
+	}
+	hook(l.group)
+	clear(l.group)
 }
 
 // abort fails the accepted batches of a group with err, telling each
