@@ -3,11 +3,9 @@ package engine
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -140,13 +138,7 @@ func TestImportKilledIndexDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestImportKillChild$")
-	cmd.Env = append(os.Environ(), importKillDirEnv+"="+dir, importKillInputEnv+"="+input)
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("the child was not killed: %v\n%s", err, out)
-	}
+	runKilledChild(t, "TestImportKillChild", importKillDirEnv+"="+dir, importKillInputEnv+"="+input)
 	names, err := os.ReadDir(filepath.Join(dir, ledgersDir))
 	if err != nil || len(names) != 1 || !strings.HasPrefix(names[0].Name(), importDirPrefix+"9e961c04-") {
 		t.Fatalf("after the kill, %s holds %v (%v), want the import's temporary directory", ledgersDir, names, err)

@@ -24,9 +24,9 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// An import writes its segments in DIR/ledgers/.import-XXXXXXXXXXXXXXXX (16
-// random hex digits): not a ledger ID, so Open does not take it for a
-// ledger. Only once every event is written and synced is the directory
+// An import writes its segments in DIR/ledgers/.import-LLLLLLLL-XXXXXXXXXXXXXXXX
+// (the ledger's ID and 16 random hex digits): not a ledger ID, so Open
+// does not take it for a ledger. Only once every event is written and synced is the directory
 // renamed to DIR/ledgers/LLLLLLLL, which is the moment the ledger comes to
 // exist. A crash before leaves such a directory behind; see
 // removeImportLeftovers.
@@ -104,11 +104,13 @@ type ImportOptions struct {
 // Events are written without fsync, in batches of a few MB, and synced
 // once at the end. Reading the input and writing the segments run
 // concurrently with everything else; a ledger of the same ID or name
-// created meanwhile makes Import fail with ErrLedgerExists at the end. The
-// last step (moving the segments into place, indexing them, writing the
-// metadata, registering the ledger) excludes CreateLedger, other imports
-// and Close until it is done; it takes about as long as Open takes to
-// index the same ledger from scratch.
+// created meanwhile makes Import fail with ErrLedgerExists at the end
+// (and an import of the same ledger in progress makes it fail at once).
+// The events are indexed as they are written, and the leaf hashes of the
+// Merkle tree computed by the goroutines that parse the input. The last
+// step (moving the segments into place, committing the index's progress
+// marker, writing the metadata, registering the ledger) excludes
+// CreateLedger, other imports and Close until it is done; it is short.
 func (db *DB) Import(ctx context.Context, r io.Reader, opts ImportOptions) (LedgerInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return LedgerInfo{}, err
