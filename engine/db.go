@@ -294,6 +294,14 @@ func (db *DB) open() error {
 	}
 	// An import interrupted by a crash leaves a ".import-*" directory,
 	// never a ledger (see interchange.go); nothing can be importing now.
+	// Its events may be indexed already (see importer.index): their
+	// entries first, then the directory (a crash between leaves it, for
+	// the next Open to do again).
+	for _, id := range importLeftoverLedgers(names) {
+		if err := db.idx.DeleteLedger(id); err != nil {
+			return fmt.Errorf("engine: remove the index entries of an interrupted import of ledger %s: %w", id, err)
+		}
+	}
 	if err := removeImportLeftovers(db.fs, filepath.Join(db.dir, ledgersDir), names); err != nil {
 		return fmt.Errorf("engine: remove an interrupted import: %w", err)
 	}
@@ -778,12 +786,19 @@ type committer struct {
 
 // startCommitter starts a committer.
 func (db *DB) startCommitter() *committer {
+	return db.startCommitterWith(func(commit func() error) error { return commit() })
+}
+
+// startCommitterWith starts a committer that commits each batch through
+// wrap: wrap calls commit, or returns an error (then the batch is not
+// committed, and that error is the committer's).
+func (db *DB) startCommitterWith(wrap func(commit func() error) error) *committer {
 	c := &committer{queue: make(chan *index.Batch, 1), failed: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
 		for b := range c.queue {
 			if c.err == nil {
-				if c.err = b.Commit(false); c.err != nil {
+				if c.err = wrap(func() error { return b.Commit(false) }); c.err != nil {
 					close(c.failed)
 				}
 			}

@@ -10,20 +10,23 @@ import (
 	"io"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
 
 	"github.com/annal-db/annal/engine/ndjson"
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/index"
 	"github.com/annal-db/annal/segment"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// An import writes its segments in DIR/ledgers/.import-XXXXXXXXXXXXXXXX (16
-// random hex digits): not a ledger ID, so Open does not take it for a
-// ledger. Only once every event is written and synced is the directory
+// An import writes its segments in DIR/ledgers/.import-LLLLLLLL-XXXXXXXXXXXXXXXX
+// (the ledger's ID and 16 random hex digits): not a ledger ID, so Open
+// does not take it for a ledger. Only once every event is written and synced is the directory
 // renamed to DIR/ledgers/LLLLLLLL, which is the moment the ledger comes to
 // exist. A crash before leaves such a directory behind; see
 // removeImportLeftovers.
@@ -101,11 +104,13 @@ type ImportOptions struct {
 // Events are written without fsync, in batches of a few MB, and synced
 // once at the end. Reading the input and writing the segments run
 // concurrently with everything else; a ledger of the same ID or name
-// created meanwhile makes Import fail with ErrLedgerExists at the end. The
-// last step (moving the segments into place, indexing them, writing the
-// metadata, registering the ledger) excludes CreateLedger, other imports
-// and Close until it is done; it takes about as long as Open takes to
-// index the same ledger from scratch.
+// created meanwhile makes Import fail with ErrLedgerExists at the end
+// (and an import of the same ledger in progress makes it fail at once).
+// The events are indexed as they are written, and the leaf hashes of the
+// Merkle tree computed by the goroutines that parse the input. The last
+// step (moving the segments into place, committing the index's progress
+// marker, writing the metadata, registering the ledger) excludes
+// CreateLedger, other imports and Close until it is done; it is short.
 func (db *DB) Import(ctx context.Context, r io.Reader, opts ImportOptions) (LedgerInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return LedgerInfo{}, err
@@ -120,7 +125,11 @@ func (db *DB) Import(ctx context.Context, r io.Reader, opts ImportOptions) (Ledg
 	}
 	// The reader stops reading the input once ctx ends or Close begins.
 	stop := func() error { return db.stopped(ctx) }
-	im := &importer{db: db, ctx: ctx, opts: opts, rd: ndjson.NewChunkReader(r, runtime.GOMAXPROCS(0), importChunkBytes, stop), v: ndjson.NewVerifier()}
+	// The leaf hashes of the Merkle tree are computed by the workers that
+	// parse the lines, in parallel, not by the goroutine that writes.
+	rd := ndjson.NewChunkReaderSum(r, runtime.GOMAXPROCS(0), importChunkBytes, stop, eventLeafHash)
+	im := &importer{db: db, ctx: ctx, opts: opts, rd: rd, v: ndjson.NewVerifier(),
+		entries: make([]segment.Entry, 0, importBatchEntries), leaves: make([]tree.Hash, 0, importBatchEntries)}
 	info, err := im.run()
 	im.rd.Close()
 	if err != nil {
@@ -145,9 +154,23 @@ func (im *importer) files(f func() error) error {
 	return f()
 }
 
+// eventLeafHash returns the leaf hash of a parsed event: that of the
+// record it is stored as (leafHash), the line being rebuilt from it as
+// Export writes it. Called by a ChunkReader's workers, concurrently.
+func eventLeafHash(ev *ndjson.Event) [32]byte {
+	bp := leafBufs.Get().(*[]byte)
+	var h tree.Hash
+	h, *bp = lineLeafHash(*bp, ev.ID, ev.Entity, ev.Key, ev.Event, ev.Meta, ev.Data)
+	leafBufs.Put(bp)
+	return h
+}
+
+var leafBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
 // abortImports closes and removes the temporary segments of the imports
-// in progress: called by Close once no read is in progress, when every
-// import is reading its input, or is yet to find that Close has begun.
+// in progress, and their index entries: called by Close once no read is
+// in progress, when every import is reading its input, or is yet to find
+// that Close has begun.
 func (db *DB) abortImports() {
 	r := &db.readers
 	r.importsMu.Lock()
@@ -161,6 +184,12 @@ func (db *DB) abortImports() {
 			im.tree.Close()
 			im.tree = nil
 		}
+		if im.indexing {
+			// The import's indexer commits with enterRead held: none
+			// is committing now, and none will again.
+			db.idx.DeleteLedger(im.id)
+			im.indexing = false
+		}
 		if im.tmp != "" {
 			db.fs.RemoveAll(im.tmp)
 			segment.SyncDir(db.fs, filepath.Join(db.dir, ledgersDir))
@@ -170,20 +199,29 @@ func (db *DB) abortImports() {
 	}
 }
 
-// registerImport records (on) or forgets an import whose temporary
-// directory exists, for abortImports. Called with enterRead held.
-func (db *DB) registerImport(im *importer, on bool) {
+// registerImport records (on) or forgets an import that may have a
+// temporary directory or index entries, for abortImports. Called with
+// enterRead held. It refuses (ErrLedgerExists) an import of the ledger ID
+// that another import in progress has: the two would index the same
+// ledger.
+func (db *DB) registerImport(im *importer, on bool) error {
 	r := &db.readers
 	r.importsMu.Lock()
 	defer r.importsMu.Unlock()
 	if !on {
 		delete(r.imports, im)
-		return
+		return nil
+	}
+	for other := range r.imports {
+		if other.id == im.id {
+			return fmt.Errorf("%w: import: ledger %s is being imported (the input's genesis event gives that ID)", ErrLedgerExists, im.id)
+		}
 	}
 	if r.imports == nil {
 		r.imports = map[*importer]struct{}{}
 	}
 	r.imports[im] = struct{}{}
+	return nil
 }
 
 // importer is one Import in progress.
@@ -207,26 +245,83 @@ type importer struct {
 	tmp  string // the temporary directory, while it exists
 	log  *segment.Log
 	tree *tree.File // the tree, built in tmp as the events are written
-	leaf []byte     // scratch space for leaf bytes
+
+	// The index entries of the events written are committed as they are
+	// written, by ix's goroutine; indexing says that some may exist (in
+	// the index, or queued), which a failed import deletes.
+	ix       *committer
+	indexing bool
+	rec      index.Record // the record given to index.Batch.Add
 
 	// The batch being gathered: entries whose names, Meta and Data point
-	// into the chunks' events (which stay valid), the size of their meta
-	// and data, and the line of the first entry.
+	// into the chunks' events (which stay valid), their leaf hashes (the
+	// chunks' Sums), the size of their meta and data, and the line of the
+	// first entry.
 	entries    []segment.Entry
+	leaves     []tree.Hash
+	leaf       tree.Hash // the leaf hash of the event next returned
 	batchBytes int
 	firstLine  int
 	batch      segment.Batch
 	ck         Checkpoint // signed once every event is written
 }
 
+// importBatchEntries is the room made at first for the entries of a batch:
+// about as many as importBatchBytes holds of small events.
+const importBatchEntries = 16 << 10
+
 // addLeaves adds the leaves of the batch just written to the tree.
 func (im *importer) addLeaves() error {
-	leaves := make([]tree.Hash, len(im.batch.IDs))
-	for i := range im.batch.IDs {
-		leaves[i], im.leaf = entryLeafHash(im.leaf, im.batch.IDs[i], &im.batch.Entries[i])
-	}
-	if err := im.tree.Append(leaves); err != nil {
+	if err := im.tree.Append(im.leaves); err != nil {
 		return fmt.Errorf("the tree file: %w", err)
+	}
+	return nil
+}
+
+// index queues the index entries of the batch just written (without a
+// progress marker: commit sets it once the ledger is in place) for the
+// indexer's goroutine, which commits them while the next batch is read
+// and written. The index gets them before the ledger exists: abortImports,
+// cleanup and commit's undo delete them when the import fails, and Open
+// those of an import a crash interrupted (see removeImportLeftovers).
+func (im *importer) index() error {
+	db := im.db
+	if im.ix == nil {
+		im.ix = db.startCommitterWith(func(commit func() error) error {
+			if err := db.enterRead(); err != nil {
+				return err
+			}
+			defer db.exitRead()
+			return commit()
+		})
+	}
+	im.indexing = true
+	b := db.idx.NewBatch()
+	r := &im.rec
+	for i := range im.batch.IDs {
+		e := &im.batch.Entries[i]
+		*r = index.Record{ID: im.batch.IDs[i], Seq: im.batch.FirstSeq + uint64(i), Loc: im.batch.Locations[i],
+			Entity: stringBytes(e.Entity), Key: stringBytes(e.Key), Event: stringBytes(e.Event)}
+		b.Add(im.id, r)
+	}
+	*r = index.Record{}
+	if !im.ix.commit(b) {
+		err := im.ix.finish()
+		im.ix = nil
+		return fmt.Errorf("the index: %w", err)
+	}
+	return nil
+}
+
+// finishIndex waits for the index entries queued to be committed.
+func (im *importer) finishIndex() error {
+	if im.ix == nil {
+		return nil
+	}
+	err := im.ix.finish()
+	im.ix = nil
+	if err != nil {
+		return fmt.Errorf("engine: import of ledger %s: the index: %w", im.id, err)
 	}
 	return nil
 }
@@ -286,10 +381,17 @@ func (im *importer) run() (LedgerInfo, error) {
 
 	// Write the segments in a temporary directory.
 	if err := im.files(func() (err error) {
-		if im.tmp, err = db.makeImportDir(); err != nil {
+		if err := db.registerImport(im, true); err != nil {
 			return err
 		}
-		db.registerImport(im, true)
+		// Entries left by an import of the same ledger that failed
+		// to delete them: its events are written again.
+		if err := db.idx.DeleteLedger(im.id); err != nil {
+			return fmt.Errorf("engine: import of ledger %s: %w", im.id, err)
+		}
+		if im.tmp, err = db.makeImportDir(im.id); err != nil {
+			return err
+		}
 		so := db.segmentOptions(im.id)
 		so.Durability = None
 		if im.log, err = segment.Create(im.tmp, so); err != nil {
@@ -318,6 +420,9 @@ func (im *importer) run() (LedgerInfo, error) {
 		}
 	}
 	if err := im.flush(); err != nil {
+		return LedgerInfo{}, err
+	}
+	if err := im.finishIndex(); err != nil {
 		return LedgerInfo{}, err
 	}
 	var head segment.Head
@@ -388,6 +493,7 @@ func (im *importer) next() (*ndjson.Event, error) {
 	var ev *ndjson.Event
 	if err == nil {
 		ev = &im.chunk.Events[im.pos]
+		im.leaf = im.chunk.Sums[im.pos]
 		im.line = im.chunk.FirstLine + im.pos
 		im.pos++
 		if err = im.v.Verify(ev); err != nil {
@@ -437,6 +543,7 @@ func (im *importer) add(ev *ndjson.Event) error {
 	im.batchBytes += n
 	im.entries = append(im.entries, segment.Entry{Entity: ev.Entity, Key: ev.Key, Event: ev.Event,
 		Meta: ev.Meta, Data: ev.Data, Micros: ev.Micros, ID: ev.ID})
+	im.leaves = append(im.leaves, im.leaf)
 	return nil
 }
 
@@ -455,7 +562,10 @@ func (im *importer) flush() error {
 			return err
 		}
 		seq = im.log.Head().Seq
-		return im.addLeaves()
+		if err := im.addLeaves(); err != nil {
+			return err
+		}
+		return im.index()
 	}); err != nil {
 		if errors.Is(err, ErrClosed) {
 			return err
@@ -472,6 +582,7 @@ func (im *importer) flush() error {
 	}
 	clear(im.entries) // let the chunks go
 	im.entries = im.entries[:0]
+	im.leaves = im.leaves[:0]
 	im.batchBytes = 0
 	if im.opts.Progress != nil {
 		im.opts.Progress(int64(seq), im.bytes)
@@ -497,6 +608,7 @@ func (im *importer) commit(head segment.Head, meta ledgerMeta) (LedgerInfo, erro
 	}
 	im.tmp = ""
 	db.registerImport(im, false)
+	im.indexing = false // undo deletes the entries from here on
 	// From here on, undo removes the ledger.
 	undo := func(l *ledger, err error) (LedgerInfo, error) {
 		if l != nil {
@@ -509,10 +621,8 @@ func (im *importer) commit(head segment.Head, meta ledgerMeta) (LedgerInfo, erro
 		} else if syncErr := segment.SyncDir(db.fs, parent); syncErr != nil {
 			errs = append(errs, syncErr)
 		}
-		if l != nil {
-			if delErr := db.idx.DeleteLedger(im.id); delErr != nil {
-				errs = append(errs, fmt.Errorf("removing its index entries: %w", delErr))
-			}
+		if delErr := db.idx.DeleteLedger(im.id); delErr != nil {
+			errs = append(errs, fmt.Errorf("removing its index entries: %w", delErr))
 		}
 		return LedgerInfo{}, fmt.Errorf("engine: import of ledger %s: %w", im.id, errors.Join(errs...))
 	}
@@ -523,8 +633,9 @@ func (im *importer) commit(head segment.Head, meta ledgerMeta) (LedgerInfo, erro
 		importCommitHook("renamed")
 	}
 
-	// Index it as recovery does (catchUp, from the start). The read lock
-	// keeps Close from closing the index and the metadata meanwhile.
+	// Its events are indexed (im.index): the progress marker makes the
+	// index cover them. The read lock keeps Close from closing the index
+	// and the metadata meanwhile.
 	db.mu.RLock()
 	if db.closed {
 		db.mu.RUnlock()
@@ -539,12 +650,7 @@ func (im *importer) commit(head segment.Head, meta ledgerMeta) (LedgerInfo, erro
 	}
 	l := &ledger{db: db, log: log, meta: meta}
 	l.cond.L = &l.idxMu
-	// No index entry can exist for an ID no ledger has; but if one did,
-	// catchUp from the start must not mix with it.
-	err = db.idx.DeleteLedger(im.id)
-	if err == nil {
-		err = l.catchUp(segment.Head{}, "")
-	}
+	err = l.markImported()
 	if err == nil {
 		// The tree written and synced in the temporary directory, with
 		// the checkpoint of every event.
@@ -573,10 +679,38 @@ func (im *importer) commit(head segment.Head, meta ledgerMeta) (LedgerInfo, erro
 	return info, nil
 }
 
+// markImported commits the progress marker of an imported ledger, whose
+// events the import indexed as it wrote them: the index covers them from
+// then on, as if catchUp had indexed them.
+func (l *ledger) markImported() error {
+	head := l.log.Head()
+	b := l.db.idx.NewBatch()
+	defer b.Close()
+	if head.Seq != 0 {
+		b.SetProgressDurable(l.log.Ledger(), head, l.log.Durable())
+	}
+	if err := b.Commit(false); err != nil {
+		return err
+	}
+	l.idxMu.Lock()
+	l.indexed, l.idxHead = head.Seq, head
+	l.idxMu.Unlock()
+	return nil
+}
+
 // cleanup removes what a failed import wrote before its commit; after
 // Close began, Close does (abortImports).
 func (im *importer) cleanup() {
+	// The indexer first: nothing is committed after the deletion below.
+	if im.ix != nil {
+		im.ix.finish()
+		im.ix = nil
+	}
 	im.files(func() error {
+		if im.indexing {
+			im.db.idx.DeleteLedger(im.id)
+			im.indexing = false
+		}
 		if im.log != nil {
 			im.log.Close()
 			im.log = nil
@@ -620,12 +754,13 @@ func (db *DB) importTargetFreeLocked(name string, id eventid.LedgerID) error {
 	return nil
 }
 
-// makeImportDir creates a new, empty temporary directory for an import.
-func (db *DB) makeImportDir() (string, error) {
+// makeImportDir creates a new, empty temporary directory for an import of
+// ledger id: importDirPrefix, the ID, "-" and 16 random hex digits.
+func (db *DB) makeImportDir(id eventid.LedgerID) (string, error) {
 	var b [8]byte
 	for {
 		rand.Read(b[:])
-		dir := filepath.Join(db.dir, ledgersDir, importDirPrefix+hex.EncodeToString(b[:]))
+		dir := filepath.Join(db.dir, ledgersDir, importDirPrefix+id.String()+"-"+hex.EncodeToString(b[:]))
 		if _, err := db.fs.Stat(dir); err == nil {
 			continue
 		}
@@ -634,6 +769,28 @@ func (db *DB) makeImportDir() (string, error) {
 		}
 		return dir, nil
 	}
+}
+
+// importLeftoverLedgers returns the IDs of the ledgers whose imports left
+// temporary directories among names (the listing of DIR/ledgers), except
+// those that are ledgers there: the index may hold entries of their events
+// (an import indexes what it writes), which Open deletes. A directory
+// named as before issue 15 (no ID) holds none.
+func importLeftoverLedgers(names []string) []eventid.LedgerID {
+	var ids []eventid.LedgerID
+	for _, name := range names {
+		rest, ok := strings.CutPrefix(name, importDirPrefix)
+		hexID, _, ok2 := strings.Cut(rest, "-")
+		if !ok || !ok2 {
+			continue
+		}
+		id, err := eventid.ParseLedgerID(hexID)
+		if err != nil || slices.Contains(names, id.String()) || slices.Contains(ids, id) {
+			continue
+		}
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // removeImportLeftovers removes the temporary directories of imports that
@@ -849,6 +1006,12 @@ func (l *ledger) exportStart(ctx context.Context, head segment.Head, o *ExportOp
 		return 0, 0, err
 	}
 	return pos.Loc.Segment, pos.Loc.Offset, nil
+}
+
+// stringBytes returns s as a byte slice without copying, which must not
+// be written to.
+func stringBytes(s string) []byte {
+	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
 // bytesString returns b as a string without copying. The string must not

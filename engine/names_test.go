@@ -208,6 +208,20 @@ func TestNamesCopiedLedgerDirectory(t *testing.T) {
 	}
 }
 
+// runKilledChild runs the test named test of this binary in a child
+// process, with env added to its environment, and fails t unless the child
+// ends killed by SIGKILL (which such a child sends itself).
+func runKilledChild(t *testing.T, test string, env ...string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("the child was not killed: %v\n%s", err, out)
+	}
+}
+
 // The child process of TestNamesImportKilledInCommit.
 const (
 	namesKillDirEnv   = "ANNAL_NAMES_KILL_DIR"
@@ -264,13 +278,7 @@ func TestNamesImportKilledInCommit(t *testing.T) {
 				t.Fatal(err)
 			}
 			db.Close()
-			cmd := exec.Command(os.Args[0], "-test.run=^TestNamesImportKillChild$")
-			cmd.Env = append(os.Environ(), namesKillDirEnv+"="+dir, namesKillStepEnv+"="+step, namesKillInputEnv+"="+input)
-			out, err := cmd.CombinedOutput()
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-				t.Fatalf("the child was not killed: %v\n%s", err, out)
-			}
+			runKilledChild(t, "TestNamesImportKillChild", namesKillDirEnv+"="+dir, namesKillStepEnv+"="+step, namesKillInputEnv+"="+input)
 			db = openTest(t, dir)
 			defer db.Close()
 			want := map[string]eventid.LedgerID{"preview": live.ID, "imp": 0x9e961c04}

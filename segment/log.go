@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -652,8 +653,10 @@ func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
 		}
 	}
 
-	// Encode every batch whose check passes, chained from the head.
-	l.buf = l.buf[:0]
+	// Encode every batch whose check passes, chained from the head, in
+	// a buffer made large enough for all of them at once (grown frame by
+	// frame, a batch of MBs was copied over and over).
+	l.buf = slices.Grow(l.buf[:0], size)
 	head := l.head
 	var accepted []*pending
 	var sync, interval bool

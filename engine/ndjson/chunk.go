@@ -21,6 +21,10 @@ type Chunk struct {
 	FirstLine int
 	// End is the offset in the input just after the chunk's last line.
 	End int64
+	// Sums, when the ChunkReader has a Sum function (see
+	// [NewChunkReaderSum]), holds Sum of each of Events, in the same
+	// order, computed by the workers that parsed them.
+	Sums [][32]byte
 }
 
 // ChunkReader reads the lines of an input as a [Reader] does, with the
@@ -38,6 +42,7 @@ type Chunk struct {
 type ChunkReader struct {
 	out  chan *chunkJob
 	done chan struct{}
+	sum  func(*Event) [32]byte
 	wg   sync.WaitGroup
 	err  error // the error or io.EOF, once Next has returned it
 
@@ -64,11 +69,19 @@ type chunkJob struct {
 // r: once it returns an error, no more of r is read, and Next returns that
 // error, as it is, after the lines read before it.
 func NewChunkReader(r io.Reader, workers, chunkBytes int, stop func() error) *ChunkReader {
-	return newChunkReader(r, workers, chunkBytes, DefaultMaxLineBytes, stop)
+	return newChunkReader(r, workers, chunkBytes, DefaultMaxLineBytes, stop, nil)
 }
 
-// newChunkReader is NewChunkReader with a line limit of maxLine bytes.
-func newChunkReader(r io.Reader, workers, chunkBytes, maxLine int, stop func() error) *ChunkReader {
+// NewChunkReaderSum is NewChunkReader whose workers also call sum for each
+// event they parse (from several goroutines at once), giving each chunk's
+// Sums: work done per line, such as a hash of it, that then runs in
+// parallel with the parsing rather than after it.
+func NewChunkReaderSum(r io.Reader, workers, chunkBytes int, stop func() error, sum func(*Event) [32]byte) *ChunkReader {
+	return newChunkReader(r, workers, chunkBytes, DefaultMaxLineBytes, stop, sum)
+}
+
+// newChunkReader is NewChunkReaderSum with a line limit of maxLine bytes.
+func newChunkReader(r io.Reader, workers, chunkBytes, maxLine int, stop func() error, sum func(*Event) [32]byte) *ChunkReader {
 	if workers < 1 {
 		workers = 1
 	}
@@ -78,6 +91,7 @@ func newChunkReader(r io.Reader, workers, chunkBytes, maxLine int, stop func() e
 	c := &ChunkReader{
 		out:  make(chan *chunkJob, workers+1),
 		done: make(chan struct{}),
+		sum:  sum,
 	}
 	jobs := make(chan *chunkJob, workers)
 	c.wg.Add(1 + workers)
@@ -231,6 +245,13 @@ func (c *ChunkReader) work(jobs <-chan *chunkJob, maxLine int) {
 		default:
 		}
 		j.parse(&p, maxLine)
+		if c.sum != nil {
+			evs := j.chunk.Events
+			j.chunk.Sums = make([][32]byte, len(evs))
+			for i := range evs {
+				j.chunk.Sums[i] = c.sum(&evs[i])
+			}
+		}
 		close(j.parsed)
 	}
 }

@@ -2,6 +2,7 @@ package ndjson
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -175,7 +176,7 @@ func TestChunkReaderMatchesReader(t *testing.T) {
 	for name, in := range inputs {
 		for _, chunk := range []int{1, 100, 4096, 65536, 1 << 22} {
 			want := readAll(NewReader(strings.NewReader(in)), 2048)
-			cr := newChunkReader(strings.NewReader(in), 2, chunk, 2048, nil)
+			cr := newChunkReader(strings.NewReader(in), 2, chunk, 2048, nil, nil)
 			got := readChunks(cr)
 			cr.Close()
 			if !reflect.DeepEqual(got.events, want.events) || fmt.Sprint(got.err) != fmt.Sprint(want.err) {
@@ -189,7 +190,7 @@ func TestChunkReaderMatchesReader(t *testing.T) {
 	}
 	// A read error: after every whole line, at the next line.
 	for _, chunk := range []int{100, 1 << 22} {
-		cr := newChunkReader(&failingReader{strings.NewReader(strings.Join(lines[:50], "") + `{"ent`)}, 2, chunk, DefaultMaxLineBytes, nil)
+		cr := newChunkReader(&failingReader{strings.NewReader(strings.Join(lines[:50], "") + `{"ent`)}, 2, chunk, DefaultMaxLineBytes, nil, nil)
 		got := readChunks(cr)
 		cr.Close()
 		var le *LineError
@@ -249,7 +250,7 @@ func TestChunkReaderStop(t *testing.T) {
 			return errStop
 		}
 		return nil
-	})
+	}, nil)
 	defer cr.Close()
 	got := readChunks(cr)
 	if got.err != errStop || reads != 5 || len(got.events) == 0 || got.end > 5000 {
@@ -328,4 +329,35 @@ func BenchmarkParseLine(b *testing.B) {
 			cr.Close()
 		}
 	})
+}
+
+// TestChunkReaderSum: a ChunkReader with a Sum function gives, in each
+// chunk, the sum of each of its events, in order.
+func TestChunkReaderSum(t *testing.T) {
+	data := readVector(t, "evently-examples-ledger.ndjson")
+	sum := func(e *Event) [32]byte { return sha256.Sum256(AppendEvent(nil, e)) }
+	cr := NewChunkReaderSum(bytes.NewReader(data), 2, 5000, nil, sum)
+	defer cr.Close()
+	n := 0
+	for {
+		c, err := cr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Sums) != len(c.Events) {
+			t.Fatalf("chunk at line %d: %d sums for %d events", c.FirstLine, len(c.Sums), len(c.Events))
+		}
+		for i := range c.Events {
+			if c.Sums[i] != sum(&c.Events[i]) {
+				t.Fatalf("line %d: sum %x, want %x", c.FirstLine+i, c.Sums[i], sum(&c.Events[i]))
+			}
+		}
+		n += len(c.Events)
+	}
+	if n < 10000 {
+		t.Fatalf("%d events summed", n)
+	}
 }

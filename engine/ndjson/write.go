@@ -55,6 +55,70 @@ func AppendEvent(dst []byte, e *Event) []byte {
 // they have, which is not ISO-8601 and which a Reader refuses.
 func AppendTimestamp(dst []byte, micros uint64) []byte {
 	sec, us := micros/1_000_000, micros%1_000_000
+	days, rem := sec/86400, sec%86400
+	year, month, day := civilFromDays(days)
+	if year > 9999 {
+		return appendTimestampSlow(dst, micros)
+	}
+	// One fixed-size write, two digits at a time: the export and the
+	// leaf hash of every event build this (see AppendLine).
+	var b [27]byte
+	put2(b[0:], year/100)
+	put2(b[2:], year%100)
+	b[4] = '-'
+	put2(b[5:], month)
+	b[7] = '-'
+	put2(b[8:], day)
+	b[10] = 'T'
+	put2(b[11:], rem/3600)
+	b[13] = ':'
+	put2(b[14:], rem/60%60)
+	b[16] = ':'
+	put2(b[17:], rem%60)
+	b[19] = '.'
+	put2(b[20:], us/10000)
+	put2(b[22:], us/100%100)
+	put2(b[24:], us%100)
+	b[26] = 'Z'
+	return append(dst, b[:]...)
+}
+
+// digitPairs holds "00" to "99".
+const digitPairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839" +
+	"404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+
+// put2 writes v (below 100) in two digits at b[0:2].
+func put2(b []byte, v uint64) {
+	b[0], b[1] = digitPairs[2*v], digitPairs[2*v+1]
+}
+
+// civilFromDays returns the date of the day days after 1970-01-01, in the
+// proleptic Gregorian calendar (H. Hinnant's algorithm; the inverse of
+// daysFromCivil).
+func civilFromDays(days uint64) (year, month, day uint64) {
+	z := days + 719468
+	era := z / 146097
+	doe := z - era*146097
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365
+	doy := doe - (365*yoe + yoe/4 - yoe/100)
+	mp := (5*doy + 2) / 153
+	day = doy - (153*mp+2)/5 + 1
+	if mp < 10 {
+		month = mp + 3
+	} else {
+		month = mp - 9
+	}
+	year = yoe + era*400
+	if month <= 2 {
+		year++
+	}
+	return year, month, day
+}
+
+// appendTimestampSlow is AppendTimestamp with the time package, for years
+// after 9999.
+func appendTimestampSlow(dst []byte, micros uint64) []byte {
+	sec, us := micros/1_000_000, micros%1_000_000
 	// time.Unix takes an int64 of seconds: every uint64 of microseconds
 	// divided by 10^6 fits.
 	t := time.Unix(int64(sec), 0).UTC()

@@ -168,6 +168,16 @@ func TestAppendTimestamp(t *testing.T) {
 			t.Errorf("AppendTimestamp(%d) = %s, want %s", tc.micros, got, tc.want)
 		}
 	}
+	// Every day from 1970 to 2243 (leap years, century years), at its
+	// first and last microsecond, against the time package.
+	for d := uint64(0); d < 100_000; d++ {
+		for _, us := range []uint64{d * 86_400_000_000, (d+1)*86_400_000_000 - 1} {
+			got := string(AppendTimestamp(nil, us))
+			if want := time.UnixMicro(int64(us)).UTC().Format("2006-01-02T15:04:05.000000Z"); got != want {
+				t.Fatalf("AppendTimestamp(%d) = %s, want %s", us, got, want)
+			}
+		}
+	}
 	// Against the time package, and read back by the Reader.
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 10000 {
