@@ -341,15 +341,16 @@ func (t *Tail) idle() {
 	if t.x.closed.Load() || t.dropped {
 		return
 	}
-	if t.next != t.idleAt {
-		// Records came since: wait again.
+	if t.err != nil {
+		return
+	}
+	if t.next != t.idleAt || t.flushing != nil {
+		// Records came since, or a write runs: wait again.
 		t.armed, t.idleAt = true, t.next
 		time.AfterFunc(tailIdle, t.idle)
 		return
 	}
-	if t.flushing == nil && t.err == nil {
-		_ = t.freezeLocked(false)
-	}
+	_ = t.freezeLocked(false)
 }
 
 // Flush writes the ledger's tail to Pebble and waits until it is written.

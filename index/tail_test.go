@@ -651,3 +651,34 @@ func TestTailRace(t *testing.T) {
 		t.Fatalf("%d reads wrong while appending", b)
 	}
 }
+
+// TestTailIdleDuringFlush: an idle check that finds a write running waits
+// for the next one, so records published meanwhile are written too.
+func TestTailIdleDuringFlush(t *testing.T) {
+	defer func(d time.Duration) { tailIdle = d }(tailIdle)
+	defer func() { flushHook = nil }()
+	tailIdle = 10 * time.Millisecond
+	x := openAt(t, "x", Options{FS: vfs.NewMem()})
+	evs := randomEvents(rand.New(rand.NewPCG(1, 4)), 1, 6)
+	tailAdd(t, x, ledgerA, evs[:3]...)
+	stopped, release := blockFlush(false)
+	flushed := make(chan error, 1)
+	go func() { flushed <- x.Tail(ledgerA).Flush() }()
+	<-stopped
+	tailAdd(t, x, ledgerA, evs[3:]...)
+	time.Sleep(10 * tailIdle) // idle checks while the write is held
+	release()
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if h, found, err := x.Progress(ledgerA); err == nil && found && h.Seq == 6 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the records published while a write ran were never written")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
