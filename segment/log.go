@@ -464,8 +464,8 @@ func (l *Log) publish() {
 // group of batches once their records are written to the segment, their
 // IDs, FirstSeq and Locations (absolute) set, and before any of them is
 // durable or published (Head), and before Append returns for any of them.
-// In a group that asks for Sync, it runs while the segment's fsync runs,
-// in parallel with it: a caller that must do work per group (an index
+// In a group that asks for Sync, it runs on another goroutine while the
+// committing one runs the segment's fsync, in parallel with it: a caller that must do work per group (an index
 // commit) does it during the fsync instead of after it. Groups are
 // passed in commit order, one call at a time; the slice is reused after
 // the call returns. The hook must not call the Log's Append, Sync or
@@ -858,17 +858,20 @@ func (l *Log) rotate() error {
 func (l *Log) fsync() error { return l.fsyncWith(nil) }
 
 // fsyncWith is fsync, running also (if not nil) during the fsync, on
-// the calling goroutine; it returns once both are done. Called with ioMu.
+// another goroutine; it returns once both are done. Called with ioMu.
 func (l *Log) fsyncWith(also func()) error {
 	l.stats.syncs.Add(1)
 	var err error
 	if also == nil {
 		err = l.file.Sync()
 	} else {
-		done := make(chan error, 1)
-		go func(f vfs.File) { done <- f.Sync() }(l.file)
-		also()
-		err = <-done
+		// The fsync on this goroutine, the other work on another: the
+		// fsync is usually the longer, and when it returns this goroutine
+		// goes on at once, without waiting to be woken by the other.
+		done := make(chan struct{})
+		go func() { also(); close(done) }()
+		err = l.file.Sync()
+		<-done
 	}
 	if err != nil {
 		err = fmt.Errorf("%w: fsync %s: %w", ErrFailed, segmentName(l.segNum), err)
