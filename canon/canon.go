@@ -133,6 +133,13 @@ func (c *Canonicalizer) AppendObject(dst, src []byte) ([]byte, error) {
 // appendText canonicalizes the whole text src: one value, with optional
 // whitespace around it.
 func (c *Canonicalizer) appendText(dst, src []byte) ([]byte, error) {
+	if !c.recordTop && IsCanonical(src) {
+		// Already canonical, as most producers' compact JSON with sorted
+		// keys is: a byte scan confirms it (ScanCanonical guarantees that
+		// the rest of this function would write src unchanged, and fail
+		// on nothing), and src is copied as it is.
+		return append(dst, src...), nil
+	}
 	c.members = c.members[:0]
 	c.keys = c.keys[:0]
 	c.top = c.top[:0]
