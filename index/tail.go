@@ -258,16 +258,18 @@ func (t *Tail) freezeLocked(full bool) error {
 // flushHook, when set (tests), runs in a flush before its Pebble commit
 // (committed false) and after it, before the snapshot without the flushed
 // part is published (committed true).
-var flushHook func(committed bool)
+// An atomic pointer: a flush started by an idle timer may outlive the
+// test that set it.
+var flushHook atomic.Pointer[func(committed bool)]
 
 // flush writes a frozen part to Pebble, then drops it from the tail.
 func (t *Tail) flush(b *tailBuf, done chan struct{}) {
-	if flushHook != nil {
-		flushHook(false)
+	if h := flushHook.Load(); h != nil {
+		(*h)(false)
 	}
 	err := t.write(b)
-	if err == nil && flushHook != nil {
-		flushHook(true)
+	if h := flushHook.Load(); err == nil && h != nil {
+		(*h)(true)
 	}
 	t.mu.Lock()
 	if err != nil && t.err == nil && !t.dropped {

@@ -340,7 +340,7 @@ func diffReads(t testing.TB, what string, got, want []string) {
 func blockFlush(committed bool) (stopped <-chan struct{}, release func()) {
 	stop, cont := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	flushHook = func(c bool) {
+	hook := func(c bool) {
 		if c == committed {
 			once.Do(func() {
 				close(stop)
@@ -348,6 +348,7 @@ func blockFlush(committed bool) (stopped <-chan struct{}, release func()) {
 			})
 		}
 	}
+	flushHook.Store(&hook)
 	return stop, func() { close(cont) }
 }
 
@@ -358,7 +359,7 @@ func blockFlush(committed bool) (stopped <-chan struct{}, release func()) {
 // compares every read function with an index that holds them all in
 // Pebble, and with the model.
 func TestTailReadsAgree(t *testing.T) {
-	defer func() { flushHook = nil }()
+	defer func() { flushHook.Store(nil) }()
 	rng := rand.New(rand.NewPCG(7, 7))
 	const n = 240
 	evs := randomEvents(rng, 1, n)
@@ -375,7 +376,7 @@ func TestTailReadsAgree(t *testing.T) {
 			}
 			name := fmt.Sprintf("pebble %d, frozen %d (%s), active %d", cut[0], cut[1], mode, n-cut[0]-cut[1])
 			t.Run(name, func(t *testing.T) {
-				flushHook = nil
+				flushHook.Store(nil)
 				x := openAt(t, "x", Options{FS: vfs.NewMem(), TailSize: 10 * n})
 				add(t, x, ledgerB, randomEvents(rand.New(rand.NewPCG(7, 7)), 1, 30)...)
 				tailAdd(t, x, ledgerB, event{seq: 31, entity: "ent0", key: "k0", event: "name0"})
@@ -656,7 +657,7 @@ func TestTailRace(t *testing.T) {
 // for the next one, so records published meanwhile are written too.
 func TestTailIdleDuringFlush(t *testing.T) {
 	defer func(d time.Duration) { tailIdle = d }(tailIdle)
-	defer func() { flushHook = nil }()
+	defer func() { flushHook.Store(nil) }()
 	tailIdle = 10 * time.Millisecond
 	x := openAt(t, "x", Options{FS: vfs.NewMem()})
 	evs := randomEvents(rand.New(rand.NewPCG(1, 4)), 1, 6)
