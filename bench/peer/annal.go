@@ -16,7 +16,7 @@ func init() {
 	Register(Info{
 		Name:    "annal",
 		Version: "this tree",
-		What:    "annal's engine: segment files (CRC32C, chained checksums, content IDs), a Pebble index (format 3: one entry per block of up to 64 events by ID, one by sequence, postings per append for stream, entity and event name), bbolt metadata",
+		What:    "annal's engine: segment files (CRC32C, chained checksums, content IDs), a Pebble index (format 4: one entry per block of up to 64 events by ID, one by sequence, postings with each event's ID and location for stream, entity and event name, written in bulk from an in-memory tail), bbolt metadata",
 		Open:    openAnnal,
 	})
 }
