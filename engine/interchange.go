@@ -557,16 +557,21 @@ func (im *importer) flush() error {
 	}
 	im.batch = segment.Batch{Entries: im.entries, Durability: None, IDs: im.batch.IDs[:0], Locations: im.batch.Locations[:0]}
 	var seq uint64 // the head, for Progress
-	if err := im.files(func() error {
+	err := im.files(func() error {
 		if err := im.log.Append(&im.batch); err != nil {
 			return err
 		}
 		seq = im.log.Head().Seq
-		if err := im.addLeaves(); err != nil {
-			return err
-		}
-		return im.index()
-	}); err != nil {
+		return im.addLeaves()
+	})
+	if err == nil {
+		// Outside files' read lock: the indexer takes it for each
+		// commit, and once Close waits for the write lock a new read
+		// lock waits too. Waiting for the indexer with one held (a full
+		// queue) deadlocked with Close (TestLifecycleCloseConcurrent).
+		err = im.index()
+	}
+	if err != nil {
 		if errors.Is(err, ErrClosed) {
 			return err
 		}

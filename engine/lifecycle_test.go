@@ -9,6 +9,7 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -339,7 +340,8 @@ func watch(t *testing.T, what string, f func()) {
 	select {
 	case <-done:
 	case <-time.After(lifeWatchdog):
-		t.Fatalf("%s did not return in %v: deadlock", what, lifeWatchdog)
+		buf := make([]byte, 1<<22)
+		t.Fatalf("%s did not return in %v: deadlock; every goroutine:\n%s", what, lifeWatchdog, buf[:runtime.Stack(buf, true)])
 	}
 }
 
