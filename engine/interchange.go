@@ -284,7 +284,7 @@ func (im *importer) addLeaves() error {
 // and written. The index gets them before the ledger exists: abortImports,
 // cleanup and commit's undo delete them when the import fails, and Open
 // those of an import a crash interrupted (see removeImportLeftovers).
-func (im *importer) index() error {
+func (im *importer) index() *index.Batch {
 	db := im.db
 	if im.ix == nil {
 		im.ix = db.startCommitterWith(func(commit func() error) error {
@@ -305,6 +305,13 @@ func (im *importer) index() error {
 		b.Add(im.id, r)
 	}
 	*r = index.Record{}
+	return b
+}
+
+// queueIndex hands the batch index built to the indexer. It may wait for
+// the indexer (a full queue), which takes enterRead's read lock for each
+// commit: it must run without that lock held (see flush).
+func (im *importer) queueIndex(b *index.Batch) error {
 	if !im.ix.commit(b) {
 		err := im.ix.finish()
 		im.ix = nil
@@ -557,19 +564,25 @@ func (im *importer) flush() error {
 	}
 	im.batch = segment.Batch{Entries: im.entries, Durability: None, IDs: im.batch.IDs[:0], Locations: im.batch.Locations[:0]}
 	var seq uint64 // the head, for Progress
+	var ib *index.Batch
 	err := im.files(func() error {
 		if err := im.log.Append(&im.batch); err != nil {
 			return err
 		}
 		seq = im.log.Head().Seq
-		return im.addLeaves()
+		if err := im.addLeaves(); err != nil {
+			return err
+		}
+		ib = im.index()
+		return nil
 	})
 	if err == nil {
-		// Outside files' read lock: the indexer takes it for each
-		// commit, and once Close waits for the write lock a new read
-		// lock waits too. Waiting for the indexer with one held (a full
-		// queue) deadlocked with Close (TestLifecycleCloseConcurrent).
-		err = im.index()
+		// Queued outside files' read lock: the indexer takes it for
+		// each commit, and once Close waits for the write lock a new
+		// read lock waits too. Waiting for the indexer with one held (a
+		// full queue) deadlocked with Close
+		// (TestLifecycleCloseConcurrent).
+		err = im.queueIndex(ib)
 	}
 	if err != nil {
 		if errors.Is(err, ErrClosed) {
