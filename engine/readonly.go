@@ -143,17 +143,14 @@ func (db *DB) openReadOnly() error {
 			continue
 		}
 		m, haveMeta := known[id]
-		log, err := segment.OpenReadOnly(db.ledgerDir(id), db.segmentOptions(id))
-		if err == nil && log.Head().Seq == 0 {
-			// Being created: not a ledger yet (an unfinished creation
-			// would be removed by the writer's recovery).
-			log.Close()
+		l, err := db.openLedgerReadOnly(id)
+		switch {
+		case errors.Is(err, errNotYet):
 			continue
-		}
-		if errors.Is(err, segment.ErrNoLog) {
+		case errors.As(err, new(noGenesisError)):
+			db.broken[id.String()] = fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err)
 			continue
-		}
-		if err != nil {
+		case err != nil:
 			key := id.String()
 			if haveMeta && m.Name != "" {
 				key = m.Name
@@ -161,15 +158,6 @@ func (db *DB) openReadOnly() error {
 			db.broken[key] = fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err)
 			continue
 		}
-		l := &ledger{db: db, log: log}
-		l.cond.L = &l.idxMu
-		g, err := metaFromGenesis(log)
-		if err != nil {
-			log.Close()
-			db.broken[id.String()] = fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err)
-			continue
-		}
-		l.meta = g
 		opened = append(opened, l)
 	}
 	db.registerLedgers(opened, known)
@@ -326,29 +314,22 @@ func (db *DB) discoverLedgers() {
 		if fi, err := db.fs.Stat(db.ledgerDir(id)); err != nil || !fi.IsDir() {
 			continue
 		}
-		log, err := segment.OpenReadOnly(db.ledgerDir(id), db.segmentOptions(id))
-		if errors.Is(err, segment.ErrNoLog) {
-			continue // being created: no segment yet
-		}
-		if err == nil && log.Head().Seq == 0 {
-			log.Close()
-			continue // being created: its genesis event is not complete
+		l, err := db.openLedgerReadOnly(id)
+		if errors.Is(err, errNotYet) {
+			continue
 		}
 		if err != nil {
 			db.passLedger(id)
 			continue
 		}
-		l := &ledger{db: db, log: log}
-		l.cond.L = &l.idxMu
-		m, gerr := metaFromGenesis(log)
+		log := l.log
 		named, hasFile, nerr := readNameFile(db.fs, log.Dir())
-		if gerr != nil || nerr != nil || !hasFile || ledgerNameProblem(named, name) != "" {
+		if nerr != nil || !hasFile || ledgerNameProblem(named, name) != "" {
 			log.Close()
 			db.passLedger(id)
 			continue
 		}
-		m.Name = named
-		l.meta = m
+		l.meta.Name = named
 		db.mu.Lock()
 		_, taken := db.byName[named]
 		if !taken && !db.closed {
@@ -360,6 +341,40 @@ func (db *DB) discoverLedgers() {
 			db.passLedger(id)
 		}
 	}
+}
+
+// errNotYet: a ledger directory whose ledger is being created (no
+// segment yet, or an unfinished genesis event; an unfinished creation
+// would be removed by the writer's recovery).
+var errNotYet = errors.New("ledger being created")
+
+// noGenesisError is a failure to read a ledger's genesis event, as it is.
+type noGenesisError struct{ error }
+
+func (e noGenesisError) Unwrap() error { return e.error }
+
+// openLedgerReadOnly opens ledger id's segments read-only, with its
+// metadata from its genesis event: the one way OpenReadOnly and
+// discoverLedgers open a ledger.
+func (db *DB) openLedgerReadOnly(id eventid.LedgerID) (*ledger, error) {
+	log, err := segment.OpenReadOnly(db.ledgerDir(id), db.segmentOptions(id))
+	if errors.Is(err, segment.ErrNoLog) {
+		return nil, errNotYet
+	}
+	if err != nil {
+		return nil, err
+	}
+	if log.Head().Seq == 0 {
+		log.Close()
+		return nil, errNotYet
+	}
+	l := &ledger{db: db, log: log}
+	l.cond.L = &l.idxMu
+	if l.meta, err = metaFromGenesis(log); err != nil {
+		log.Close()
+		return nil, noGenesisError{err}
+	}
+	return l, nil
 }
 
 // passLedger records that discoverLedgers passes over ledger id.
