@@ -9,8 +9,9 @@ import (
 	"github.com/annal-db/annal/eventid"
 )
 
-// annalLedger is the one ledger the harness appends to.
-const annalLedger = "bench"
+// AnnalLedger is the one ledger the harness appends to in annal (a reader
+// process beside the writer follows it by this name).
+const AnnalLedger = "bench"
 
 func init() {
 	Register(Info{
@@ -33,8 +34,8 @@ func openAnnal(dir string, mode Mode) (Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := db.Ledger(annalLedger); err != nil {
-		if _, err := db.CreateLedger(context.Background(), engine.LedgerSpec{Name: annalLedger}); err != nil {
+	if _, err := db.Ledger(AnnalLedger); err != nil {
+		if _, err := db.CreateLedger(context.Background(), engine.LedgerSpec{Name: AnnalLedger}); err != nil {
 			db.Close()
 			return nil, err
 		}
@@ -47,7 +48,7 @@ func (s *annalStore) Append(events []Event) ([]ID, error) {
 	for i, e := range events {
 		in[i] = engine.EventInput{Entity: e.Entity, Key: e.Key, Event: e.Name, Meta: e.Meta, Data: e.Data}
 	}
-	res, err := s.db.Append(context.Background(), annalLedger, in, nil)
+	res, err := s.db.Append(context.Background(), AnnalLedger, in, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +72,7 @@ func (s *annalStore) Get(id ID) (int, error) {
 }
 
 func (s *annalStore) Scan(from, to time.Time) (n int, bytes int64, err error) {
-	for e, err := range s.db.Scan(context.Background(), annalLedger, engine.ScanOptions{From: from, To: to}) {
+	for e, err := range s.db.Scan(context.Background(), AnnalLedger, engine.ScanOptions{From: from, To: to}) {
 		if err != nil {
 			return n, bytes, err
 		}
@@ -82,7 +83,7 @@ func (s *annalStore) Scan(from, to time.Time) (n int, bytes int64, err error) {
 }
 
 func (s *annalStore) Replay(entity, key string) (n int, bytes int64, err error) {
-	for e, err := range s.db.Replay(context.Background(), annalLedger, engine.ReplayOptions{Entity: entity, Keys: []string{key}}) {
+	for e, err := range s.db.Replay(context.Background(), AnnalLedger, engine.ReplayOptions{Entity: entity, Keys: []string{key}}) {
 		if err != nil {
 			return n, bytes, err
 		}
@@ -93,7 +94,7 @@ func (s *annalStore) Replay(entity, key string) (n int, bytes int64, err error) 
 }
 
 func (s *annalStore) Verify() (int, error) {
-	r, err := s.db.Verify(context.Background(), annalLedger, nil)
+	r, err := s.db.Verify(context.Background(), AnnalLedger, nil)
 	return int(r.Events), err
 }
 

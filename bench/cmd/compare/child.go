@@ -18,7 +18,7 @@ import (
 // A job is one measurement, run in a child process of its own so that its
 // peak memory is its own and no store's caches or goroutines outlive it.
 type job struct {
-	Kind      string        // append, concurrent, fill, crash, open, scan, get, replay, verify
+	Kind      string        // append, concurrent, tailed, follow, fill, crash, open, scan, get, replay, verify
 	Store     string        // peer name
 	Dir       string        // the store's directory
 	Mode      string        // durability: sync, interval, none
@@ -79,6 +79,9 @@ func (j *job) open() (peer.Store, error) {
 }
 
 func (j *job) run(out *outcome) (err error) {
+	if j.Kind == "follow" {
+		return j.follow(out)
+	}
 	if j.Kind == "open" {
 		// Open is what is measured: after a clean close or a crash.
 		start := time.Now()
@@ -119,6 +122,8 @@ func (j *job) run(out *outcome) (err error) {
 		return j.appendBatches(s, out)
 	case "concurrent":
 		return j.concurrent(s, out)
+	case "tailed":
+		return j.tailed(s, out)
 	case "fill":
 		return j.fill(s, out)
 	case "crash":

@@ -36,7 +36,7 @@ func TestCompareRunsEveryWorkload(t *testing.T) {
 	var log bytes.Buffer
 	cfg := config{
 		stores: storeNames(), rounds: 1, dur: 50 * time.Millisecond, n: 3000, openSizes: []int{2000},
-		groups:  map[string]bool{"append": true, "concurrent": true, "read": true, "open": true},
+		groups:  map[string]bool{"append": true, "concurrent": true, "tailed": true, "read": true, "open": true},
 		batches: []int{1, 100}, modes: []string{"sync", "interval", "none"}, appenders: []int{1, 4},
 		dir: t.TempDir(), machineMiB: 4, crashAfter: 100 * time.Millisecond, log: &log,
 	}
@@ -84,6 +84,20 @@ func TestCompareRunsEveryWorkload(t *testing.T) {
 		if len(seen[w]) != len(cfg.stores) {
 			t.Errorf("workload %s ran for %d stores, want %d", w, len(seen[w]), len(cfg.stores))
 		}
+	}
+	// The writer with a reader process following it: annal only, each of
+	// tailedParams, and the reader showed every event (else an error above).
+	if len(seen["append-tailed"]) != 1 || !seen["append-tailed"]["annal"] {
+		t.Errorf("append-tailed ran for %v, want annal only", seen["append-tailed"])
+	}
+	tailed := 0
+	for _, r := range res {
+		if r.Workload == "append-tailed" {
+			tailed++
+		}
+	}
+	if tailed != len(tailedParams) {
+		t.Errorf("append-tailed: %d results, want %d", tailed, len(tailedParams))
 	}
 	ss := report.Summarize(res)
 	var tbl, md, csv bytes.Buffer

@@ -68,7 +68,7 @@ func bounds(ss []report.Summary, lim machine.Limits, cores map[string][]float64)
 		}
 		b := bound{workload: s.Workload, params: s.Params, annal: s.Median}
 		switch {
-		case s.Workload == "append-batch" && param(s.Params, "mode") == "sync":
+		case (s.Workload == "append-batch" || s.Workload == "append-tailed") && param(s.Params, "mode") == "sync":
 			n, _ := strconv.Atoi(param(s.Params, "batch"))
 			b.limit = syncLimit(n)
 			b.what = fmt.Sprintf("one fsync (%.0f a second) and the batch's bytes at %.0f MB/s a batch", lim.FsyncPerSec, lim.SeqWriteMBps)

@@ -36,7 +36,7 @@ import (
 // config is what a run measures.
 type config struct {
 	stores     []string
-	groups     map[string]bool // append, concurrent, read, open
+	groups     map[string]bool // append, concurrent, tailed, read, open
 	rounds     int
 	dur        time.Duration
 	n          int      // events of the read dataset
@@ -53,7 +53,7 @@ type config struct {
 
 func main() {
 	stores := flag.String("stores", "", "comma-separated stores to measure (default: all: "+strings.Join(storeNames(), ",")+")")
-	groups := flag.String("workloads", "append,concurrent,read,open", "comma-separated groups of workloads")
+	groups := flag.String("workloads", "append,concurrent,tailed,read,open", "comma-separated groups of workloads (tailed: annal appending with a reader process following)")
 	rounds := flag.Int("rounds", 3, "rounds of every measurement (medians and spread over them)")
 	dur := flag.Duration("dur", 2*time.Second, "how long each timed measurement runs")
 	n := flag.Int("n", 1_000_000, "events of the dataset the read workloads run on")
@@ -263,6 +263,9 @@ func run(cfg config) (runResult, error) {
 						job{Kind: "concurrent", Store: s, Mode: "sync", Appenders: a, Dur: cfg.dur})
 				}
 			}
+		}
+		if cfg.groups["tailed"] {
+			r.tailedRound(round)
 		}
 		if cfg.groups["read"] {
 			r.readRound(round)
