@@ -296,7 +296,7 @@ func (im *importer) index() *index.Batch {
 		})
 	}
 	im.indexing = true
-	b := db.idx.NewBatch()
+	b := im.ix.batch(db.idx)
 	r := &im.rec
 	for i := range im.batch.IDs {
 		e := &im.batch.Entries[i]
