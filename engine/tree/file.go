@@ -258,7 +258,9 @@ func (f *File) Append(leaves []Hash) error {
 		f.end = max(f.end, at+int64(len(buf)))
 		return fmt.Errorf("tree: write %d bytes to %s at %d: %w", len(buf), f.path, at, err)
 	}
-	if cap(f.buf) > 1<<20 {
+	if cap(f.buf) > 1<<20 && len(buf) < cap(f.buf)/4 {
+		// Large, and mostly unused by this append: not kept for
+		// small ones. Appends of large batches (an import's) keep it.
 		f.buf = nil
 	}
 	f.front = *front
