@@ -44,7 +44,7 @@ var importBatchBytes = 4 << 20
 
 // importChunkBytes is the size of the chunks of input that an import
 // parses in parallel (ndjson.ChunkReader). A variable for tests.
-var importChunkBytes = ndjson.DefaultChunkBytes
+var importChunkBytes = 2 << 20
 
 // ImportOptions are the options of Import.
 type ImportOptions struct {
