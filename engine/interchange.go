@@ -43,7 +43,9 @@ var importCommitHook func(step string)
 var importBatchBytes = 4 << 20
 
 // importChunkBytes is the size of the chunks of input that an import
-// parses in parallel (ndjson.ChunkReader). A variable for tests.
+// parses in parallel (ndjson.ChunkReader): a few of them are in memory at
+// a time (see importChunksHeld), so their size sets most of an import's
+// own memory. A variable for tests.
 var importChunkBytes = 2 << 20
 
 // ImportOptions are the options of Import.
@@ -96,10 +98,11 @@ type ImportOptions struct {
 // line), although its ID verifies: such a name could not have been
 // appended here, and printed it could write to an operator's terminal.
 //
-// The input is read ahead in chunks of about 4 MB, which are parsed in
+// The input is read ahead in chunks of about 2 MB, which are parsed in
 // parallel (one goroutine a CPU, ndjson.ChunkReader); the chain is verified
 // and the events written in input order. Reading goes on concurrently:
-// Import may have read further than the line it fails at.
+// Import may have read further than the line it fails at. At most a few
+// chunks (the CPUs plus 4) are in memory at a time, their memory reused.
 //
 // Events are written without fsync, in batches of a few MB, and synced
 // once at the end. Reading the input and writing the segments run
