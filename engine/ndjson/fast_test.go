@@ -232,25 +232,11 @@ func readAll(r *Reader, maxLine int) readResult {
 	}
 }
 
-func readChunks(cr *ChunkReader) readResult {
-	var res readResult
-	for {
-		c, err := cr.Next()
-		if err != nil {
-			res.err = err
-			return res
-		}
-		if c.FirstLine != len(res.events)+1 {
-			res.err = fmt.Errorf("chunk at line %d after %d events", c.FirstLine, len(res.events))
-			return res
-		}
-		res.events = append(res.events, c.Events...)
-		res.end = c.End
-	}
-}
+func readChunks(cr *ChunkReader) readResult { return readChunksHeld(cr, -1) }
 
-// readChunksHeld is readChunks that keeps the last hold chunks unreleased
-// and releases the others, copying the events it returns first.
+// readChunksHeld is readChunks that, if hold is not negative, keeps the
+// last hold chunks unreleased and releases the others (the events it
+// returns are copies).
 func readChunksHeld(cr *ChunkReader, hold int) readResult {
 	var res readResult
 	var held []*Chunk
@@ -270,7 +256,7 @@ func readChunksHeld(cr *ChunkReader, hold int) readResult {
 			res.events = append(res.events, e)
 		}
 		res.end = c.End
-		if held = append(held, c); len(held) > hold {
+		if held = append(held, c); hold >= 0 && len(held) > hold {
 			cr.Release(held[0])
 			held = held[1:]
 		}
