@@ -733,7 +733,7 @@ func (l *ledger) catchUpTree(from segment.Head, name string, tf *tree.File) erro
 			if !c.commit(b) {
 				return c.finish()
 			}
-			b = l.db.idx.NewBatch()
+			b = c.batch(l.db.idx)
 		}
 		if progress != nil && n%progressEvery == 0 {
 			progress(what, int64(n), total)
@@ -779,10 +779,18 @@ func (l *ledger) catchUpTree(from segment.Head, name string, tf *tree.File) erro
 // given, while the caller builds the next: see catchUpTree.
 type committer struct {
 	queue  chan *index.Batch
-	failed chan struct{} // closed once a commit failed
-	done   chan struct{} // closed once the goroutine ended
-	err    error         // the first commit's error; read after done
+	free   chan *index.Batch // batches committed, for batch to reuse
+	failed chan struct{}     // closed once a commit failed
+	done   chan struct{}     // closed once the goroutine ended
+	err    error             // the first commit's error; read after done
 }
+
+// committerFree is how many committed batches a committer keeps for
+// reuse: one being built while one is queued and one is committed. A
+// batch reused keeps the room its records, postings and Pebble batch grew
+// to, which a new one grows again from nothing (an import's batches of
+// thousands of events spent a third of their time growing slices).
+const committerFree = 2
 
 // startCommitter starts a committer.
 func (db *DB) startCommitter() *committer {
@@ -793,7 +801,8 @@ func (db *DB) startCommitter() *committer {
 // wrap: wrap calls commit, or returns an error (then the batch is not
 // committed, and that error is the committer's).
 func (db *DB) startCommitterWith(wrap func(commit func() error) error) *committer {
-	c := &committer{queue: make(chan *index.Batch, 1), failed: make(chan struct{}), done: make(chan struct{})}
+	c := &committer{queue: make(chan *index.Batch, 1), free: make(chan *index.Batch, committerFree),
+		failed: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
 		for b := range c.queue {
@@ -802,10 +811,29 @@ func (db *DB) startCommitterWith(wrap func(commit func() error) error) *committe
 					close(c.failed)
 				}
 			}
+			if c.err == nil {
+				// Committed, thus empty (Commit resets it): for reuse.
+				select {
+				case c.free <- b:
+					continue
+				default:
+				}
+			}
 			b.Close()
 		}
 	}()
 	return c
+}
+
+// batch returns an empty batch of idx to fill and queue with commit: one
+// the committer committed, or a new one.
+func (c *committer) batch(idx *index.Index) *index.Batch {
+	select {
+	case b := <-c.free:
+		return b
+	default:
+		return idx.NewBatch()
+	}
 }
 
 // commit queues b, which the committer commits and closes. It reports
@@ -825,6 +853,10 @@ func (c *committer) commit(b *index.Batch) bool {
 func (c *committer) finish() error {
 	close(c.queue)
 	<-c.done
+	close(c.free)
+	for b := range c.free {
+		b.Close()
+	}
 	return c.err
 }
 

@@ -43,8 +43,10 @@ var importCommitHook func(step string)
 var importBatchBytes = 4 << 20
 
 // importChunkBytes is the size of the chunks of input that an import
-// parses in parallel (ndjson.ChunkReader). A variable for tests.
-var importChunkBytes = ndjson.DefaultChunkBytes
+// parses in parallel (ndjson.ChunkReader): a few of them are in memory at
+// a time (see importChunksHeld), so their size sets most of an import's
+// own memory. A variable for tests.
+var importChunkBytes = 2 << 20
 
 // ImportOptions are the options of Import.
 type ImportOptions struct {
@@ -96,10 +98,11 @@ type ImportOptions struct {
 // line), although its ID verifies: such a name could not have been
 // appended here, and printed it could write to an operator's terminal.
 //
-// The input is read ahead in chunks of about 4 MB, which are parsed in
+// The input is read ahead in chunks of about 2 MB, which are parsed in
 // parallel (one goroutine a CPU, ndjson.ChunkReader); the chain is verified
 // and the events written in input order. Reading goes on concurrently:
-// Import may have read further than the line it fails at.
+// Import may have read further than the line it fails at. At most a few
+// chunks (the CPUs plus 4) are in memory at a time, their memory reused.
 //
 // Events are written without fsync, in batches of a few MB, and synced
 // once at the end. Reading the input and writing the segments run
@@ -126,8 +129,11 @@ func (db *DB) Import(ctx context.Context, r io.Reader, opts ImportOptions) (Ledg
 	// The reader stops reading the input once ctx ends or Close begins.
 	stop := func() error { return db.stopped(ctx) }
 	// The leaf hashes of the Merkle tree are computed by the workers that
-	// parse the lines, in parallel, not by the goroutine that writes.
-	rd := ndjson.NewChunkReaderSum(r, runtime.GOMAXPROCS(0), importChunkBytes, stop, eventLeafHash)
+	// parse the lines, in parallel, not by the goroutine that writes. At
+	// most importChunksHeld chunks are held beside those being read and
+	// parsed (see importer.held), and their memory is reused.
+	workers := runtime.GOMAXPROCS(0)
+	rd := ndjson.NewChunkReaderLimit(r, workers, importChunkBytes, stop, eventLeafHash, workers+2+importChunksHeld)
 	im := &importer{db: db, ctx: ctx, opts: opts, rd: rd, v: ndjson.NewVerifier(),
 		entries: make([]segment.Entry, 0, importBatchEntries), leaves: make([]tree.Hash, 0, importBatchEntries)}
 	info, err := im.run()
@@ -239,6 +245,10 @@ type importer struct {
 	pos   int
 	line  int
 	bytes int64
+	// The chunks read before chunk, whose events the batch may hold:
+	// released (rd.Release) once the batch is written, so that the
+	// reader reuses their memory.
+	held []*ndjson.Chunk
 
 	name string
 	id   eventid.LedgerID
@@ -265,6 +275,13 @@ type importer struct {
 	batch      segment.Batch
 	ck         Checkpoint // signed once every event is written
 }
+
+// importChunksHeld is the most chunks of input the importer holds: a batch
+// is written once it holds events of that many chunks before the one
+// being read (events of small meta and data, whose batches fill up slower
+// than the chunks do), so that the reader, with a limit of chunks in
+// memory, can always read on.
+const importChunksHeld = 2
 
 // importBatchEntries is the room made at first for the entries of a batch:
 // about as many as importBatchBytes holds of small events.
@@ -296,7 +313,7 @@ func (im *importer) index() *index.Batch {
 		})
 	}
 	im.indexing = true
-	b := db.idx.NewBatch()
+	b := im.ix.batch(db.idx)
 	r := &im.rec
 	for i := range im.batch.IDs {
 		e := &im.batch.Entries[i]
@@ -487,6 +504,15 @@ func (im *importer) run() (LedgerInfo, error) {
 func (im *importer) next() (*ndjson.Event, error) {
 	var err error
 	for err == nil && (im.chunk == nil || im.pos == len(im.chunk.Events)) {
+		if im.chunk != nil {
+			im.held = append(im.held, im.chunk)
+			im.chunk = nil
+			if len(im.held) >= importChunksHeld {
+				if err := im.flush(); err != nil {
+					return nil, err
+				}
+			}
+		}
 		im.chunk, err = im.rd.Next()
 		im.pos = 0
 		if err == nil {
@@ -557,6 +583,7 @@ func (im *importer) add(ev *ndjson.Event) error {
 // flush appends the gathered batch to the segments.
 func (im *importer) flush() error {
 	if len(im.entries) == 0 {
+		im.releaseHeld()
 		return nil
 	}
 	if err := im.db.stopped(im.ctx); err != nil {
@@ -600,12 +627,24 @@ func (im *importer) flush() error {
 	}
 	clear(im.entries) // let the chunks go
 	im.entries = im.entries[:0]
+	im.releaseHeld()
 	im.leaves = im.leaves[:0]
 	im.batchBytes = 0
 	if im.opts.Progress != nil {
 		im.opts.Progress(int64(seq), im.bytes)
 	}
 	return nil
+}
+
+// releaseHeld releases the chunks held, once the batch is written, indexed
+// (the index batch holds copies of the names) and added to the tree:
+// nothing points into the chunks before the one being read any longer.
+func (im *importer) releaseHeld() {
+	for i, c := range im.held {
+		im.rd.Release(c)
+		im.held[i] = nil
+	}
+	im.held = im.held[:0]
 }
 
 // commit moves the written and synced segments into place, indexes them,
@@ -842,7 +881,9 @@ func genesisName(ev *ndjson.Event) string {
 	if json.Unmarshal(ev.Data, &data) == nil && data.Name != "" {
 		return data.Name
 	}
-	return ev.Key
+	// A copy: ev.Key points into the input's chunk, whose memory the
+	// reader reuses.
+	return strings.Clone(ev.Key)
 }
 
 // ExportOptions are the options of Export. The zero value exports the

@@ -14,8 +14,9 @@ const DefaultChunkBytes = 4 << 20
 // Chunk is a run of consecutive lines of the input, parsed.
 type Chunk struct {
 	// Events are the lines' events, in input order. Their names, Meta
-	// and Data stay valid for good: they point into a buffer of the
-	// chunk's own, or are copies.
+	// and Data stay valid until the chunk is released (see
+	// [ChunkReader.Release]), for good if it never is: they point into
+	// a buffer of the chunk's own, or are copies.
 	Events []Event
 	// FirstLine is the number of the line of Events[0], counting from 1.
 	FirstLine int
@@ -25,6 +26,15 @@ type Chunk struct {
 	// [NewChunkReaderSum]), holds Sum of each of Events, in the same
 	// order, computed by the workers that parsed them.
 	Sums [][32]byte
+
+	buf []byte // the buffer the events point into, its whole capacity
+}
+
+// spare is the memory of a released chunk, for a later one.
+type spare struct {
+	buf    []byte
+	events []Event
+	sums   [][32]byte
 }
 
 // ChunkReader reads the lines of an input as a [Reader] does, with the
@@ -43,8 +53,13 @@ type ChunkReader struct {
 	out  chan *chunkJob
 	done chan struct{}
 	sum  func(*Event) [32]byte
-	wg   sync.WaitGroup
-	err  error // the error or io.EOF, once Next has returned it
+	free chan spare // the memory of released chunks (with a limit: the tokens)
+	// limit, if not 0, is the most chunks read and not yet released:
+	// free then holds a token (a spare, maybe without memory) for each
+	// chunk that may be read.
+	limit int
+	wg    sync.WaitGroup
+	err   error // the error or io.EOF, once Next has returned it
 
 	closeOnce sync.Once
 }
@@ -53,9 +68,11 @@ type ChunkReader struct {
 // lines up to the first bad one, and that line's error.
 type chunkJob struct {
 	buf       []byte // the chunk's whole lines, newlines included
+	whole     []byte // buf's buffer, its whole capacity
 	firstLine int
 	end       int64
 	readErr   error // after the chunk's lines: *LineError, or io.EOF
+	reuse     spare // a released chunk's Events and Sums, for this one's
 	parsed    chan struct{}
 	chunk     Chunk
 	err       error // the first bad line's *LineError
@@ -69,7 +86,7 @@ type chunkJob struct {
 // r: once it returns an error, no more of r is read, and Next returns that
 // error, as it is, after the lines read before it.
 func NewChunkReader(r io.Reader, workers, chunkBytes int, stop func() error) *ChunkReader {
-	return newChunkReader(r, workers, chunkBytes, DefaultMaxLineBytes, stop, nil)
+	return newChunkReader(r, workers, chunkBytes, DefaultMaxLineBytes, stop, nil, 0)
 }
 
 // NewChunkReaderSum is NewChunkReader whose workers also call sum for each
@@ -77,11 +94,22 @@ func NewChunkReader(r io.Reader, workers, chunkBytes int, stop func() error) *Ch
 // Sums: work done per line, such as a hash of it, that then runs in
 // parallel with the parsing rather than after it.
 func NewChunkReaderSum(r io.Reader, workers, chunkBytes int, stop func() error, sum func(*Event) [32]byte) *ChunkReader {
-	return newChunkReader(r, workers, chunkBytes, DefaultMaxLineBytes, stop, sum)
+	return newChunkReader(r, workers, chunkBytes, DefaultMaxLineBytes, stop, sum, 0)
 }
 
-// newChunkReader is NewChunkReaderSum with a line limit of maxLine bytes.
-func newChunkReader(r io.Reader, workers, chunkBytes, maxLine int, stop func() error, sum func(*Event) [32]byte) *ChunkReader {
+// NewChunkReaderLimit is NewChunkReaderSum (sum may be nil) that holds at
+// most limit chunks (at least workers+1) in memory at a time: those read
+// ahead, being parsed, returned by Next and not yet released. The caller
+// must Release every chunk Next returns once it is done with it, and call
+// Next only while it holds fewer than limit chunks (else Next waits for
+// ever): the memory of the input in flight is then bounded, and reused.
+func NewChunkReaderLimit(r io.Reader, workers, chunkBytes int, stop func() error, sum func(*Event) [32]byte, limit int) *ChunkReader {
+	return newChunkReader(r, workers, chunkBytes, DefaultMaxLineBytes, stop, sum, max(limit, max(workers, 1)+1))
+}
+
+// newChunkReader is NewChunkReaderLimit with a line limit of maxLine
+// bytes; a limit of 0 means none.
+func newChunkReader(r io.Reader, workers, chunkBytes, maxLine int, stop func() error, sum func(*Event) [32]byte, limit int) *ChunkReader {
 	if workers < 1 {
 		workers = 1
 	}
@@ -89,9 +117,14 @@ func newChunkReader(r io.Reader, workers, chunkBytes, maxLine int, stop func() e
 		chunkBytes = DefaultChunkBytes
 	}
 	c := &ChunkReader{
-		out:  make(chan *chunkJob, workers+1),
-		done: make(chan struct{}),
-		sum:  sum,
+		out:   make(chan *chunkJob, workers+1),
+		done:  make(chan struct{}),
+		sum:   sum,
+		free:  make(chan spare, max(limit, workers+2)),
+		limit: limit,
+	}
+	for range limit {
+		c.free <- spare{}
 	}
 	jobs := make(chan *chunkJob, workers)
 	c.wg.Add(1 + workers)
@@ -122,6 +155,8 @@ func (c *ChunkReader) Next() (*Chunk, error) {
 		}
 		return &j.chunk, nil
 	}
+	// Not returned: its token back.
+	c.put(spare{buf: j.whole})
 	switch {
 	case j.err != nil:
 		c.err = j.err
@@ -139,6 +174,49 @@ func (c *ChunkReader) pend(j *chunkJob) {
 		c.err = j.err
 	} else {
 		c.err = j.readErr
+	}
+}
+
+// Release tells the ChunkReader that nothing uses ch (returned by Next)
+// any longer: neither its Events and Sums nor the names, Meta and Data of
+// its events. It may reuse their memory for a chunk it reads later, which
+// saves allocating (and clearing, and collecting) the input's size again.
+// ch must not be used after Release.
+func (c *ChunkReader) Release(ch *Chunk) {
+	if ch == nil || ch.buf == nil {
+		return
+	}
+	sp := spare{buf: ch.buf[:0], events: ch.Events[:0], sums: ch.Sums[:0]}
+	*ch = Chunk{}
+	c.put(sp)
+}
+
+// put keeps sp for a later chunk. With a limit there is always room: it
+// is one of the tokens.
+func (c *ChunkReader) put(sp spare) {
+	select {
+	case c.free <- sp:
+	default: // enough kept already: for the garbage collector
+	}
+}
+
+// take returns the memory of a released chunk, if there is one (with a
+// limit, a token, waiting for one; its memory may be nil). It reports
+// false once Close has begun.
+func (c *ChunkReader) take() (spare, bool) {
+	if c.limit == 0 {
+		select {
+		case sp := <-c.free:
+			return sp, true
+		default:
+			return spare{}, true
+		}
+	}
+	select {
+	case sp := <-c.free:
+		return sp, true
+	case <-c.done:
+		return spare{}, false
 	}
 }
 
@@ -182,7 +260,19 @@ func (c *ChunkReader) read(r io.Reader, chunkBytes, maxLine int, stop func() err
 		return true
 	}
 	for {
-		buf := make([]byte, len(carry), max(chunkBytes, 2*len(carry)))
+		size := max(chunkBytes, 2*len(carry))
+		sp, ok := c.take()
+		if !ok {
+			return
+		}
+		var buf []byte
+		if cap(sp.buf) >= size {
+			// carry may lie in sp.buf itself (the chunk just sent,
+			// already released): copy handles the overlap.
+			buf = sp.buf[:len(carry)]
+		} else {
+			buf = make([]byte, len(carry), size)
+		}
 		copy(buf, carry)
 		var rerr error
 		zero := 0
@@ -206,7 +296,7 @@ func (c *ChunkReader) read(r io.Reader, chunkBytes, maxLine int, stop func() err
 		if rerr == io.EOF && cut < len(buf) {
 			cut = len(buf) // the last line needs no newline
 		}
-		j := &chunkJob{buf: buf[:cut:cut], firstLine: line, end: off + int64(cut)}
+		j := &chunkJob{buf: buf[:cut:cut], firstLine: line, end: off + int64(cut), whole: buf[:0], reuse: sp}
 		if cut == 0 {
 			j.buf = nil
 		}
@@ -247,7 +337,11 @@ func (c *ChunkReader) work(jobs <-chan *chunkJob, maxLine int) {
 		j.parse(&p, maxLine)
 		if c.sum != nil {
 			evs := j.chunk.Events
-			j.chunk.Sums = make([][32]byte, len(evs))
+			if cap(j.reuse.sums) >= len(evs) {
+				j.chunk.Sums = j.reuse.sums[:len(evs)]
+			} else {
+				j.chunk.Sums = make([][32]byte, len(evs))
+			}
 			for i := range evs {
 				j.chunk.Sums[i] = c.sum(&evs[i])
 			}
@@ -259,7 +353,11 @@ func (c *ChunkReader) work(jobs <-chan *chunkJob, maxLine int) {
 // parse parses the lines of j.buf into j.chunk, up to the first bad one.
 func (j *chunkJob) parse(p *lineParser, maxLine int) {
 	n := bytes.Count(j.buf, []byte{'\n'}) + 1
-	j.chunk = Chunk{Events: make([]Event, 0, n), FirstLine: j.firstLine, End: j.end}
+	evs := j.reuse.events
+	if cap(evs) < n {
+		evs = make([]Event, 0, n)
+	}
+	j.chunk = Chunk{Events: evs, FirstLine: j.firstLine, End: j.end, buf: j.whole}
 	rest := j.buf
 	for lineNo := j.firstLine; len(rest) > 0; lineNo++ {
 		k := bytes.IndexByte(rest, '\n')

@@ -8,7 +8,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -176,7 +178,7 @@ func TestChunkReaderMatchesReader(t *testing.T) {
 	for name, in := range inputs {
 		for _, chunk := range []int{1, 100, 4096, 65536, 1 << 22} {
 			want := readAll(NewReader(strings.NewReader(in)), 2048)
-			cr := newChunkReader(strings.NewReader(in), 2, chunk, 2048, nil, nil)
+			cr := newChunkReader(strings.NewReader(in), 2, chunk, 2048, nil, nil, 0)
 			got := readChunks(cr)
 			cr.Close()
 			if !reflect.DeepEqual(got.events, want.events) || fmt.Sprint(got.err) != fmt.Sprint(want.err) {
@@ -186,11 +188,20 @@ func TestChunkReaderMatchesReader(t *testing.T) {
 			if got.end != int64(len(in)) && want.err == io.EOF {
 				t.Errorf("%s, chunks of %d: the last chunk ends at %d, the input is %d bytes", name, chunk, got.end, len(in))
 			}
+			// With a limit, holding chunks as an import does and
+			// releasing them: the same lines, whose memory is reused.
+			cr = newChunkReader(strings.NewReader(in), 2, chunk, 2048, nil, nil, 4)
+			got = readChunksHeld(cr, 2)
+			cr.Close()
+			if !reflect.DeepEqual(got.events, want.events) || fmt.Sprint(got.err) != fmt.Sprint(want.err) {
+				t.Errorf("%s, chunks of %d, limit 4: ChunkReader gives %d events, %v; Reader %d events, %v",
+					name, chunk, len(got.events), got.err, len(want.events), want.err)
+			}
 		}
 	}
 	// A read error: after every whole line, at the next line.
 	for _, chunk := range []int{100, 1 << 22} {
-		cr := newChunkReader(&failingReader{strings.NewReader(strings.Join(lines[:50], "") + `{"ent`)}, 2, chunk, DefaultMaxLineBytes, nil, nil)
+		cr := newChunkReader(&failingReader{strings.NewReader(strings.Join(lines[:50], "") + `{"ent`)}, 2, chunk, DefaultMaxLineBytes, nil, nil, 0)
 		got := readChunks(cr)
 		cr.Close()
 		var le *LineError
@@ -221,8 +232,14 @@ func readAll(r *Reader, maxLine int) readResult {
 	}
 }
 
-func readChunks(cr *ChunkReader) readResult {
+func readChunks(cr *ChunkReader) readResult { return readChunksHeld(cr, -1) }
+
+// readChunksHeld is readChunks that, if hold is not negative, keeps the
+// last hold chunks unreleased and releases the others (the events it
+// returns are copies).
+func readChunksHeld(cr *ChunkReader, hold int) readResult {
 	var res readResult
+	var held []*Chunk
 	for {
 		c, err := cr.Next()
 		if err != nil {
@@ -233,9 +250,96 @@ func readChunks(cr *ChunkReader) readResult {
 			res.err = fmt.Errorf("chunk at line %d after %d events", c.FirstLine, len(res.events))
 			return res
 		}
-		res.events = append(res.events, c.Events...)
+		for _, e := range c.Events {
+			e.Entity, e.Key, e.Event = strings.Clone(e.Entity), strings.Clone(e.Key), strings.Clone(e.Event)
+			e.Meta, e.Data = bytes.Clone(e.Meta), bytes.Clone(e.Data)
+			res.events = append(res.events, e)
+		}
 		res.end = c.End
+		if held = append(held, c); hold >= 0 && len(held) > hold {
+			cr.Release(held[0])
+			held = held[1:]
+		}
 	}
+}
+
+// TestChunkReaderLimit: with a limit, a ChunkReader reads no further
+// ahead than the chunks it may hold (those the caller holds count), goes
+// on as the caller releases them, and reuses their memory.
+func TestChunkReaderLimit(t *testing.T) {
+	data := readVector(t, "evently-examples-ledger.ndjson")
+	var read atomic.Int64
+	r := &countBytes{r: bytes.NewReader(data), n: &read}
+	cr := NewChunkReaderLimit(r, 2, 1000, nil, nil, 4)
+	defer cr.Close()
+	var held []*Chunk
+	for range 3 {
+		c, err := cr.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	// Three held: one more chunk may be read, not more (without the
+	// limit the reader would queue three more and read a fourth).
+	time.Sleep(100 * time.Millisecond)
+	if n := read.Load(); n > 4*1000 {
+		t.Fatalf("holding 3 chunks of a limit of 4, the reader read %d bytes, more than 4 chunks of 1000", n)
+	}
+	for _, c := range held {
+		cr.Release(c)
+	}
+	for {
+		c, err := cr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after releasing: %v", err)
+		}
+		cr.Release(c)
+	}
+	if read.Load() != int64(len(data)) {
+		t.Fatalf("read %d bytes of %d", read.Load(), len(data))
+	}
+
+	// Memory reused: reading some MB in chunks of 64 KB, releasing
+	// each, allocates a fraction of it (the buffers of the limit's chunks
+	// and copies of slow-path values), where a chunk of its own each
+	// allocates the input's size at least.
+	big := bytes.Repeat(data, max(1, (8<<20)/len(data)))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	cr2 := NewChunkReaderLimit(bytes.NewReader(big), 2, 64<<10, nil, nil, 4)
+	n := 0
+	for {
+		c, err := cr2.Next()
+		if err != nil {
+			break
+		}
+		n += len(c.Events)
+		cr2.Release(c)
+	}
+	cr2.Close()
+	runtime.ReadMemStats(&after)
+	if n == 0 {
+		t.Fatal("no events")
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > uint64(len(big))/4 {
+		t.Fatalf("reading %d bytes with their chunks released allocated %d bytes", len(big), alloc)
+	}
+}
+
+// countBytes counts the bytes read from r.
+type countBytes struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *countBytes) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 // TestChunkReaderStop stops a ChunkReader after some reads: it reads no
@@ -250,7 +354,7 @@ func TestChunkReaderStop(t *testing.T) {
 			return errStop
 		}
 		return nil
-	}, nil)
+	}, nil, 0)
 	defer cr.Close()
 	got := readChunks(cr)
 	if got.err != errStop || reads != 5 || len(got.events) == 0 || got.end > 5000 {

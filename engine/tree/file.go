@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -231,7 +232,9 @@ func (f *File) Append(leaves []Hash) error {
 	// passed to tlog as a HashReader.)
 	f.next = f.front
 	front := &f.next
-	buf := f.buf[:0]
+	// Each leaf adds itself and, on average, one interior node: grown
+	// once here, not doubled over and over by append for a large batch.
+	buf := slices.Grow(f.buf[:0], 2*len(leaves)*len(Hash{}))
 	for _, leaf := range leaves {
 		hashes, err := front.add(leaf)
 		if err != nil {
@@ -255,7 +258,9 @@ func (f *File) Append(leaves []Hash) error {
 		f.end = max(f.end, at+int64(len(buf)))
 		return fmt.Errorf("tree: write %d bytes to %s at %d: %w", len(buf), f.path, at, err)
 	}
-	if cap(f.buf) > 1<<20 {
+	if cap(f.buf) > 1<<20 && len(buf) < cap(f.buf)/4 {
+		// Large, and mostly unused by this append: not kept for
+		// small ones. Appends of large batches (an import's) keep it.
 		f.buf = nil
 	}
 	f.front = *front
