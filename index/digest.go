@@ -57,6 +57,13 @@ type Digest struct {
 
 	ledger   eventid.LedgerID
 	key, val []byte
+	// The entity and event name of the last event Add added and the
+	// hashes of their A and N prefixes (valid when named is set): events
+	// in a row often share them, and a comparison costs less than
+	// building and hashing the prefix again.
+	entity, event   []byte
+	entityH, eventH uint64
+	named           bool
 }
 
 // NewDigest returns the empty digest of a ledger's entries.
@@ -68,10 +75,17 @@ func (d *Digest) Add(r *Record) {
 	p := Position{ID: r.ID, Seq: r.Seq, Loc: r.Loc}
 	d.key = appendStreamPrefix(d.key[:0], d.ledger, r.Entity, r.Key)
 	d.addPosting(slotStream, prefixHash(d.key), &p)
-	d.key = appendEntitySeqPrefix(d.key[:0], d.ledger, r.Entity)
-	d.addPosting(slotEntity, prefixHash(d.key), &p)
-	d.key = appendEventPrefix(d.key[:0], d.ledger, r.Event)
-	d.addPosting(slotEvent, prefixHash(d.key), &p)
+	if !d.named || !bytes.Equal(r.Entity, d.entity) {
+		d.key = appendEntitySeqPrefix(d.key[:0], d.ledger, r.Entity)
+		d.entity, d.entityH = append(d.entity[:0], r.Entity...), prefixHash(d.key)
+	}
+	if !d.named || !bytes.Equal(r.Event, d.event) {
+		d.key = appendEventPrefix(d.key[:0], d.ledger, r.Event)
+		d.event, d.eventH = append(d.event[:0], r.Event...), prefixHash(d.key)
+	}
+	d.named = true
+	d.addPosting(slotEntity, d.entityH, &p)
+	d.addPosting(slotEvent, d.eventH, &p)
 	if r.IdempotencyKey != nil {
 		d.key = appendIdemKey(d.key[:0], d.ledger, r.IdempotencyKey)
 		d.val = appendIdem(d.val[:0], r)

@@ -93,3 +93,33 @@ func TestDigest(t *testing.T) {
 		t.Fatalf("restored index: %s", got.Diff(want))
 	}
 }
+
+// TestDigestAddRepeatedNames: Add keeps the prefix hashes of the last
+// entity and event name; in runs of events that share one, the other or
+// both, changing one at a time, its digest is still the index's.
+func TestDigestAddRepeatedNames(t *testing.T) {
+	ctx := context.Background()
+	x := openAt(t, t.TempDir(), Options{})
+	var evs []event
+	for i := uint64(1); i <= 400; i++ {
+		// The entity changes every 7 events, the event name every 3 or
+		// every 11 (in turn): runs where only one of them changes.
+		ev := fmt.Sprint("v", i/3%4)
+		if i > 200 {
+			ev = fmt.Sprint("v", i/11%4)
+		}
+		evs = append(evs, event{seq: i, entity: fmt.Sprint("e", i/7%3), key: fmt.Sprint("k", i%5), event: ev})
+	}
+	add(t, x, ledgerA, evs...)
+	want := NewDigest(ledgerA)
+	for _, e := range evs {
+		want.Add(e.record(ledgerA))
+	}
+	got, err := x.Digest(ctx, ledgerA, uint64(len(evs)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := got.Diff(want); diff != "" {
+		t.Fatalf("digest of events in runs of names: %s", diff)
+	}
+}
