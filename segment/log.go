@@ -790,8 +790,8 @@ func (l *Log) encode(b *Batch, head Head) (Head, error) {
 			return head, err
 		}
 	}
-	b.IDs = b.IDs[:0]
-	b.Locations = b.Locations[:0]
+	b.IDs = slices.Grow(b.IDs[:0], len(b.Entries)) // one allocation each, not a growth per entry
+	b.Locations = slices.Grow(b.Locations[:0], len(b.Entries))
 	b.FirstSeq = head.Seq + 1
 	for i := range b.Entries {
 		e := &b.Entries[i]
