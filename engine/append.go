@@ -204,7 +204,14 @@ func (db *DB) entries(out []segment.Entry, events []EventInput) error {
 // stopped growing.
 func (db *DB) entriesFrom(out []segment.Entry, events []EventInput, first int) error {
 	var c canon.Canonicalizer
-	var buf []byte
+	// Sized for the input, which the canonical form of compact JSON
+	// equals (and that of spaced JSON is shorter than): no growth and
+	// copy of the whole buffer per few events.
+	n := 0
+	for i := range events {
+		n += max(len(events[i].Meta), len(emptyObject)) + len(events[i].Data)
+	}
+	buf := make([]byte, 0, min(n, maxPresize))
 	sizes := make([][2]int, len(events))
 	for i := range events {
 		var err error
@@ -219,6 +226,10 @@ func (db *DB) entriesFrom(out []segment.Entry, events []EventInput, first int) e
 	}
 	return nil
 }
+
+// maxPresize bounds the buffer entriesFrom sizes in advance for a
+// batch's canonical meta and data (a larger one grows as needed).
+const maxPresize = 16 << 20
 
 // emptyObject is the meta of an event given none.
 var emptyObject = []byte("{}")
