@@ -654,6 +654,12 @@ func (db *DB) ledger(name string) (*ledger, error) {
 	if db.closed {
 		return nil, ErrClosed
 	}
+	// By name first: no name reads as an ID, so a name found is not one,
+	// and the append path does not build ParseLedgerID's error (two
+	// allocations and a Sprintf) for every append by name.
+	if l, ok := db.byName[name]; ok {
+		return l, nil
+	}
 	if id, err := eventid.ParseLedgerID(name); err == nil {
 		if l, ok := db.byID[id]; ok {
 			return l, nil
@@ -662,9 +668,6 @@ func (db *DB) ledger(name string) (*ledger, error) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("%w: no ledger has the ID %s", ErrLedgerNotFound, id)
-	}
-	if l, ok := db.byName[name]; ok {
-		return l, nil
 	}
 	if err, ok := db.broken[name]; ok {
 		return nil, err
