@@ -112,20 +112,8 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 		return AppendResult{}, invalid("durability %v is not Sync, Interval or None", o.Durability)
 	}
 	b := &segment.Batch{Entries: make([]segment.Entry, len(events)), Durability: o.Durability}
-	// Every event's canonical meta and data go into one buffer, sliced
-	// once it has stopped growing.
-	var c canon.Canonicalizer
-	var buf []byte
-	sizes := make([][2]int, len(events))
-	for i := range events {
-		if b.Entries[i], buf, sizes[i][0], sizes[i][1], err = db.entry(&c, buf, i, &events[i]); err != nil {
-			return AppendResult{}, err
-		}
-	}
-	for i := range b.Entries {
-		m, d := sizes[i][0], sizes[i][1]
-		b.Entries[i].Meta, buf = buf[:m:m], buf[m:]
-		b.Entries[i].Data, buf = buf[:d:d], buf[d:]
+	if err := db.entries(b.Entries, events); err != nil {
+		return AppendResult{}, err
 	}
 	if b.Check, err = l.conditions(&o); err != nil {
 		return AppendResult{}, err
@@ -186,6 +174,62 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 	// index from the segments.
 	return AppendResult{IDs: b.IDs, FirstSeq: b.FirstSeq}, nil
 }
+
+// parallelCanonMin is the smallest batch whose second half entries
+// canonicalizes on another goroutine, in parallel with the first: below
+// it, starting and waiting for the goroutine costs about what it saves.
+const parallelCanonMin = 64
+
+// entries validates events and sets out (as long) to their entries, with
+// their canonical meta and data. A batch of parallelCanonMin events or
+// more is done in two halves, the second on another goroutine; the error
+// is the first event's that fails, as when done in order.
+func (db *DB) entries(out []segment.Entry, events []EventInput) error {
+	if len(events) < parallelCanonMin {
+		return db.entriesFrom(out, events, 0)
+	}
+	h := len(events) / 2
+	second := make(chan error, 1)
+	go func() { second <- db.entriesFrom(out[h:], events[h:], h) }()
+	err := db.entriesFrom(out[:h], events[:h], 0)
+	if err2 := <-second; err == nil {
+		err = err2
+	}
+	return err
+}
+
+// entriesFrom is entries for events, the first of which is event first
+// of the batch (for the errors), in order on this goroutine. Every
+// event's canonical meta and data go into one buffer, sliced once it has
+// stopped growing.
+func (db *DB) entriesFrom(out []segment.Entry, events []EventInput, first int) error {
+	var c canon.Canonicalizer
+	// Sized for the input, which the canonical form of compact JSON
+	// equals (and that of spaced JSON is shorter than): no growth and
+	// copy of the whole buffer per few events.
+	n := 0
+	for i := range events {
+		n += max(len(events[i].Meta), len(emptyObject)) + len(events[i].Data)
+	}
+	buf := make([]byte, 0, min(n, maxPresize))
+	sizes := make([][2]int, len(events))
+	for i := range events {
+		var err error
+		if out[i], buf, sizes[i][0], sizes[i][1], err = db.entry(&c, buf, first+i, &events[i]); err != nil {
+			return err
+		}
+	}
+	for i := range out {
+		m, d := sizes[i][0], sizes[i][1]
+		out[i].Meta, buf = buf[:m:m], buf[m:]
+		out[i].Data, buf = buf[:d:d], buf[d:]
+	}
+	return nil
+}
+
+// maxPresize bounds the buffer entriesFrom sizes in advance for a
+// batch's canonical meta and data (a larger one grows as needed).
+const maxPresize = 16 << 20
 
 // emptyObject is the meta of an event given none.
 var emptyObject = []byte("{}")

@@ -52,8 +52,11 @@ type tailBuf struct {
 	recs []tailRec
 	mu   sync.RWMutex
 	// post maps the prefixes of the E, A and N postings and the K keys
-	// of the records to their indices in recs, ascending.
-	post map[string][]int32
+	// of the records to their indices in recs, ascending. A pointer, so
+	// that adding to a prefix's list is a lookup (m[string(key)] with key
+	// a []byte does not copy it), not an assignment, which would allocate
+	// the key's string for every record.
+	post map[string]*[]int32
 	// head and durable are the progress marker of the last published
 	// record.
 	head, durable segment.Head
@@ -180,7 +183,7 @@ func (t *Tail) Publish(head, durable segment.Head) error {
 	clear(stage) // the strings are the tail's now
 	a.mu.Lock()
 	if a.post == nil {
-		a.post = make(map[string][]int32)
+		a.post = make(map[string]*[]int32)
 	}
 	for i := base; i < len(a.recs); i++ {
 		r := &a.recs[i]
@@ -211,10 +214,10 @@ func (t *Tail) Publish(head, durable segment.Head) error {
 // addPost adds record i under the prefix in key. Called with b.mu held.
 func (b *tailBuf) addPost(key []byte, i int) {
 	if s, ok := b.post[string(key)]; ok {
-		b.post[string(key)] = append(s, int32(i))
+		*s = append(*s, int32(i))
 		return
 	}
-	b.post[string(key)] = []int32{int32(i)}
+	b.post[string(key)] = &[]int32{int32(i)}
 }
 
 // publishLocked stores the snapshot of the parts as they are.
@@ -313,7 +316,8 @@ func (t *Tail) write(b *tailBuf) error {
 		i += len(blk)
 	}
 	var ps []Position
-	for prefix, idx := range b.post {
+	for prefix, p := range b.post {
+		idx := *p
 		if prefix[0] == famIdem {
 			for _, i := range idx { // in order: the last one of a key wins
 				r := &b.recs[i]
@@ -468,8 +472,11 @@ func (s *tailSnap) indices(prefix string) [2][]int32 {
 		if k == 1 {
 			n = len(s.a)
 		}
+		var idx []int32
 		b.mu.RLock()
-		idx := b.post[prefix]
+		if p := b.post[prefix]; p != nil {
+			idx = *p
+		}
 		b.mu.RUnlock()
 		// Indices at or past n were published after the snapshot.
 		out[k] = idx[:sort.Search(len(idx), func(i int) bool { return int(idx[i]) >= n })]

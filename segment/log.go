@@ -203,8 +203,17 @@ type Log struct {
 	failed  error // guarded by mu; once set, appends fail with it
 
 	// ioMu is held by whoever writes or syncs the active segment: the
-	// committing leader, the interval syncer, Close.
+	// committing leader, Sync, Close; the interval syncer holds it only
+	// to look at the segment before its fsync and to record the fsync
+	// after it (see syncLoop).
 	ioMu sync.Mutex
+	// fsyncMu is held by whoever fsyncs the active segment or replaces
+	// or closes its file: the interval syncer holds it during its fsync,
+	// which runs without ioMu, so that appends are written meanwhile;
+	// every other fsync (fsyncWith), a rotation's and a truncation's
+	// change of file, and Close take it under ioMu (ioMu before fsyncMu),
+	// so that no fsync overlaps another and none runs on a closed file.
+	fsyncMu sync.Mutex
 	// The fields below are guarded by ioMu.
 	file   vfs.File // the active (last) segment, open for writing
 	segNum uint64   // its number
@@ -410,10 +419,12 @@ func (l *Log) createSegment(n uint64, prev Head) error {
 		}
 		return fmt.Errorf("segment: create %s: %w", path, err)
 	}
+	l.fsyncMu.Lock()
 	if l.file != nil {
 		l.file.Close()
 	}
 	l.file, l.segNum, l.size, l.synced = f, n, headerSize, headerSize
+	l.fsyncMu.Unlock()
 	return nil
 }
 
@@ -779,8 +790,8 @@ func (l *Log) encode(b *Batch, head Head) (Head, error) {
 			return head, err
 		}
 	}
-	b.IDs = b.IDs[:0]
-	b.Locations = b.Locations[:0]
+	b.IDs = slices.Grow(b.IDs[:0], len(b.Entries)) // one allocation each, not a growth per entry
+	b.Locations = slices.Grow(b.Locations[:0], len(b.Entries))
 	b.FirstSeq = head.Seq + 1
 	for i := range b.Entries {
 		e := &b.Entries[i]
@@ -835,7 +846,10 @@ func timeLimit(i int, micros uint64, head Head) error {
 // undo removes a failed write from the end of the active segment. If that
 // is impossible the Log fails. It returns the error to report.
 func (l *Log) undo(size int64, cause error) error {
-	if err := truncate(l.fs, l.fs.PathJoin(l.dir, segmentName(l.segNum)), &l.file, size); err != nil {
+	l.fsyncMu.Lock() // truncate may replace the file
+	err := truncate(l.fs, l.fs.PathJoin(l.dir, segmentName(l.segNum)), &l.file, size)
+	l.fsyncMu.Unlock()
+	if err != nil {
 		err = fmt.Errorf("%w: %w; then removing the partial write failed: %w", ErrFailed, cause, err)
 		l.setFailed(err)
 		return err
@@ -860,6 +874,16 @@ func (l *Log) fsync() error { return l.fsyncWith(nil) }
 // fsyncWith is fsync, running also (if not nil) during the fsync, on
 // another goroutine; it returns once both are done. Called with ioMu.
 func (l *Log) fsyncWith(also func()) error {
+	// After the interval syncer's fsync, which may have failed (and
+	// cleared the error it saw) while this one waited for fsyncMu.
+	l.fsyncMu.Lock()
+	defer l.fsyncMu.Unlock()
+	if err := l.failure(); err != nil {
+		if also != nil {
+			also()
+		}
+		return err
+	}
 	l.stats.syncs.Add(1)
 	var err error
 	if also == nil {
@@ -921,16 +945,55 @@ func (l *Log) syncLoop() {
 		case <-l.stopSync:
 			return
 		case <-t.C:
-			if l.failure() != nil {
-				continue
-			}
-			l.ioMu.Lock()
-			if l.dirty {
-				l.syncLocked()
-			}
-			l.ioMu.Unlock()
+			l.backgroundSync()
 		}
 	}
+}
+
+// backgroundSync is the interval syncer's fsync of what was written to
+// the active segment. It holds ioMu only to look at the segment before
+// the fsync and to record the fsync after it, not during it: the
+// committing leader writes the next groups meanwhile (in Interval and
+// None mode an append does not wait for an fsync, and it does not wait
+// for this one either). The fsync covers at least what was written
+// before it began (size, head); what is written during it stays dirty
+// for the next one. A failure fails the Log before fsyncMu is released,
+// so that no other fsync (fsyncWith) can succeed in its place.
+func (l *Log) backgroundSync() {
+	if l.failure() != nil {
+		return
+	}
+	l.ioMu.Lock()
+	if !l.dirty || l.file == nil || l.synced == l.size {
+		l.dirty = false
+		l.ioMu.Unlock()
+		return
+	}
+	f, seg, size, head := l.file, l.segNum, l.size, l.head
+	l.fsyncMu.Lock()
+	l.ioMu.Unlock()
+	if l.failure() != nil { // a failed fsync ended while this one waited
+		l.fsyncMu.Unlock()
+		return
+	}
+	l.stats.syncs.Add(1)
+	err := f.Sync()
+	if err != nil {
+		l.setFailed(fmt.Errorf("%w: fsync %s: %w", ErrFailed, segmentName(seg), err))
+	}
+	l.fsyncMu.Unlock()
+	if err != nil {
+		return
+	}
+	l.ioMu.Lock()
+	if l.segNum == seg { // else the rotation's seal synced it, and marked head
+		l.synced = max(l.synced, min(size, l.size))
+		if l.size == size {
+			l.dirty = false
+		}
+		l.markDurable(head)
+	}
+	l.ioMu.Unlock()
 }
 
 // Close syncs what was written (in every durability mode) and closes the
