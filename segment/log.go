@@ -196,9 +196,10 @@ type Log struct {
 	clock  *eventid.Clock
 
 	mu      sync.Mutex
-	idle    sync.Cond // signalled when leading turns false (Close waits on it)
+	idle    sync.Cond // signalled when leading turns false and flying is 0 (Close waits on it)
 	queue   []*pending
-	leading bool  // an Append is committing a group
+	leading bool  // an Append is writing a group
+	flying  int   // flights not settled yet
 	closed  bool  // guarded by mu
 	failed  error // guarded by mu; once set, appends fail with it
 
@@ -215,6 +216,13 @@ type Log struct {
 	head   Head  // the last record written
 	buf    []byte
 	dirty  bool // written but not synced (Interval mode)
+	// flights are the groups written and not settled yet, in order.
+	flights []*flight
+
+	// syncTok is held (a value sent) by whoever syncs the active segment
+	// other than to seal it: the settler of flights, Sync, the interval
+	// syncer. Taken before ioMu.
+	syncTok chan struct{}
 
 	// committed is what readers may see: the head and the end of the
 	// active segment after the last complete commit.
@@ -243,9 +251,6 @@ type Log struct {
 	written func(group []*Batch)
 	// onCommit is the hook of SetCommitted (guarded by mu, as written).
 	onCommit func(group []*Batch)
-	// group is the leader's scratch list of a group's batches for
-	// written and committed (guarded by ioMu).
-	group []*Batch
 
 	stats struct {
 		writes, syncs, batches, records, bytes atomic.Int64
@@ -325,7 +330,7 @@ func Create(dir string, opts Options) (*Log, error) {
 }
 
 func newLog(dir string, o Options) *Log {
-	l := &Log{dir: dir, fs: o.FS, opts: o, ledger: o.Ledger, readers: map[uint64]*segFile{}, mapped: mappable(o.FS)}
+	l := &Log{dir: dir, fs: o.FS, opts: o, ledger: o.Ledger, readers: map[uint64]*segFile{}, mapped: mappable(o.FS), syncTok: make(chan struct{}, 1)}
 	l.idle.L = &l.mu
 	return l
 }
@@ -500,11 +505,12 @@ func (l *Log) SetCommitted(f func(group []*Batch)) {
 
 // Append appends the batch's entries, all or nothing, and returns when
 // they are as durable as the batch's durability asks. Concurrent appends
-// are committed together: one write and one sync serve all the batches
-// waiting at that moment. On success the batch's IDs, Locations and
-// FirstSeq are set. An error fails this batch alone, except for a failed
-// write or sync, which fails every batch of its group; after a failed sync
-// the Log refuses all further appends (ErrFailed).
+// are committed together: one write serves all the batches waiting at
+// that moment, and one fsync all the groups written before it began. On
+// success the batch's IDs, Locations and FirstSeq are set. An error fails
+// this batch alone, except for a failed write or sync, which fails every
+// batch of its group (and, for a sync, of every group written after it);
+// after a failed sync the Log refuses all further appends (ErrFailed).
 func (l *Log) Append(b *Batch) error {
 	if l.ro != nil {
 		return ErrReadOnly
@@ -523,8 +529,8 @@ func (l *Log) Append(b *Batch) error {
 		return l.failed
 	}
 	if l.leading {
-		// Another Append is committing: wait to be committed by a later
-		// group, or to be handed the lead.
+		// Another Append is writing a group: wait to be committed by a
+		// later group, or to be handed the lead.
 		l.queue = append(l.queue, p)
 		l.mu.Unlock()
 		<-p.wake
@@ -538,10 +544,34 @@ func (l *Log) Append(b *Batch) error {
 	return p.err
 }
 
-// lead commits p and everything queued behind it as one group, then hands
-// the lead to the first batch queued meanwhile, if any. Each waiter is
-// woken once, by its own channel: no herd of 64 goroutines on every
-// commit. Called with mu held and leading set; returns with mu released.
+// flight is a group of batches written to the active segment and not yet
+// settled: committed (synced if it asks, published, passed to onCommit)
+// or aborted. Flights settle in the order they were written.
+type flight struct {
+	leader   *pending   // the Append that wrote it (it drives the settling)
+	accepted []*pending // its batches, in commit order
+	batches  []*Batch   // the same, for the hooks
+	onCommit func([]*Batch)
+	// prevHead is the head before the group, head its last record; the
+	// group's bytes are [base, end) of segment seg.
+	prevHead, head Head
+	base, end      int64
+	seg            uint64
+	sync           bool // a batch asks for Sync
+	interval       bool // a batch asks for Interval
+	// hooked is closed once the written hook returned (at once if none);
+	// prevHooked is the flight's before it, whose hook runs first.
+	hooked, prevHooked chan struct{}
+	done               chan struct{} // closed once settled
+}
+
+// lead writes p and everything queued behind it as one group, hands the
+// lead to the first batch queued meanwhile, if any, and then waits for
+// the group to settle, helping settle the groups before it: the next
+// group is written while this one's fsync runs (a pipeline of two
+// stages, as Pebble's commit pipeline). Each waiter is woken once, by
+// its own channel. Called with mu held and leading set; returns with mu
+// released.
 func (l *Log) lead(p *pending) {
 	group := append([]*pending{p}, l.queue...)
 	l.queue = l.queue[:0]
@@ -552,12 +582,13 @@ func (l *Log) lead(p *pending) {
 	}
 	l.mu.Unlock()
 
+	var f *flight
 	if failed != nil {
 		for _, q := range group {
 			q.err = failed
 		}
 	} else {
-		l.commit(group, written, onCommit)
+		f = l.write(p, group, onCommit)
 	}
 
 	l.mu.Lock()
@@ -568,15 +599,45 @@ func (l *Log) lead(p *pending) {
 		next.lead = true
 	} else {
 		l.leading = false
+	}
+	if f != nil {
+		l.flying++
+	} else if !l.leading && l.flying == 0 {
 		l.idle.Broadcast()
 	}
 	l.mu.Unlock()
-	for _, q := range group[1:] {
-		q.wake <- struct{}{}
-	}
 	if next != nil {
 		next.wake <- struct{}{}
 	}
+	// The batches that were not written (a failed Check, a failed write)
+	// learn it now; those written, when their flight settles.
+	for _, q := range group[1:] {
+		if f == nil || !slices.Contains(f.accepted, q) {
+			q.wake <- struct{}{}
+		}
+	}
+	if f == nil {
+		return
+	}
+	if written == nil {
+		close(f.hooked)
+	} else if f.sync {
+		// During the fsync (settle), on another goroutine.
+		go l.runWritten(f, written)
+	} else {
+		l.runWritten(f, written)
+	}
+	l.settle(f)
+}
+
+// runWritten calls the written hook for f once the hook returned for the
+// flight before it: groups are passed in commit order, one at a time.
+func (l *Log) runWritten(f *flight, written func([]*Batch)) {
+	if f.prevHooked != nil {
+		<-f.prevHooked
+	}
+	written(f.batches)
+	close(f.hooked)
 }
 
 // idemOf returns the idempotency key that entry i of b carries: the
@@ -621,20 +682,24 @@ func (l *Log) validate(b *Batch) error {
 	return nil
 }
 
-// commit writes a group of batches with one write and at most one sync,
-// calling written (if not nil) after the write, during the sync, and
-// onCommit (if not nil) once the group is committed and published. It is
-// called by the leader only, so it runs alone.
-func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
+// write encodes and writes a group of batches with one write, and returns
+// it as a flight to settle, or nil if none of its batches was written
+// (their errors are set). It is called by the leader only, so it runs
+// alone; earlier flights may still be settling.
+func (l *Log) write(leader *pending, group []*pending, onCommit func([]*Batch)) *flight {
 	l.ioMu.Lock()
 	defer l.ioMu.Unlock()
-	// The interval syncer's fsync may have failed since lead looked: no
-	// write, and above all no fsync, may follow a failed one.
-	if err := l.failure(); err != nil {
+	fail := func(err error) *flight {
 		for _, p := range group {
 			p.err = err
 		}
-		return
+		return nil
+	}
+	// The interval syncer's fsync, or a flight's, may have failed since
+	// lead looked: no write, and above all no fsync, may follow a failed
+	// one.
+	if err := l.failure(); err != nil {
+		return fail(err)
 	}
 
 	size := 0
@@ -645,11 +710,13 @@ func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
 		}
 	}
 	if l.size > headerSize && l.size+int64(size) > l.opts.SegmentSize {
+		// The flights in the active segment settle first: their fsync
+		// uses the file that rotate closes.
+		if err := l.drain(); err != nil {
+			return fail(err)
+		}
 		if err := l.rotate(); err != nil {
-			for _, p := range group {
-				p.err = err
-			}
-			return
+			return fail(err)
 		}
 	}
 
@@ -658,8 +725,7 @@ func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
 	// frame, a batch of MBs was copied over and over).
 	l.buf = slices.Grow(l.buf[:0], size)
 	head := l.head
-	var accepted []*pending
-	var sync, interval bool
+	f := &flight{leader: leader, onCommit: onCommit, prevHead: l.head}
 	for _, p := range group {
 		start, before := len(l.buf), head
 		var err error
@@ -669,87 +735,194 @@ func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
 			l.buf, head = l.buf[:start], before
 			continue
 		}
-		accepted = append(accepted, p)
+		f.accepted = append(f.accepted, p)
 		if p.b.Prepared != nil {
 			p.b.Prepared(p.b)
 		}
 		switch l.durability(p.b) {
 		case Sync:
-			sync = true
+			f.sync = true
 		case Interval:
-			interval = true
+			f.interval = true
 		}
 	}
-	if len(accepted) == 0 {
-		return
+	if len(f.accepted) == 0 {
+		return nil
 	}
 
 	base := l.size
 	if err := writeFull(l.file, l.buf, base); err != nil {
-		err = l.undo(base, fmt.Errorf("segment: write %d bytes to %s at %d: %w", len(l.buf), segmentName(l.segNum), base, err))
-		abort(accepted, err)
-		return
+		err = fmt.Errorf("segment: write %d bytes to %s at %d: %w", len(l.buf), segmentName(l.segNum), base, err)
+		// undo may replace the file that the flights' fsync uses.
+		if derr := l.drain(); derr != nil {
+			// A flight's fsync failed: the Log is failed, and its
+			// abort cut the segment before this write.
+			err = derr
+		} else {
+			err = l.undo(base, err)
+		}
+		abort(f.accepted, err)
+		return nil
 	}
 	l.size += int64(len(l.buf))
 	l.stats.writes.Add(1)
 	head.Loc.Segment = l.segNum
 	head.Loc.Offset += base
-	for _, p := range accepted {
+	for _, p := range f.accepted {
 		for i := range p.b.Locations {
 			p.b.Locations[i].Segment = l.segNum
 			p.b.Locations[i].Offset += base
 		}
+		f.batches = append(f.batches, p.b)
 	}
-	// The hook, with the batches complete: during the fsync if there is
-	// one, else now.
-	var hook func()
-	if written != nil {
-		hook = func() { l.callHook(written, accepted) }
+	l.head = head
+	f.head, f.base, f.end, f.seg = head, base, l.size, l.segNum
+	f.hooked, f.done = make(chan struct{}), make(chan struct{})
+	if n := len(l.flights); n > 0 {
+		f.prevHooked = l.flights[n-1].hooked
 	}
-	if sync {
-		// After a failed fsync the kernel may have dropped the dirty
-		// pages and cleared the error, so a later fsync could succeed
-		// without the data: fsync fails the Log for good.
-		if err := l.fsyncWith(hook); err != nil {
-			l.undo(base, err)
-			abort(accepted, err)
+	l.flights = append(l.flights, f)
+	return f
+}
+
+// drain waits until every flight has settled. Called by the leader with
+// ioMu held (released while it waits): no flight is added meanwhile. It
+// returns the Log's failure, if a flight's fsync failed.
+func (l *Log) drain() error {
+	for len(l.flights) > 0 {
+		last := l.flights[len(l.flights)-1]
+		l.ioMu.Unlock()
+		<-last.done
+		l.ioMu.Lock()
+	}
+	return l.failure()
+}
+
+// settle returns once f has settled. Whoever holds syncTok settles the
+// flights written so far, in order: one fsync for all of them if any asks
+// for Sync, then each is committed (or all are aborted, if the fsync
+// failed). While the holder's fsync runs, later groups are written; one
+// of their leaders takes syncTok next and covers them all with the next
+// fsync.
+func (l *Log) settle(f *flight) {
+	for {
+		select {
+		case <-f.done:
 			return
+		case l.syncTok <- struct{}{}:
 		}
-	} else {
-		if hook != nil {
-			hook()
+		select {
+		case <-f.done:
+		default:
+			l.settleWritten()
 		}
-		l.dirty = true
-		if interval && l.stopSync == nil {
+		<-l.syncTok
+	}
+}
+
+// settleWritten settles the flights written so far. Called with syncTok.
+func (l *Log) settleWritten() {
+	l.ioMu.Lock()
+	fl := slices.Clone(l.flights)
+	file := l.file
+	l.ioMu.Unlock()
+	if len(fl) == 0 {
+		return
+	}
+	sync := false
+	for _, f := range fl {
+		sync = sync || f.sync
+	}
+	err := l.failure()
+	if err == nil && sync {
+		// fdatasync: what a reader of the segment needs, its data and
+		// its size, is made durable; the segment's creation was fully
+		// synced (createSegment).
+		l.stats.syncs.Add(1)
+		if serr := file.SyncData(); serr != nil {
+			// After a failed fsync the kernel may have dropped the dirty
+			// pages and cleared the error, so a later fsync could succeed
+			// without the data: fsync fails the Log for good.
+			err = fmt.Errorf("%w: fsync %s: %w", ErrFailed, segmentName(fl[0].seg), serr)
+			l.setFailed(err)
+		}
+	}
+	for _, f := range fl {
+		<-f.hooked
+	}
+	if err != nil {
+		l.abortFlights(err)
+		return
+	}
+	l.ioMu.Lock()
+	last := fl[len(fl)-1]
+	if sync {
+		l.synced = max(l.synced, last.end)
+		l.markDurable(last.head)
+	}
+	l.dirty = l.synced < l.size
+	for _, f := range fl {
+		if f.interval && l.stopSync == nil {
 			// An Interval batch in a Log whose default is another mode:
 			// its sync is due within SyncInterval all the same.
 			l.startSyncLoop()
 		}
+		l.stats.batches.Add(int64(len(f.accepted)))
+		l.stats.bytes.Add(f.end - f.base)
+		for _, p := range f.accepted {
+			l.stats.records.Add(int64(len(p.b.IDs)))
+		}
+		l.committed.Store(&position{head: f.head, segNum: f.seg, end: f.end})
+		if f.onCommit != nil {
+			f.onCommit(f.batches)
+		}
 	}
-	l.head = head
-	if sync {
-		l.markDurable(head)
-	}
-	l.stats.batches.Add(int64(len(accepted)))
-	l.stats.bytes.Add(int64(len(l.buf)))
-	for _, p := range accepted {
-		l.stats.records.Add(int64(len(p.b.IDs)))
-	}
-	l.publish()
-	if onCommit != nil {
-		l.callHook(onCommit, accepted)
-	}
+	l.flights = l.flights[len(fl):]
+	l.ioMu.Unlock()
+	l.finish(fl, nil)
 }
 
-// callHook calls a hook of the Log (written, onCommit) with the batches
-// of the accepted pending appends. Called by the leader, with ioMu held.
-func (l *Log) callHook(hook func([]*Batch), accepted []*pending) {
-	l.group = l.group[:0]
-	for _, p := range accepted {
-		l.group = append(l.group, p.b)
+// abortFlights fails every flight in the air with err, the Log being
+// failed: the first one's fsync failed, and the later ones' bytes follow
+// its own, which may be lost. Their batches are Aborted, last first, and
+// the segment is cut where the first began. Called with syncTok; every
+// flight's written hook has returned (no flight is added once the Log is
+// failed).
+func (l *Log) abortFlights(err error) {
+	l.ioMu.Lock()
+	fl := l.flights
+	l.flights = nil
+	for _, f := range fl {
+		<-f.hooked
 	}
-	hook(l.group)
-	clear(l.group)
+	for i := len(fl) - 1; i >= 0; i-- {
+		abort(fl[i].accepted, err)
+	}
+	if len(fl) > 0 && fl[0].seg == l.segNum && l.size > fl[0].base {
+		l.undo(fl[0].base, err)
+		l.head = fl[0].prevHead
+	}
+	l.ioMu.Unlock()
+	l.finish(fl, err)
+}
+
+// finish wakes the appenders of settled flights (err is set for an
+// aborted one's batches already) and tells Close.
+func (l *Log) finish(fl []*flight, err error) {
+	for _, f := range fl {
+		for _, p := range f.accepted {
+			if p != f.leader {
+				p.wake <- struct{}{}
+			}
+		}
+		close(f.done)
+	}
+	l.mu.Lock()
+	l.flying -= len(fl)
+	if !l.leading && l.flying == 0 {
+		l.idle.Broadcast()
+	}
+	l.mu.Unlock()
 }
 
 // abort fails the accepted batches of a group with err, telling each
@@ -854,26 +1027,12 @@ func (l *Log) rotate() error {
 }
 
 // fsync syncs the active segment. Its failure fails the Log (ErrFailed).
-// Called with ioMu.
-func (l *Log) fsync() error { return l.fsyncWith(nil) }
-
-// fsyncWith is fsync, running also (if not nil) during the fsync, on
-// another goroutine; it returns once both are done. Called with ioMu.
-func (l *Log) fsyncWith(also func()) error {
+// Called with ioMu, and with syncTok or no flight in the air: fsyncs of
+// the active segment run one at a time, so none succeeds after another's
+// failure.
+func (l *Log) fsync() error {
 	l.stats.syncs.Add(1)
-	var err error
-	if also == nil {
-		err = l.file.Sync()
-	} else {
-		// The fsync on this goroutine, the other work on another: the
-		// fsync is usually the longer, and when it returns this goroutine
-		// goes on at once, without waiting to be woken by the other.
-		done := make(chan struct{})
-		go func() { also(); close(done) }()
-		err = l.file.Sync()
-		<-done
-	}
-	if err != nil {
+	if err := l.file.Sync(); err != nil {
 		err = fmt.Errorf("%w: fsync %s: %w", ErrFailed, segmentName(l.segNum), err)
 		l.setFailed(err)
 		return err
@@ -881,9 +1040,9 @@ func (l *Log) fsyncWith(also func()) error {
 	l.synced = l.size
 	l.dirty = false
 	// Everything written to the active segment is durable, and the
-	// segments before it were sealed: l.head is. (In commit, l.head is
-	// still the previous group's here; commit marks its own head after.)
-	l.markDurable(l.head)
+	// segments before it were sealed. Only what is committed is marked:
+	// a flight in the air may yet be aborted, and its bytes cut.
+	l.markDurable(l.committed.Load().head)
 	return nil
 }
 
@@ -895,6 +1054,8 @@ func (l *Log) Sync() error {
 	if err := l.failure(); err != nil {
 		return err
 	}
+	l.syncTok <- struct{}{}
+	defer func() { <-l.syncTok }()
 	l.ioMu.Lock()
 	defer l.ioMu.Unlock()
 	return l.syncLocked()
@@ -924,11 +1085,13 @@ func (l *Log) syncLoop() {
 			if l.failure() != nil {
 				continue
 			}
+			l.syncTok <- struct{}{}
 			l.ioMu.Lock()
 			if l.dirty {
 				l.syncLocked()
 			}
 			l.ioMu.Unlock()
+			<-l.syncTok
 		}
 	}
 }
@@ -944,7 +1107,7 @@ func (l *Log) Close() error {
 		return ErrClosed
 	}
 	l.closed = true
-	for l.leading {
+	for l.leading || l.flying > 0 {
 		l.idle.Wait()
 	}
 	l.mu.Unlock()
