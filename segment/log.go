@@ -550,6 +550,7 @@ func (l *Log) Append(b *Batch) error {
 type flight struct {
 	leader   *pending   // the Append that wrote it (it drives the settling)
 	accepted []*pending // its batches, in commit order
+	rejected []*pending // the other batches of its group (a failed Check)
 	batches  []*Batch   // the same, for the hooks
 	onCommit func([]*Batch)
 	// prevHead is the head before the group, head its last record; the
@@ -583,12 +584,13 @@ func (l *Log) lead(p *pending) {
 	l.mu.Unlock()
 
 	var f *flight
+	var before chan struct{}
 	if failed != nil {
 		for _, q := range group {
 			q.err = failed
 		}
 	} else {
-		f = l.write(p, group, onCommit)
+		f, before = l.write(p, group, onCommit)
 	}
 
 	l.mu.Lock()
@@ -609,14 +611,18 @@ func (l *Log) lead(p *pending) {
 	if next != nil {
 		next.wake <- struct{}{}
 	}
-	// The batches that were not written (a failed Check, a failed write)
-	// learn it now; those written, when their flight settles.
-	for _, q := range group[1:] {
-		if f == nil || !slices.Contains(f.accepted, q) {
+	if f == nil {
+		// No batch was written (failed Checks, a failed write): their
+		// appenders learn it once the groups before them settled, so that
+		// an event a failed Check saw (in the air) is committed, or
+		// aborted, when the Append returns (the engine's awaitIndexed
+		// relies on it).
+		if before != nil {
+			<-before
+		}
+		for _, q := range group[1:] {
 			q.wake <- struct{}{}
 		}
-	}
-	if f == nil {
 		return
 	}
 	if written == nil {
@@ -684,16 +690,17 @@ func (l *Log) validate(b *Batch) error {
 
 // write encodes and writes a group of batches with one write, and returns
 // it as a flight to settle, or nil if none of its batches was written
-// (their errors are set). It is called by the leader only, so it runs
-// alone; earlier flights may still be settling.
-func (l *Log) write(leader *pending, group []*pending, onCommit func([]*Batch)) *flight {
+// (their errors are set) and then the channel closed when the last flight
+// before it settles (nil if none). It is called by the leader only, so it
+// runs alone; earlier flights may still be settling.
+func (l *Log) write(leader *pending, group []*pending, onCommit func([]*Batch)) (*flight, chan struct{}) {
 	l.ioMu.Lock()
 	defer l.ioMu.Unlock()
-	fail := func(err error) *flight {
+	fail := func(err error) (*flight, chan struct{}) {
 		for _, p := range group {
 			p.err = err
 		}
-		return nil
+		return nil, nil
 	}
 	// The interval syncer's fsync, or a flight's, may have failed since
 	// lead looked: no write, and above all no fsync, may follow a failed
@@ -733,6 +740,9 @@ func (l *Log) write(leader *pending, group []*pending, onCommit func([]*Batch)) 
 		if err != nil {
 			p.err = err
 			l.buf, head = l.buf[:start], before
+			if p != leader {
+				f.rejected = append(f.rejected, p)
+			}
 			continue
 		}
 		f.accepted = append(f.accepted, p)
@@ -747,7 +757,10 @@ func (l *Log) write(leader *pending, group []*pending, onCommit func([]*Batch)) 
 		}
 	}
 	if len(f.accepted) == 0 {
-		return nil
+		if n := len(l.flights); n > 0 {
+			return nil, l.flights[n-1].done
+		}
+		return nil, nil
 	}
 
 	base := l.size
@@ -762,7 +775,7 @@ func (l *Log) write(leader *pending, group []*pending, onCommit func([]*Batch)) 
 			err = l.undo(base, err)
 		}
 		abort(f.accepted, err)
-		return nil
+		return nil, nil
 	}
 	l.size += int64(len(l.buf))
 	l.stats.writes.Add(1)
@@ -782,7 +795,7 @@ func (l *Log) write(leader *pending, group []*pending, onCommit func([]*Batch)) 
 		f.prevHooked = l.flights[n-1].hooked
 	}
 	l.flights = append(l.flights, f)
-	return f
+	return f, nil
 }
 
 // drain waits until every flight has settled. Called by the leader with
@@ -914,6 +927,9 @@ func (l *Log) finish(fl []*flight, err error) {
 			if p != f.leader {
 				p.wake <- struct{}{}
 			}
+		}
+		for _, p := range f.rejected {
+			p.wake <- struct{}{}
 		}
 		close(f.done)
 	}
