@@ -216,6 +216,9 @@ type Log struct {
 	head   Head  // the last record written
 	buf    []byte
 	dirty  bool // written but not synced (Interval mode)
+	// prealloc is how far the active segment's blocks are allocated
+	// (preallocate), beyond its size.
+	prealloc int64
 	// flights are the groups written and not settled yet, in order.
 	flights []*flight
 
@@ -418,7 +421,7 @@ func (l *Log) createSegment(n uint64, prev Head) error {
 	if l.file != nil {
 		l.file.Close()
 	}
-	l.file, l.segNum, l.size, l.synced = f, n, headerSize, headerSize
+	l.file, l.segNum, l.size, l.synced, l.prealloc = f, n, headerSize, headerSize, 0
 	return nil
 }
 
@@ -627,13 +630,23 @@ func (l *Log) lead(p *pending) {
 	}
 	if written == nil {
 		close(f.hooked)
-	} else if f.sync {
-		// During the fsync (settle), on another goroutine.
-		go l.runWritten(f, written)
-	} else {
-		l.runWritten(f, written)
+		l.settle(f, false)
+		return
 	}
-	l.settle(f)
+	if f.sync {
+		select {
+		case l.syncTok <- struct{}{}:
+			// This goroutine is to run the fsync: the hook runs during
+			// it, on another goroutine.
+			go l.runWritten(f, written)
+			l.settle(f, true)
+			return
+		default:
+			// Another's fsync runs: the hook runs during it, here.
+		}
+	}
+	l.runWritten(f, written)
+	l.settle(f, false)
 }
 
 // runWritten calls the written hook for f once the hook returned for the
@@ -764,6 +777,7 @@ func (l *Log) write(leader *pending, group []*pending, onCommit func([]*Batch)) 
 	}
 
 	base := l.size
+	l.preallocate(base + int64(len(l.buf)))
 	if err := writeFull(l.file, l.buf, base); err != nil {
 		err = fmt.Errorf("segment: write %d bytes to %s at %d: %w", len(l.buf), segmentName(l.segNum), base, err)
 		// undo may replace the file that the flights' fsync uses.
@@ -798,6 +812,27 @@ func (l *Log) write(leader *pending, group []*pending, onCommit func([]*Batch)) 
 	return f, nil
 }
 
+// preallocChunk is how far ahead of its end the active segment's blocks
+// are allocated.
+const preallocChunk = 1 << 20
+
+// preallocate allocates the blocks of the active segment up to end and a
+// chunk beyond, if not done yet, keeping its size (fallocate with
+// FALLOC_FL_KEEP_SIZE, as Pebble does for its WAL): the size that readers
+// and recovery follow is unchanged, and the fsync of an append has no
+// blocks to allocate. It is an optimization: an error is ignored (the
+// write that follows allocates the blocks itself). Called with ioMu.
+func (l *Log) preallocate(end int64) {
+	if end <= l.prealloc {
+		return
+	}
+	from := max(l.prealloc, l.size)
+	to := min(end+preallocChunk, max(l.opts.SegmentSize, end))
+	if to > from && l.file.Preallocate(from, to-from) == nil {
+		l.prealloc = to
+	}
+}
+
 // drain waits until every flight has settled. Called by the leader with
 // ioMu held (released while it waits): no flight is added meanwhile. It
 // returns the Log's failure, if a flight's fsync failed.
@@ -811,36 +846,48 @@ func (l *Log) drain() error {
 	return l.failure()
 }
 
-// settle returns once f has settled. Whoever holds syncTok settles the
+// settle returns once f has settled (holding: the caller holds syncTok
+// already). Whoever holds syncTok settles the
 // flights written so far, in order: one fsync for all of them if any asks
 // for Sync, then each is committed (or all are aborted, if the fsync
 // failed). While the holder's fsync runs, later groups are written; one
 // of their leaders takes syncTok next and covers them all with the next
 // fsync.
-func (l *Log) settle(f *flight) {
+func (l *Log) settle(f *flight, holding bool) {
 	for {
-		select {
-		case <-f.done:
-			return
-		case l.syncTok <- struct{}{}:
+		if !holding {
+			select {
+			case <-f.done:
+				return
+			case l.syncTok <- struct{}{}:
+			}
 		}
-		select {
-		case <-f.done:
-		default:
-			l.settleWritten()
+		holding = false
+		// The holder goes on with the groups written meanwhile (a few
+		// rounds, then its own Append returns): the next fsync begins
+		// without waiting for another goroutine to be scheduled.
+		for range maxSettleRounds {
+			if !l.settleWritten() {
+				break
+			}
 		}
 		<-l.syncTok
 	}
 }
 
-// settleWritten settles the flights written so far. Called with syncTok.
-func (l *Log) settleWritten() {
+// maxSettleRounds bounds how many times in a row the holder of syncTok
+// settles the flights written so far.
+const maxSettleRounds = 4
+
+// settleWritten settles the flights written so far, and reports whether
+// there were any. Called with syncTok.
+func (l *Log) settleWritten() bool {
 	l.ioMu.Lock()
 	fl := slices.Clone(l.flights)
 	file := l.file
 	l.ioMu.Unlock()
 	if len(fl) == 0 {
-		return
+		return false
 	}
 	sync := false
 	for _, f := range fl {
@@ -865,7 +912,7 @@ func (l *Log) settleWritten() {
 	}
 	if err != nil {
 		l.abortFlights(err)
-		return
+		return true
 	}
 	l.ioMu.Lock()
 	last := fl[len(fl)-1]
@@ -893,6 +940,7 @@ func (l *Log) settleWritten() {
 	l.flights = l.flights[len(fl):]
 	l.ioMu.Unlock()
 	l.finish(fl, nil)
+	return true
 }
 
 // abortFlights fails every flight in the air with err, the Log being
@@ -1031,6 +1079,7 @@ func (l *Log) undo(size int64, cause error) error {
 	}
 	l.size = size
 	l.synced = min(l.synced, size)
+	l.prealloc = 0 // the cut freed the blocks past it
 	return cause
 }
 
