@@ -468,38 +468,40 @@ func (l *Log) publish() {
 	l.committed.Store(&position{head: l.head, segNum: l.segNum, end: l.size})
 }
 
-// SetWritten sets a hook that the committing goroutine calls with every
-// group of batches once their records are written to the segment, their
-// IDs, FirstSeq and Locations (absolute) set, and before any of them is
-// durable or published (Head), and before Append returns for any of them.
-// In a group that asks for Sync, it runs on another goroutine while the
-// committing one runs the segment's fsync, in parallel with it: a caller that must do work per group (an index
-// commit) does it during the fsync instead of after it. Groups are
-// passed in commit order, one call at a time; the slice is reused after
-// the call returns. The hook must not call the Log's Append, Sync or
-// Close. If the group's fsync then fails, its batches are Aborted (and
-// the Log fails, ErrFailed): whatever the hook did for them is for
-// records that are not in the log. The hook applies to the groups whose
-// commit begins after SetWritten returns.
+// SetWritten sets a hook that the Log calls with every group of batches
+// once their records are written to the segment, their IDs, FirstSeq and
+// Locations (absolute) set, and before any of them is durable or
+// published (Head), and before Append returns for any of them. It runs
+// while the group's fsync runs (on another goroutine than the fsync's),
+// so that a caller that must do work per group (an index commit) does it
+// during the fsync instead of after it. Groups are passed in commit order,
+// one call at a time; the slice is the group's own. The next groups are
+// written while a group's fsync runs: the hook may see a group before the
+// SetCommitted hook saw the groups before it. The hook must not call the
+// Log's Append, Sync or Close. If the fsync then fails, the batches of
+// the group and of every group written after it are Aborted (and the Log
+// fails, ErrFailed): whatever the hook did for them is for records that
+// are not in the log. The hook applies to the groups whose commit begins
+// after SetWritten returns.
 func (l *Log) SetWritten(f func(group []*Batch)) {
 	l.mu.Lock()
 	l.written = f
 	l.mu.Unlock()
 }
 
-// SetCommitted sets a hook that the committing goroutine calls with every
-// group of batches once it is committed: written, as durable as its
-// batches ask (synced, for a group that holds a Sync batch), and
-// published (Head is at its last record), before Append returns for any
-// of them and before the next group's commit begins. Groups are passed in
-// commit order, one call at a time, and each committed batch is in
-// exactly one call; the slice is reused after the call returns. A group
-// whose write or sync failed is not passed (its batches are Aborted). The
-// hook lets a caller finish a group's work for all its appenders at once
-// (publish it to readers), so that each appender is woken once, with
-// nothing left to wait for. It must be quick (the next group waits for
-// it) and must not call the Log's Append, Sync or Close. It applies to
-// the groups whose commit begins after SetCommitted returns.
+// SetCommitted sets a hook that the Log calls with every group of batches
+// once it is committed: written, as durable as its batches ask (synced,
+// for a group that holds a Sync batch), and published (Head is at its
+// last record), before Append returns for any of them and before the next
+// group is committed. Groups are passed in commit order, one call at a
+// time, and each committed batch is in exactly one call; the slice is the
+// group's own. A group whose write or sync failed is not passed (its
+// batches are Aborted). The hook lets a caller finish a group's work for
+// all its appenders at once (publish it to readers), so that each
+// appender is woken once, with nothing left to wait for. It must be quick
+// (the next fsync waits for it) and must not call the Log's Append, Sync
+// or Close. It applies to the groups whose commit begins after
+// SetCommitted returns.
 func (l *Log) SetCommitted(f func(group []*Batch)) {
 	l.mu.Lock()
 	l.onCommit = f
