@@ -33,3 +33,21 @@ func BenchmarkAppendConcurrentSync(b *testing.B) {
 	b.ReportMetric(float64(st.Records-st0.Records)/syncs, "events/fsync")
 	b.ReportMetric(float64(st.Writes-st0.Writes)/syncs, "writes/fsync")
 }
+
+// BenchmarkAppendSyncBatch10: one appender of Sync batches of 10 events,
+// on the real file system: the cost of a group's write and fsync.
+func BenchmarkAppendSyncBatch10(b *testing.B) {
+	l := newTestLog(b, vfs.Default, b.TempDir(), Options{})
+	defer l.Close()
+	b.ResetTimer()
+	for i := range b.N {
+		batch := &Batch{Durability: Sync}
+		for j := range 10 {
+			batch.Entries = append(batch.Entries, entry(i*10+j))
+		}
+		if err := l.Append(batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*10)/b.Elapsed().Seconds(), "events/s")
+}
