@@ -93,7 +93,7 @@ func TestCommittedHookNotForFailedGroup(t *testing.T) {
 	ffs.SetInjector(faultfs.OnKind(faultfs.Sync, 1, faultfs.EIO))
 	a := &Batch{Entries: []Entry{entry(1)}, Durability: Sync}
 	bs := []*Batch{{Entries: []Entry{entry(2)}, Durability: Sync}, {Entries: []Entry{entry(3), entry(4)}, Durability: Sync}}
-	aErr, errs := holdFirstFsync(t, l, fs.gate, a, bs)
+	errs, aErr := holdFirstFsync(t, l, fs.gate, a, bs)
 	if aErr != nil {
 		t.Fatalf("the first group's append: %v", aErr)
 	}

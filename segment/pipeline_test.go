@@ -76,8 +76,8 @@ func (f gateFile) SyncData() error {
 // appends bs concurrently and waits until they are written behind it, as
 // later groups in the air (the pipeline: a group is written while the
 // group before it is in its fsync), and releases a's fsync. It returns
-// the error of a's Append and of each of bs's, in bs's order.
-func holdFirstFsync(t *testing.T, l *Log, gate *syncGate, a *Batch, bs []*Batch) (error, []error) {
+// the errors of bs's Appends, in bs's order, and of a's.
+func holdFirstFsync(t *testing.T, l *Log, gate *syncGate, a *Batch, bs []*Batch) ([]error, error) {
 	t.Helper()
 	gate.arm()
 	aErr := make(chan error, 1)
@@ -114,7 +114,7 @@ func holdFirstFsync(t *testing.T, l *Log, gate *syncGate, a *Batch, bs []*Batch)
 	for i := range bs {
 		out[i] = <-errs[i]
 	}
-	return <-aErr, out
+	return out, <-aErr
 }
 
 // TestFailedFsyncAbortsLaterGroups: while a group's fsync runs, two later
@@ -146,7 +146,7 @@ func TestFailedFsyncAbortsLaterGroups(t *testing.T) {
 		{Entries: []Entry{entry(3), entry(4)}, Durability: Sync, Aborted: onAbort},
 	}
 	ffs.SetInjector(faultfs.OnKind(faultfs.Sync, 0, faultfs.EIO))
-	aErr, bErrs := holdFirstFsync(t, l, fs.gate, a, bs)
+	bErrs, aErr := holdFirstFsync(t, l, fs.gate, a, bs)
 	for i, err := range append([]error{aErr}, bErrs...) {
 		if !errors.Is(err, ErrFailed) || !errors.Is(err, faultfs.ErrInjected) {
 			t.Errorf("append %d: %v, want the failed fsync's ErrFailed", i, err)
@@ -194,7 +194,7 @@ func TestPipelinedGroupsCommitInOrder(t *testing.T) {
 	})
 	a := &Batch{Entries: []Entry{entry(1)}, Durability: Sync}
 	bs := []*Batch{{Entries: []Entry{entry(2)}, Durability: Sync}, {Entries: []Entry{entry(3)}, Durability: None}}
-	aErr, bErrs := holdFirstFsync(t, l, fs.gate, a, bs)
+	bErrs, aErr := holdFirstFsync(t, l, fs.gate, a, bs)
 	if aErr != nil || bErrs[0] != nil || bErrs[1] != nil {
 		t.Fatalf("appends: %v, %v", aErr, bErrs)
 	}
