@@ -79,14 +79,13 @@ func (l *ledger) aborted(b *segment.Batch) {
 		l.pending = l.pending[:len(l.pending)-1]
 	}
 	l.pendMu.Unlock()
+	// The leaves groupWritten hashed for its group are not for a group
+	// that will be published (the segment log's committing goroutine
+	// calls both, in turn).
+	l.hookFirst = 0
 	// Wake the retries waiting for this batch's outcome (awaitFirst). With
 	// idxMu held, so that none misses it between its check and its wait.
 	l.idxMu.Lock()
-	// The leaves groupWritten hashed for this batch's group and the ones
-	// after it are not for groups that will be published.
-	for len(l.hooked) > 0 && l.hooked[len(l.hooked)-1].first >= b.FirstSeq {
-		l.hooked = l.hooked[:len(l.hooked)-1]
-	}
 	if b.FirstSeq <= l.idxWritten {
 		// The segment log's hook indexed it during the fsync that failed:
 		// the index holds records the segments do not (see idxAhead).

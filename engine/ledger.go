@@ -73,13 +73,13 @@ type ledger struct {
 	// hookOnce sets the segment log's hooks (groupWritten, published) at
 	// the first Append.
 	hookOnce sync.Once
-	// hooked holds the leaf hashes of the groups that groupWritten saw
-	// and published has not taken yet, in commit order (the segment log
-	// writes the next groups while a group's fsync runs, so several may
-	// wait), under idxMu. hookBuf is groupWritten's scratch buffer: the
-	// segment log calls that hook one group at a time.
-	hooked  []hookedGroup
-	hookBuf []byte
+	// hookLeaves are the leaf hashes of the group that groupWritten saw
+	// last, the first at sequence number hookFirst, for published; hookBuf
+	// is groupWritten's scratch buffer. Only the segment log's committing
+	// goroutine touches them, one group at a time (its hooks run in turn).
+	hookLeaves []tree.Hash
+	hookFirst  uint64
+	hookBuf    []byte
 	// notify is closed, and replaced, each time indexed advances: the
 	// wake-up of subscribers.
 	notify chan struct{}
@@ -454,32 +454,23 @@ func (l *ledger) publishLocked(group []*segment.Batch) error {
 	return nil
 }
 
-// hookedGroup is the leaf hashes of a group's events, the first at
-// sequence number first.
-type hookedGroup struct {
-	first  uint64
-	leaves []tree.Hash
-}
-
-// groupWritten is the segment log's SetWritten hook: once a group is
-// written, while its fsync runs, it indexes the group (indexWritten) and
-// computes the leaf hashes of its events, which published adds to the
-// tree once the group is committed.
+// groupWritten is the segment log's SetWritten hook: while a group's
+// fsync runs, it indexes the group (indexWritten) and computes the leaf
+// hashes of its events, which published adds to the tree once the group
+// is committed.
 func (l *ledger) groupWritten(group []*segment.Batch) {
-	leaves := make([]tree.Hash, 0, groupLen(group))
+	l.hookLeaves = l.hookLeaves[:0]
+	l.hookFirst = group[0].FirstSeq
 	for _, b := range group {
 		for i := range b.IDs {
 			var h tree.Hash
 			h, l.hookBuf = entryLeafHash(l.hookBuf, b.IDs[i], &b.Entries[i])
-			leaves = append(leaves, h)
+			l.hookLeaves = append(l.hookLeaves, h)
 		}
 	}
 	if cap(l.hookBuf) > 1<<16 {
 		l.hookBuf = nil // a large event's: not kept
 	}
-	l.idxMu.Lock()
-	l.hooked = append(l.hooked, hookedGroup{first: group[0].FirstSeq, leaves: leaves})
-	l.idxMu.Unlock()
 	l.indexWritten(group)
 }
 
@@ -494,27 +485,21 @@ func (l *ledger) groupWritten(group []*segment.Batch) {
 func (l *ledger) published(group []*segment.Batch) {
 	l.idxMu.Lock()
 	defer l.idxMu.Unlock()
-	first := group[0].FirstSeq
-	// Groups before this one (aborted ones, whose leaves the abort did
-	// not drop) are no longer to publish.
-	for len(l.hooked) > 0 && l.hooked[0].first < first {
-		l.hooked = l.hooked[1:]
-	}
-	var leaves []tree.Hash
-	if len(l.hooked) > 0 && l.hooked[0].first == first && len(l.hooked[0].leaves) == groupLen(group) {
-		leaves = l.hooked[0].leaves
-		l.hooked = l.hooked[1:]
-	} else {
+	leaves := l.hookLeaves
+	if l.hookFirst != group[0].FirstSeq || len(leaves) != groupLen(group) {
 		// Committed without groupWritten (SetWritten was not in force
 		// when its commit began).
+		leaves = leaves[:0]
 		for _, b := range group {
 			leaves = append(leaves, batchLeaves(b)...)
 		}
 	}
-	if len(l.hooked) == 0 {
-		l.hooked = nil // let the backing array go
-	}
 	l.publishNextLocked(group, leaves)
+	if cap(leaves) > 4*treeFlushLeaves {
+		l.hookLeaves = nil // a large group's: not kept
+	} else {
+		l.hookLeaves = leaves[:0]
+	}
 }
 
 // groupLen returns the number of records of a group of batches.

@@ -125,9 +125,6 @@ func (fs *holdFailFS) OpenReadWrite(name string, category vfs.DiskWriteCategory,
 	return &holdFailFile{File: f, fs: fs}, nil
 }
 
-// SyncData is Sync: the segment log syncs a group with fdatasync.
-func (f *holdFailFile) SyncData() error { return f.Sync() }
-
 func (f *holdFailFile) Sync() error {
 	if !f.fs.armed.Load() {
 		return f.File.Sync()

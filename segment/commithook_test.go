@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/annal-db/annal/segment/faultfs"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -76,11 +77,8 @@ func TestCommittedHookOncePerBatch(t *testing.T) {
 // TestCommittedHookNotForFailedGroup: a group whose fsync fails is not
 // passed to the committed hook, and each of its appenders gets the error;
 // the group committed before it was passed, and its appender succeeded.
-// The later batches are written while the first group's fsync is held
-// (holdFirstFsync), so that their fsync is the next one.
 func TestCommittedHookNotForFailedGroup(t *testing.T) {
-	ffs := faultfs.Wrap(vfs.NewMem())
-	fs := newGateFS(ffs)
+	fs := faultfs.Wrap(vfs.NewMem())
 	l := newTestLog(t, fs, "led", Options{})
 	defer l.Close()
 	var mu sync.Mutex
@@ -90,15 +88,49 @@ func TestCommittedHookNotForFailedGroup(t *testing.T) {
 		hooked = append(hooked, group...)
 		mu.Unlock()
 	})
-	ffs.SetInjector(faultfs.OnKind(faultfs.Sync, 1, faultfs.EIO))
+	// The first group (a) is held in its fsync, by the written hook, until
+	// b and c wait behind it; their group's fsync then fails.
+	hold, holding := make(chan struct{}), make(chan struct{})
+	l.SetWritten(func(group []*Batch) {
+		if len(group) == 1 && group[0].FirstSeq == 2 {
+			close(holding)
+			<-hold
+		}
+	})
+	fs.SetInjector(faultfs.OnKind(faultfs.Sync, 1, faultfs.EIO))
 	a := &Batch{Entries: []Entry{entry(1)}, Durability: Sync}
-	bs := []*Batch{{Entries: []Entry{entry(2)}, Durability: Sync}, {Entries: []Entry{entry(3), entry(4)}, Durability: Sync}}
-	errs, aErr := holdFirstFsync(t, l, fs.gate, a, bs)
-	if aErr != nil {
-		t.Fatalf("the first group's append: %v", aErr)
+	aErr := make(chan error, 1)
+	go func() { aErr <- l.Append(a) }()
+	select {
+	case <-holding: // a's group is in its fsync: b and c queue behind it
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first group never reached its fsync")
 	}
-	for _, err := range errs {
-		if !errors.Is(err, ErrFailed) || !errors.Is(err, faultfs.ErrInjected) {
+	bs := []*Batch{{Entries: []Entry{entry(2)}, Durability: Sync}, {Entries: []Entry{entry(3), entry(4)}, Durability: Sync}}
+	errs := make(chan error, len(bs))
+	for _, b := range bs {
+		go func() { errs <- l.Append(b) }()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l.mu.Lock()
+		n := len(l.queue)
+		l.mu.Unlock()
+		if n == len(bs) {
+			break
+		}
+		if time.Now().After(deadline) {
+			close(hold)
+			t.Fatalf("%d appends queued behind the first group, want %d", n, len(bs))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(hold)
+	if err := <-aErr; err != nil {
+		t.Fatalf("the first group's append: %v", err)
+	}
+	for range bs {
+		if err := <-errs; !errors.Is(err, ErrFailed) || !errors.Is(err, faultfs.ErrInjected) {
 			t.Errorf("an append of the group whose fsync failed: %v, want ErrFailed", err)
 		}
 	}

@@ -196,10 +196,9 @@ type Log struct {
 	clock  *eventid.Clock
 
 	mu      sync.Mutex
-	idle    sync.Cond // signalled when leading turns false and flying is 0 (Close waits on it)
+	idle    sync.Cond // signalled when leading turns false (Close waits on it)
 	queue   []*pending
-	leading bool  // an Append is writing a group
-	flying  int   // flights not settled yet
+	leading bool  // an Append is committing a group
 	closed  bool  // guarded by mu
 	failed  error // guarded by mu; once set, appends fail with it
 
@@ -219,13 +218,6 @@ type Log struct {
 	// prealloc is how far the active segment's blocks are allocated
 	// (preallocate), beyond its size.
 	prealloc int64
-	// flights are the groups written and not settled yet, in order.
-	flights []*flight
-
-	// syncTok is held (a value sent) by whoever syncs the active segment
-	// other than to seal it: the settler of flights, Sync, the interval
-	// syncer. Taken before ioMu.
-	syncTok chan struct{}
 
 	// committed is what readers may see: the head and the end of the
 	// active segment after the last complete commit.
@@ -254,6 +246,9 @@ type Log struct {
 	written func(group []*Batch)
 	// onCommit is the hook of SetCommitted (guarded by mu, as written).
 	onCommit func(group []*Batch)
+	// group is the leader's scratch list of a group's batches for
+	// written and committed (guarded by ioMu).
+	group []*Batch
 
 	stats struct {
 		writes, syncs, batches, records, bytes atomic.Int64
@@ -333,7 +328,7 @@ func Create(dir string, opts Options) (*Log, error) {
 }
 
 func newLog(dir string, o Options) *Log {
-	l := &Log{dir: dir, fs: o.FS, opts: o, ledger: o.Ledger, readers: map[uint64]*segFile{}, mapped: mappable(o.FS), syncTok: make(chan struct{}, 1)}
+	l := &Log{dir: dir, fs: o.FS, opts: o, ledger: o.Ledger, readers: map[uint64]*segFile{}, mapped: mappable(o.FS)}
 	l.idle.L = &l.mu
 	return l
 }
@@ -468,40 +463,38 @@ func (l *Log) publish() {
 	l.committed.Store(&position{head: l.head, segNum: l.segNum, end: l.size})
 }
 
-// SetWritten sets a hook that the Log calls with every group of batches
-// once their records are written to the segment, their IDs, FirstSeq and
-// Locations (absolute) set, and before any of them is durable or
-// published (Head), and before Append returns for any of them. It runs
-// while the group's fsync runs (on another goroutine than the fsync's),
-// so that a caller that must do work per group (an index commit) does it
-// during the fsync instead of after it. Groups are passed in commit order,
-// one call at a time; the slice is the group's own. The next groups are
-// written while a group's fsync runs: the hook may see a group before the
-// SetCommitted hook saw the groups before it. The hook must not call the
-// Log's Append, Sync or Close. If the fsync then fails, the batches of
-// the group and of every group written after it are Aborted (and the Log
-// fails, ErrFailed): whatever the hook did for them is for records that
-// are not in the log. The hook applies to the groups whose commit begins
-// after SetWritten returns.
+// SetWritten sets a hook that the committing goroutine calls with every
+// group of batches once their records are written to the segment, their
+// IDs, FirstSeq and Locations (absolute) set, and before any of them is
+// durable or published (Head), and before Append returns for any of them.
+// In a group that asks for Sync, it runs on another goroutine while the
+// committing one runs the segment's fsync, in parallel with it: a caller that must do work per group (an index
+// commit) does it during the fsync instead of after it. Groups are
+// passed in commit order, one call at a time; the slice is reused after
+// the call returns. The hook must not call the Log's Append, Sync or
+// Close. If the group's fsync then fails, its batches are Aborted (and
+// the Log fails, ErrFailed): whatever the hook did for them is for
+// records that are not in the log. The hook applies to the groups whose
+// commit begins after SetWritten returns.
 func (l *Log) SetWritten(f func(group []*Batch)) {
 	l.mu.Lock()
 	l.written = f
 	l.mu.Unlock()
 }
 
-// SetCommitted sets a hook that the Log calls with every group of batches
-// once it is committed: written, as durable as its batches ask (synced,
-// for a group that holds a Sync batch), and published (Head is at its
-// last record), before Append returns for any of them and before the next
-// group is committed. Groups are passed in commit order, one call at a
-// time, and each committed batch is in exactly one call; the slice is the
-// group's own. A group whose write or sync failed is not passed (its
-// batches are Aborted). The hook lets a caller finish a group's work for
-// all its appenders at once (publish it to readers), so that each
-// appender is woken once, with nothing left to wait for. It must be quick
-// (the next fsync waits for it) and must not call the Log's Append, Sync
-// or Close. It applies to the groups whose commit begins after
-// SetCommitted returns.
+// SetCommitted sets a hook that the committing goroutine calls with every
+// group of batches once it is committed: written, as durable as its
+// batches ask (synced, for a group that holds a Sync batch), and
+// published (Head is at its last record), before Append returns for any
+// of them and before the next group's commit begins. Groups are passed in
+// commit order, one call at a time, and each committed batch is in
+// exactly one call; the slice is reused after the call returns. A group
+// whose write or sync failed is not passed (its batches are Aborted). The
+// hook lets a caller finish a group's work for all its appenders at once
+// (publish it to readers), so that each appender is woken once, with
+// nothing left to wait for. It must be quick (the next group waits for
+// it) and must not call the Log's Append, Sync or Close. It applies to
+// the groups whose commit begins after SetCommitted returns.
 func (l *Log) SetCommitted(f func(group []*Batch)) {
 	l.mu.Lock()
 	l.onCommit = f
@@ -510,12 +503,11 @@ func (l *Log) SetCommitted(f func(group []*Batch)) {
 
 // Append appends the batch's entries, all or nothing, and returns when
 // they are as durable as the batch's durability asks. Concurrent appends
-// are committed together: one write serves all the batches waiting at
-// that moment, and one fsync all the groups written before it began. On
-// success the batch's IDs, Locations and FirstSeq are set. An error fails
-// this batch alone, except for a failed write or sync, which fails every
-// batch of its group (and, for a sync, of every group written after it);
-// after a failed sync the Log refuses all further appends (ErrFailed).
+// are committed together: one write and one sync serve all the batches
+// waiting at that moment. On success the batch's IDs, Locations and
+// FirstSeq are set. An error fails this batch alone, except for a failed
+// write or sync, which fails every batch of its group; after a failed sync
+// the Log refuses all further appends (ErrFailed).
 func (l *Log) Append(b *Batch) error {
 	if l.ro != nil {
 		return ErrReadOnly
@@ -534,8 +526,8 @@ func (l *Log) Append(b *Batch) error {
 		return l.failed
 	}
 	if l.leading {
-		// Another Append is writing a group: wait to be committed by a
-		// later group, or to be handed the lead.
+		// Another Append is committing: wait to be committed by a later
+		// group, or to be handed the lead.
 		l.queue = append(l.queue, p)
 		l.mu.Unlock()
 		<-p.wake
@@ -549,35 +541,10 @@ func (l *Log) Append(b *Batch) error {
 	return p.err
 }
 
-// flight is a group of batches written to the active segment and not yet
-// settled: committed (synced if it asks, published, passed to onCommit)
-// or aborted. Flights settle in the order they were written.
-type flight struct {
-	leader   *pending   // the Append that wrote it (it drives the settling)
-	accepted []*pending // its batches, in commit order
-	rejected []*pending // the other batches of its group (a failed Check)
-	batches  []*Batch   // the same, for the hooks
-	onCommit func([]*Batch)
-	// prevHead is the head before the group, head its last record; the
-	// group's bytes are [base, end) of segment seg.
-	prevHead, head Head
-	base, end      int64
-	seg            uint64
-	sync           bool // a batch asks for Sync
-	interval       bool // a batch asks for Interval
-	// hooked is closed once the written hook returned (at once if none);
-	// prevHooked is the flight's before it, whose hook runs first.
-	hooked, prevHooked chan struct{}
-	done               chan struct{} // closed once settled
-}
-
-// lead writes p and everything queued behind it as one group, hands the
-// lead to the first batch queued meanwhile, if any, and then waits for
-// the group to settle, helping settle the groups before it: the next
-// group is written while this one's fsync runs (a pipeline of two
-// stages, as Pebble's commit pipeline). Each waiter is woken once, by
-// its own channel. Called with mu held and leading set; returns with mu
-// released.
+// lead commits p and everything queued behind it as one group, then hands
+// the lead to the first batch queued meanwhile, if any. Each waiter is
+// woken once, by its own channel: no herd of 64 goroutines on every
+// commit. Called with mu held and leading set; returns with mu released.
 func (l *Log) lead(p *pending) {
 	group := append([]*pending{p}, l.queue...)
 	l.queue = l.queue[:0]
@@ -588,14 +555,12 @@ func (l *Log) lead(p *pending) {
 	}
 	l.mu.Unlock()
 
-	var f *flight
-	var before chan struct{}
 	if failed != nil {
 		for _, q := range group {
 			q.err = failed
 		}
 	} else {
-		f, before = l.write(p, group, onCommit)
+		l.commit(group, written, onCommit)
 	}
 
 	l.mu.Lock()
@@ -606,59 +571,15 @@ func (l *Log) lead(p *pending) {
 		next.lead = true
 	} else {
 		l.leading = false
-	}
-	if f != nil {
-		l.flying++
-	} else if !l.leading && l.flying == 0 {
 		l.idle.Broadcast()
 	}
 	l.mu.Unlock()
+	for _, q := range group[1:] {
+		q.wake <- struct{}{}
+	}
 	if next != nil {
 		next.wake <- struct{}{}
 	}
-	if f == nil {
-		// No batch was written (failed Checks, a failed write): their
-		// appenders learn it once the groups before them settled, so that
-		// an event a failed Check saw (in the air) is committed, or
-		// aborted, when the Append returns (the engine's awaitIndexed
-		// relies on it).
-		if before != nil {
-			<-before
-		}
-		for _, q := range group[1:] {
-			q.wake <- struct{}{}
-		}
-		return
-	}
-	if written == nil {
-		close(f.hooked)
-		l.settle(f, false)
-		return
-	}
-	if f.sync {
-		select {
-		case l.syncTok <- struct{}{}:
-			// This goroutine is to run the fsync: the hook runs during
-			// it, on another goroutine.
-			go l.runWritten(f, written)
-			l.settle(f, true)
-			return
-		default:
-			// Another's fsync runs: the hook runs during it, here.
-		}
-	}
-	l.runWritten(f, written)
-	l.settle(f, false)
-}
-
-// runWritten calls the written hook for f once the hook returned for the
-// flight before it: groups are passed in commit order, one at a time.
-func (l *Log) runWritten(f *flight, written func([]*Batch)) {
-	if f.prevHooked != nil {
-		<-f.prevHooked
-	}
-	written(f.batches)
-	close(f.hooked)
 }
 
 // idemOf returns the idempotency key that entry i of b carries: the
@@ -703,25 +624,20 @@ func (l *Log) validate(b *Batch) error {
 	return nil
 }
 
-// write encodes and writes a group of batches with one write, and returns
-// it as a flight to settle, or nil if none of its batches was written
-// (their errors are set) and then the channel closed when the last flight
-// before it settles (nil if none). It is called by the leader only, so it
-// runs alone; earlier flights may still be settling.
-func (l *Log) write(leader *pending, group []*pending, onCommit func([]*Batch)) (*flight, chan struct{}) {
+// commit writes a group of batches with one write and at most one sync,
+// calling written (if not nil) after the write, during the sync, and
+// onCommit (if not nil) once the group is committed and published. It is
+// called by the leader only, so it runs alone.
+func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
 	l.ioMu.Lock()
 	defer l.ioMu.Unlock()
-	fail := func(err error) (*flight, chan struct{}) {
+	// The interval syncer's fsync may have failed since lead looked: no
+	// write, and above all no fsync, may follow a failed one.
+	if err := l.failure(); err != nil {
 		for _, p := range group {
 			p.err = err
 		}
-		return nil, nil
-	}
-	// The interval syncer's fsync, or a flight's, may have failed since
-	// lead looked: no write, and above all no fsync, may follow a failed
-	// one.
-	if err := l.failure(); err != nil {
-		return fail(err)
+		return
 	}
 
 	size := 0
@@ -732,13 +648,11 @@ func (l *Log) write(leader *pending, group []*pending, onCommit func([]*Batch)) 
 		}
 	}
 	if l.size > headerSize && l.size+int64(size) > l.opts.SegmentSize {
-		// The flights in the active segment settle first: their fsync
-		// uses the file that rotate closes.
-		if err := l.drain(); err != nil {
-			return fail(err)
-		}
 		if err := l.rotate(); err != nil {
-			return fail(err)
+			for _, p := range group {
+				p.err = err
+			}
+			return
 		}
 	}
 
@@ -747,7 +661,8 @@ func (l *Log) write(leader *pending, group []*pending, onCommit func([]*Batch)) 
 	// frame, a batch of MBs was copied over and over).
 	l.buf = slices.Grow(l.buf[:0], size)
 	head := l.head
-	f := &flight{leader: leader, onCommit: onCommit, prevHead: l.head}
+	var accepted []*pending
+	var sync, interval bool
 	for _, p := range group {
 		start, before := len(l.buf), head
 		var err error
@@ -755,63 +670,79 @@ func (l *Log) write(leader *pending, group []*pending, onCommit func([]*Batch)) 
 		if err != nil {
 			p.err = err
 			l.buf, head = l.buf[:start], before
-			if p != leader {
-				f.rejected = append(f.rejected, p)
-			}
 			continue
 		}
-		f.accepted = append(f.accepted, p)
+		accepted = append(accepted, p)
 		if p.b.Prepared != nil {
 			p.b.Prepared(p.b)
 		}
 		switch l.durability(p.b) {
 		case Sync:
-			f.sync = true
+			sync = true
 		case Interval:
-			f.interval = true
+			interval = true
 		}
 	}
-	if len(f.accepted) == 0 {
-		if n := len(l.flights); n > 0 {
-			return nil, l.flights[n-1].done
-		}
-		return nil, nil
+	if len(accepted) == 0 {
+		return
 	}
 
 	base := l.size
 	l.preallocate(base + int64(len(l.buf)))
 	if err := writeFull(l.file, l.buf, base); err != nil {
-		err = fmt.Errorf("segment: write %d bytes to %s at %d: %w", len(l.buf), segmentName(l.segNum), base, err)
-		// undo may replace the file that the flights' fsync uses.
-		if derr := l.drain(); derr != nil {
-			// A flight's fsync failed: the Log is failed, and its
-			// abort cut the segment before this write.
-			err = derr
-		} else {
-			err = l.undo(base, err)
-		}
-		abort(f.accepted, err)
-		return nil, nil
+		err = l.undo(base, fmt.Errorf("segment: write %d bytes to %s at %d: %w", len(l.buf), segmentName(l.segNum), base, err))
+		abort(accepted, err)
+		return
 	}
 	l.size += int64(len(l.buf))
 	l.stats.writes.Add(1)
 	head.Loc.Segment = l.segNum
 	head.Loc.Offset += base
-	for _, p := range f.accepted {
+	for _, p := range accepted {
 		for i := range p.b.Locations {
 			p.b.Locations[i].Segment = l.segNum
 			p.b.Locations[i].Offset += base
 		}
-		f.batches = append(f.batches, p.b)
+	}
+	// The hook, with the batches complete: during the fsync if there is
+	// one, else now.
+	var hook func()
+	if written != nil {
+		hook = func() { l.callHook(written, accepted) }
+	}
+	if sync {
+		// After a failed fsync the kernel may have dropped the dirty
+		// pages and cleared the error, so a later fsync could succeed
+		// without the data: fsync fails the Log for good.
+		if err := l.fsyncWith(hook); err != nil {
+			l.undo(base, err)
+			abort(accepted, err)
+			return
+		}
+	} else {
+		if hook != nil {
+			hook()
+		}
+		l.dirty = true
+		if interval && l.stopSync == nil {
+			// An Interval batch in a Log whose default is another mode:
+			// its sync is due within SyncInterval all the same.
+			l.startSyncLoop()
+		}
 	}
 	l.head = head
-	f.head, f.base, f.end, f.seg = head, base, l.size, l.segNum
-	f.hooked, f.done = make(chan struct{}), make(chan struct{})
-	if n := len(l.flights); n > 0 {
-		f.prevHooked = l.flights[n-1].hooked
+	if sync {
+		l.markDurable(head)
 	}
-	l.flights = append(l.flights, f)
-	return f, nil
+	l.stats.batches.Add(int64(len(accepted)))
+	l.stats.bytes.Add(int64(len(l.buf)))
+	for _, p := range accepted {
+		l.stats.records.Add(int64(len(p.b.IDs)))
+	}
+	l.publish()
+	if onCommit != nil {
+		l.callHook(onCommit, accepted)
+	}
 }
 
 // preallocChunk is how far ahead of its end the active segment's blocks
@@ -835,160 +766,15 @@ func (l *Log) preallocate(end int64) {
 	}
 }
 
-// drain waits until every flight has settled. Called by the leader with
-// ioMu held (released while it waits): no flight is added meanwhile. It
-// returns the Log's failure, if a flight's fsync failed.
-func (l *Log) drain() error {
-	for len(l.flights) > 0 {
-		last := l.flights[len(l.flights)-1]
-		l.ioMu.Unlock()
-		<-last.done
-		l.ioMu.Lock()
+// callHook calls a hook of the Log (written, onCommit) with the batches
+// of the accepted pending appends. Called by the leader, with ioMu held.
+func (l *Log) callHook(hook func([]*Batch), accepted []*pending) {
+	l.group = l.group[:0]
+	for _, p := range accepted {
+		l.group = append(l.group, p.b)
 	}
-	return l.failure()
-}
-
-// settle returns once f has settled (holding: the caller holds syncTok
-// already). Whoever holds syncTok settles the
-// flights written so far, in order: one fsync for all of them if any asks
-// for Sync, then each is committed (or all are aborted, if the fsync
-// failed). While the holder's fsync runs, later groups are written; one
-// of their leaders takes syncTok next and covers them all with the next
-// fsync.
-func (l *Log) settle(f *flight, holding bool) {
-	for {
-		if !holding {
-			select {
-			case <-f.done:
-				return
-			case l.syncTok <- struct{}{}:
-			}
-		}
-		holding = false
-		// The holder goes on with the groups written meanwhile (a few
-		// rounds, then its own Append returns): the next fsync begins
-		// without waiting for another goroutine to be scheduled.
-		for range maxSettleRounds {
-			if !l.settleWritten() {
-				break
-			}
-		}
-		<-l.syncTok
-	}
-}
-
-// maxSettleRounds bounds how many times in a row the holder of syncTok
-// settles the flights written so far.
-const maxSettleRounds = 4
-
-// settleWritten settles the flights written so far, and reports whether
-// there were any. Called with syncTok.
-func (l *Log) settleWritten() bool {
-	l.ioMu.Lock()
-	fl := slices.Clone(l.flights)
-	file := l.file
-	l.ioMu.Unlock()
-	if len(fl) == 0 {
-		return false
-	}
-	sync := false
-	for _, f := range fl {
-		sync = sync || f.sync
-	}
-	err := l.failure()
-	if err == nil && sync {
-		// fdatasync: what a reader of the segment needs, its data and
-		// its size, is made durable; the segment's creation was fully
-		// synced (createSegment).
-		l.stats.syncs.Add(1)
-		if serr := file.SyncData(); serr != nil {
-			// After a failed fsync the kernel may have dropped the dirty
-			// pages and cleared the error, so a later fsync could succeed
-			// without the data: fsync fails the Log for good.
-			err = fmt.Errorf("%w: fsync %s: %w", ErrFailed, segmentName(fl[0].seg), serr)
-			l.setFailed(err)
-		}
-	}
-	for _, f := range fl {
-		<-f.hooked
-	}
-	if err != nil {
-		l.abortFlights(err)
-		return true
-	}
-	l.ioMu.Lock()
-	last := fl[len(fl)-1]
-	if sync {
-		l.synced = max(l.synced, last.end)
-		l.markDurable(last.head)
-	}
-	l.dirty = l.synced < l.size
-	for _, f := range fl {
-		if f.interval && l.stopSync == nil {
-			// An Interval batch in a Log whose default is another mode:
-			// its sync is due within SyncInterval all the same.
-			l.startSyncLoop()
-		}
-		l.stats.batches.Add(int64(len(f.accepted)))
-		l.stats.bytes.Add(f.end - f.base)
-		for _, p := range f.accepted {
-			l.stats.records.Add(int64(len(p.b.IDs)))
-		}
-		l.committed.Store(&position{head: f.head, segNum: f.seg, end: f.end})
-		if f.onCommit != nil {
-			f.onCommit(f.batches)
-		}
-	}
-	l.flights = l.flights[len(fl):]
-	l.ioMu.Unlock()
-	l.finish(fl, nil)
-	return true
-}
-
-// abortFlights fails every flight in the air with err, the Log being
-// failed: the first one's fsync failed, and the later ones' bytes follow
-// its own, which may be lost. Their batches are Aborted, last first, and
-// the segment is cut where the first began. Called with syncTok; every
-// flight's written hook has returned (no flight is added once the Log is
-// failed).
-func (l *Log) abortFlights(err error) {
-	l.ioMu.Lock()
-	fl := l.flights
-	l.flights = nil
-	for _, f := range fl {
-		<-f.hooked
-	}
-	for i := len(fl) - 1; i >= 0; i-- {
-		abort(fl[i].accepted, err)
-	}
-	if len(fl) > 0 && fl[0].seg == l.segNum && l.size > fl[0].base {
-		l.undo(fl[0].base, err)
-		l.head = fl[0].prevHead
-	}
-	l.ioMu.Unlock()
-	l.finish(fl, err)
-}
-
-// finish wakes the appenders of settled flights (err is set for an
-// aborted one's batches already) and tells Close.
-func (l *Log) finish(fl []*flight, err error) {
-	for _, f := range fl {
-		for _, p := range f.accepted {
-			if p != f.leader {
-				p.wake <- struct{}{}
-			}
-		}
-		for _, p := range f.rejected {
-			p.wake <- struct{}{}
-		}
-		close(f.done)
-	}
-	l.mu.Lock()
-	l.flying -= len(fl)
-	if !l.leading && l.flying == 0 {
-		l.idle.Broadcast()
-	}
-	l.mu.Unlock()
+	hook(l.group)
+	clear(l.group)
 }
 
 // abort fails the accepted batches of a group with err, telling each
@@ -1094,12 +880,26 @@ func (l *Log) rotate() error {
 }
 
 // fsync syncs the active segment. Its failure fails the Log (ErrFailed).
-// Called with ioMu, and with syncTok or no flight in the air: fsyncs of
-// the active segment run one at a time, so none succeeds after another's
-// failure.
-func (l *Log) fsync() error {
+// Called with ioMu.
+func (l *Log) fsync() error { return l.fsyncWith(nil) }
+
+// fsyncWith is fsync, running also (if not nil) during the fsync, on
+// another goroutine; it returns once both are done. Called with ioMu.
+func (l *Log) fsyncWith(also func()) error {
 	l.stats.syncs.Add(1)
-	if err := l.file.Sync(); err != nil {
+	var err error
+	if also == nil {
+		err = l.file.Sync()
+	} else {
+		// The fsync on this goroutine, the other work on another: the
+		// fsync is usually the longer, and when it returns this goroutine
+		// goes on at once, without waiting to be woken by the other.
+		done := make(chan struct{})
+		go func() { also(); close(done) }()
+		err = l.file.Sync()
+		<-done
+	}
+	if err != nil {
 		err = fmt.Errorf("%w: fsync %s: %w", ErrFailed, segmentName(l.segNum), err)
 		l.setFailed(err)
 		return err
@@ -1107,9 +907,9 @@ func (l *Log) fsync() error {
 	l.synced = l.size
 	l.dirty = false
 	// Everything written to the active segment is durable, and the
-	// segments before it were sealed. Only what is committed is marked:
-	// a flight in the air may yet be aborted, and its bytes cut.
-	l.markDurable(l.committed.Load().head)
+	// segments before it were sealed: l.head is. (In commit, l.head is
+	// still the previous group's here; commit marks its own head after.)
+	l.markDurable(l.head)
 	return nil
 }
 
@@ -1121,8 +921,6 @@ func (l *Log) Sync() error {
 	if err := l.failure(); err != nil {
 		return err
 	}
-	l.syncTok <- struct{}{}
-	defer func() { <-l.syncTok }()
 	l.ioMu.Lock()
 	defer l.ioMu.Unlock()
 	return l.syncLocked()
@@ -1152,13 +950,11 @@ func (l *Log) syncLoop() {
 			if l.failure() != nil {
 				continue
 			}
-			l.syncTok <- struct{}{}
 			l.ioMu.Lock()
 			if l.dirty {
 				l.syncLocked()
 			}
 			l.ioMu.Unlock()
-			<-l.syncTok
 		}
 	}
 }
@@ -1174,7 +970,7 @@ func (l *Log) Close() error {
 		return ErrClosed
 	}
 	l.closed = true
-	for l.leading || l.flying > 0 {
+	for l.leading {
 		l.idle.Wait()
 	}
 	l.mu.Unlock()
