@@ -677,6 +677,9 @@ func absorbedBy(op faultfs.Op, stack string, reported error, readClose bool) str
 		// The previous segment, fsynced when it was sealed; the
 		// handle of a file that a synced copy replaced.
 		return "close of a synced handle being replaced"
+	case op.Kind == faultfs.Preallocate && in("segment.(*Log).preallocate"):
+		// An optimization: the write that follows allocates the blocks.
+		return "the preallocation of a segment's blocks"
 	case in("segment.(*Log).syncLoop"):
 		// No caller to tell: the next append to the ledger reports
 		// it (checked, see faultWork.fsyncFailed).

@@ -224,6 +224,9 @@ type Log struct {
 	head   Head  // the last record written
 	buf    []byte
 	dirty  bool // written but not synced (Interval mode)
+	// prealloc is how far the active segment's blocks are allocated
+	// (preallocate), beyond its size.
+	prealloc int64
 
 	// committed is what readers may see: the head and the end of the
 	// active segment after the last complete commit.
@@ -423,7 +426,7 @@ func (l *Log) createSegment(n uint64, prev Head) error {
 	if l.file != nil {
 		l.file.Close()
 	}
-	l.file, l.segNum, l.size, l.synced = f, n, headerSize, headerSize
+	l.file, l.segNum, l.size, l.synced, l.prealloc = f, n, headerSize, headerSize, 0
 	l.fsyncMu.Unlock()
 	return nil
 }
@@ -696,6 +699,7 @@ func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
 	}
 
 	base := l.size
+	l.preallocate(base + int64(len(l.buf)))
 	if err := writeFull(l.file, l.buf, base); err != nil {
 		err = l.undo(base, fmt.Errorf("segment: write %d bytes to %s at %d: %w", len(l.buf), segmentName(l.segNum), base, err))
 		abort(accepted, err)
@@ -749,6 +753,27 @@ func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
 	l.publish()
 	if onCommit != nil {
 		l.callHook(onCommit, accepted)
+	}
+}
+
+// preallocChunk is how far ahead of its end the active segment's blocks
+// are allocated.
+const preallocChunk = 1 << 20
+
+// preallocate allocates the blocks of the active segment up to end and a
+// chunk beyond, if not done yet, keeping its size (fallocate with
+// FALLOC_FL_KEEP_SIZE, as Pebble does for its WAL): the size that readers
+// and recovery follow is unchanged, and the fsync of an append has no
+// blocks to allocate. It is an optimization: an error is ignored (the
+// write that follows allocates the blocks itself). Called with ioMu.
+func (l *Log) preallocate(end int64) {
+	if end <= l.prealloc {
+		return
+	}
+	from := max(l.prealloc, l.size)
+	to := min(end+preallocChunk, max(l.opts.SegmentSize, end))
+	if to > from && l.file.Preallocate(from, to-from) == nil {
+		l.prealloc = to
 	}
 }
 
@@ -856,6 +881,7 @@ func (l *Log) undo(size int64, cause error) error {
 	}
 	l.size = size
 	l.synced = min(l.synced, size)
+	l.prealloc = 0 // the cut freed the blocks past it
 	return cause
 }
 
