@@ -205,8 +205,9 @@ func (db *DB) entries(out []segment.Entry, events []EventInput) error {
 func (db *DB) entriesFrom(out []segment.Entry, events []EventInput, first int) error {
 	var c canon.Canonicalizer
 	// Sized for the input, which the canonical form of compact JSON
-	// equals (and that of spaced JSON is shorter than): no growth and
-	// copy of the whole buffer per few events.
+	// usually equals (that of spaced JSON is shorter; a number such as
+	// 1e2, written out, is longer, and the buffer then grows): no growth
+	// and copy of the whole buffer per few events.
 	n := 0
 	for i := range events {
 		n += max(len(events[i].Meta), len(emptyObject)) + len(events[i].Data)
