@@ -13,7 +13,8 @@
 // the subscriber resumes from the last event it saw. Each -every it prints
 // one line: time, events, Go heap in use, the Go runtime's memory from the
 // OS, the index's memory (Pebble's block cache and memtables, in C memory
-// when built with cgo), RSS, append latency p50/p99/p99.9, Get latency
+// when built with cgo), RSS and its anonymous part (RSS less the
+// file pages mapped, which Gets read from the segments' maps), append latency p50/p99/p99.9, Get latency
 // p99, and the subscriber's lag. It keeps a uniform sample of
 // 100,000 acknowledged IDs (so that its own memory stays flat); at the end
 // it reads each of them once more, checks the ledger's count, runs Verify,
@@ -86,7 +87,7 @@ func pct(d []time.Duration, p float64) time.Duration {
 type sample struct {
 	at                 time.Duration
 	events             int64
-	heap, rss          int64
+	heap, rss, anon    int64 // anon: RSS less file-backed pages (bench.RSSAnon)
 	goMem, index       int64 // the Go runtime's memory from the OS; the index's (Pebble's) memory
 	p50, p99, p999     time.Duration
 	getP99             time.Duration
@@ -112,7 +113,7 @@ func run(duration time.Duration, rate int, reopenEvery, every time.Duration, dir
 		defer f.Close()
 		w = csv.NewWriter(f)
 		defer w.Flush()
-		w.Write([]string{"seconds", "events", "heap_bytes", "go_bytes", "index_bytes", "rss_bytes", "append_p50_us", "append_p99_us", "append_p999_us", "get_p99_us", "subscriber_lag", "reopens"})
+		w.Write([]string{"seconds", "events", "heap_bytes", "go_bytes", "index_bytes", "rss_bytes", "append_p50_us", "append_p99_us", "append_p999_us", "get_p99_us", "subscriber_lag", "reopens", "rss_anon_bytes"})
 	}
 	ctx := context.Background()
 	db, err := engine.Open(dir, opts)
@@ -294,7 +295,7 @@ func run(duration time.Duration, rate int, reopenEvery, every time.Duration, dir
 	defer report.Stop()
 	nextReopen := start.Add(reopenEvery)
 	var samples []sample
-	fmt.Printf("%8s %10s %10s %10s %10s %10s %10s %10s %10s %10s %8s\n", "time", "events", "heap", "go", "index", "rss", "p50", "p99", "p99.9", "get p99", "lag")
+	fmt.Printf("%8s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %8s\n", "time", "events", "heap", "go", "index", "rss", "anon", "p50", "p99", "p99.9", "get p99", "lag")
 	var runErr error
 loop:
 	for time.Since(start) < duration {
@@ -309,18 +310,18 @@ loop:
 			dbMu.RLock()
 			im := db.IndexMemory()
 			dbMu.RUnlock()
-			s := sample{at: now.Sub(start), events: events.Load(), heap: int64(ms.HeapInuse), rss: bench.RSS(),
+			s := sample{at: now.Sub(start), events: events.Load(), heap: int64(ms.HeapInuse), rss: bench.RSS(), anon: bench.RSSAnon(),
 				goMem: int64(ms.Sys - ms.HeapReleased), index: im.BlockCache + im.MemTables,
 				p50: pct(lat, .5), p99: pct(lat, .99), p999: pct(lat, .999), getP99: pct(gets, .99),
 				lag: events.Load() - seen.Load() + 1, appends: appends.Load(), reopenCnt: reopens.Load()}
 			samples = append(samples, s)
-			fmt.Printf("%8s %10d %9.1fM %9.1fM %9.1fM %9.1fM %10s %10s %10s %10s %8d\n", s.at.Round(time.Second), s.events, float64(s.heap)/1e6,
-				float64(s.goMem)/1e6, float64(s.index)/1e6, float64(s.rss)/1e6,
+			fmt.Printf("%8s %10d %9.1fM %9.1fM %9.1fM %9.1fM %9.1fM %10s %10s %10s %10s %8d\n", s.at.Round(time.Second), s.events, float64(s.heap)/1e6,
+				float64(s.goMem)/1e6, float64(s.index)/1e6, float64(s.rss)/1e6, float64(s.anon)/1e6,
 				s.p50.Round(time.Microsecond), s.p99.Round(time.Microsecond), s.p999.Round(time.Microsecond), s.getP99.Round(time.Microsecond), s.lag)
 			if w != nil {
 				w.Write([]string{fmt.Sprint(int(s.at.Seconds())), fmt.Sprint(s.events), fmt.Sprint(s.heap), fmt.Sprint(s.goMem), fmt.Sprint(s.index), fmt.Sprint(s.rss),
 					fmt.Sprint(s.p50.Microseconds()), fmt.Sprint(s.p99.Microseconds()), fmt.Sprint(s.p999.Microseconds()), fmt.Sprint(s.getP99.Microseconds()),
-					fmt.Sprint(s.lag), fmt.Sprint(s.reopenCnt)})
+					fmt.Sprint(s.lag), fmt.Sprint(s.reopenCnt), fmt.Sprint(s.anon)})
 				w.Flush()
 			}
 			if now.After(nextReopen) {
@@ -388,6 +389,7 @@ loop:
 			f    func(sample) float64
 		}{
 			{"rss", func(s sample) float64 { return float64(s.rss) }},
+			{"rss anon", func(s sample) float64 { return float64(s.anon) }},
 			{"heap", func(s sample) float64 { return float64(s.heap) }},
 			{"go", func(s sample) float64 { return float64(s.goMem) }},
 			{"index", func(s sample) float64 { return float64(s.index) }},
