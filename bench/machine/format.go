@@ -36,6 +36,8 @@ func (l Limits) rows() [][2]string {
 		{"Sequential read", rate(l.SeqReadMBps) + " MB/s (page cache, 1 MiB reads)"},
 		{"Append + fsync", fmt.Sprintf("p50 %s, p99 %s, %s/s (4 KiB appends, %d samples)",
 			duration(l.FsyncP50), duration(l.FsyncP99), rate(l.FsyncPerSec), l.FsyncSamples)},
+		{"Overwrite + fsync", fmt.Sprintf("p50 %s, p99 %s, %s/s (4 KiB over blocks written and synced before, %d samples)",
+			duration(l.OverwriteP50), duration(l.OverwriteP99), rate(l.OverwritePerSec), l.OverwriteSamples)},
 		{"CRC-32C", rate(l.CRC32CGBps) + " GB/s (one core, 1 MiB buffer)"},
 	}
 }
@@ -44,7 +46,7 @@ func (l Limits) rows() [][2]string {
 func (l Limits) String() string {
 	var b strings.Builder
 	for _, r := range l.rows() {
-		fmt.Fprintf(&b, "%-17s %s\n", r[0]+":", r[1])
+		fmt.Fprintf(&b, "%-19s %s\n", r[0]+":", r[1])
 	}
 	return b.String()
 }

@@ -42,6 +42,16 @@ type Limits struct {
 	// if they took more than fsyncBudget.
 	FsyncSamples int
 
+	// OverwriteP50, OverwriteP99, OverwritePerSec and OverwriteSamples
+	// are the same for 4 KiB writes over blocks of the file already
+	// written and fsynced, each followed by an fsync: the file's size and
+	// blocks do not change, so the fsync commits data only (Pebble's
+	// recycled WAL files are written so; annal's segments grow, as the
+	// appends above do).
+	OverwriteP50, OverwriteP99 time.Duration
+	OverwritePerSec            float64
+	OverwriteSamples           int
+
 	// CRC32CGBps is the rate of CRC-32C (Castagnoli) of a 1 MiB buffer
 	// on one core, by github.com/klauspost/crc32 as annal uses it, in
 	// GB/s (GB = 10^9 bytes).
@@ -103,6 +113,9 @@ func Measure(dir string, sizeMiB int) (Limits, error) {
 	}
 	if err = fsyncs(dir, buf[:appendSize], &l); err != nil {
 		return l, fmt.Errorf("machine: fsync: %w", err)
+	}
+	if err = overwrites(dir, buf[:appendSize], &l); err != nil {
+		return l, fmt.Errorf("machine: fsync after overwrite: %w", err)
 	}
 	l.CRC32CGBps = crc32c(buf)
 	return l, nil
@@ -172,23 +185,65 @@ func fsyncs(dir string, block []byte, l *Limits) error {
 	if err := appendSync(); err != nil {
 		return err
 	}
+	lat, perSec, err := timeSyncs(appendSync)
+	if err != nil {
+		return err
+	}
+	l.FsyncSamples, l.FsyncPerSec = len(lat), perSec
+	l.FsyncP50, l.FsyncP99 = percentile(lat, 0.50), percentile(lat, 0.99)
+	return f.Close()
+}
+
+// overwrites times writes of block over the blocks of a file already
+// written and fsynced (fsyncSamples+1 of them), each followed by an fsync,
+// and sets the overwrite figures of l.
+func overwrites(dir string, block []byte, l *Limits) error {
+	f, err := os.CreateTemp(dir, "machine-overwrite-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	for range fsyncSamples + 1 {
+		if _, err := f.Write(block); err != nil {
+			return err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	var off int64
+	lat, perSec, err := timeSyncs(func() error {
+		if _, err := f.WriteAt(block, off); err != nil {
+			return err
+		}
+		off += int64(len(block))
+		return f.Sync()
+	})
+	if err != nil {
+		return err
+	}
+	l.OverwriteSamples, l.OverwritePerSec = len(lat), perSec
+	l.OverwriteP50, l.OverwriteP99 = percentile(lat, 0.50), percentile(lat, 0.99)
+	return f.Close()
+}
+
+// timeSyncs runs op fsyncSamples times, or fewer if they take more than
+// fsyncBudget, and returns the latencies, sorted, and the rate (1/mean).
+func timeSyncs(op func() error) ([]time.Duration, float64, error) {
 	lat := make([]time.Duration, 0, fsyncSamples)
 	var sum time.Duration
 	for len(lat) < fsyncSamples && sum < fsyncBudget {
 		start := time.Now()
-		if err := appendSync(); err != nil {
-			return err
+		if err := op(); err != nil {
+			return nil, 0, err
 		}
 		d := time.Since(start)
 		lat = append(lat, d)
 		sum += d
 	}
 	slices.Sort(lat)
-	l.FsyncSamples = len(lat)
-	l.FsyncP50 = percentile(lat, 0.50)
-	l.FsyncP99 = percentile(lat, 0.99)
-	l.FsyncPerSec = float64(len(lat)) / max(sum.Seconds(), 1e-9)
-	return f.Close()
+	return lat, float64(len(lat)) / max(sum.Seconds(), 1e-9), nil
 }
 
 // percentile returns the p-th quantile of sorted by nearest rank.

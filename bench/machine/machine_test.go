@@ -29,6 +29,9 @@ func TestMeasure(t *testing.T) {
 	if l.FsyncP50 <= 0 || l.FsyncP99 < l.FsyncP50 || l.FsyncSamples <= 0 {
 		t.Errorf("fsync: p50 %v, p99 %v, %d samples", l.FsyncP50, l.FsyncP99, l.FsyncSamples)
 	}
+	if l.OverwriteP50 <= 0 || l.OverwriteP99 < l.OverwriteP50 || l.OverwriteSamples <= 0 || !(l.OverwritePerSec > 0) {
+		t.Errorf("overwrite: p50 %v, p99 %v, %d samples, %v/s", l.OverwriteP50, l.OverwriteP99, l.OverwriteSamples, l.OverwritePerSec)
+	}
 	if l.Cores <= 0 || l.OS == "" || l.GoVersion == "" || l.SizeMiB != 4 {
 		t.Errorf("limits: %+v", l)
 	}
