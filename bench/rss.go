@@ -10,16 +10,8 @@ import (
 // /proc/self/statm (0 where there is none): the soak and growth commands
 // report it over time.
 func RSS() int64 {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0
-	}
-	pages, _ := strconv.ParseInt(f[1], 10, 64)
-	return pages * int64(os.Getpagesize())
+	resident, _ := statm()
+	return resident
 }
 
 // RSSAnon returns the part of RSS that no file backs (the Go heap and
@@ -29,15 +21,23 @@ func RSS() int64 {
 // cache's, which the kernel takes back under pressure; RSSAnon leaves
 // them out, so that memory the process holds can be told from them.
 func RSSAnon() int64 {
+	resident, shared := statm()
+	return resident - shared
+}
+
+// statm returns the resident and the shared (file-backed) bytes of the
+// process from /proc/self/statm, or zeros where there is none.
+func statm() (resident, shared int64) {
 	b, err := os.ReadFile("/proc/self/statm")
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	f := strings.Fields(string(b))
 	if len(f) < 3 {
-		return 0
+		return 0, 0
 	}
-	resident, _ := strconv.ParseInt(f[1], 10, 64)
-	shared, _ := strconv.ParseInt(f[2], 10, 64)
-	return (resident - shared) * int64(os.Getpagesize())
+	page := int64(os.Getpagesize())
+	r, _ := strconv.ParseInt(f[1], 10, 64)
+	sh, _ := strconv.ParseInt(f[2], 10, 64)
+	return r * page, sh * page
 }

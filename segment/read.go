@@ -335,7 +335,7 @@ func (b *blockReader) bytes(off, n, limit int64) ([]byte, error) {
 	if off >= b.start && off+n <= b.start+int64(len(b.buf)) {
 		return b.buf[off-b.start : off-b.start+n], nil
 	}
-	want := max(n, 256<<10)
+	want := max(n, scanChunk)
 	want = min(want, limit-off)
 	if int64(cap(b.buf)) < want {
 		b.buf = make([]byte, want)

@@ -70,75 +70,44 @@ func (c *chain) check(r *Record, off int64) *badRecord {
 
 // scanner reads and verifies the records of one segment in order.
 //
-// It reads the file in large chunks into win and verifies each frame
-// where it lies in win: a record is never copied out of the chunk (a
+// It reads the file in large blocks (blockReader) and verifies each frame
+// where it lies in its block: a record is never copied out of it (a
 // verification of the whole ledger reads every byte once, and a second
 // copy of each was a tenth of the scanner's time).
 type scanner struct {
 	name  string // file name, for errors
-	f     io.ReaderAt
+	r     blockReader
 	off   int64 // offset of the next record
 	end   int64 // bytes of the segment that may be read
 	chain chain
 	// synced is the largest synced offset vouched for by a verified
 	// record: every byte before it was on stable storage.
 	synced int64
-	// win holds the bytes of the file from offset off on that were read
-	// and not yet verified (len(win) of them); its capacity is the size
-	// of a read. chunk is the whole buffer win lies in.
-	win   []byte
-	chunk []byte
-	buf   []byte // the frame next() just returned, in chunk
-	rec   Record
+	buf    []byte // the frame next() just returned, in r's block
+	rec    Record
 }
 
-// scanChunk is the size of the scanner's reads (a segment's remaining
-// bytes if fewer; more for a frame that does not fit).
+// scanChunk is the size of the reads of a scanner and of an Iterator
+// (blockReader): a segment's remaining bytes if fewer, a frame if larger.
 const scanChunk = 256 << 10
 
 func newScanner(f io.ReaderAt, name string, start, end int64, c chain) *scanner {
 	return &scanner{
 		name:  name,
-		f:     f,
+		r:     blockReader{f: f},
 		off:   start,
 		end:   end,
 		chain: c,
-		chunk: make([]byte, int(min(scanChunk, max(end-start, 16)))),
 	}
 }
 
-// fill makes win hold at least n bytes (n <= s.end-s.off): the bytes
-// left are moved to the start of the chunk (grown if n does not fit) and
-// the rest of it is read from the file.
-func (s *scanner) fill(n int) error {
-	if len(s.win) >= n {
-		return nil
+// read returns the n bytes of the segment at s.off.
+func (s *scanner) read(n int64) ([]byte, error) {
+	b, err := s.r.bytes(s.off, n, s.end)
+	if err != nil {
+		return nil, fmt.Errorf("segment: read %s at %d: %w", s.name, s.off, err)
 	}
-	if n > len(s.chunk) {
-		c := make([]byte, max(n, 2*len(s.chunk)))
-		s.chunk = c
-	}
-	k := copy(s.chunk, s.win)
-	want := int(min(int64(len(s.chunk)), s.end-s.off))
-	for k < n {
-		m, err := s.f.ReadAt(s.chunk[k:want], s.off+int64(k))
-		k += m
-		if k >= n {
-			break
-		}
-		if err == nil && m == 0 {
-			err = io.ErrNoProgress
-		}
-		if err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			s.win = s.chunk[:k]
-			return fmt.Errorf("segment: read %s at %d: %w", s.name, s.off+int64(k), err)
-		}
-	}
-	s.win = s.chunk[:k]
-	return nil
+	return b, nil
 }
 
 // next reads and verifies the next record. It returns false at the end of
@@ -152,10 +121,11 @@ func (s *scanner) next() (ok bool, bad *badRecord, err error) {
 	if s.end-s.off < frameSize {
 		return false, &badRecord{offset: s.off, problem: fmt.Sprintf("frame header cut short: %d bytes left", s.end-s.off), cut: true}, nil
 	}
-	if err := s.fill(frameSize); err != nil {
+	hdr, err := s.read(frameSize)
+	if err != nil {
 		return false, nil, err
 	}
-	fi := readFrameInfo(s.win[:frameSize])
+	fi := readFrameInfo(hdr)
 	size := int64(frameSize) + int64(fi.length)
 	if fi.length < payloadFixed {
 		return false, &badRecord{offset: s.off, problem: "frame length too small", expected: fmt.Sprintf(">= %d", payloadFixed), found: fmt.Sprint(fi.length)}, nil
@@ -163,10 +133,10 @@ func (s *scanner) next() (ok bool, bad *badRecord, err error) {
 	if s.off+size > s.end {
 		return false, &badRecord{offset: s.off, problem: fmt.Sprintf("frame of %d bytes runs past the end of the file at %d", size, s.end), cut: true}, nil
 	}
-	if err := s.fill(int(size)); err != nil {
+	if s.buf, err = s.read(size); err != nil {
 		return false, nil, err
 	}
-	s.buf = s.win[:size:size]
+	s.buf = s.buf[:size:size]
 	if got := frameCRC(s.buf); got != fi.crc {
 		return false, &badRecord{offset: s.off, problem: "frame CRC mismatch", expected: fmt.Sprintf("%08x", got), found: fmt.Sprintf("%08x", fi.crc)}, nil
 	}
@@ -182,7 +152,6 @@ func (s *scanner) next() (ok bool, bad *badRecord, err error) {
 	}
 	s.synced = max(s.synced, int64(fi.synced))
 	s.off += size
-	s.win = s.win[size:]
 	return true, nil, nil
 }
 
