@@ -375,13 +375,20 @@ func (l *ledger) info() LedgerInfo {
 		First: l.meta.Genesis.Time(), Last: h.ID.Time(),
 	}
 	fs := l.db.fs
+	active, end := l.log.Active()
 	if names, err := fs.List(l.log.Dir()); err == nil {
 		for _, name := range names {
 			if !strings.HasSuffix(name, ".seg") {
 				continue // the NAME file
 			}
 			if fi, err := fs.Stat(fs.PathJoin(l.log.Dir(), name)); err == nil && !fi.IsDir() {
-				info.Bytes += fi.Size()
+				size := fi.Size()
+				if name == active {
+					// The zeros a writer keeps ahead of the records
+					// are not the ledger's bytes.
+					size = min(size, end)
+				}
+				info.Bytes += size
 			}
 		}
 	}

@@ -223,10 +223,16 @@ type Log struct {
 	synced int64 // bytes of the active segment known to be durable
 	head   Head  // the last record written
 	buf    []byte
+	zeros  []byte // zeroChunk zeros for zeroFill, once needed
 	dirty  bool // written but not synced (Interval mode)
 	// prealloc is how far the active segment's blocks are allocated
 	// (preallocate), beyond its size.
 	prealloc int64
+	// zeroed is how far the active segment is written with zeros ahead
+	// of its records (zeroFill); 0 or at most size if not beyond them.
+	// The file's size is then zeroed, not size: the zeros are unwritten
+	// space, which recovery and readers take for the end of the records.
+	zeroed int64
 
 	// committed is what readers may see: the head and the end of the
 	// active segment after the last complete commit.
@@ -426,7 +432,7 @@ func (l *Log) createSegment(n uint64, prev Head) error {
 	if l.file != nil {
 		l.file.Close()
 	}
-	l.file, l.segNum, l.size, l.synced, l.prealloc = f, n, headerSize, headerSize, 0
+	l.file, l.segNum, l.size, l.synced, l.prealloc, l.zeroed = f, n, headerSize, headerSize, 0, 0
 	l.fsyncMu.Unlock()
 	return nil
 }
@@ -699,13 +705,20 @@ func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
 	}
 
 	base := l.size
-	l.preallocate(base + int64(len(l.buf)))
+	if !sync {
+		l.preallocate(base + int64(len(l.buf)))
+	}
 	if err := writeFull(l.file, l.buf, base); err != nil {
 		err = l.undo(base, fmt.Errorf("segment: write %d bytes to %s at %d: %w", len(l.buf), segmentName(l.segNum), base, err))
 		abort(accepted, err)
 		return
 	}
 	l.size += int64(len(l.buf))
+	if sync {
+		// Before the group's fsync, which makes the zeros durable with
+		// the records: the next groups land in written blocks.
+		l.zeroFill()
+	}
 	l.stats.writes.Add(1)
 	head.Loc.Segment = l.segNum
 	head.Loc.Offset += base
@@ -770,11 +783,89 @@ func (l *Log) preallocate(end int64) {
 	if end <= l.prealloc {
 		return
 	}
-	from := max(l.prealloc, l.size)
+	from := max(l.prealloc, l.size, l.zeroed)
 	to := min(end+preallocChunk, max(l.opts.SegmentSize, end))
 	if to > from && l.file.Preallocate(from, to-from) == nil {
 		l.prealloc = to
 	}
+}
+
+// zeroChunk is how far ahead of its records the active segment is
+// written with zeros (zeroFill), at most; zeroMin, at least.
+const (
+	zeroChunk = 1 << 20
+	zeroMin   = 64 << 10
+)
+
+// zeroFillHook, if set (tests), is called before each write of zeros
+// with its offset and length.
+var zeroFillHook func(off, n int64)
+
+// zeroFill keeps the active segment written with zeros ahead of its
+// records, for Sync appends: an fsync after a write that overwrites
+// blocks already written and synced inside the file's size commits the
+// data alone, one after a write that grows the file (or fills blocks
+// that fallocate left unwritten) commits their allocation and the new
+// size too, and takes about twice as long (docs/decisions.md, "segments
+// written before use"). When fewer than half a chunk of zeros is left
+// ahead of the records, it writes a chunk more at the zeroed end (never
+// over a record: it runs under ioMu, as the writes of records do), up to
+// the segment size limit; the group's fsync that follows makes them
+// durable. The chunk grows with the segment, from zeroMin to zeroChunk,
+// so that a small ledger's segment is not a MiB of zeros.
+//
+// It is an optimization: a failed write of zeros is ignored (the records
+// then grow the file as they did before), and zeroed is advanced all the
+// same, so that a full disk is not asked again at every append. Called
+// with ioMu.
+func (l *Log) zeroFill() {
+	ahead := min(max(l.size-headerSize, zeroMin), zeroChunk)
+	if l.zeroed-l.size >= ahead/2 {
+		return
+	}
+	from := max(l.zeroed, l.size)
+	to := min(l.size+ahead, l.opts.SegmentSize)
+	if to <= from {
+		return
+	}
+	n := to - from
+	if int64(cap(l.zeros)) < n {
+		l.zeros = make([]byte, zeroChunk)
+	}
+	if zeroFillHook != nil {
+		zeroFillHook(from, n)
+	}
+	writeFull(l.file, l.zeros[:n], from)
+	l.zeroed = to
+}
+
+// sealEnd cuts the zeros ahead of the records of the active segment, so
+// that a sealed (or closed) segment ends at its last record, as readers
+// of sealed segments and older versions of annal expect. Called with
+// ioMu; a failure fails the Log (the file may have been replaced:
+// truncate).
+func (l *Log) sealEnd() error {
+	if l.zeroed <= l.size {
+		return nil
+	}
+	l.fsyncMu.Lock()
+	err := truncate(l.fs, l.fs.PathJoin(l.dir, segmentName(l.segNum)), &l.file, l.size)
+	l.fsyncMu.Unlock()
+	if err != nil {
+		err = fmt.Errorf("%w: cutting the zeros after the records of %s: %w", ErrFailed, segmentName(l.segNum), err)
+		l.setFailed(err)
+		return err
+	}
+	l.zeroed, l.prealloc = 0, 0
+	// A read handle opened before the cut may be of the file it replaced
+	// (truncate on a file system without ftruncate): its size is not
+	// the segment's; the records' end is.
+	l.readMu.RLock()
+	if s := l.readers[l.segNum]; s != nil {
+		s.final.Store(l.size)
+	}
+	l.readMu.RUnlock()
+	return nil
 }
 
 // callHook calls a hook of the Log (written, onCommit) with the batches
@@ -881,12 +972,15 @@ func (l *Log) undo(size int64, cause error) error {
 	}
 	l.size = size
 	l.synced = min(l.synced, size)
-	l.prealloc = 0 // the cut freed the blocks past it
+	l.prealloc, l.zeroed = 0, 0 // the cut freed the blocks past it
 	return cause
 }
 
 // rotate seals the active segment and starts the next. Called with ioMu.
 func (l *Log) rotate() error {
+	if err := l.sealEnd(); err != nil {
+		return err
+	}
 	if err := l.fsync(); err != nil {
 		return err
 	}
@@ -1043,6 +1137,9 @@ func (l *Log) Close() error {
 	}
 	l.ioMu.Lock()
 	err := l.syncLocked() // the failure, if the Log failed
+	if err == nil && l.file != nil {
+		err = l.sealEnd()
+	}
 	if l.file != nil {
 		if cerr := l.file.Close(); err == nil {
 			err = cerr

@@ -166,6 +166,15 @@ func (l *Log) mapFile(n uint64, s *segFile) {
 // maxMapSize bounds one map: a segment is at most 1 GiB plus one batch.
 const maxMapSize = maxSegmentSize + maxBatchBytes
 
+// Active returns the file name (in Dir) of the active segment and the
+// end of its committed records, which readers may see. The file may be
+// longer: a writer keeps it written with zeros ahead of its records
+// (unwritten space, docs/format.md §6), so its size is not the records'.
+func (l *Log) Active() (name string, end int64) {
+	pos := l.committed.Load()
+	return segmentName(pos.segNum), pos.end
+}
+
 // committedSize returns how many bytes of segment n readers may see: all
 // of a sealed segment (sealed is then true: the size is final), the
 // committed part of the active one.

@@ -316,13 +316,19 @@ func (l *Log) scanActive(sealed bool) (done bool, err error) {
 				if sealed {
 					return false, bad.corruption(name)
 				}
-				if cerr := l.judgeTail(f.f, name, size, bad, sc); cerr != nil {
+				unwritten, cerr := l.judgeTail(f.f, name, size, bad, sc)
+				if cerr != nil {
 					return false, cerr
 				}
-				if open >= 0 {
+				switch {
+				case unwritten && open < 0:
+					// The zeros a writer keeps ahead of its records:
+					// the end of what is written, not a hidden tail.
+					l.ro.hidden = Hidden{}
+				case open >= 0:
 					// The batch it belongs to is hidden with it.
 					l.setHidden(open, size, "a batch not yet completely written: "+bad.problem)
-				} else {
+				default:
 					l.setHidden(bad.offset, size, bad.problem)
 				}
 			} else if open >= 0 {
@@ -360,19 +366,27 @@ func (l *Log) setHidden(off, size int64, why string) {
 	l.ro.hidden = Hidden{At: Location{Segment: l.segNum, Offset: off}, Bytes: size - off, Why: why}
 }
 
-// judgeTail, during OpenReadOnly, returns the corruption error that
-// recovery would give for the bad record that ends what the last segment
-// shows (a good record after it, a single changed bit, a record that a
-// later one vouches was synced: see classify), or nil if recovery would
-// take it for a torn write, which the Log hides. A segment whose size
-// changed since it was read (a writer at work) is not judged: its tail is
-// hidden, as after the open.
-func (l *Log) judgeTail(f vfs.File, name string, size int64, bad *badRecord, sc *scanner) *CorruptionError {
+// judgeTail judges the bad record that ends what the last segment shows.
+// It reports whether it is the start of unwritten space (zeros that a
+// writer keeps ahead of its records, Log.zeroFill): while following, a
+// frame header of zeros is taken for it; during OpenReadOnly, only zeros
+// from there to the end of the file are (zeroTail), as recovery takes
+// them. During OpenReadOnly it also returns the corruption error that
+// recovery would give for the bad record (a good record after it, a
+// single changed bit, a record that a later one vouches was synced: see
+// classify), or nil if recovery would take it for a torn write, which the
+// Log hides. A segment whose size changed since it was read (a writer at
+// work) is not judged: its tail is hidden, as after the open.
+func (l *Log) judgeTail(f vfs.File, name string, size int64, bad *badRecord, sc *scanner) (unwritten bool, _ *CorruptionError) {
 	if !l.ro.opening {
-		return nil
+		return bad.zero, nil
 	}
 	if st, err := f.Stat(); err != nil || st.Size() != size {
-		return nil
+		return bad.zero, nil
 	}
-	return classify(&segmentFile{number: l.segNum, name: name, file: f, size: size}, bad, sc.synced, sc.chain)
+	s := &segmentFile{number: l.segNum, name: name, file: f, size: size}
+	if zeros, err := zeroTail(s, bad, sc.synced); err == nil && zeros {
+		return true, nil
+	}
+	return false, classify(s, bad, sc.synced, sc.chain)
 }

@@ -21,6 +21,11 @@ type Recovery struct {
 	// last segment, and TornAt where it began; 0 and zero if none.
 	TruncatedBytes int64
 	TornAt         Location
+	// Unwritten is the size of the zeros that followed the records of
+	// the last segment, cut by Open: space that a writer wrote with zeros
+	// ahead of its records (and had not cut yet, as it does when it seals
+	// a segment or closes), not a torn write. 0 if none.
+	Unwritten int64
 	// RemovedSegment is the number of a last segment whose header was
 	// never completely written (a crash while it was being created) and
 	// that Open removed; 0 if none.
@@ -229,6 +234,19 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 				if i != last {
 					return nil, rec, bad.corruption(s.name)
 				}
+				zeros, err := zeroTail(s, bad, sc.synced)
+				if err != nil {
+					return nil, rec, err
+				}
+				if zeros {
+					// Space written with zeros ahead of the records:
+					// their end, not a torn write (docs/recovery.md).
+					if cerr := w.forbidsCut(s, bad.offset); cerr != nil {
+						return nil, rec, cerr
+					}
+					rec.Unwritten = s.size - bad.offset
+					break
+				}
 				if cerr := classify(s, bad, sc.synced, sc.chain); cerr != nil {
 					return nil, rec, cerr
 				}
@@ -261,7 +279,7 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 			rec.Records -= open.records
 			rec.VerifiedBytes -= open.bytes
 			rec.TornAt = Location{Segment: s.number, Offset: open.offset}
-			rec.TruncatedBytes = s.size - open.offset
+			rec.TruncatedBytes = s.size - rec.Unwritten - open.offset
 		}
 		c = sc.chain
 	}
@@ -282,12 +300,18 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 	if err != nil {
 		return nil, rec, fmt.Errorf("segment: open %s: %w", ls.name, err)
 	}
-	size := ls.size
+	size := ls.size - rec.Unwritten
 	if rec.TruncatedBytes > 0 {
 		size = rec.TornAt.Offset
+	}
+	if size < ls.size {
 		if err := truncate(o.FS, ls.name, &f, size); err != nil {
 			f.Close()
-			return nil, rec, fmt.Errorf("segment: cutting the torn write: %w", err)
+			what := "the torn write"
+			if rec.TruncatedBytes == 0 {
+				what = "the zeros after the records"
+			}
+			return nil, rec, fmt.Errorf("segment: cutting %s: %w", what, err)
 		}
 	} else if err := f.Sync(); err != nil {
 		f.Close()
@@ -319,6 +343,34 @@ func (w Head) forbidsCut(s *segmentFile, off int64) *CorruptionError {
 	}
 	return &CorruptionError{File: s.name, Offset: off, Problem: "a damaged or missing tail that looks like a torn write, but " + w.lost(),
 		Expected: fmt.Sprintf("records up to offset %d", w.Loc.End()), Found: fmt.Sprintf("no valid record from offset %d (the file is %d bytes)", off, s.size)}
+}
+
+// zeroTail reports whether the bad record at the end of the last segment
+// s is the start of unwritten space: its frame header and every byte
+// after it to the end of the file are zeros, and no record verified
+// before it vouches that it was synced (synced), which would make zeros
+// there lost data (classify then says so). Zeros written ahead of the
+// records by a writer (Log.zeroFill) end a segment so, and so does a
+// crash that lost a whole group's blocks after they were allocated.
+func zeroTail(s *segmentFile, bad *badRecord, synced int64) (bool, error) {
+	if !bad.zero || bad.offset < synced {
+		return false, nil
+	}
+	buf := make([]byte, min(s.size-bad.offset, scanChunk))
+	for off := bad.offset; off < s.size; {
+		b := buf[:min(int64(len(buf)), s.size-off)]
+		if n, err := s.file.ReadAt(b, off); n < len(b) {
+			if err == nil || err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return false, fmt.Errorf("segment: read %s at %d: %w", s.name, off, err)
+		}
+		if !allZero(b) {
+			return false, nil
+		}
+		off += int64(len(b))
+	}
+	return true, nil
 }
 
 // batchStart is where an unfinished batch begins, during recovery.
@@ -383,8 +435,15 @@ func classify(s *segmentFile, bad *badRecord, synced int64, c chain) *Corruption
 // base was synced (or -1).
 func laterRecords(tail []byte, base int64, c chain) (first, vouched int64) {
 	first, vouched = -1, -1
+	// A good frame is not all zeros (its length is not 0): none starts in
+	// the zeros that end the tail (unwritten space, Log.zeroFill), which
+	// are not searched byte by byte.
+	nz := len(tail)
+	for nz > 0 && tail[nz-1] == 0 {
+		nz--
+	}
 	var r Record
-	for p := 1; p+minFrame <= len(tail); p++ {
+	for p := 1; p < nz && p+minFrame <= len(tail); p++ {
 		b := tail[p:]
 		fi := readFrameInfo(b)
 		size := frameSize + int(fi.length)

@@ -21,6 +21,10 @@ type badRecord struct {
 	// crcOK is set when the frame's CRC is good and the record fails a
 	// later check: that is never a torn write.
 	crcOK bool
+	// zero is set when the frame's header is all zeros: no record was
+	// ever written there, or the space was written with zeros ahead of
+	// the records (Log.zeroFill).
+	zero bool
 }
 
 func (b *badRecord) corruption(file string) *CorruptionError {
@@ -128,6 +132,9 @@ func (s *scanner) next() (ok bool, bad *badRecord, err error) {
 	fi := readFrameInfo(hdr)
 	size := int64(frameSize) + int64(fi.length)
 	if fi.length < payloadFixed {
+		if allZero(hdr) {
+			return false, &badRecord{offset: s.off, problem: "unwritten space (zeros)", expected: "a frame header", found: fmt.Sprintf("%d zero bytes", frameSize), zero: true}, nil
+		}
 		return false, &badRecord{offset: s.off, problem: "frame length too small", expected: fmt.Sprintf(">= %d", payloadFixed), found: fmt.Sprint(fi.length)}, nil
 	}
 	if s.off+size > s.end {
