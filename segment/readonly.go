@@ -268,6 +268,15 @@ func (l *Log) scanActive(sealed bool) (done bool, err error) {
 		return false, fmt.Errorf("segment: stat %s: %w", name, err)
 	}
 	size := st.Size()
+	if sealed {
+		// Sealed, the segment was cut to its records' end, which a
+		// handle opened before may not show: on a file system without
+		// ftruncate (truncate) the cut file replaced the one it holds,
+		// with the zeros that were ahead of the records.
+		if pst, err := l.fs.Stat(name); err == nil {
+			size = min(size, pst.Size())
+		}
+	}
 	if afterSizeHook != nil {
 		afterSizeHook(l.segNum)
 	}
@@ -339,6 +348,9 @@ func (l *Log) scanActive(sealed bool) (done bool, err error) {
 			} else {
 				l.ro.hidden = Hidden{}
 				done = true
+				if sealed {
+					f.final.Store(sc.off) // see above: not the handle's size
+				}
 			}
 			break
 		}
