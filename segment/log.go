@@ -224,7 +224,7 @@ type Log struct {
 	head   Head  // the last record written
 	buf    []byte
 	zeros  []byte // zeroChunk zeros for zeroFill, once needed
-	dirty  bool // written but not synced (Interval mode)
+	dirty  bool   // written but not synced (Interval mode)
 	// prealloc is how far the active segment's blocks are allocated
 	// (preallocate), beyond its size.
 	prealloc int64
