@@ -801,6 +801,9 @@ const (
 // with its offset and length.
 var zeroFillHook func(off, n int64)
 
+// sealHook, if set (tests), is called before sealEnd cuts the zeros.
+var sealHook func()
+
 // zeroFill keeps the active segment written with zeros ahead of its
 // records, for Sync appends: an fsync after a write that overwrites
 // blocks already written and synced inside the file's size commits the
@@ -847,6 +850,9 @@ func (l *Log) zeroFill() {
 func (l *Log) sealEnd() error {
 	if l.zeroed <= l.size {
 		return nil
+	}
+	if sealHook != nil {
+		sealHook()
 	}
 	l.fsyncMu.Lock()
 	err := truncate(l.fs, l.fs.PathJoin(l.dir, segmentName(l.segNum)), &l.file, l.size)
