@@ -169,7 +169,10 @@ func TestZeroTailAfterCrash(t *testing.T) {
 			}
 		}
 		defer func() { sealHook = nil }()
-		for crashed == nil {
+		for i := 0; crashed == nil; i++ {
+			if i == 1000 {
+				t.Fatal("no rotation cut zeros after the records")
+			}
 			ids, _ := appendN(t, l, len(acked), 1, 2)
 			if crashed == nil {
 				acked = append(acked, ids...)
