@@ -680,6 +680,10 @@ func absorbedBy(op faultfs.Op, stack string, reported error, readClose bool) str
 	case op.Kind == faultfs.Preallocate && in("segment.(*Log).preallocate"):
 		// An optimization: the write that follows allocates the blocks.
 		return "the preallocation of a segment's blocks"
+	case op.Kind == faultfs.WriteAt && in("segment.(*Log).zeroFill"):
+		// An optimization too: the records' write grows the file as
+		// it would without the zeros.
+		return "a write of zeros ahead of a segment's records"
 	case in("segment.(*Log).syncLoop"):
 		// No caller to tell: the next append to the ledger reports
 		// it (checked, see faultWork.fsyncFailed).
