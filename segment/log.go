@@ -793,7 +793,7 @@ func (l *Log) preallocate(end int64) {
 // zeroChunk is how far ahead of its records the active segment is
 // written with zeros (zeroFill), at most; zeroMin, at least.
 const (
-	zeroChunk = 1 << 20
+	zeroChunk = 4 << 20
 	zeroMin   = 64 << 10
 )
 
