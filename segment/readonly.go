@@ -285,6 +285,16 @@ func (l *Log) scanActive(sealed bool) (done bool, err error) {
 		// so this is a cut that came after it; look again next time.
 		return false, nil
 	}
+	if !sealed && !l.ro.opening && l.size > headerSize && size-l.size >= frameSize {
+		// The zeros a writer keeps ahead of its records, right after
+		// the shown end: nothing new. One small read, not a block of
+		// zeros scanned at every look.
+		var hdr [frameSize]byte
+		if n, _ := f.ReadAt(hdr[:], l.size); n == frameSize && allZero(hdr[:]) {
+			l.ro.hidden = Hidden{}
+			return false, nil
+		}
+	}
 	if l.size == headerSize {
 		// The header of a segment not yet shown (a ledger's first
 		// segment at open): it must be whole and of this ledger.
