@@ -223,8 +223,7 @@ type Log struct {
 	synced int64 // bytes of the active segment known to be durable
 	head   Head  // the last record written
 	buf    []byte
-	zeros  []byte // zeroChunk zeros for zeroFill, once needed
-	dirty  bool   // written but not synced (Interval mode)
+	dirty  bool // written but not synced (Interval mode)
 	// prealloc is how far the active segment's blocks are allocated
 	// (preallocate), beyond its size.
 	prealloc int64
@@ -802,7 +801,7 @@ const (
 )
 
 // zeroFillHook, if set (tests), is called before each write of zeros
-// with its offset and length.
+// (writeZeros) with its offset and length.
 var zeroFillHook func(off, n int64)
 
 // sealHook, if set (tests), is called before sealEnd cuts the zeros.
@@ -835,15 +834,39 @@ func (l *Log) zeroFill() {
 	if to <= from {
 		return
 	}
-	n := to - from
-	if int64(cap(l.zeros)) < n {
-		l.zeros = make([]byte, zeroChunk)
-	}
-	if zeroFillHook != nil {
-		zeroFillHook(from, n)
-	}
-	writeFull(l.file, l.zeros[:n], from)
+	writeZeros(l.file, from, to-from)
 	l.zeroed = to
+}
+
+// zeroPiece is the size of one write of zeros, from a buffer of zeroPool.
+const zeroPiece = 256 << 10
+
+// zeroPool holds buffers of zeroPiece zeros, shared by the Logs of a
+// process (a buffer of zeroChunk in each Log of an engine with many
+// ledgers would be MiBs each).
+var zeroPool = sync.Pool{New: func() any { b := make([]byte, zeroPiece); return &b }}
+
+// writeZeros writes n zeros at offset off of f, in pieces of zeroPiece.
+func writeZeros(f vfs.File, off, n int64) error {
+	bp := zeroPool.Get().(*[]byte)
+	defer zeroPool.Put(bp)
+	b := *bp
+	for n > 0 {
+		k := min(n, int64(len(b)))
+		if zeroFillHook != nil {
+			zeroFillHook(off, k)
+		}
+		err := writeFull(f, b[:k], off)
+		// A file system may scribble on the bytes it was given (Pebble's
+		// memory file system's Write does, under its invariants): the
+		// buffer must hold zeros for its next use.
+		clear(b[:k])
+		if err != nil {
+			return err
+		}
+		off, n = off+k, n-k
+	}
+	return nil
 }
 
 // sealEnd cuts the zeros ahead of the records of the active segment, so
