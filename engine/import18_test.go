@@ -7,6 +7,7 @@ import (
 
 	"github.com/annal-db/annal/engine/ndjson"
 	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/index"
 )
 
 // syntheticExport returns an export of n events (a genesis event, then
@@ -81,20 +82,31 @@ func TestImportFlushesDuringImport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	reopenRebuilt(t, db, dir, opts, info, imported).Close()
+}
+
+// reopenRebuilt closes db, opens dir again with opts and RebuildIndex,
+// and fails t unless the index rebuilt from the segments holds what
+// imported (the digest of the imported ledger's index before) says.
+func reopenRebuilt(t *testing.T, db *DB, dir string, opts *Options, info LedgerInfo, imported *index.Digest) *DB {
+	t.Helper()
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	opts.RebuildIndex = true
-	db, err = Open(dir, opts)
+	o := *opts
+	o.RebuildIndex = true
+	db, err := Open(dir, &o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	rebuilt, err := db.idx.Digest(ctx, info.ID, info.Count)
+	rebuilt, err := db.idx.Digest(context.Background(), info.ID, info.Count)
 	if err != nil {
+		db.Close()
 		t.Fatal(err)
 	}
 	if diff := imported.Diff(rebuilt); diff != "" || imported.Count != rebuilt.Count {
+		db.Close()
 		t.Fatalf("the imported index differs from the rebuilt one: %s", diff)
 	}
+	return db
 }
