@@ -110,7 +110,9 @@ type ImportOptions struct {
 // created meanwhile makes Import fail with ErrLedgerExists at the end
 // (and an import of the same ledger in progress makes it fail at once).
 // The events are indexed as they are written, and the leaf hashes of the
-// Merkle tree computed by the goroutines that parse the input. The last
+// Merkle tree computed by the goroutines that parse the input; the index
+// is flushed to disk while the segments are synced, before Import
+// returns. The last
 // step (moving the segments into place, committing the index's progress
 // marker, writing the metadata, registering the ledger) excludes
 // CreateLedger, other imports and Close until it is done; it is short.
