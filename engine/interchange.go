@@ -110,7 +110,9 @@ type ImportOptions struct {
 // created meanwhile makes Import fail with ErrLedgerExists at the end
 // (and an import of the same ledger in progress makes it fail at once).
 // The events are indexed as they are written, and the leaf hashes of the
-// Merkle tree computed by the goroutines that parse the input. The last
+// Merkle tree computed by the goroutines that parse the input; the index
+// is flushed to disk while the segments are synced, before Import
+// returns. The last
 // step (moving the segments into place, committing the index's progress
 // marker, writing the metadata, registering the ledger) excludes
 // CreateLedger, other imports and Close until it is done; it is short.
@@ -261,7 +263,11 @@ type importer struct {
 	// the index, or queued), which a failed import deletes.
 	ix       *committer
 	indexing bool
-	rec      index.Record // the record given to index.Batch.Add
+	// Pebble's flush count when ix's goroutine last looked, once it has
+	// (see compactEarly).
+	flushes   int64
+	flushSeen bool
+	rec       index.Record // the record given to index.Batch.Add
 
 	// The batch being gathered: entries whose names, Meta and Data point
 	// into the chunks' events (which stay valid), their leaf hashes (the
@@ -309,7 +315,11 @@ func (im *importer) index() *index.Batch {
 				return err
 			}
 			defer db.exitRead()
-			return commit()
+			if err := commit(); err != nil {
+				return err
+			}
+			im.compactEarly()
+			return nil
 		})
 	}
 	im.indexing = true
@@ -323,6 +333,36 @@ func (im *importer) index() *index.Batch {
 	}
 	*r = index.Record{}
 	return b
+}
+
+// compactEarly is called by the indexer's goroutine after each commit.
+// Pebble compacts its flushed tables (level 0) into the levels below once
+// two flushes overlap, and an import's entries overlap from one flush to
+// the next (the postings of a stream, entity or event name interleave
+// with those of the others). An import whose entries fill the memtables
+// once and a half (10^6 events, with the default cache) thus ended with
+// two flushes, the one Pebble made when the memtable filled and the
+// last, and with the compaction of all its entries, which Close waited
+// for. Once Pebble has flushed during the import and level 0 holds that
+// flush alone, compactEarly flushes what the memtable holds then (little:
+// one batch or two), so that the compaction starts now, beside the
+// import; the last flush then lands alone in level 0, which Pebble
+// leaves there. Pebble's flush count tells a new flush (its first call
+// only records it).
+func (im *importer) compactEarly() {
+	idx := im.db.idx
+	n, sublevels, err := idx.FlushState()
+	if err != nil {
+		return
+	}
+	if !im.flushSeen || n == im.flushes || sublevels != 1 {
+		im.flushes, im.flushSeen = n, true
+		return
+	}
+	// A failed flush is retried by Pebble, and one that keeps failing
+	// fails the commits that follow, as when Pebble flushes on its own.
+	_ = idx.Flush()
+	im.flushes, _, _ = idx.FlushState()
 }
 
 // queueIndex hands the batch index built to the indexer. It may wait for
@@ -348,6 +388,29 @@ func (im *importer) finishIndex() error {
 		return fmt.Errorf("engine: import of ledger %s: the index: %w", im.id, err)
 	}
 	return nil
+}
+
+// flushIndex starts flushing the index's memtables, which hold the
+// import's entries (committed, not yet covered by a progress marker:
+// what a crash leaves then is the entries of an interrupted import,
+// which Open deletes), and returns a function that waits for the flush.
+// It runs while the segments and the tree are synced and the ledger is
+// committed, instead of after them in Close (or the next checkpoint);
+// Close flushes what is left. Its error is not the import's: a failed
+// flush is retried by Close, which reports it. The flush holds
+// enterRead, so that Close waits for it before it closes the index.
+func (im *importer) flushIndex() (wait func()) {
+	db := im.db
+	if db.enterRead() != nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer db.exitRead()
+		_ = db.idx.Flush()
+	}()
+	return func() { <-done }
 }
 
 // checkpointTree syncs and closes the import's tree, of n leaves, and
@@ -449,6 +512,7 @@ func (im *importer) run() (LedgerInfo, error) {
 	if err := im.finishIndex(); err != nil {
 		return LedgerInfo{}, err
 	}
+	defer im.flushIndex()()
 	var head segment.Head
 	var meta ledgerMeta
 	if err := im.files(func() error {
@@ -589,13 +653,18 @@ func (im *importer) flush() error {
 	if err := im.db.stopped(im.ctx); err != nil {
 		return err
 	}
-	im.batch = segment.Batch{Entries: im.entries, Durability: None, IDs: im.batch.IDs[:0], Locations: im.batch.Locations[:0]}
+	// Verified: next verified each entry's ID (im.v), chained from the
+	// line before, which is the head the segment log appends after: it
+	// is not computed a second time.
+	im.batch = segment.Batch{Entries: im.entries, Durability: None, Verified: true, IDs: im.batch.IDs[:0], Locations: im.batch.Locations[:0]}
 	var seq uint64 // the head, for Progress
 	var ib *index.Batch
 	err := im.files(func() error {
 		if err := im.log.Append(&im.batch); err != nil {
 			return err
 		}
+		// Synced once at the end: the disk writes meanwhile.
+		im.log.StartWriteback()
 		seq = im.log.Head().Seq
 		if err := im.addLeaves(); err != nil {
 			return err

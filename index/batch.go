@@ -55,6 +55,12 @@ type Batch struct {
 	recs  []blockRec     // the events added, in order, for T and S
 	post  map[string]int // posting prefix (family, ledger, name parts) -> index in posts
 	posts []posting
+	// last is, for each family of postings (E, A, N), the index in posts
+	// plus 1 of the posting the last Add added to (0: none): consecutive
+	// events often share an entity and an event name, whose postings are
+	// then found without hashing their prefix (a check of the prefix
+	// keeps it right once posts is emptied and refilled).
+	last [3]int
 }
 
 // posting is the positions of a batch's events under one prefix of family
@@ -110,11 +116,11 @@ func (b *Batch) Add(ledger eventid.LedgerID, r *Record) {
 	b.recs = append(b.recs, blockRec{id: r.ID, seq: r.Seq, loc: r.Loc})
 	pos := Position{ID: r.ID, Seq: r.Seq, Loc: r.Loc}
 	b.key = appendStreamPrefix(b.key[:0], ledger, r.Entity, r.Key)
-	b.addPosting(&pos)
+	b.addPosting(0, &pos)
 	b.key = appendEntitySeqPrefix(b.key[:0], ledger, r.Entity)
-	b.addPosting(&pos)
+	b.addPosting(1, &pos)
 	b.key = appendEventPrefix(b.key[:0], ledger, r.Event)
-	b.addPosting(&pos)
+	b.addPosting(2, &pos)
 	if r.IdempotencyKey != nil {
 		b.key = appendIdemKey(b.key[:0], ledger, r.IdempotencyKey)
 		b.val = appendIdem(b.val[:0], r)
@@ -123,8 +129,13 @@ func (b *Batch) Add(ledger eventid.LedgerID, r *Record) {
 	b.n++
 }
 
-// addPosting adds p to the posting of the prefix in b.key.
-func (b *Batch) addPosting(p *Position) {
+// addPosting adds p to the posting of the prefix in b.key, of the
+// family numbered fam (see Batch.last).
+func (b *Batch) addPosting(fam int, p *Position) {
+	if i := b.last[fam] - 1; i >= 0 && i < len(b.posts) && b.posts[i].prefix == string(b.key) {
+		b.posts[i].ents = append(b.posts[i].ents, *p)
+		return
+	}
 	i, ok := b.post[string(b.key)]
 	if !ok {
 		if b.post == nil {
@@ -139,6 +150,7 @@ func (b *Batch) addPosting(p *Position) {
 		}
 		b.post[b.posts[i].prefix] = i
 	}
+	b.last[fam] = i + 1
 	b.posts[i].ents = append(b.posts[i].ents, *p)
 }
 

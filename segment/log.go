@@ -132,7 +132,8 @@ type Entry struct {
 	// the ledger's clock assigns one.
 	Micros uint64
 	// ID, if not zero, is the ID the entry must get: the append fails with
-	// ErrIDMismatch otherwise (an import verifies every ID this way).
+	// ErrIDMismatch otherwise, unless the batch is Verified (an import,
+	// which verifies every ID before it appends).
 	ID eventid.ID
 }
 
@@ -179,6 +180,14 @@ type Batch struct {
 	// committed (its group's write or sync failed), in reverse commit
 	// order, before any later batch is checked.
 	Aborted func(b *Batch)
+	// Verified says that every entry's ID is set and was computed by the
+	// caller, from the entry's content and Micros, the Log's ledger and
+	// the ID before it (the Log's head for the first entry), as
+	// eventid.Content.ID computes it: the Log takes the IDs as they are
+	// instead of computing each again (see entryID). For input whose
+	// chain the caller verified line by line (an import); a wrong ID
+	// would be stored as it is, and reported by the next verification.
+	Verified bool
 
 	// Set by a successful Append:
 	IDs       []eventid.ID
@@ -965,9 +974,9 @@ func (l *Log) encode(b *Batch, head Head) (Head, error) {
 			}
 			l.clock.Observe(micros)
 		}
-		id := c.ID(l.ledger, micros, head.ID)
-		if !e.ID.IsZero() && e.ID != id {
-			return head, fmt.Errorf("%w: entry %d: expected %s, given %s", ErrIDMismatch, i, id, e.ID)
+		id, err := l.entryID(b, e, &c, micros, head.ID)
+		if err != nil {
+			return head, fmt.Errorf("%w: entry %d: %w", ErrIDMismatch, i, err)
 		}
 		off := len(l.buf)
 		l.buf = appendFrame(l.buf, uint32(l.synced), id, head.ID, head.Seq+1, e.Entity, e.Key, e.Event, e.Meta, e.Data, idemOf(b, i), uint32(len(b.Entries)), i < len(b.Entries)-1)
@@ -977,6 +986,20 @@ func (l *Log) encode(b *Batch, head Head) (Head, error) {
 		head = Head{ID: id, Seq: head.Seq + 1, Loc: loc}
 	}
 	return head, nil
+}
+
+// entryID returns the ID of entry e of b, whose content is c, at micros
+// after prev: e.ID as it is for a Verified batch (if it is of this ledger
+// and time), else the ID computed, which e.ID must equal if set.
+func (l *Log) entryID(b *Batch, e *Entry, c *eventid.Content, micros uint64, prev eventid.ID) (eventid.ID, error) {
+	if b.Verified && !e.ID.IsZero() && e.ID.Micros() == micros && e.ID.Ledger() == l.ledger {
+		return e.ID, nil
+	}
+	id := c.ID(l.ledger, micros, prev)
+	if !e.ID.IsZero() && e.ID != id {
+		return id, fmt.Errorf("expected %s, given %s", id, e.ID)
+	}
+	return id, nil
 }
 
 // timeLimit is the error for entry i, whose time would be micros, past
