@@ -9,10 +9,12 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// TestReadOnlyCutWhileScanned: a writer's recovery cuts the segment a
-// reader shows, before the record at the reader's head, and writes other
-// records there, between the reader's look at the segment's size and its
-// reads of what follows its head (afterSizeHook). The segment had a
+// TestReadOnlyCutWhileScanned: the segments a reader shows are cut
+// before the record at the reader's head (the later segment removed) and
+// a writer appends other records in their place, as after a crash that
+// lost what the reader had shown, or an operator restoring an older copy,
+// between the reader's look at the segment's size and its reads of what
+// follows its head (afterSizeHook). The segment had a
 // successor when the reader looked (sealed), so what the reader then
 // reads past its head, the writer's new records, does not continue its
 // chain. That is not corruption: the segments no longer hold what the
@@ -66,9 +68,9 @@ func TestReadOnlyCutWhileScanned(t *testing.T) {
 			return
 		}
 		hooked++
-		// The writer's recovery (after a crash that lost records 2 and
-		// up, never synced): segment 1 cut before the reader's head,
-		// segment 2 gone; then new records appended in their place.
+		// Records 2 and up lost: segment 1 cut before the reader's
+		// head, segment 2 gone; then a writer appends new records in
+		// their place.
 		if err := os.Truncate(seg1, locs[1].Offset); err != nil {
 			t.Error(err)
 			return
