@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/annal-db/annal/segment"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -63,4 +64,22 @@ func TestDeleteEventsKeepsTailUntilCommit(t *testing.T) {
 			diffReads(t, fmt.Sprintf("after the batch (%s) and Flush", how), reads(indexView{t, x, ledgerA}, ledgerA, evs, 3), want)
 		})
 	}
+}
+
+// TestTailPublishRefusedChangesNothing: a Publish refused because a
+// record is out of sequence publishes none of its records and leaves the
+// sequence number the tail wants as it was, so that the records that do
+// follow are taken next.
+func TestTailPublishRefusedChangesNothing(t *testing.T) {
+	x := openAt(t, "x", Options{FS: vfs.NewMem()})
+	evs := randomEvents(rand.New(rand.NewPCG(15, 2)), 1, 6)
+	tailAdd(t, x, ledgerA, evs[:3]...)
+	tl := x.Tail(ledgerA)
+	tailStage(tl, ledgerA, []event{evs[3], evs[5]}) // #4, then #6 instead of #5
+	if err := tl.Publish(segment.Head{ID: idOf(ledgerA, 6), Seq: 6, Loc: locOf(6)}, segment.Head{}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Publish of #4 and #6: %v, want ErrInvalid", err)
+	}
+	diffReads(t, "after the refused Publish", reads(indexView{t, x, ledgerA}, ledgerA, evs[:3], 4), reads(model{ledgerA, evs[:3]}, ledgerA, evs[:3], 4))
+	tailAdd(t, x, ledgerA, evs[3:]...)
+	diffReads(t, "after #4 to #6", reads(indexView{t, x, ledgerA}, ledgerA, evs, 4), reads(model{ledgerA, evs}, ledgerA, evs, 4))
 }

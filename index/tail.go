@@ -170,12 +170,16 @@ func (t *Tail) Publish(head, durable segment.Head) error {
 	if len(stage) == 0 {
 		return nil
 	}
+	// Checked before anything changes: a refused Publish publishes none
+	// of its records, and the tail wants the same record next.
+	next := t.next
 	for i := range stage {
-		if t.next != 0 && stage[i].Seq != t.next {
-			return fmt.Errorf("%w: record %v has sequence number %d, the tail of ledger %v wants %d", ErrInvalid, stage[i].ID, stage[i].Seq, t.ledger, t.next)
+		if next != 0 && stage[i].Seq != next {
+			return fmt.Errorf("%w: record %v has sequence number %d, the tail of ledger %v wants %d", ErrInvalid, stage[i].ID, stage[i].Seq, t.ledger, next)
 		}
-		t.next = stage[i].Seq + 1
+		next = stage[i].Seq + 1
 	}
+	t.next = next
 	a := t.active
 	base := len(a.recs)
 	a.recs = append(a.recs, stage...)
