@@ -21,24 +21,7 @@ import (
 // reader showed, and Follow must say ErrDiverged, as it does when the cut
 // comes before its look (TestReadOnlyDiverged), and keep saying it.
 func TestReadOnlyCutWhileScanned(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "led")
-	w := newTestLog(t, vfs.Default, dir, Options{})
-	var locs []Location
-	for i := range 4 {
-		b := &Batch{Entries: []Entry{entry(i)}}
-		if err := w.Append(b); err != nil {
-			t.Fatal(err)
-		}
-		locs = append(locs, b.Locations[0])
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	r, err := openReadOnlyTest(t, vfs.Default, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	dir, locs, r := readOnlyAfter(t, 4)
 	shown := r.Head()
 	if shown.Loc != locs[3] {
 		t.Fatalf("reader head at %+v, want %+v", shown.Loc, locs[3])
@@ -46,7 +29,7 @@ func TestReadOnlyCutWhileScanned(t *testing.T) {
 	// Two more records in segment 1, then a rotation: segment 1 is
 	// sealed, with records the reader has not shown.
 	rec := locs[3].Size
-	w, _, err = Open(dir, Options{Ledger: testLedger(), SegmentSize: locs[3].End() + 2*rec + rec/2}, Head{})
+	w, _, err := Open(dir, Options{Ledger: testLedger(), SegmentSize: locs[3].End() + 2*rec + rec/2}, Head{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,4 +88,30 @@ func TestReadOnlyCutWhileScanned(t *testing.T) {
 	if _, err := r.Follow(); !errors.Is(err, ErrDiverged) {
 		t.Fatalf("the next Follow: %v, want ErrDiverged", err)
 	}
+}
+
+// readOnlyAfter creates a ledger in a new directory with n records after
+// its genesis, closes the writer, and opens a read-only Log on it (closed
+// when the test ends); it returns the directory and the records'
+// locations.
+func readOnlyAfter(t *testing.T, n int) (dir string, locs []Location, r *Log) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "led")
+	w := newTestLog(t, vfs.Default, dir, Options{})
+	for i := range n {
+		b := &Batch{Entries: []Entry{entry(i)}}
+		if err := w.Append(b); err != nil {
+			t.Fatal(err)
+		}
+		locs = append(locs, b.Locations[0])
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := openReadOnlyTest(t, vfs.Default, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return dir, locs, r
 }
