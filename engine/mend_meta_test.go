@@ -63,7 +63,8 @@ func metaCutTemplate(t *testing.T) (dir string, hwm int64) {
 // the end through its map), leaving it as it was; an empty one is
 // rebuilt from the segments and MetaRebuilt says so; one cut only past
 // the pages it uses opens whole, consumer positions included. A reader
-// (OpenReadOnly) always opens, naming the ledgers from their NAME files.
+// (OpenReadOnly) always opens, naming the ledgers from their NAME files;
+// its Consumers says when it could not read meta.db.
 func TestMetaCut(t *testing.T) {
 	ctx := context.Background()
 	tpl, hwm := metaCutTemplate(t)
@@ -176,7 +177,10 @@ func TestMetaCut(t *testing.T) {
 					if fmt.Sprint(names) != "[l0 l1 l2]" {
 						t.Errorf("the reader shows ledgers %v, want [l0 l1 l2]", names)
 					}
-					if _, err := r.Consumers("l0"); err != nil {
+					// Consumer positions are only in meta.db: the reader
+					// says it could not read it, or (a cut that spares the
+					// pages it reads) gives them.
+					if _, err := r.Consumers("l0"); err != nil && !strings.Contains(err.Error(), "the metadata file could not be read") {
 						t.Errorf("the reader's Consumers: %v", err)
 					}
 				}
