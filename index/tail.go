@@ -427,10 +427,11 @@ func (x *Index) DropTail(ledger eventid.LedgerID) {
 // replaceTails runs apply, a Pebble write that deletes (or writes again)
 // every event key of ledgers, with their tails held: no flush of theirs is
 // in progress or starts, and no Publish adds to them, until it returns. If
-// apply succeeds, the tails' records are dropped (Pebble has what replaces
-// them) before a reader can see Pebble without them; if it fails, the
-// tails are left as they were, and so is what readers see. ledgers is
-// sorted in place (two replacements lock tails in one order).
+// apply succeeds, the tails' records are dropped (Pebble holds what
+// replaces them; until the drop, readers still take them from the tail);
+// if it fails, the tails are left as they were, and so is what readers
+// see. ledgers is sorted in place (two replacements lock tails in one
+// order).
 func (x *Index) replaceTails(ledgers []eventid.LedgerID, apply func() error) error {
 	slices.Sort(ledgers)
 	ledgers = slices.Compact(ledgers)
