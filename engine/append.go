@@ -94,13 +94,10 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 	if err != nil {
 		return AppendResult{}, err
 	}
-	// From the first append on, each group is indexed during its fsync
-	// (groupWritten) and published by the goroutine that committed it
-	// once both are done (published), before its appenders are woken.
-	l.hookOnce.Do(func() {
-		l.log.SetWritten(l.groupWritten)
-		l.log.SetCommitted(l.published)
-	})
+	// Each group is indexed during its fsync (groupWritten) and published
+	// by the goroutine that committed it once both are done (published),
+	// before its appenders are woken: the segment log's hooks, set when
+	// the ledger became reachable (setHooks).
 	if len(events) == 0 {
 		return AppendResult{}, invalid("no events to append")
 	}

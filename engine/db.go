@@ -237,8 +237,8 @@ func Open(dir string, opts *Options) (*DB, error) {
 		db.closeStores()
 		return nil, err
 	}
-	if noMeta && len(db.byID)+len(db.broken) > 0 {
-		db.metaRebuilt = fmt.Errorf("engine: the metadata file %s was missing and was rebuilt from the segments of %d ledgers; the positions of named consumers were in it and are lost: each starts again at the first event of its ledger", metaPath, len(db.byID)+len(db.broken))
+	if noMeta != "" && len(db.byID)+len(db.broken) > 0 {
+		db.metaRebuilt = fmt.Errorf("engine: the metadata file %s was %s and was rebuilt from the segments of %d ledgers; the positions of named consumers were in it and are lost: each starts again at the first event of its ledger", metaPath, noMeta, len(db.byID)+len(db.broken))
 	}
 	if dirFile != nil {
 		// What the DB holds by path from now on; see checkDir.

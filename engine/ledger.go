@@ -70,9 +70,6 @@ type ledger struct {
 	idxAhead   bool
 	// tail is the ledger's tail in the index (writeIndex), under idxMu.
 	tail *index.Tail
-	// hookOnce sets the segment log's hooks (groupWritten, published) at
-	// the first Append.
-	hookOnce sync.Once
 	// hookLeaves are the leaf hashes of the group that groupWritten saw
 	// last, the first at sequence number hookFirst, for published; hookBuf
 	// is groupWritten's scratch buffer. Only the segment log's committing
@@ -305,10 +302,23 @@ func (db *DB) register(l *ledger, name string, id eventid.LedgerID) (LedgerInfo,
 		err := l.log.Close()
 		return info, errors.Join(err, l.closeTree())
 	}
+	l.setHooks()
 	db.byName[name] = l
 	db.byID[id] = l
 	db.mu.Unlock()
 	return l.info(), nil
+}
+
+// setHooks sets the segment log's hooks of a ledger (groupWritten,
+// published), which every append through the DB relies on to be indexed
+// and published. It is called where a writable ledger becomes reachable
+// (register: CreateLedger, Import; registerLedgers: Open), before any
+// Append can find it, once what the log holds is indexed and published
+// (its genesis event, the imported events, what recovery indexed): the
+// hooks take the groups that follow.
+func (l *ledger) setHooks() {
+	l.log.SetWritten(l.groupWritten)
+	l.log.SetCommitted(l.published)
 }
 
 func (db *DB) ledgerIDTaken(id eventid.LedgerID) bool {
@@ -517,8 +527,10 @@ func (l *ledger) published(group []*segment.Batch) {
 	defer l.idxMu.Unlock()
 	leaves := l.hookLeaves
 	if l.hookFirst != group[0].FirstSeq || len(leaves) != groupLen(group) {
-		// Committed without groupWritten (SetWritten was not in force
-		// when its commit began).
+		// Not expected: both hooks are set together before any append
+		// can reach the log (setHooks), and groupWritten runs for every
+		// group before this. The leaves go to the Merkle tree, so they
+		// are computed here rather than taken from another group.
 		leaves = leaves[:0]
 		for _, b := range group {
 			leaves = append(leaves, batchLeaves(b)...)

@@ -229,10 +229,18 @@ func (db *DB) checkDir(force bool) error {
 // who removed it.
 func (db *DB) MetaRebuilt() error { return db.metaRebuilt }
 
-// metaMissing reports whether the metadata file at path is missing.
-func metaMissing(path string) bool {
-	_, err := os.Lstat(path)
-	return errors.Is(err, os.ErrNotExist)
+// metaMissing reports whether the metadata file at path is "missing" or
+// "empty" (bbolt makes an empty file a new one: it holds nothing either),
+// or "" if neither.
+func metaMissing(path string) string {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "missing"
+	case err == nil && fi.Mode().IsRegular() && fi.Size() == 0:
+		return "empty"
+	}
+	return ""
 }
 
 // closerFunc adapts a function to io.Closer.

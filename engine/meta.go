@@ -258,10 +258,33 @@ func checkMetaOpen(path string) (err error) {
 		}
 	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	if err := checkMetaSize(tmp, path, int64(len(b))); err != nil {
+		return err
+	}
 	if db, oerr := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: time.Second}); oerr == nil {
 		db.Close()
 	}
 	return nil
+}
+
+// checkMetaSize returns an error naming path if the metadata file's pages
+// (its high-water mark, which its meta page gives) run past its size, of
+// which tmp is a copy: a file cut short, by an operator or a copy that
+// stopped, whose pages past the end bbolt would read through its map as
+// a fault (reported as a nil pointer dereference) or, opened for writing,
+// extend with holes. Only the meta pages are read: bbolt's read-only open
+// reads no other. Any other failure is left for the real open to report.
+func checkMetaSize(tmp, path string, size int64) error {
+	db, err := bolt.Open(tmp, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return nil
+	}
+	defer db.Close()
+	var need int64
+	if db.View(func(tx *bolt.Tx) error { need = tx.Size(); return nil }) != nil || need <= size {
+		return nil
+	}
+	return damagedMeta(path, fmt.Sprintf("it is cut short: its pages run to byte %d, the file ends at byte %d (restore it from a copy, or delete it: Open then rebuilds it from the segments, and the positions of named consumers, which only it holds, are lost)", need, size))
 }
 
 func loadMeta(db *bolt.DB) (out []ledgerMeta, err error) {

@@ -309,6 +309,9 @@ func (db *DB) registerLedgers(ls []*ledger, known map[eventid.LedgerID]ledgerMet
 		if c.name != c.had {
 			db.renamed = append(db.renamed, Renamed{Ledger: id, From: c.had, To: c.name, Why: c.why})
 		}
+		if db.ro == nil {
+			l.setHooks()
+		}
 		db.byName[c.name] = l
 		db.byID[id] = l
 	}

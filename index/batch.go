@@ -52,8 +52,9 @@ type Batch struct {
 	err error // the first invalid Add or SetProgress; Commit returns it
 	n   int   // records added since the last Commit
 
-	recs  []blockRec     // the events added, in order, for T and S
-	post  map[string]int // posting prefix (family, ledger, name parts) -> index in posts
+	dels  []eventid.LedgerID // the ledgers of DeleteEvents: their tails are dropped on Commit
+	recs  []blockRec         // the events added, in order, for T and S
+	post  map[string]int     // posting prefix (family, ledger, name parts) -> index in posts
 	posts []posting
 	// last is, for each family of postings (E, A, N), the index in posts
 	// plus 1 of the posting the last Add added to (0: none): consecutive
@@ -106,7 +107,7 @@ func (b *Batch) Add(ledger eventid.LedgerID, r *Record) {
 	case r.IdempotencyKey != nil && r.BatchLen == 0:
 		b.err = fmt.Errorf("%w: record %v (seq %d) has an idempotency key and a batch length of 0", ErrInvalid, r.ID, r.Seq)
 		return
-	case b.x.tailBusy(ledger):
+	case b.x.tailBusy(ledger) && !slices.Contains(b.dels, ledger):
 		b.err = fmt.Errorf("%w: ledger %v has records in its tail: flush it before a batch adds records", ErrInvalid, ledger)
 		return
 	case r.IdempotencyKey != nil && len(r.Digest) != DigestSize:
@@ -227,6 +228,11 @@ func appendIdem(dst []byte, r *Record) []byte {
 // should set): a ledger indexed again from its first record must not keep
 // the blocks and postings of the first time, which group its events
 // otherwise. The deletion comes before the entries the batch writes.
+//
+// The ledger's in-memory tail is dropped when the batch commits, not
+// before: a batch closed without Commit, or whose Commit fails, leaves
+// what readers see of the ledger as it was. Add accepts records of the
+// ledger even while its tail holds some (they replace them).
 func (b *Batch) DeleteEvents(ledger eventid.LedgerID) {
 	if b.err != nil {
 		return
@@ -235,7 +241,9 @@ func (b *Batch) DeleteEvents(ledger eventid.LedgerID) {
 		b.err = errBatchClosed
 		return
 	}
-	b.x.DropTail(ledger)
+	if !slices.Contains(b.dels, ledger) {
+		b.dels = append(b.dels, ledger)
+	}
 	for _, fam := range ledgerFamilies {
 		if fam == famProgress {
 			continue
@@ -303,7 +311,7 @@ func (b *Batch) Commit(sync bool) error {
 		b.writeEvents()
 	}
 	err := b.commit(sync)
-	b.err, b.n = nil, 0
+	b.err, b.n, b.dels = nil, 0, b.dels[:0]
 	b.recs, b.posts = b.recs[:0], b.posts[:0]
 	clear(b.post)
 	if b.pb == nil {
@@ -339,7 +347,15 @@ func (b *Batch) commit(sync bool) (err error) {
 		return errBatchClosed
 	}
 	pb := b.pb
-	if err := b.x.call("commit", false, func() error { return b.x.db.Apply(pb, pebble.NoSync) }); err != nil {
+	apply := func() error {
+		return b.x.call("commit", false, func() error { return b.x.db.Apply(pb, pebble.NoSync) })
+	}
+	if len(b.dels) > 0 {
+		// The tails of the ledgers deleted are dropped with the commit.
+		inner := apply
+		apply = func() error { return b.x.replaceTails(b.dels, inner) }
+	}
+	if err := apply(); err != nil {
 		if errors.Is(err, ErrFailed) {
 			// Pebble may still be applying it: the batch is Pebble's now.
 			b.pb = nil
@@ -355,6 +371,7 @@ func (b *Batch) commit(sync bool) (err error) {
 
 // Close releases the batch. Records added and not committed are dropped.
 func (b *Batch) Close() {
+	b.dels = b.dels[:0]
 	if b.pb != nil {
 		_ = b.pb.Close()
 		b.pb = nil

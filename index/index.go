@@ -629,12 +629,11 @@ func (x *Index) get(key []byte) (value []byte, found bool, err error) {
 // DeleteLedger removes every key of a ledger, its progress marker
 // included, so that it can be re-indexed from its segments. It is one
 // Pebble batch of range deletions, one per family. The ledger's tail is
-// dropped.
+// dropped when the batch is applied (not if it fails).
 func (x *Index) DeleteLedger(ledger eventid.LedgerID) (err error) {
 	if err := x.usable(); err != nil {
 		return err
 	}
-	x.DropTail(ledger)
 	defer x.guard("delete ledger", &err)
 	b := x.db.NewBatch()
 	for _, fam := range ledgerFamilies {
@@ -648,7 +647,10 @@ func (x *Index) DeleteLedger(ledger eventid.LedgerID) (err error) {
 	// Not flushed: if a crash takes the deletion back, the entries it
 	// brings back are those the engine found wrong or useless before
 	// (see the package doc).
-	if err := x.call("delete ledger", false, func() error { return b.Commit(pebble.NoSync) }); err != nil {
+	// The tail is dropped once the deletion is applied, not before: if
+	// it fails, readers still see the tail's records.
+	apply := func() error { return x.call("delete ledger", false, func() error { return b.Commit(pebble.NoSync) }) }
+	if err := x.replaceTails([]eventid.LedgerID{ledger}, apply); err != nil {
 		if !errors.Is(err, ErrFailed) { // else Pebble may be applying b still
 			_ = b.Close()
 		}

@@ -91,7 +91,6 @@ type Tail struct {
 	err      error         // a failed flush: the tail takes no more records
 	armed    bool          // an idle flush is scheduled
 	idleAt   uint64        // the next seq when the idle flush was scheduled
-	dropped  bool          // DeleteLedger or DropTail ran: forget everything
 	key      []byte        // scratch of publish
 }
 
@@ -171,12 +170,16 @@ func (t *Tail) Publish(head, durable segment.Head) error {
 	if len(stage) == 0 {
 		return nil
 	}
+	// Checked before anything changes: a refused Publish publishes none
+	// of its records, and the tail wants the same record next.
+	next := t.next
 	for i := range stage {
-		if t.next != 0 && stage[i].Seq != t.next {
-			return fmt.Errorf("%w: record %v has sequence number %d, the tail of ledger %v wants %d", ErrInvalid, stage[i].ID, stage[i].Seq, t.ledger, t.next)
+		if next != 0 && stage[i].Seq != next {
+			return fmt.Errorf("%w: record %v has sequence number %d, the tail of ledger %v wants %d", ErrInvalid, stage[i].ID, stage[i].Seq, t.ledger, next)
 		}
-		t.next = stage[i].Seq + 1
+		next = stage[i].Seq + 1
 	}
+	t.next = next
 	a := t.active
 	base := len(a.recs)
 	a.recs = append(a.recs, stage...)
@@ -275,7 +278,7 @@ func (t *Tail) flush(b *tailBuf, done chan struct{}) {
 		(*h)(true)
 	}
 	t.mu.Lock()
-	if err != nil && t.err == nil && !t.dropped {
+	if err != nil && t.err == nil {
 		t.err = fmt.Errorf("index: write the tail of ledger %v: %w", t.ledger, err)
 	}
 	if err == nil && t.frozen == b {
@@ -344,7 +347,7 @@ func (t *Tail) idle() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.armed = false
-	if t.x.closed.Load() || t.dropped {
+	if t.x.closed.Load() {
 		return
 	}
 	if t.err != nil {
@@ -375,17 +378,20 @@ func (t *Tail) Flush() error {
 	return t.err
 }
 
-// drop forgets the tail's records, after any flush in progress: the
-// ledger's keys are deleted or written again.
-func (t *Tail) drop() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+// holdLocked waits, with t.mu held, until no flush of the tail is in
+// progress; while t.mu stays held none starts.
+func (t *Tail) holdLocked() {
 	for t.flushing != nil {
 		done := t.flushing
 		t.mu.Unlock()
 		<-done
 		t.mu.Lock()
 	}
+}
+
+// dropLocked forgets the tail's records (called with t.mu held and no
+// flush in progress): the ledger's keys are deleted or written again.
+func (t *Tail) dropLocked() {
 	t.frozen, t.active, t.next, t.err = nil, &tailBuf{}, 0, nil
 	t.publishLocked()
 }
@@ -412,11 +418,44 @@ func (x *Index) FlushTails() error {
 	return nil
 }
 
-// DropTail forgets the records of a ledger's tail (they are not written).
+// DropTail forgets the records of a ledger's tail (they are not written),
+// after any flush of it in progress.
 func (x *Index) DropTail(ledger eventid.LedgerID) {
-	if t, ok := x.tails.Load(ledger); ok {
-		t.(*Tail).drop()
+	_ = x.replaceTails([]eventid.LedgerID{ledger}, func() error { return nil })
+}
+
+// replaceTails runs apply, a Pebble write that deletes (or writes again)
+// every event key of ledgers, with their tails held: no flush of theirs is
+// in progress or starts, and no Publish adds to them, until it returns. If
+// apply succeeds, the tails' records are dropped (Pebble holds what
+// replaces them; until the drop, readers still take them from the tail);
+// if it fails, the tails are left as they were, and so is what readers
+// see. ledgers is sorted in place (two replacements lock tails in one
+// order).
+func (x *Index) replaceTails(ledgers []eventid.LedgerID, apply func() error) error {
+	slices.Sort(ledgers)
+	ledgers = slices.Compact(ledgers)
+	held := make([]*Tail, 0, len(ledgers))
+	defer func() {
+		for _, t := range held {
+			t.mu.Unlock()
+		}
+	}()
+	for _, id := range ledgers {
+		if v, ok := x.tails.Load(id); ok {
+			t := v.(*Tail)
+			t.mu.Lock()
+			held = append(held, t)
+			t.holdLocked()
+		}
 	}
+	if err := apply(); err != nil {
+		return err
+	}
+	for _, t := range held {
+		t.dropLocked()
+	}
+	return nil
 }
 
 // tailBusy reports whether a ledger's tail holds records.

@@ -169,10 +169,15 @@ func (l *Log) follow(known int) (bool, error) {
 
 // followLocked advances the shown position as far as the segments allow.
 // Called with roMu held.
-func (l *Log) followLocked(known int) error {
+func (l *Log) followLocked(known int) (err error) {
 	if err := l.checkHead(); err != nil {
 		return err
 	}
+	defer func() {
+		if errors.Is(err, ErrCorruption) {
+			err = l.recheckHead(err)
+		}
+	}()
 	for {
 		next := l.segNum + 1
 		// Whether the segment has a successor is asked before its size:
@@ -250,6 +255,21 @@ func (l *Log) checkHead() error {
 		return fmt.Errorf("%w: %s: record %s #%d at offset %d was shown, %s", ErrDiverged, segmentName(h.Loc.Segment), h.ID, h.Seq, h.Loc.Offset, found)
 	}
 	return nil
+}
+
+// recheckHead returns ErrDiverged instead of corrupt, a corruption that
+// followLocked found past the head, if the record at the head is no
+// longer there: a writer's recovery cut what the Log showed, and wrote
+// other records in its place, after checkHead looked and before the
+// reads past the head, which then read the writer's new records as they
+// would a bad one (in a segment that had a successor when the Log looked,
+// corruption). The segments no longer hold what was shown: that is the
+// error, as when the cut comes before checkHead.
+func (l *Log) recheckHead(corrupt error) error {
+	if err := l.checkHead(); errors.Is(err, ErrDiverged) {
+		return fmt.Errorf("%w (what followed it was read as: %v)", err, corrupt)
+	}
+	return corrupt
 }
 
 // scanActive verifies the records of the active segment after the shown

@@ -263,24 +263,7 @@ func TestReadOnlySizeChangesWhileRead(t *testing.T) {
 // file cut before it and other records written): Follow returns
 // ErrDiverged, and keeps returning it.
 func TestReadOnlyDiverged(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "led")
-	w := newTestLog(t, vfs.Default, dir, Options{})
-	var locs []Location
-	for i := range 4 {
-		b := &Batch{Entries: []Entry{entry(i)}}
-		if err := w.Append(b); err != nil {
-			t.Fatal(err)
-		}
-		locs = append(locs, b.Locations[0])
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	r, err := openReadOnlyTest(t, vfs.Default, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	dir, locs, r := readOnlyAfter(t, 4)
 	if moved, err := r.Follow(); err != nil || moved {
 		t.Fatalf("Follow: moved %v, %v", moved, err)
 	}
@@ -288,7 +271,7 @@ func TestReadOnlyDiverged(t *testing.T) {
 	if err := os.Truncate(filepath.Join(dir, segmentName(1)), locs[2].Offset); err != nil {
 		t.Fatal(err)
 	}
-	w, _, err = Open(dir, Options{Ledger: testLedger()}, Head{})
+	w, _, err := Open(dir, Options{Ledger: testLedger()}, Head{})
 	if err != nil {
 		t.Fatal(err)
 	}
