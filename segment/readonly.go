@@ -426,9 +426,29 @@ func (l *Log) judgeTail(f vfs.File, name string, size int64, bad *badRecord, sc 
 	if st, err := f.Stat(); err != nil || st.Size() != size {
 		return bad.zero, nil
 	}
+	if judgeHook != nil {
+		judgeHook()
+	}
 	s := &segmentFile{number: l.segNum, name: name, file: f, size: size}
 	if zeros, err := zeroTail(s, bad, sc.synced); err == nil && zeros {
 		return true, nil
 	}
-	return false, classify(s, bad, sc.synced, sc.chain)
+	cerr := classify(s, bad, sc.synced, sc.chain)
+	if cerr != nil && rewritten(f, name, size, bad, sc.chain) {
+		// A writer wrote there since the scan: inside the file, in the
+		// zeros it keeps ahead of its records, so the size did not
+		// change. Not judged; hidden, as after the open.
+		return bad.zero, nil
+	}
+	return false, cerr
+}
+
+// judgeHook, if set (tests), is called by judgeTail before it judges.
+var judgeHook func()
+
+// rewritten reports whether the record at bad.offset (after chain c)
+// no longer fails as the scan found it failing: a writer wrote there.
+func rewritten(f vfs.File, name string, size int64, bad *badRecord, c chain) bool {
+	ok, again, err := newScanner(f, name, bad.offset, size, c).next()
+	return err == nil && (ok || again == nil || again.problem != bad.problem || again.zero != bad.zero)
 }

@@ -344,3 +344,36 @@ func TestReadOnlyFollowsZeroFill(t *testing.T) {
 		})
 	}
 }
+
+// TestReadOnlyOpenBesideWriterInZeros: a writer appends records into
+// the zeros ahead of its records (the file's size does not change) while
+// a read-only open judges the end of what it scanned (judgeHook): what
+// it finds there then (good records, some vouching that the zeros it saw
+// were synced) is a writer at work, not corruption.
+func TestReadOnlyOpenBesideWriterInZeros(t *testing.T) {
+	fs := vfs.NewMem()
+	w := newTestLog(t, fs, "led", Options{SegmentSize: 1 << 20})
+	defer w.Close()
+	appendN(t, w, 0, 5, 2)
+	name, _ := w.Active()
+	before := len(fileBytes(t, fs, fs.PathJoin("led", name)))
+	judgeHook = func() {
+		judgeHook = nil
+		appendN(t, w, 100, 3, 2) // three Sync groups: the later ones vouch for the first
+	}
+	defer func() { judgeHook = nil }()
+	r, err := OpenReadOnly("led", Options{FS: fs, Ledger: testLedger()})
+	if err != nil {
+		t.Fatalf("read-only open while the writer appends into its zeros: %v", err)
+	}
+	defer r.Close()
+	if after := len(fileBytes(t, fs, fs.PathJoin("led", name))); after != before {
+		t.Fatalf("the segment grew from %d to %d bytes: the appends did not land in the zeros", before, after)
+	}
+	if _, err := r.Follow(); err != nil {
+		t.Fatal(err)
+	}
+	if r.Head() != w.Head() {
+		t.Fatalf("reader head %+v, writer's %+v", r.Head(), w.Head())
+	}
+}
