@@ -295,7 +295,16 @@ func (db *DB) Verify(ctx context.Context, ledgerName string, progress func(recor
 			continue
 		case res := <-done:
 			relay.deliver(progress)
-			if res.err != nil && vctx.Err() != nil {
+			// The last progress may have called Close: then Verify
+			// returns ErrClosed, as it does when Close comes while the
+			// checks run, whether or not they had ended.
+			closed := false
+			select {
+			case <-db.readers.closingCh():
+				closed = true
+			default:
+			}
+			if closed || (res.err != nil && vctx.Err() != nil) {
 				if err := ctx.Err(); err != nil {
 					return VerifyReport{}, err
 				}
