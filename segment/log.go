@@ -713,7 +713,11 @@ func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
 	}
 
 	base := l.size
-	if !sync {
+	// Small Sync groups land in zeros written ahead (zeroFill); large
+	// ones, whose fsync is shared by many records, would pay for the
+	// zeros' bytes more than they save, and take preallocated blocks.
+	zero := sync && len(l.buf) <= zeroGroupMax
+	if !zero {
 		l.preallocate(base + int64(len(l.buf)))
 	}
 	if err := writeFull(l.file, l.buf, base); err != nil {
@@ -722,7 +726,7 @@ func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
 		return
 	}
 	l.size += int64(len(l.buf))
-	if sync {
+	if zero {
 		// Before the group's fsync, which makes the zeros durable with
 		// the records: the next groups land in written blocks.
 		l.zeroFill()
@@ -804,9 +808,11 @@ func (l *Log) preallocate(end int64) {
 
 // zeroChunk is how far ahead of its records the active segment is
 // written with zeros (zeroFill), at most; zeroMin, at least.
+// zeroGroupMax is the largest group written that fills zeros ahead.
 const (
-	zeroChunk = 4 << 20
-	zeroMin   = 64 << 10
+	zeroChunk    = 4 << 20
+	zeroMin      = 64 << 10
+	zeroGroupMax = 64 << 10
 )
 
 // zeroFillHook, if set (tests), is called before each write of zeros

@@ -377,3 +377,33 @@ func TestReadOnlyOpenBesideWriterInZeros(t *testing.T) {
 		t.Fatalf("reader head %+v, writer's %+v", r.Head(), w.Head())
 	}
 }
+
+// TestLargeSyncGroupWritesNoZeros: a Sync group of more than zeroGroupMax
+// bytes is written without zeros ahead (its fsync is shared by its many
+// records; writing zeros would double the bytes written); small groups
+// after it fill zeros ahead again.
+func TestLargeSyncGroupWritesNoZeros(t *testing.T) {
+	for _, kind := range []string{"mem", "disk"} {
+		t.Run(kind, func(t *testing.T) {
+			fs, dir := zeroFS(t, kind)
+			l := newTestLog(t, fs, dir, Options{SegmentSize: 64 << 20})
+			// 40 batches of 400 entries (~100 KiB each): past the zeros
+			// the genesis' group wrote ahead.
+			for i := range 40 {
+				appendN(t, l, 1+i*400, 1, 400)
+			}
+			name, end := l.Active()
+			if size := int64(len(fileBytes(t, fs, fs.PathJoin(dir, name)))); size != end {
+				t.Fatalf("after large Sync groups the file is %d bytes, its records end at %d: zeros were written ahead of them", size, end)
+			}
+			appendN(t, l, 20000, 3, 2)
+			name, end = l.Active()
+			if size := int64(len(fileBytes(t, fs, fs.PathJoin(dir, name)))); size <= end {
+				t.Fatalf("after small Sync groups the file is %d bytes, its records end at %d: no zeros ahead", size, end)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
