@@ -55,7 +55,7 @@ func TestAppendVerified(t *testing.T) {
 	}
 	a.Close()
 	b.Close()
-	sa, sb := readAll(t, fs, "a/"+segmentName(1)), readAll(t, fs, "b/"+segmentName(1))
+	sa, sb := fileBytes(t, fs, "a/"+segmentName(1)), fileBytes(t, fs, "b/"+segmentName(1))
 	// The records, after the headers (which hold when each was made).
 	if len(sa) <= headerSize || string(sa[headerSize:]) != string(sb[headerSize:]) {
 		t.Fatalf("segments' records differ: %d and %d bytes", len(sa), len(sb))
@@ -130,24 +130,6 @@ func TestStartWriteback(t *testing.T) {
 			}
 		}
 	}
-}
-
-func readAll(t *testing.T, fs vfs.FS, name string) []byte {
-	t.Helper()
-	f, err := fs.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := make([]byte, st.Size())
-	if _, err := f.ReadAt(b, 0); err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // fixedLog creates a ledger on fs in dir with the genesis appended at a
