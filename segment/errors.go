@@ -51,12 +51,16 @@ type CorruptionError struct {
 	Problem  string // what is wrong
 	Expected string // what verification expected, if it applies
 	Found    string // what it found instead
+	Hint     string // what to do about it, if known (LostHint)
 }
 
 func (e *CorruptionError) Error() string {
 	msg := fmt.Sprintf("segment: corruption in %s at offset %d: %s", e.File, e.Offset, e.Problem)
 	if e.Expected != "" || e.Found != "" {
 		msg += fmt.Sprintf(" (expected %s, found %s)", e.Expected, e.Found)
+	}
+	if e.Hint != "" {
+		msg += "; " + e.Hint
 	}
 	return msg
 }

@@ -260,6 +260,11 @@ func decodePayload(p []byte, r *Record) error {
 // segmentName returns the file name of segment n.
 func segmentName(n uint64) string { return fmt.Sprintf("%020d.seg", n) }
 
+// FileName returns the file name of segment n of a ledger's directory
+// (20 decimal digits and ".seg"), for a program that copies a ledger's
+// files (the engine's backup).
+func FileName(n uint64) string { return segmentName(n) }
+
 // parseSegmentName returns the number of a segment file name.
 func parseSegmentName(name string) (uint64, bool) {
 	if len(name) != 24 || name[20:] != ".seg" {

@@ -58,6 +58,12 @@ func offset(x int64) int64 { return HeaderSize + 32*x }
 // storedLen returns the length of a tree file of n leaves.
 func storedLen(n uint64) int64 { return offset(tlog.StoredHashCount(int64(n))) }
 
+// FileLen returns the length in bytes of a tree file of n leaves: its
+// header and every stored hash of those leaves. The first FileLen(n)
+// bytes of a tree file of n leaves or more are a tree file of n leaves
+// (a backup copies that prefix).
+func FileLen(n uint64) int64 { return storedLen(n) }
+
 func header(ledger uint32) []byte {
 	h := make([]byte, HeaderSize)
 	copy(h, magic)

@@ -1,0 +1,461 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment"
+)
+
+// ledgerIDs returns the IDs of every event of every ledger of db, by
+// ledger name, in ledger order.
+func ledgerIDs(t *testing.T, db *DB) map[string][]eventid.ID {
+	t.Helper()
+	out := map[string][]eventid.ID{}
+	for _, l := range db.Ledgers() {
+		for _, ev := range collect(t, db.Scan(context.Background(), l.Name, ScanOptions{})) {
+			out[l.Name] = append(out[l.Name], ev.ID)
+		}
+	}
+	return out
+}
+
+// checkCopyOpensClean opens a backup and checks that it opens with no
+// refusal and no note, and that every ledger passes Verify; it returns
+// the IDs of its events, by ledger.
+func checkCopyOpensClean(t *testing.T, dir string) map[string][]eventid.ID {
+	t.Helper()
+	db, err := Open(dir, &Options{CheckpointInterval: -1})
+	if err != nil {
+		t.Fatalf("open the backup %s: %v", dir, err)
+	}
+	defer db.Close()
+	if u := db.Unavailable(); len(u) > 0 {
+		t.Fatalf("backup %s: ledgers refused: %v", dir, u)
+	}
+	for _, why := range []error{db.IndexRebuilt(), db.MetaRebuilt()} {
+		if why != nil {
+			t.Fatalf("backup %s: a note at Open: %v", dir, why)
+		}
+	}
+	if r := db.TreeRebuilt(); len(r) > 0 {
+		t.Fatalf("backup %s: trees rebuilt: %v", dir, r)
+	}
+	for _, l := range db.Ledgers() {
+		if _, err := db.Verify(context.Background(), l.Name, nil); err != nil {
+			t.Fatalf("backup %s: verify %s: %v", dir, l.Name, err)
+		}
+	}
+	return ledgerIDs(t, db)
+}
+
+// TestBackupUnderRunningWriter takes 20 backups while 64 appenders append
+// with Sync to three ledgers whose segments rotate every few kilobytes,
+// and the witness writer and the checkpointer run: every copy opens with
+// no note, verifies, is a prefix of each ledger, and holds every event
+// acknowledged before its backup began.
+func TestBackupUnderRunningWriter(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, &Options{SegmentSize: 32 << 10, WitnessInterval: 2 * time.Millisecond, CheckpointInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	names := []string{"orders", "payments", "audit"}
+	for _, n := range names {
+		if _, err := db.CreateLedger(ctx, LedgerSpec{Name: n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		mu    sync.Mutex
+		acked []eventid.ID // in the order their appends returned
+		stop  = make(chan struct{})
+		wg    sync.WaitGroup
+		fails = make(chan error, 64)
+	)
+	for a := 0; a < 64; a++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r, err := db.Append(ctx, names[(a+i)%len(names)], []EventInput{order(a*100000 + i)}, &AppendOptions{Durability: Sync})
+				if err != nil {
+					fails <- err
+					return
+				}
+				mu.Lock()
+				acked = append(acked, r.IDs...)
+				mu.Unlock()
+				// A pause: fewer events for the copies' checks to read.
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+	}
+	type taken struct {
+		dir    string
+		before int // acked[:before] returned before the backup began
+	}
+	var backups []taken
+	linked := 0
+	parent := t.TempDir()
+	began := time.Now()
+	for i := 0; i < 20; i++ {
+		time.Sleep(5 * time.Millisecond) // appends between backups
+		mu.Lock()
+		before := len(acked)
+		mu.Unlock()
+		target := filepath.Join(parent, fmt.Sprintf("copy-%02d", i))
+		res, err := db.Backup(ctx, target)
+		if err != nil {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("backup %d: %v", i, err)
+		}
+		if len(res.Ledgers) != len(names) {
+			t.Fatalf("backup %d copied %d ledgers, want %d", i, len(res.Ledgers), len(names))
+		}
+		linked += res.Linked
+		backups = append(backups, taken{target, before})
+	}
+	close(stop)
+	wg.Wait()
+	select {
+	case err := <-fails:
+		t.Fatalf("append: %v", err)
+	default:
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if linked == 0 {
+		t.Error("no sealed segment was hard-linked: the segments did not rotate")
+	}
+	t.Logf("%d events acknowledged, %d sealed segments linked, in %v", len(acked), linked, time.Since(began))
+	db = openTest(t, dir)
+	want := ledgerIDs(t, db)
+	db.Close()
+	ledgerOf := map[eventid.LedgerID]string{}
+	for n, ids := range want {
+		ledgerOf[ids[0].Ledger()] = n
+	}
+	for i, b := range backups {
+		got := checkCopyOpensClean(t, b.dir)
+		have := map[eventid.ID]bool{}
+		for n, ids := range got {
+			if len(ids) > len(want[n]) {
+				t.Fatalf("backup %d: ledger %s holds %d events, the DB %d", i, n, len(ids), len(want[n]))
+			}
+			for j, id := range ids {
+				if id != want[n][j] {
+					t.Fatalf("backup %d: ledger %s: event #%d is %s, the DB's is %s: not a prefix", i, n, j+1, id, want[n][j])
+				}
+				have[id] = true
+			}
+		}
+		for _, id := range acked[:b.before] {
+			if !have[id] {
+				t.Fatalf("backup %d: event %s of ledger %s, acknowledged before the backup began, is missing", i, id, ledgerOf[id.Ledger()])
+			}
+		}
+	}
+}
+
+// TestBackupKeepsConsumerPosition: a named consumer's stored position is
+// in the backup, and resumes there.
+func TestBackupKeepsConsumerPosition(t *testing.T) {
+	dir := t.TempDir()
+	db := openTest(t, dir)
+	defer db.Close()
+	ctx := context.Background()
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "orders"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		if _, err := db.Append(ctx, "orders", []EventInput{order(i)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := db.Consumer("orders", "mailer", ConsumerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fifth Event
+	n := 0
+	for ev, err := range c.Events(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n++; n == 5 {
+			fifth = ev
+			break
+		}
+	}
+	if err := c.Ack(ctx, fifth.ID); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(t.TempDir(), "copy")
+	if _, err := db.Backup(ctx, target); err != nil {
+		t.Fatal(err)
+	}
+	checkCopyOpensClean(t, target)
+	cp := openTest(t, target)
+	defer cp.Close()
+	infos, err := cp.Consumers("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 1 || infos[0].Name != "mailer" || infos[0].Position.ID != fifth.ID || infos[0].Position.Seq != 5 {
+		t.Fatalf("the backup's consumers: %+v, want mailer at #5 %s", infos, fifth.ID)
+	}
+	cc, err := cp.Consumer("orders", "mailer", ConsumerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	for ev, err := range cc.Events(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Seq != 6 {
+			t.Fatalf("the backup's consumer resumes at #%d, want #6", ev.Seq)
+		}
+		break
+	}
+}
+
+// listNames returns the names in dir.
+func listNames(t *testing.T, dir string) []string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// TestBackupRefusesNonEmptyTarget: a backup is never written over a
+// directory that holds something, nor over a file.
+func TestBackupRefusesNonEmptyTarget(t *testing.T) {
+	db := openTest(t, t.TempDir())
+	defer db.Close()
+	ctx := context.Background()
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "orders"}); err != nil {
+		t.Fatal(err)
+	}
+	parent := t.TempDir()
+	full := filepath.Join(parent, "full")
+	if err := os.MkdirAll(full, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(full, "precious"), []byte("keep me"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(parent, "file")
+	if err := os.WriteFile(file, []byte("keep me too"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{full, file} {
+		_, err := db.Backup(ctx, target)
+		if !errors.Is(err, ErrInvalid) {
+			t.Fatalf("backup to %s: %v, want ErrInvalid", target, err)
+		}
+		t.Log(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(full, "precious")); err != nil || string(b) != "keep me" {
+		t.Fatalf("the target's file: %q, %v", b, err)
+	}
+	if got := listNames(t, parent); strings.Join(got, " ") != "file full" {
+		t.Fatalf("the target's parent holds %v, want only file and full", got)
+	}
+	// An empty directory is a target.
+	empty := filepath.Join(parent, "empty")
+	if err := os.Mkdir(empty, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Backup(ctx, empty); err != nil {
+		t.Fatalf("backup to an empty directory: %v", err)
+	}
+	checkCopyOpensClean(t, empty)
+}
+
+// TestBackupRefusesTargetInsideDataDir: the data directory itself, or any
+// directory inside it (by any path), is no target.
+func TestBackupRefusesTargetInsideDataDir(t *testing.T) {
+	dir := t.TempDir()
+	db := openTest(t, dir)
+	defer db.Close()
+	ctx := context.Background()
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "orders"}); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	before := listNames(t, dir)
+	for _, target := range []string{
+		dir,
+		filepath.Join(dir, "backup"),
+		filepath.Join(dir, ledgersDir, "copy"),
+		filepath.Join(dir, "a", "b"),
+		filepath.Join(link, "backup"),
+		filepath.Join(dir, ledgersDir, "..", "x"),
+	} {
+		_, err := db.Backup(ctx, target)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "data directory") {
+			t.Fatalf("backup to %s: %v, want ErrInvalid naming the data directory", target, err)
+		}
+	}
+	if got := listNames(t, dir); strings.Join(got, " ") != strings.Join(before, " ") {
+		t.Fatalf("the data directory holds %v after the refused backups, %v before", got, before)
+	}
+}
+
+// TestBackupInterruptedLeavesNoDirectory: a backup that fails midway (a
+// write fails) or whose context ends leaves no directory under the
+// target's name, nor its temporary one; the DB goes on.
+func TestBackupInterruptedLeavesNoDirectory(t *testing.T) {
+	db, err := Open(t.TempDir(), &Options{SegmentSize: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	for _, n := range []string{"orders", "payments"} {
+		if _, err := db.CreateLedger(ctx, LedgerSpec{Name: n}); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 200; i++ {
+			if _, err := db.Append(ctx, n, []EventInput{order(i)}, &AppendOptions{Durability: None}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	errDisk := errors.New("injected write failure")
+	parent := t.TempDir()
+	defer func() { backupHook = nil }()
+	for _, tc := range []struct {
+		name  string
+		after int // files written before the interruption
+		want  error
+	}{
+		{"write fails", 3, errDisk},
+		{"cancelled", 7, context.Canceled},
+		{"write fails late", 20, errDisk},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			n := 0
+			backupHook = func(string) error {
+				if n++; n < tc.after {
+					return nil
+				}
+				if tc.want == errDisk {
+					return errDisk
+				}
+				cancel()
+				return nil
+			}
+			target := filepath.Join(parent, "copy")
+			_, err := db.Backup(cctx, target)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("backup: %v, want %v", err, tc.want)
+			}
+			if n < tc.after {
+				t.Fatalf("the backup ended after %d files, before the interruption", n)
+			}
+			if got := listNames(t, parent); len(got) != 0 {
+				t.Fatalf("an interrupted backup left %v", got)
+			}
+		})
+	}
+	backupHook = nil
+	if _, err := db.Append(ctx, "orders", []EventInput{order(1000)}, nil); err != nil {
+		t.Fatalf("append after the interrupted backups: %v", err)
+	}
+	target := filepath.Join(parent, "copy")
+	if _, err := db.Backup(ctx, target); err != nil {
+		t.Fatal(err)
+	}
+	got := checkCopyOpensClean(t, target)
+	if len(got["orders"]) != 202 || len(got["payments"]) != 201 {
+		t.Fatalf("the backup holds %d and %d events, want 202 and 201", len(got["orders"]), len(got["payments"]))
+	}
+}
+
+// TestLiveCopyRefusalNamesBackup: a directory copied file by file while a
+// writer had it open (its segments copied before they rotated, meta.db
+// after) is refused, and the refusal names annal backup.
+func TestLiveCopyRefusalNamesBackup(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, err := Open(dir, &Options{SegmentSize: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "orders"}); err != nil {
+		t.Fatal(err)
+	}
+	info, _ := db.Ledger("orders")
+	ldir := filepath.Join(dir, ledgersDir, info.ID.String())
+	for i := 0; i < 40; i++ {
+		if _, err := db.Append(ctx, "orders", []EventInput{order(i)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// cp -a copied the ledger's folder here...
+	early := t.TempDir()
+	for _, n := range listNames(t, ldir) {
+		b, err := os.ReadFile(filepath.Join(ldir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(early, n), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// ...while the writer went on, rotated, and wrote its witness to
+	// meta.db, which cp copied later.
+	for i := 40; i < 200; i++ {
+		if _, err := db.Append(ctx, "orders", []EventInput{order(i)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(ldir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(early, ldir); err != nil {
+		t.Fatal(err)
+	}
+	db = openTest(t, dir)
+	defer db.Close()
+	why := db.Unavailable()["orders"]
+	if !errors.Is(why, segment.ErrCorruption) || !strings.Contains(why.Error(), "acknowledged events lost") {
+		t.Fatalf("the copy's ledger: %v, want acknowledged events lost", why)
+	}
+	if !strings.Contains(why.Error(), "annal backup") || !strings.Contains(why.Error(), "DB.Backup") {
+		t.Fatalf("the refusal of a live copy names no cure: %v", why)
+	}
+}
