@@ -221,7 +221,7 @@ func openError(dir string, err error) error {
 	case errors.Is(err, engine.ErrLocked):
 		var le *engine.LockedError
 		if errors.As(err, &le) {
-			return &exitErr{code: exitError, err: fmt.Errorf("data directory %s is in use by %s", dir, le.Holder())}
+			return &exitErr{code: exitError, err: &causeError{msg: fmt.Sprintf("data directory %s is in use by %s", dir, le.Holder()), err: err}}
 		}
 		// A lock on one of its files (meta.db, index/) held elsewhere.
 		return &exitErr{code: exitError, err: fmt.Errorf("data directory %s is in use by another process: %w", dir, err)}
@@ -230,6 +230,16 @@ func openError(dir string, err error) error {
 	}
 	return &exitErr{code: exitError, err: fmt.Errorf("open data directory %s: %w", dir, err)}
 }
+
+// causeError is an error whose message is msg and whose cause, for
+// errors.Is and errors.As, is err (a message that says err in other words).
+type causeError struct {
+	msg string
+	err error
+}
+
+func (e *causeError) Error() string { return e.msg }
+func (e *causeError) Unwrap() error { return e.err }
 
 // closeDB closes db and folds a failure to close into the command's error.
 func closeDB(db *engine.DB, err *error) {

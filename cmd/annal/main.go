@@ -19,6 +19,8 @@
 //	annal import [--name N] FILE|-  import an Evently NDJSON ledger, all or nothing; prints name and ID
 //	annal export NAME [--after ID] [-o FILE] [--checkpoint C]  a ledger as Evently NDJSON,
 //	                            with its signed checkpoint written to C
+//	annal backup TARGET         a consistent copy of the data directory in a new directory,
+//	                            made while it is in use (not while another process holds it)
 //	annal demo                  annal's whole job on a local directory, with a SIGKILL, in seconds
 //	annal canon                 canonical JSON of each line of standard input
 //	annal id ID…                the fields and every text form of Event IDs
@@ -198,7 +200,7 @@ func newRootCmd() *cobra.Command {
 		Use:   "annal",
 		Short: "annal: an embedded, append-only ledger database",
 		Long: `annal works on an annal data directory (create, ledgers, append, get, scan,
-tail, verify, stats, key, checkpoint, prove) and checks Evently ledgers without
+tail, verify, stats, key, checkpoint, prove, backup) and checks Evently ledgers without
 one (verify-file, with a signed checkpoint and its key too).
 
 The data directory is --dir, or $ANNAL_DIR when --dir is not given, or
@@ -241,7 +243,7 @@ Exit codes: 0 success, 1 error, 2 usage, 3 verification failed,
 		newCreateCmd(g), newLedgersCmd(g), newAppendCmd(g), newGetCmd(g),
 		newScanCmd(g), newTailCmd(g), newVerifyCmd(g), newStatsCmd(g),
 		newImportCmd(g), newExportCmd(g), newDemoCmd(g), newDemoWriterCmd(g),
-		newReindexCmd(g), newKeyCmd(g), newCheckpointCmd(g), newProveCmd(g),
+		newReindexCmd(g), newBackupCmd(g), newKeyCmd(g), newCheckpointCmd(g), newProveCmd(g),
 		newCanonCmd(), newIDCmd(), newVerifyFileCmd(),
 	)
 	return root
