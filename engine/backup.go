@@ -125,10 +125,8 @@ func (db *DB) Backup(ctx context.Context, dir string) (BackupResult, error) {
 	}
 	if err := b.run(); err != nil {
 		os.RemoveAll(b.tmp)
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			if db.stopped(context.Background()) != nil {
-				err = fmt.Errorf("%w: %w", ErrClosed, err)
-			}
+		if !errors.Is(err, ErrClosed) && db.stopped(context.Background()) != nil {
+			err = fmt.Errorf("%w: %w", ErrClosed, err)
 		}
 		return BackupResult{}, fmt.Errorf("engine: backup to %s (nothing was left there): %w", dir, err)
 	}
@@ -335,14 +333,15 @@ func (b *backup) finishFile(f vfs.File, path string, n int64, err error) error {
 	return b.done(path)
 }
 
-// done is called after each file is written.
+// done is called after each file is written: the backup stops there if
+// its context ended or Close began.
 func (b *backup) done(path string) error {
 	if backupHook != nil {
 		if err := backupHook(path); err != nil {
 			return err
 		}
 	}
-	return b.ctx.Err()
+	return b.db.stopped(b.ctx)
 }
 
 // copyCheckpoints copies, with the checkpoint lock of every ledger of ls

@@ -61,7 +61,8 @@ func checkCopyOpensClean(t *testing.T, dir string) map[string][]eventid.ID {
 // with Sync to three ledgers whose segments rotate every few kilobytes,
 // and the witness writer and the checkpointer run: every copy opens with
 // no note, verifies, is a prefix of each ledger, and holds every event
-// acknowledged before its backup began.
+// acknowledged before its backup began. Ledgers are created meanwhile:
+// each copy has them or not, whole.
 func TestBackupUnderRunningWriter(t *testing.T) {
 	dir := t.TempDir()
 	db, err := Open(dir, &Options{SegmentSize: 32 << 10, WitnessInterval: 2 * time.Millisecond, CheckpointInterval: 100 * time.Millisecond})
@@ -105,6 +106,27 @@ func TestBackupUnderRunningWriter(t *testing.T) {
 			}
 		}()
 	}
+	// Ledgers created while the backups run.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 4; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(40 * time.Millisecond):
+			}
+			n := fmt.Sprintf("created-%d", i)
+			if _, err := db.CreateLedger(ctx, LedgerSpec{Name: n}); err != nil {
+				fails <- err
+				return
+			}
+			if _, err := db.Append(ctx, n, []EventInput{order(i)}, nil); err != nil {
+				fails <- err
+				return
+			}
+		}
+	}()
 	type taken struct {
 		dir    string
 		before int // acked[:before] returned before the backup began
@@ -125,8 +147,8 @@ func TestBackupUnderRunningWriter(t *testing.T) {
 			wg.Wait()
 			t.Fatalf("backup %d: %v", i, err)
 		}
-		if len(res.Ledgers) != len(names) {
-			t.Fatalf("backup %d copied %d ledgers, want %d", i, len(res.Ledgers), len(names))
+		if len(res.Ledgers) < len(names) {
+			t.Fatalf("backup %d copied %d ledgers, want %d or more", i, len(res.Ledgers), len(names))
 		}
 		linked += res.Linked
 		backups = append(backups, taken{target, before})
@@ -402,6 +424,39 @@ func TestBackupInterruptedLeavesNoDirectory(t *testing.T) {
 	}
 }
 
+// TestBackupInterruptedByClose: Close during a backup stops it (ErrClosed)
+// and leaves nothing under the target's name.
+func TestBackupInterruptedByClose(t *testing.T) {
+	db := openTest(t, t.TempDir())
+	ctx := context.Background()
+	for _, n := range []string{"orders", "payments"} {
+		if _, err := db.CreateLedger(ctx, LedgerSpec{Name: n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() { backupHook = nil }()
+	closed := make(chan error, 1)
+	n := 0
+	backupHook = func(string) error {
+		if n++; n == 3 {
+			go func() { closed <- db.Close() }()
+			<-db.readers.closingCh() // Close has begun: it waits for the backup
+		}
+		return nil
+	}
+	parent := t.TempDir()
+	_, err := db.Backup(ctx, filepath.Join(parent, "copy"))
+	if !errors.Is(err, ErrClosed) {
+		t.Fatalf("backup interrupted by Close: %v, want ErrClosed", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if got := listNames(t, parent); len(got) != 0 {
+		t.Fatalf("a backup interrupted by Close left %v", got)
+	}
+}
+
 // TestLiveCopyRefusalNamesBackup: a directory copied file by file while a
 // writer had it open (its segments copied before they rotated, meta.db
 // after) is refused, and the refusal names annal backup.
@@ -457,5 +512,29 @@ func TestLiveCopyRefusalNamesBackup(t *testing.T) {
 	}
 	if !strings.Contains(why.Error(), "annal backup") || !strings.Contains(why.Error(), "DB.Backup") {
 		t.Fatalf("the refusal of a live copy names no cure: %v", why)
+	}
+}
+
+// TestBackupOfReadOnlyDBIsRefused: a reader beside the writer cannot
+// make a consistent copy (it has none of the writer's locks): ErrReadOnly,
+// nothing written.
+func TestBackupOfReadOnlyDBIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	db := openTest(t, dir)
+	defer db.Close()
+	if _, err := db.CreateLedger(context.Background(), LedgerSpec{Name: "orders"}); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := OpenReadOnly(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	parent := t.TempDir()
+	if _, err := ro.Backup(context.Background(), filepath.Join(parent, "copy")); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("backup of a read-only DB: %v, want ErrReadOnly", err)
+	}
+	if got := listNames(t, parent); len(got) != 0 {
+		t.Fatalf("a refused backup left %v", got)
 	}
 }
