@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -421,6 +422,38 @@ func TestBackupInterruptedLeavesNoDirectory(t *testing.T) {
 	got := checkCopyOpensClean(t, target)
 	if len(got["orders"]) != 202 || len(got["payments"]) != 201 {
 		t.Fatalf("the backup holds %d and %d events, want 202 and 201", len(got["orders"]), len(got["payments"]))
+	}
+}
+
+// TestBackupToAnotherFileSystemCopies: where no hard link can be made
+// (the target on another file system), sealed segments are copied.
+func TestBackupToAnotherFileSystemCopies(t *testing.T) {
+	db, err := Open(t.TempDir(), &Options{SegmentSize: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "orders"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200; i++ {
+		if _, err := db.Append(ctx, "orders", []EventInput{order(i)}, &AppendOptions{Durability: None}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() { linkFile = os.Link }()
+	linkFile = func(src, dst string) error { return &os.LinkError{Op: "link", Old: src, New: dst, Err: syscall.EXDEV} }
+	target := filepath.Join(t.TempDir(), "copy")
+	res, err := db.Backup(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Linked != 0 || res.Copied < 10 {
+		t.Fatalf("backup across file systems: %d linked, %d copied; want 0 linked and every segment copied", res.Linked, res.Copied)
+	}
+	if got := checkCopyOpensClean(t, target); len(got["orders"]) != 201 {
+		t.Fatalf("the copy holds %d events, want 201", len(got["orders"]))
 	}
 }
 
