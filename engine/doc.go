@@ -22,6 +22,10 @@
 // open), and brings the index up to the segments; a missing index or
 // metadata file is rebuilt. See docs/recovery.md.
 //
+// Copy a directory in use with DB.Backup, not file by file (cp -a, rsync:
+// such a copy is refused when opened): its copy opens and verifies as it
+// is. See "Backups" in docs/engine.md.
+//
 // A data directory:
 //
 //	DIR/LOCK              names the process holding the directory (its flock)
