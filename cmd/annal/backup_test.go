@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,5 +76,51 @@ func TestBackupCommandRefusesHeldDirectory(t *testing.T) {
 	}
 	if names, _ := os.ReadDir(tmp); len(names) != 1 {
 		t.Fatalf("a refused backup left %v", names)
+	}
+}
+
+// TestLiveCopyCommandsNameBackup: verify and reindex of a directory copied
+// file by file under a writer (its ledger's folder copied before the
+// writer rotated on, meta.db after) exit 3 and name annal backup as the
+// way to copy a live directory.
+func TestLiveCopyCommandsNameBackup(t *testing.T) {
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "data")
+	ctx := context.Background()
+	db, err := engine.Open(dir, &engine.Options{SegmentSize: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := db.CreateLedger(ctx, engine.LedgerSpec{Name: "acct"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := []engine.EventInput{{Entity: "a", Key: "k", Event: "e", Data: []byte(`{"n":1}`)}}
+	ldir := filepath.Join(dir, "ledgers", info.ID.String())
+	early := filepath.Join(tmp, "early")
+	for i := 0; i < 200; i++ {
+		if i == 40 {
+			if err := os.CopyFS(early, os.DirFS(ldir)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := db.Append(ctx, "acct", ev, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(ldir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(early, ldir); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"verify"}, {"reindex"}} {
+		code, _, errOut := annal(t, "", append(args, "--dir", dir)...)
+		if code != exitVerification || !strings.Contains(errOut, "acknowledged events lost") || !strings.Contains(errOut, "annal backup") {
+			t.Fatalf("%s of a live copy: exit %d: %s", args[0], code, errOut)
+		}
 	}
 }
