@@ -143,9 +143,15 @@ func (db *DB) Backup(ctx context.Context, dir string) (BackupResult, error) {
 	// An empty target directory makes way (os.Rename does not replace a
 	// directory); one that is no longer empty stays, and the copy is
 	// removed.
-	if err := os.Remove(target); err != nil && !errors.Is(err, os.ErrNotExist) {
-		os.RemoveAll(b.tmp)
-		return BackupResult{}, fmt.Errorf("%w: backup to %s: the target is no longer an empty directory (nothing was left there): %w", ErrInvalid, dir, err)
+	if fi, err := os.Lstat(target); err == nil {
+		if !fi.IsDir() {
+			os.RemoveAll(b.tmp)
+			return BackupResult{}, invalid("backup to %s: something else was made there meanwhile (nothing was left there)", dir)
+		}
+		if err := os.Remove(target); err != nil && !errors.Is(err, os.ErrNotExist) {
+			os.RemoveAll(b.tmp)
+			return BackupResult{}, fmt.Errorf("%w: backup to %s: the target is no longer an empty directory (nothing was left there): %w", ErrInvalid, dir, err)
+		}
 	}
 	if err := os.Rename(b.tmp, target); err != nil {
 		os.RemoveAll(b.tmp)
@@ -380,16 +386,10 @@ func (b *backup) copyCheckpoints(ls []*ledger) ([]uint64, error) {
 		if err != nil {
 			return nil, err
 		}
-		if found {
-			// The size of what was copied, for the result and for the
-			// tree's prefix: the file as it is now (it was written under
-			// this lock, so it is the latest one issued).
-			msg, err := readSmallFile(b.dst, filepath.Join(dir, checkpointFileName), maxCheckpointFile)
-			if err == nil {
-				if c, err := openCheckpoint(msg, db.verifier, l.meta.ID); err == nil {
-					sizes[i] = c.Size
-				}
-			}
+		if c := l.latest.Load(); found && c != nil {
+			// The latest checkpoint issued, which is the file's: both
+			// are written under the lock held (or read by Open).
+			sizes[i] = c.Size
 		}
 	}
 	return sizes, nil
