@@ -20,8 +20,9 @@ metadata (consumer positions included), the signing key and its state file.
 The copy opens as it is (its first open rebuilds the index from the segments,
 verifying every record), and annal --dir TARGET verify --full passes.
 
-It is written under a temporary name beside TARGET (.TARGET.annal-backup-
-incomplete-*) and renamed to TARGET once complete and synced: an interrupted
+It is written under a temporary name beside TARGET
+(.TARGET.annal-backup-incomplete-*) and renamed to TARGET once complete and
+synced: an interrupted
 backup (Ctrl-C, a full disk) removes it, and a killed one leaves only that
 temporary directory, never TARGET. Sealed segments are hard links where TARGET
 is on the data directory's file system (they are never written again); the
