@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
@@ -142,8 +143,11 @@ type DB struct {
 	broken map[string]error // ledgers that failed recovery, by name or ID hex
 	// indexRebuilt: why Open rebuilt the index, if it did.
 	indexRebuilt error
-	// metaRebuilt: why Open rebuilt the metadata file, if it did.
+	// metaRebuilt: why Open rebuilt the metadata file, if it did, while
+	// the loss of the consumers' positions is not accepted
+	// (ErrPositionsLost; AcceptLostPositions clears it). Guarded by lostMu.
 	metaRebuilt error
+	lostMu      sync.RWMutex
 	// watch: the identity of the files the DB holds by path (nil with
 	// Options.fs); see checkDir.
 	watch    *dirWatch
@@ -230,15 +234,26 @@ func Open(dir string, opts *Options) (*DB, error) {
 	if o.metaPath != "" {
 		metaPath = o.metaPath
 	}
-	noMeta := metaMissing(metaPath)
 	db := &DB{dir: dir, opts: o, fs: fs, lock: lock,
 		byName: map[string]*ledger{}, byID: map[eventid.LedgerID]*ledger{}, broken: map[string]error{}}
 	if err := db.open(); err != nil {
 		db.closeStores()
 		return nil, err
 	}
-	if noMeta != "" && len(db.byID)+len(db.broken) > 0 {
-		db.metaRebuilt = fmt.Errorf("engine: the metadata file %s was %s and was rebuilt from the segments of %d ledgers; the positions of named consumers were in it and are lost: each starts again at the first event of its ledger", metaPath, noMeta, len(db.byID)+len(db.broken))
+	// The marker of lost positions lasts until AcceptLostPositions; one
+	// left where no ledger opened (a directory whose only ledger was an
+	// unfinished CreateLedger) guards nothing and is removed.
+	switch why, err := getPositionsLost(db.meta); {
+	case err != nil:
+		db.Close()
+		return nil, fmt.Errorf("engine: metadata %s: %w", metaPath, err)
+	case why != "" && len(db.byID)+len(db.broken) == 0:
+		if err := clearPositionsLost(db.meta); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("engine: metadata %s: %w", metaPath, err)
+		}
+	case why != "":
+		db.metaRebuilt = positionsLost(why)
 	}
 	if dirFile != nil {
 		// What the DB holds by path from now on; see checkDir.
@@ -268,7 +283,16 @@ func (db *DB) open() error {
 	if db.opts.metaPath != "" {
 		metaPath = db.opts.metaPath
 	}
-	if db.meta, err = openMeta(metaPath); err != nil {
+	// A metadata file missing (or empty) beside ledger directories is
+	// rebuilt from the segments, and the consumers' positions, which only
+	// it held, are lost: the new file says so until the loss is accepted.
+	lost := ""
+	if missing := metaMissing(metaPath); missing != "" {
+		if names, lerr := db.fs.List(filepath.Join(db.dir, ledgersDir)); lerr == nil && slices.ContainsFunc(names, isLedgerDirName) {
+			lost = fmt.Sprintf("the metadata file %s was %s at the Open of %s and was rebuilt from the segments", metaPath, missing, time.Now().UTC().Format(time.RFC3339))
+		}
+	}
+	if db.meta, err = openMeta(metaPath, lost); err != nil {
 		if errors.Is(err, bolterrors.ErrTimeout) {
 			// bbolt's flock on the file: another process has it open.
 			return fmt.Errorf("%w: %s: its metadata file is locked by another process: %w", ErrLocked, db.dir, err)
@@ -1039,4 +1063,11 @@ func (db *DB) closeStores() error {
 		errs = append(errs, db.lock.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// isLedgerDirName reports whether name, an entry of ledgers/, is the
+// directory of a ledger: its ID in lower-case hex, as ledgerDir names it.
+func isLedgerDirName(name string) bool {
+	id, err := eventid.ParseLedgerID(name)
+	return err == nil && id.String() == name
 }

@@ -189,7 +189,43 @@ func damagedMeta(path string, why any) error {
 	return fmt.Errorf("engine: metadata %s is damaged: %v", path, why)
 }
 
-func openMeta(path string) (db *bolt.DB, err error) {
+// bucketState holds the metadata file's own state: under positionsLostKey,
+// when the file was rebuilt while ledgers existed, why (the consumers'
+// positions were lost with the old file; see ErrPositionsLost), until
+// DB.AcceptLostPositions removes it. An annal that predates it ignores the
+// bucket.
+var (
+	bucketState      = []byte("state")
+	positionsLostKey = []byte("positions-lost")
+)
+
+// getPositionsLost returns the marker of lost positions, or "".
+func getPositionsLost(db *bolt.DB) (why string, err error) {
+	err = metaTx(db, false, func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketState); b != nil {
+			why = string(b.Get(positionsLostKey))
+		}
+		return nil
+	})
+	return why, err
+}
+
+// clearPositionsLost removes the marker of lost positions (a bbolt commit:
+// synced before it returns).
+func clearPositionsLost(db *bolt.DB) error {
+	return metaTx(db, true, func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketState); b != nil {
+			return b.Delete(positionsLostKey)
+		}
+		return nil
+	})
+}
+
+// openMeta opens the metadata file at path, creating it if it is missing.
+// lost, if not "", is why it is being rebuilt while ledgers exist: it is
+// written as the marker of lost positions in the transaction that makes
+// the new file, so that no crash leaves a rebuilt file without it.
+func openMeta(path, lost string) (db *bolt.DB, err error) {
 	// bbolt panics on some damaged pages (a freelist page that is not
 	// one, a page that names another page): a damaged metadata file
 	// must fail Open, not crash the process. A panic inside bolt.Open
@@ -221,8 +257,17 @@ func openMeta(path string) (db *bolt.DB, err error) {
 	var exists bool
 	if err := db.View(func(tx *bolt.Tx) error { exists = tx.Bucket(bucketLedgers) != nil; return nil }); err != nil || !exists {
 		err = db.Update(func(tx *bolt.Tx) error {
-			_, err := tx.CreateBucketIfNotExists(bucketLedgers)
-			return err
+			if _, err := tx.CreateBucketIfNotExists(bucketLedgers); err != nil {
+				return err
+			}
+			if lost == "" {
+				return nil
+			}
+			b, err := tx.CreateBucketIfNotExists(bucketState)
+			if err != nil {
+				return err
+			}
+			return b.Put(positionsLostKey, []byte(lost))
 		})
 		if err != nil {
 			db.Close()

@@ -19,6 +19,8 @@
 //	annal import [--name N] FILE|-  import an Evently NDJSON ledger, all or nothing; prints name and ID
 //	annal export NAME [--after ID] [-o FILE] [--checkpoint C]  a ledger as Evently NDJSON,
 //	                            with its signed checkpoint written to C
+//	annal accept-lost-positions accept that the named consumers' positions were lost with
+//	                            meta.db (until then every consumer call fails)
 //	annal demo                  annal's whole job on a local directory, with a SIGKILL, in seconds
 //	annal canon                 canonical JSON of each line of standard input
 //	annal id ID…                the fields and every text form of Event IDs
@@ -242,7 +244,7 @@ Exit codes: 0 success, 1 error, 2 usage, 3 verification failed,
 		newScanCmd(g), newTailCmd(g), newVerifyCmd(g), newStatsCmd(g),
 		newImportCmd(g), newExportCmd(g), newDemoCmd(g), newDemoWriterCmd(g),
 		newReindexCmd(g), newKeyCmd(g), newCheckpointCmd(g), newProveCmd(g),
-		newCanonCmd(), newIDCmd(), newVerifyFileCmd(),
+		newCanonCmd(), newIDCmd(), newVerifyFileCmd(), newAcceptLostPositionsCmd(g),
 	)
 	return root
 }
