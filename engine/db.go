@@ -213,7 +213,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 		return nil, err
 	}
 	if err := mkdirSynced(fs, dir); err != nil {
-		return nil, fmt.Errorf("engine: create %s: %w", dir, err)
+		return nil, withPermissionHint(dir, fmt.Errorf("engine: create %s: %w", dir, err))
 	}
 	var lock io.Closer
 	var dirFile *os.File
@@ -228,7 +228,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 			return nil, fmt.Errorf("%w: %s: %w", ErrLocked, dir, err)
 		}
 	} else if lock, dirFile, err = lockDataDir(dir); err != nil {
-		return nil, err
+		return nil, withPermissionHint(dir, err)
 	}
 	metaPath := filepath.Join(dir, metaFile)
 	if o.metaPath != "" {
@@ -238,7 +238,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 		byName: map[string]*ledger{}, byID: map[eventid.LedgerID]*ledger{}, broken: map[string]error{}}
 	if err := db.open(); err != nil {
 		db.closeStores()
-		return nil, err
+		return nil, withPermissionHint(dir, err)
 	}
 	// The marker of lost positions lasts until AcceptLostPositions; one
 	// left where no ledger opened (a directory whose only ledger was an
@@ -479,8 +479,8 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 	if errors.Is(err, segment.ErrNoLog) && so.Witness.Seq != 0 {
 		// Not an unfinished creation: a witness (the metadata's, or the
 		// index's when meta.db is gone) says events were durable.
-		return nil, &segment.CorruptionError{File: dir, Problem: fmt.Sprintf("every segment is missing: acknowledged events lost: events up to #%d (%s) were durable", so.Witness.Seq, so.Witness.ID),
-			Expected: fmt.Sprintf("segments holding events 1 to %d", so.Witness.Seq), Found: "no segment file"}
+		return nil, fmt.Errorf("%w; %s", &segment.CorruptionError{File: dir, Problem: fmt.Sprintf("every segment is missing: acknowledged events lost: events up to #%d (%s) were durable", so.Witness.Seq, so.Witness.ID),
+			Expected: fmt.Sprintf("segments holding events 1 to %d", so.Witness.Seq), Found: "no segment file"}, lostTailCure(dir))
 	}
 	if errors.Is(err, segment.ErrNoLog) && !haveMeta {
 		return nil, errUnfinishedCreate
@@ -496,6 +496,9 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 		}
 		checkpoint = segment.Head{}
 		log, _, err = segment.Open(dir, so, checkpoint)
+	}
+	if errors.Is(err, segment.ErrAcknowledgedLost) {
+		return nil, fmt.Errorf("%w; %s", err, lostTailCure(dir))
 	}
 	if err != nil {
 		return nil, err
@@ -1070,4 +1073,11 @@ func (db *DB) closeStores() error {
 func isLedgerDirName(name string) bool {
 	id, err := eventid.ParseLedgerID(name)
 	return err == nil && id.String() == name
+}
+
+// lostTailCure says what to do about a ledger whose segments lost events
+// a durable witness says were acknowledged (segment.ErrAcknowledgedLost):
+// nothing was cut, and the ledger opens whole once they are back.
+func lostTailCure(dir string) string {
+	return fmt.Sprintf("nothing was cut or changed: restore the ledger's segment files (%s/*.seg) from a backup (annal backup) or from the copy they came from, then open again; the ledger is refused until the segments hold every acknowledged event", dir)
 }

@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Errors of package segment.
@@ -61,5 +62,15 @@ func (e *CorruptionError) Error() string {
 	return msg
 }
 
-// Is reports whether target is ErrCorruption.
-func (e *CorruptionError) Is(target error) bool { return target == ErrCorruption }
+// ErrAcknowledgedLost: the segments lost events that a durable witness
+// says were acknowledged (a lost tail: a segment missing, cut or replaced
+// by an older copy). Nothing was cut. It is matched by the CorruptionError
+// that says so (its Problem says "acknowledged events lost"), as well as
+// ErrCorruption.
+var ErrAcknowledgedLost = errors.New("segment: acknowledged events lost")
+
+// Is reports whether target is ErrCorruption, or ErrAcknowledgedLost for
+// the corruption of a lost tail.
+func (e *CorruptionError) Is(target error) bool {
+	return target == ErrCorruption || target == ErrAcknowledgedLost && strings.Contains(e.Problem, "acknowledged events lost")
+}
