@@ -7,49 +7,49 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 )
 
-// permissionChildDir, in a child's environment, is the data directory the
-// child (TestPermissionErrorNamesOwner run as another user) verifies.
-const permissionChildDir = "ANNAL_TEST_PERMISSION_DIR"
+// childArgs, in a child's environment, is the command line (separated by US, 0x1f)
+// that a test run as another user (runAsNobody) runs.
+const childArgs = "ANNAL_TEST_CHILD_ARGS"
 
-// TestPermissionErrorNamesOwner: an index left to root by `sudo annal …`
-// (its files root's, mode 0700/0600), then `annal verify` as the user who
-// owns the rest: exit 1, naming the file's owner, the user annal runs as
-// and the cure (chown -R USER DIR). It said "permission denied" on a
-// MANIFEST and nothing more. Permissions do not stop root: run as root
-// (CI's containers), the test runs the command in a child process of the
-// test binary as user nobody (uid 65534) on a directory given to it;
-// otherwise the index is made unreadable (mode 000), and the message
-// names the mode.
-func TestPermissionErrorNamesOwner(t *testing.T) {
-	if dir := os.Getenv(permissionChildDir); dir != "" {
-		code := run([]string{"--dir", dir, "verify"}, strings.NewReader(""), os.Stdout, os.Stdout)
-		fmt.Printf("\nexit %d\n", code)
-		os.Exit(0)
-	}
-	dir := newDir(t)
-	mustAnnal(t, `{"entity":"order","key":"o-1","event":"placed","data":{}}`, "--dir", dir, "append", "orders")
-	if os.Geteuid() != 0 {
-		index := filepath.Join(dir, "index")
-		if err := os.Chmod(index, 0); err != nil {
-			t.Fatal(err)
-		}
-		defer os.Chmod(index, 0o700)
-		wantExit(t, exitError, []string{"permission denied", "but its mode forbids it: chmod"}, "--dir", dir, "verify")
+// nobody is the user a root test runs a command as: file permissions do
+// not stop root.
+const nobody = 65534
+
+// runChild runs the command of childArgs, if this process is such a child
+// (of runAsNobody): it prints the command's output and "exit N", and ends
+// the process. Each test that uses runAsNobody calls it first.
+func runChild() {
+	args := os.Getenv(childArgs)
+	if args == "" {
 		return
 	}
-	const nobody = 65534
-	// What `sudo annal` leaves: the directory the user's, its index root's.
+	code := run(strings.Split(args, "\x1f"), strings.NewReader(""), os.Stdout, os.Stdout)
+	fmt.Printf("\nexit %d\n", code)
+	os.Exit(0)
+}
+
+// runAsNobody runs the command args (with --dir dir) as user nobody, in a
+// child process of a copy of the test binary running test, which must
+// call runChild first. The data directory dir is given to nobody, except
+// for the paths under it in rootOwned, which stay root's (what `sudo annal
+// …` leaves). It returns the command's exit code and output (stdout and
+// stderr together). The test runs as root.
+func runAsNobody(t *testing.T, test, dir string, rootOwned []string, args ...string) (int, string) {
+	t.Helper()
 	if err := filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
 		if err != nil {
 			return err
 		}
-		if strings.HasPrefix(p, filepath.Join(dir, "index")) {
-			return nil
+		for _, r := range rootOwned {
+			if p == r || strings.HasPrefix(p, r+string(filepath.Separator)) {
+				return nil
+			}
 		}
 		return os.Lchown(p, nobody, nobody)
 	}); err != nil {
@@ -66,23 +66,59 @@ func TestPermissionErrorNamesOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(filepath.Dir(dir), "annal.test")
-	copyFile(t, self, bin, 0o755)
-	cmd := exec.Command(bin, "-test.run=^TestPermissionErrorNamesOwner$", "-test.count=1")
-	cmd.Env = append(os.Environ(), permissionChildDir+"="+dir)
+	if _, err := os.Stat(bin); err != nil {
+		copyFile(t, self, bin, 0o755)
+	}
+	cmd := exec.Command(bin, "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), childArgs+"="+strings.Join(append([]string{"--dir", dir}, args...), "\x1f"))
 	cmd.Dir = filepath.Dir(dir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the child as uid %d: %v\n%s", nobody, err, out)
 	}
-	t.Logf("verify as uid %d:\n%s", nobody, out)
+	text := strings.TrimSpace(string(out))
+	i := strings.LastIndex(text, "\nexit ")
+	if i < 0 {
+		i = strings.LastIndex(text, "exit ") - 1
+	}
+	code, err := strconv.Atoi(text[i+len("\nexit "):])
+	if i < -1 || err != nil {
+		t.Fatalf("the child as uid %d said no exit code:\n%s", nobody, out)
+	}
+	t.Logf("annal %s as uid %d:\n%s", strings.Join(args, " "), nobody, out)
+	return code, text
+}
+
+// TestPermissionErrorNamesOwner: an index left to root by `sudo annal …`
+// (its files root's, mode 0700/0600), then `annal verify` as the user who
+// owns the rest: exit 1, naming the file's owner, the user annal runs as
+// and the cure (chown -R USER DIR). It said "permission denied" on a
+// MANIFEST and nothing more. Permissions do not stop root: run as root
+// (CI's containers), the test runs the command as user nobody
+// (runAsNobody); otherwise the index is made unreadable (mode 000), and
+// the message names the mode.
+func TestPermissionErrorNamesOwner(t *testing.T) {
+	runChild()
+	dir := newDir(t)
+	mustAnnal(t, `{"entity":"order","key":"o-1","event":"placed","data":{}}`, "--dir", dir, "append", "orders")
+	if os.Geteuid() != 0 {
+		index := filepath.Join(dir, "index")
+		if err := os.Chmod(index, 0); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Chmod(index, 0o700)
+		wantExit(t, exitError, []string{"permission denied", "but its mode forbids it: chmod"}, "--dir", dir, "verify")
+		return
+	}
+	code, out := runAsNobody(t, "TestPermissionErrorNamesOwner", dir, []string{filepath.Join(dir, "index")}, "verify")
 	name := fmt.Sprint(nobody)
 	if u, err := user.LookupId(name); err == nil {
 		name = u.Username
 	}
-	for _, want := range []string{"\nexit 1\n", "permission denied", "belongs to user root (uid 0)", "chown -R " + name + " " + dir} {
-		if !strings.Contains(string(out), want) {
-			t.Fatalf("verify as uid %d of an index that root owns:\n%s\nwant it to say %q", nobody, out, want)
+	for _, want := range []string{"permission denied", "belongs to user root (uid 0)", "chown -R " + name + " " + dir} {
+		if code != exitError || !strings.Contains(out, want) {
+			t.Fatalf("verify as uid %d of an index that root owns: exit %d\n%s\nwant exit 1 saying %q", nobody, code, out, want)
 		}
 	}
 }
