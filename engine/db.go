@@ -557,9 +557,17 @@ func (db *DB) openIndex() (*index.Index, error) {
 	if db.opts.RebuildIndex {
 		// The index is moved aside: keep the witnesses it holds first,
 		// the only ones left when meta.db is gone.
-		if old, err := index.Open(path, index.Options{FS: db.fs, CacheSize: db.opts.CacheSize}); err == nil {
+		old, err := index.Open(path, index.Options{FS: db.fs, CacheSize: db.opts.CacheSize})
+		if err == nil {
 			db.keepWitnesses(old)
 			old.Close()
+		} else if systemError(err) {
+			// A full disk, a permission, too many open files: the
+			// rebuild would fail as well (and Pebble, left behind by
+			// the failed open, holds the index's lock: the rebuild's
+			// error was "lock held by current process"). The cause is
+			// the error, and nothing is moved.
+			return nil, fmt.Errorf("engine: open the index %s to rebuild it: %w; nothing was moved or changed: the index is rebuilt once that is cured", path, err)
 		}
 		return db.rebuildIndex(errRebuildAsked)
 	}
@@ -1080,4 +1088,13 @@ func isLedgerDirName(name string) bool {
 // nothing was cut, and the ledger opens whole once they are back.
 func lostTailCure(dir string) string {
 	return fmt.Sprintf("nothing was cut or changed: restore the ledger's segment files (%s/*.seg) from a backup (annal backup) or from the copy they came from, then open again; the ledger is refused until the segments hold every acknowledged event", dir)
+}
+
+// systemError reports whether err is an error of the system, not of the
+// data: a full disk or quota, a permission, a read-only file system, too
+// many open files, no memory.
+func systemError(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, os.ErrPermission) ||
+		errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOMEM) || errors.Is(err, index.ErrNotWritable)
 }

@@ -61,32 +61,43 @@ func runAsNobody(t *testing.T, test, dir string, rootOwned []string, args ...str
 			t.Fatal(err)
 		}
 	}
+	return runInChild(t, test, filepath.Dir(dir), &syscall.Credential{Uid: nobody, Gid: nobody}, append([]string{"--dir", dir}, args...)...)
+}
+
+// runInChild runs the command args in a child process of a copy of the
+// test binary (made in binDir) running test, which must call runChild
+// first, with the credentials cred (nil: this process's). A command whose
+// failure leaves something behind in the process (Pebble, after an open
+// that failed on a full disk, holds the index's files) is run so. It
+// returns the command's exit code and output (stdout and stderr
+// together).
+func runInChild(t *testing.T, test, binDir string, cred *syscall.Credential, args ...string) (int, string) {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(filepath.Dir(dir), "annal.test")
+	bin := filepath.Join(binDir, "annal.test")
 	if _, err := os.Stat(bin); err != nil {
 		copyFile(t, self, bin, 0o755)
 	}
 	cmd := exec.Command(bin, "-test.run=^"+test+"$", "-test.count=1")
-	cmd.Env = append(os.Environ(), childArgs+"="+strings.Join(append([]string{"--dir", dir}, args...), "\x1f"))
-	cmd.Dir = filepath.Dir(dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	cmd.Env = append(os.Environ(), childArgs+"="+strings.Join(args, "\x1f"))
+	cmd.Dir = binDir
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("the child as uid %d: %v\n%s", nobody, err, out)
+		t.Fatalf("the child: %v\n%s", err, out)
 	}
 	text := strings.TrimSpace(string(out))
-	i := strings.LastIndex(text, "\nexit ")
-	if i < 0 {
-		i = strings.LastIndex(text, "exit ") - 1
+	i := strings.LastIndex(text, "exit ")
+	code, err := strconv.Atoi(strings.TrimSpace(text[max(i, 0)+len("exit "):]))
+	if i < 0 || err != nil {
+		t.Fatalf("the child said no exit code:\n%s", out)
 	}
-	code, err := strconv.Atoi(text[i+len("\nexit "):])
-	if i < -1 || err != nil {
-		t.Fatalf("the child as uid %d said no exit code:\n%s", nobody, out)
-	}
-	t.Logf("annal %s as uid %d:\n%s", strings.Join(args, " "), nobody, out)
+	t.Logf("annal %s in a child:\n%s", strings.Join(args, " "), out)
 	return code, text
 }
 
