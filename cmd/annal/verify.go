@@ -63,7 +63,12 @@ that failed, segments, tree and index: "ok", "failed", "rewritten" (the
 segments: they are not what the tree or a signed checkpoint committed to)
 or "damaged" (the tree file or the index: derived files), or "-" when not
 checked) and, on standard error, what failed and where, in one line a
-ledger. Exit 3 if any ledger fails.
+ledger. Exit 3 if any ledger's data fails a check; a ledger that could not
+be checked for a reason of the system (a permission, too many open files, a
+full disk) is exit 1, "could not be checked", unless another failed. A
+ledger the open refused is found by its name or its ID, and its failure
+reported. A checkpoint FILE may be the signed note or the JSON object
+annal checkpoint prints in a pipe.
 
 The checksums (CRC32C of every frame, and each Event ID's checksum of its
 content and of the ID before) find accidental damage: a flipped bit, a torn
