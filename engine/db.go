@@ -410,7 +410,7 @@ func (db *DB) open() error {
 			if ok {
 				key = m.Name
 			}
-			db.broken[key] = fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err)
+			db.broken[key] = withPermissionHint(db.dir, fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err))
 			continue
 		}
 		recovered = append(recovered, l)

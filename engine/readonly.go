@@ -107,7 +107,7 @@ func OpenReadOnly(dir string, opts *Options) (*DB, error) {
 		ro: &roDB{temp: temp, hold: hold, hidden: map[string]segment.Hidden{}, interval: o.FollowInterval}}
 	if err := db.openReadOnly(); err != nil {
 		db.closeReadOnly()
-		return nil, err
+		return nil, withPermissionHint(dir, err)
 	}
 	db.ro.stop, db.ro.done = make(chan struct{}), make(chan struct{})
 	go db.followLoop()

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -591,7 +592,11 @@ func findUnavailable(db *engine.DB, dir, arg string) (name, id string, why error
 		return arg, id, nil, false
 	}
 	if e, found := bad[arg]; found {
-		return arg, idOfName(dir, arg, nameOf), e, true
+		id := idOfName(dir, arg, nameOf)
+		if m := refusedIDPattern.FindStringSubmatch(e.Error()); id == "" && m != nil {
+			id = m[1] // the NAME file cannot be read: the ID the error names
+		}
+		return arg, id, e, true
 	}
 	if id := idOfName(dir, arg, nameOf); id != "" {
 		if e, found := bad[id]; found {
@@ -600,6 +605,10 @@ func findUnavailable(db *engine.DB, dir, arg string) (name, id string, why error
 	}
 	return arg, "", nil, false
 }
+
+// refusedIDPattern finds the ID in the error of a refused ledger
+// ("engine: ledger unavailable: ledger LLLLLLLL: …").
+var refusedIDPattern = regexp.MustCompile(`ledger unavailable: ledger ([0-9a-f]{8})\b`)
 
 // idOfName returns the ID of the ledger whose NAME file holds name, or "".
 func idOfName(dir, name string, nameOf func(string) string) string {

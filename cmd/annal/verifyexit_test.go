@@ -72,6 +72,7 @@ func TestVerifyEnvironmentErrorIsExit1(t *testing.T) {
 		return
 	}
 	code, out := runAsNobody(t, "TestVerifyEnvironmentErrorIsExit1", dir, []string{ledger}, "verify")
+	want = append(want, `"id":"`+entries[0].Name()+`"`, "belongs to user root (uid 0)", "chown -R ")
 	for _, w := range want {
 		if code != exitError || !strings.Contains(out, w) || strings.Contains(out, "verification failed") {
 			t.Fatalf("verify as uid %d of a ledger folder that root owns: exit %d\n%s\nwant exit 1 saying %q", nobody, code, out, w)
