@@ -163,6 +163,11 @@ writes no checkpoint and removes the partial FILE.`,
 			}
 			db, info, dir, err := g.openLedger(cmd, args[0])
 			if err != nil {
+				if checkpoint != "" && errors.Is(err, engine.ErrRewritten) {
+					// Refused at open for the same reason the export
+					// would fail: the data failed (exit 3).
+					return &exitErr{code: exitVerification, err: errors.Unwrap(err)}
+				}
 				return err
 			}
 			defer closeDB(db, &err)

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/annal-db/annal/internal/forge"
 )
 
 // TestVerifyFileUnvouchedEventsFail: a file with events after those its
@@ -33,4 +38,32 @@ func TestVerifyFileUnvouchedEventsFail(t *testing.T) {
 		t.Fatalf("--prefix: %s", out)
 	}
 	wantExit(t, exitUsage, []string{"--prefix goes with --checkpoint"}, "verify-file", longer, "--prefix")
+}
+
+// TestExportCheckpointOfForgedLedgerFails: an event of the ledger changed
+// in place in its segment, its CRC32C and Event ID kept (internal/forge):
+// `annal export -o F --checkpoint C` exits 3, saying that the exported
+// events are not the ones the tree committed to, and leaves neither C nor
+// F (nor a temporary file) behind. (It wrote C, signed, beside the forged
+// events.)
+func TestExportCheckpointOfForgedLedgerFails(t *testing.T) {
+	dir := newDir(t)
+	var in strings.Builder
+	for i, amount := range []int{20, 100, 7} {
+		fmt.Fprintf(&in, `{"entity":"payment","key":"p-%d","event":"paid","data":{"amount":%d,"memo":"refund approved by desk 7, ticket 4711"}}`+"\n", i, amount)
+	}
+	mustAnnal(t, in.String(), "--dir", dir, "append", "orders")
+	entries, err := os.ReadDir(filepath.Join(dir, "ledgers"))
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("ledgers: %v %v", entries, err)
+	}
+	if _, err := forge.Event(filepath.Join(dir, "ledgers", entries[0].Name()), 3, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(rand.Uint64(), 5))); err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	out, cp := filepath.Join(work, "orders.ndjson"), filepath.Join(work, "orders.checkpoint")
+	wantExit(t, exitVerification, []string{"rewritten", "the checkpoint is not written"}, "--dir", dir, "export", "orders", "-o", out, "--checkpoint", cp)
+	if left, _ := os.ReadDir(work); len(left) != 0 {
+		t.Fatalf("export of a forged ledger left %v behind", left)
+	}
 }
