@@ -35,7 +35,63 @@ var (
 	// ErrConsumerNotFound: no consumer of that name has a stored
 	// position in the ledger (DeleteConsumer).
 	ErrConsumerNotFound = errors.New("engine: consumer not found")
+	// ErrPositionsLost: the metadata file, which alone holds the named
+	// consumers' positions, was missing (or empty) at an Open and was
+	// rebuilt from the segments. The state lasts, recorded in the rebuilt
+	// file, until DB.AcceptLostPositions clears it (annal
+	// accept-lost-positions): until then every consumer call fails with
+	// it, in every process that opens the directory, so that no service
+	// takes a missing position for a new consumer. DB.MetaRebuilt reports
+	// it too.
+	ErrPositionsLost = errors.New("engine: consumer positions lost")
 )
+
+// positionsLost is the error of the lost positions, why (when and how the
+// metadata file was lost) as the marker in the file records it.
+func positionsLost(why string) error {
+	return fmt.Errorf("%w: %s; the positions of named consumers were only in it and are lost: every consumer call fails with this error until DB.AcceptLostPositions (annal accept-lost-positions) accepts the loss; then each consumer starts again at the first event of its ledger (at least once) unless SetConsumerPosition gives it a position (restoring meta.db from a backup instead keeps the positions it holds)",
+		ErrPositionsLost, why)
+}
+
+// positionsErr returns the lost positions' error while they are not
+// accepted, or nil.
+func (db *DB) positionsErr() error {
+	db.lostMu.RLock()
+	defer db.lostMu.RUnlock()
+	return db.metaRebuilt
+}
+
+// AcceptLostPositions clears the state in which the consumers' positions
+// are lost (ErrPositionsLost; see MetaRebuilt): an operator's explicit
+// act, once whoever runs the consumers knows that their positions are
+// gone. Every named consumer then starts again at the first event of its
+// ledger, unless SetConsumerPosition sets its position first. The marker
+// is removed from the metadata file (synced) before it returns, so the
+// next Open no longer reports it. Nothing to accept is not an error.
+func (db *DB) AcceptLostPositions() error {
+	if err := db.readOnlyErr("AcceptLostPositions writes the metadata file"); err != nil {
+		return err
+	}
+	db.lostMu.Lock()
+	defer db.lostMu.Unlock()
+	if db.metaRebuilt == nil {
+		return nil
+	}
+	if err := db.checkDir(false); err != nil {
+		return err
+	}
+	s := &db.consumers
+	s.mu.Lock() // Close closes meta.db once it holds it
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if err := clearPositionsLost(db.meta); err != nil {
+		return fmt.Errorf("engine: accept the lost consumer positions: %w", err)
+	}
+	db.metaRebuilt = nil
+	return nil
+}
 
 // defaultAckInterval is ConsumerOptions.Interval's default.
 const defaultAckInterval = time.Second
@@ -165,11 +221,15 @@ func consumerNameProblem(s string) string {
 // Consumer of this DB may take the name (ErrConsumerInUse). Positions are
 // kept by ledger ID, so a ledger renamed by Open keeps its consumers.
 //
-// A position is lost with meta.db: a DB that rebuilt it (see MetaRebuilt)
-// starts every consumer again at the ledger's first event (at least once,
-// not exactly once).
+// A position is lost with meta.db: while a rebuilt one says so (see
+// MetaRebuilt) Consumer fails with ErrPositionsLost; once
+// AcceptLostPositions accepts the loss, every consumer starts again at
+// the ledger's first event (at least once, not exactly once).
 func (db *DB) Consumer(ledgerName, name string, o ConsumerOptions) (*Consumer, error) {
 	if err := db.readOnlyErr("a consumer stores its position"); err != nil {
+		return nil, err
+	}
+	if err := db.positionsErr(); err != nil {
 		return nil, err
 	}
 	if p := consumerNameProblem(name); p != "" {
@@ -235,6 +295,10 @@ func (c *Consumer) Events(ctx context.Context) iter.Seq2[Event, error] {
 			return
 		}
 		defer c.iterating.Store(false)
+		if err := c.db.positionsErr(); err != nil {
+			yield(Event{}, err)
+			return
+		}
 		c.mu.Lock()
 		closed, start := c.closed, c.acked
 		c.mu.Unlock()
@@ -305,6 +369,9 @@ func (c *Consumer) closedErr() error {
 // is handled.
 func (c *Consumer) Ack(ctx context.Context, id eventid.ID) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := c.db.positionsErr(); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -522,6 +589,9 @@ func (db *DB) storeConsumers(due []consumerRecord) error {
 // name or ID hex), by name. A Consumer that has acknowledged nothing yet
 // has no stored position, and is not listed.
 func (db *DB) Consumers(ledgerName string) ([]ConsumerInfo, error) {
+	if err := db.positionsErr(); err != nil {
+		return nil, err
+	}
 	l, err := db.ledger(ledgerName)
 	if err != nil {
 		return nil, err
@@ -553,6 +623,9 @@ func (db *DB) Consumers(ledgerName string) ([]ConsumerInfo, error) {
 // consumer is ErrConsumerInUse; a name with no stored position,
 // ErrConsumerNotFound.
 func (db *DB) DeleteConsumer(ledgerName, name string) error {
+	if err := db.positionsErr(); err != nil {
+		return err
+	}
 	l, err := db.ledger(ledgerName)
 	if err != nil {
 		return err
@@ -591,6 +664,9 @@ func (db *DB) DeleteConsumer(ledgerName, name string) error {
 // the position written and synced before it returns.
 func (db *DB) SetConsumerPosition(ledgerName, name string, after eventid.ID) error {
 	if err := db.readOnlyErr("SetConsumerPosition"); err != nil {
+		return err
+	}
+	if err := db.positionsErr(); err != nil {
 		return err
 	}
 	if p := consumerNameProblem(name); p != "" {

@@ -348,7 +348,8 @@ func TestConsumerCloseDB(t *testing.T) {
 }
 
 // TestConsumerMetaLost: a lost meta.db loses the positions; MetaRebuilt
-// says so and the consumer starts again at the first event. A damaged
+// says so and, once the loss is accepted, the consumer starts again at
+// the first event. A damaged
 // position record fails DB.Consumer, saying so; DeleteConsumer removes it.
 func TestConsumerMetaLost(t *testing.T) {
 	ctx := context.Background()
@@ -403,6 +404,10 @@ func TestConsumerMetaLost(t *testing.T) {
 	defer db.Close()
 	if err := db.MetaRebuilt(); err == nil || !strings.Contains(err.Error(), "consumers") {
 		t.Fatalf("MetaRebuilt: %v, want it to mention the consumers", err)
+	}
+	// Accepted (TestLostPositionsLastUntilAccepted: until then, refused).
+	if err := db.AcceptLostPositions(); err != nil {
+		t.Fatal(err)
 	}
 	c, err = db.Consumer("l", "c", ConsumerOptions{})
 	if err != nil {

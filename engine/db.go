@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
@@ -142,8 +143,11 @@ type DB struct {
 	broken map[string]error // ledgers that failed recovery, by name or ID hex
 	// indexRebuilt: why Open rebuilt the index, if it did.
 	indexRebuilt error
-	// metaRebuilt: why Open rebuilt the metadata file, if it did.
+	// metaRebuilt: why Open rebuilt the metadata file, if it did, while
+	// the loss of the consumers' positions is not accepted
+	// (ErrPositionsLost; AcceptLostPositions clears it). Guarded by lostMu.
 	metaRebuilt error
+	lostMu      sync.RWMutex
 	// watch: the identity of the files the DB holds by path (nil with
 	// Options.fs); see checkDir.
 	watch    *dirWatch
@@ -209,7 +213,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 		return nil, err
 	}
 	if err := mkdirSynced(fs, dir); err != nil {
-		return nil, fmt.Errorf("engine: create %s: %w", dir, err)
+		return nil, withPermissionHint(dir, fmt.Errorf("engine: create %s: %w", dir, err))
 	}
 	var lock io.Closer
 	var dirFile *os.File
@@ -224,21 +228,32 @@ func Open(dir string, opts *Options) (*DB, error) {
 			return nil, fmt.Errorf("%w: %s: %w", ErrLocked, dir, err)
 		}
 	} else if lock, dirFile, err = lockDataDir(dir); err != nil {
-		return nil, err
+		return nil, withPermissionHint(dir, err)
 	}
 	metaPath := filepath.Join(dir, metaFile)
 	if o.metaPath != "" {
 		metaPath = o.metaPath
 	}
-	noMeta := metaMissing(metaPath)
 	db := &DB{dir: dir, opts: o, fs: fs, lock: lock,
 		byName: map[string]*ledger{}, byID: map[eventid.LedgerID]*ledger{}, broken: map[string]error{}}
 	if err := db.open(); err != nil {
 		db.closeStores()
-		return nil, err
+		return nil, withPermissionHint(dir, err)
 	}
-	if noMeta != "" && len(db.byID)+len(db.broken) > 0 {
-		db.metaRebuilt = fmt.Errorf("engine: the metadata file %s was %s and was rebuilt from the segments of %d ledgers; the positions of named consumers were in it and are lost: each starts again at the first event of its ledger", metaPath, noMeta, len(db.byID)+len(db.broken))
+	// The marker of lost positions lasts until AcceptLostPositions; one
+	// left where no ledger opened (a directory whose only ledger was an
+	// unfinished CreateLedger) guards nothing and is removed.
+	switch why, err := getPositionsLost(db.meta); {
+	case err != nil:
+		db.Close()
+		return nil, fmt.Errorf("engine: metadata %s: %w", metaPath, err)
+	case why != "" && len(db.byID)+len(db.broken) == 0:
+		if err := clearPositionsLost(db.meta); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("engine: metadata %s: %w", metaPath, err)
+		}
+	case why != "":
+		db.metaRebuilt = positionsLost(why)
 	}
 	if dirFile != nil {
 		// What the DB holds by path from now on; see checkDir.
@@ -268,7 +283,16 @@ func (db *DB) open() error {
 	if db.opts.metaPath != "" {
 		metaPath = db.opts.metaPath
 	}
-	if db.meta, err = openMeta(metaPath); err != nil {
+	// A metadata file missing (or empty) beside ledger directories is
+	// rebuilt from the segments, and the consumers' positions, which only
+	// it held, are lost: the new file says so until the loss is accepted.
+	lost := ""
+	if missing := metaMissing(metaPath); missing != "" {
+		if names, lerr := db.fs.List(filepath.Join(db.dir, ledgersDir)); lerr == nil && slices.ContainsFunc(names, isLedgerDirName) {
+			lost = fmt.Sprintf("the metadata file %s was %s at the Open of %s and was rebuilt from the segments", metaPath, missing, time.Now().UTC().Format(time.RFC3339))
+		}
+	}
+	if db.meta, err = openMeta(metaPath, lost); err != nil {
 		if errors.Is(err, bolterrors.ErrTimeout) {
 			// bbolt's flock on the file: another process has it open.
 			return fmt.Errorf("%w: %s: its metadata file is locked by another process: %w", ErrLocked, db.dir, err)
@@ -386,7 +410,7 @@ func (db *DB) open() error {
 			if ok {
 				key = m.Name
 			}
-			db.broken[key] = fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err)
+			db.broken[key] = withPermissionHint(db.dir, fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err))
 			continue
 		}
 		recovered = append(recovered, l)
@@ -456,7 +480,7 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 		// Not an unfinished creation: a witness (the metadata's, or the
 		// index's when meta.db is gone) says events were durable.
 		return nil, &segment.CorruptionError{File: dir, Problem: fmt.Sprintf("every segment is missing: acknowledged events lost: events up to #%d (%s) were durable", so.Witness.Seq, so.Witness.ID),
-			Expected: fmt.Sprintf("segments holding events 1 to %d", so.Witness.Seq), Found: "no segment file", Hint: segment.LostHint}
+			Expected: fmt.Sprintf("segments holding events 1 to %d", so.Witness.Seq), Found: "no segment file", Lost: true}
 	}
 	if errors.Is(err, segment.ErrNoLog) && !haveMeta {
 		return nil, errUnfinishedCreate
@@ -530,9 +554,17 @@ func (db *DB) openIndex() (*index.Index, error) {
 	if db.opts.RebuildIndex {
 		// The index is moved aside: keep the witnesses it holds first,
 		// the only ones left when meta.db is gone.
-		if old, err := index.Open(path, index.Options{FS: db.fs, CacheSize: db.opts.CacheSize}); err == nil {
+		old, err := index.Open(path, index.Options{FS: db.fs, CacheSize: db.opts.CacheSize})
+		if err == nil {
 			db.keepWitnesses(old)
 			old.Close()
+		} else if systemError(err) {
+			// A full disk, a permission, too many open files: the
+			// rebuild would fail as well (and Pebble, left behind by
+			// the failed open, holds the index's lock: the rebuild's
+			// error was "lock held by current process"). The cause is
+			// the error, and nothing is moved.
+			return nil, fmt.Errorf("engine: open the index %s to rebuild it: %w; nothing was moved or changed: the index is rebuilt once that is cured", path, err)
 		}
 		return db.rebuildIndex(errRebuildAsked)
 	}
@@ -1039,4 +1071,20 @@ func (db *DB) closeStores() error {
 		errs = append(errs, db.lock.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// isLedgerDirName reports whether name, an entry of ledgers/, is the
+// directory of a ledger: its ID in lower-case hex, as ledgerDir names it.
+func isLedgerDirName(name string) bool {
+	id, err := eventid.ParseLedgerID(name)
+	return err == nil && id.String() == name
+}
+
+// systemError reports whether err is an error of the system, not of the
+// data: a full disk or quota, a permission, a read-only file system, too
+// many open files, no memory.
+func systemError(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, os.ErrPermission) ||
+		errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOMEM) || errors.Is(err, index.ErrNotWritable)
 }

@@ -185,6 +185,9 @@ func TestHarshConsumerEdges(t *testing.T) {
 	if db.MetaRebuilt() == nil {
 		t.Errorf("MetaRebuilt nil after meta.db was removed")
 	}
+	if err := db.AcceptLostPositions(); err != nil { // until then ErrPositionsLost
+		t.Fatal(err)
+	}
 	c, err = db.Consumer("a", "c", ConsumerOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -3,10 +3,13 @@ package engine
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"path/filepath"
 	"runtime"
@@ -974,7 +977,11 @@ type ExportOptions struct {
 	// Checkpoint: with the export and the public key (DB.VerifierKey), an
 	// auditor checks the whole file offline (docs/format.md, section
 	// 9.5). With After or From it is ErrInvalid: a partial export cannot
-	// be checked against a root.
+	// be checked against a root. The checkpoint is written only if the
+	// exported events are the ones it signs (the Merkle root of their
+	// leaf hashes is its root): otherwise Export fails with ErrRewritten
+	// and writes nothing to Checkpoint (what it wrote to w is not to be
+	// kept).
 	Checkpoint io.Writer
 }
 
@@ -1048,6 +1055,17 @@ func (db *DB) Export(ctx context.Context, ledgerName string, w io.Writer, opts E
 	// held, never while w.Write or Progress runs (either may call Close).
 	const bufSize = 256 << 10
 	buf := make([]byte, 0, bufSize+bufSize/4)
+	// With a checkpoint, the exported events' leaf hashes (each line
+	// hashed as lineLeafHash hashes it) give the root that the checkpoint
+	// must sign: compared before the checkpoint is written.
+	var (
+		leaves tree.Builder
+		hasher hash.Hash
+		sum    tree.Hash
+	)
+	if opts.Checkpoint != nil {
+		hasher = sha256.New()
+	}
 	it := l.log.NewIterator(seg, off)
 	for done := false; !done; {
 		if err := db.stopped(ctx); err != nil {
@@ -1074,6 +1092,12 @@ func (db *DB) Export(ctx context.Context, ledgerName string, w io.Writer, opts E
 				bytesString(r.Entity), bytesString(r.Key), bytesString(r.Event), r.Meta, r.Data)
 			events++
 			written += int64(len(buf) - n)
+			if hasher != nil {
+				hasher.Reset()
+				hasher.Write([]byte{0})
+				hasher.Write(buf[n : len(buf)-1])
+				leaves.Add(tree.Hash(hasher.Sum(sum[:0])))
+			}
 			if r.Seq == head.Seq {
 				done = true
 				break
@@ -1095,11 +1119,34 @@ func (db *DB) Export(ctx context.Context, ledgerName string, w io.Writer, opts E
 	}
 	progress()
 	if opts.Checkpoint != nil {
+		if err := ck.matchExport(l.meta.Name, &leaves); err != nil {
+			return events, err
+		}
 		if _, err := opts.Checkpoint.Write(ck.Note); err != nil {
 			return events, fmt.Errorf("engine: export of ledger %s: write the checkpoint: %w", l.meta.Name, err)
 		}
 	}
 	return events, nil
+}
+
+// matchExport checks that the events an export with a checkpoint wrote
+// (their leaf hashes in leaves) are the events the checkpoint signs: as
+// many, with its root. The checkpoint is signed from the tree file, which
+// the append path wrote; the export reads the segments. An event changed
+// in place (its CRCs recomputed or kept) or a segment swapped for another
+// copy gives other leaves: ErrRewritten, and the checkpoint is not
+// written, so that no export of events the ledger never held goes out with
+// a signature that vouches for it.
+func (ck *Checkpoint) matchExport(ledger string, leaves *tree.Builder) error {
+	if leaves.Size() != ck.Size {
+		return fmt.Errorf("%w: export of ledger %s: the checkpoint covers %d events, the segments gave %d: the checkpoint is not written (annal verify --full %s says what is wrong)",
+			ErrRewritten, ledger, ck.Size, leaves.Size(), ledger)
+	}
+	if root := leaves.Root(); root != ck.Root {
+		return fmt.Errorf("%w: export of ledger %s: the Merkle root of the %d exported events is %s, but the tree the checkpoint signs (origin %s, size %d) has root %s: the segments do not hold the events the tree committed to; the checkpoint is not written (annal verify --full %s names the event)",
+			ErrRewritten, ledger, leaves.Size(), base64.StdEncoding.EncodeToString(root[:]), ck.Origin, ck.Size, base64.StdEncoding.EncodeToString(ck.Root[:]), ledger)
+	}
+	return nil
 }
 
 // exportStart returns where an export with these options begins: the

@@ -220,14 +220,16 @@ func (db *DB) checkDir(force bool) error {
 }
 
 // MetaRebuilt returns why the metadata file was rebuilt from the
-// segments when the DB opened (it was missing while ledgers were
-// present), or nil if it was not. The segments hold every ledger's name,
+// segments (it was missing or empty while ledgers were present), matching
+// ErrPositionsLost, or nil. The segments hold every ledger's name,
 // description and events, so no event is lost; the positions of named
-// consumers (DB.Consumer) were only in it: each consumer starts again at
-// its ledger's first event, and receives again what it had acknowledged
-// (at least once). The error is for the operator, who may want to know
-// who removed it.
-func (db *DB) MetaRebuilt() error { return db.metaRebuilt }
+// consumers (DB.Consumer) were only in it. The rebuilt file records the
+// loss, so every later Open, in any process, reports it too, and every
+// consumer call fails with the same error, until AcceptLostPositions
+// accepts it: a service is never left to take a lost position for a new
+// consumer. The error is also for the operator, who may want to know who
+// removed the file.
+func (db *DB) MetaRebuilt() error { return db.positionsErr() }
 
 // metaMissing reports whether the metadata file at path is "missing" or
 // "empty" (bbolt makes an empty file a new one: it holds nothing either),

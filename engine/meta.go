@@ -3,17 +3,20 @@ package engine
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"math"
 	"os"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
 	"github.com/vmihailenco/msgpack/v5"
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // The metadata file (bbolt) holds one record per ledger in bucket
@@ -184,12 +187,85 @@ func decodeMeta(v []byte) (ledgerMeta, error) {
 	return m, nil
 }
 
-// damagedMeta is the error for a metadata file that bbolt cannot read.
-func damagedMeta(path string, why any) error {
-	return fmt.Errorf("engine: metadata %s is damaged: %v", path, why)
+// ErrMetaDamaged: the metadata file (meta.db) is damaged: bbolt cannot
+// read it, or a record in it fails its checks. The error names the file
+// and the cure (metaCure).
+var ErrMetaDamaged = errors.New("engine: the metadata file is damaged")
+
+// metaCure says what to do about a damaged metadata file at path: it is
+// derived from the segments, except for the named consumers' positions.
+func metaCure(path string) string {
+	return fmt.Sprintf("it is derived from the segments, except for the named consumers' positions: restore it from a copy (annal backup), or move it aside (mv %s %s.damaged) and the next open rebuilds it from the segments, the consumers' positions lost (annal accept-lost-positions accepts that)", path, path)
 }
 
-func openMeta(path string) (db *bolt.DB, err error) {
+// damagedMeta is the error for a metadata file that bbolt cannot read:
+// why is the cause (an error, wrapped, or a panic's value), and the
+// message names the cure.
+func damagedMeta(path string, why any) error {
+	cause, ok := why.(error)
+	if !ok {
+		cause = errors.New(fmt.Sprint(why))
+	}
+	return &metaDamagedError{fmt.Errorf("engine: metadata %s is damaged: %w; %s", path, cause, metaCure(path))}
+}
+
+// metaDamagedError is an error about a damaged metadata file: its message
+// as it is, matching ErrMetaDamaged and what it wraps.
+type metaDamagedError struct{ err error }
+
+func (e *metaDamagedError) Error() string        { return e.err.Error() }
+func (e *metaDamagedError) Unwrap() error        { return e.err }
+func (e *metaDamagedError) Is(target error) bool { return target == ErrMetaDamaged }
+
+// metaOpenErr is the error of a failed bolt.Open of the metadata file at
+// path: a file bbolt finds damaged is ErrMetaDamaged with the cure. (One
+// it may not open gets Open's permissionHint.)
+func metaOpenErr(path string, err error) error {
+	switch {
+	case errors.Is(err, bolterrors.ErrInvalid), errors.Is(err, bolterrors.ErrChecksum), errors.Is(err, bolterrors.ErrVersionMismatch),
+		strings.Contains(err.Error(), "file size too small"):
+		return &metaDamagedError{fmt.Errorf("engine: open metadata %s: %w; %s", path, err, metaCure(path))}
+	}
+	return fmt.Errorf("engine: open metadata %s: %w", path, err)
+}
+
+// bucketState holds the metadata file's own state: under positionsLostKey,
+// when the file was rebuilt while ledgers existed, why (the consumers'
+// positions were lost with the old file; see ErrPositionsLost), until
+// DB.AcceptLostPositions removes it. An annal that predates it ignores the
+// bucket.
+var (
+	bucketState      = []byte("state")
+	positionsLostKey = []byte("positions-lost")
+)
+
+// getPositionsLost returns the marker of lost positions, or "".
+func getPositionsLost(db *bolt.DB) (why string, err error) {
+	err = metaTx(db, false, func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketState); b != nil {
+			why = string(b.Get(positionsLostKey))
+		}
+		return nil
+	})
+	return why, err
+}
+
+// clearPositionsLost removes the marker of lost positions (a bbolt commit:
+// synced before it returns).
+func clearPositionsLost(db *bolt.DB) error {
+	return metaTx(db, true, func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketState); b != nil {
+			return b.Delete(positionsLostKey)
+		}
+		return nil
+	})
+}
+
+// openMeta opens the metadata file at path, creating it if it is missing.
+// lost, if not "", is why it is being rebuilt while ledgers exist: it is
+// written as the marker of lost positions in the transaction that makes
+// the new file, so that no crash leaves a rebuilt file without it.
+func openMeta(path, lost string) (db *bolt.DB, err error) {
 	// bbolt panics on some damaged pages (a freelist page that is not
 	// one, a page that names another page): a damaged metadata file
 	// must fail Open, not crash the process. A panic inside bolt.Open
@@ -214,15 +290,24 @@ func openMeta(path string) (db *bolt.DB, err error) {
 		return f, err
 	}})
 	if err != nil {
-		return nil, fmt.Errorf("engine: open metadata %s: %w", path, err)
+		return nil, metaOpenErr(path, err)
 	}
 	// Written only when missing: an Open that then fails on a damaged
 	// record leaves the file as it was.
 	var exists bool
 	if err := db.View(func(tx *bolt.Tx) error { exists = tx.Bucket(bucketLedgers) != nil; return nil }); err != nil || !exists {
 		err = db.Update(func(tx *bolt.Tx) error {
-			_, err := tx.CreateBucketIfNotExists(bucketLedgers)
-			return err
+			if _, err := tx.CreateBucketIfNotExists(bucketLedgers); err != nil {
+				return err
+			}
+			if lost == "" {
+				return nil
+			}
+			b, err := tx.CreateBucketIfNotExists(bucketState)
+			if err != nil {
+				return err
+			}
+			return b.Put(positionsLostKey, []byte(lost))
 		})
 		if err != nil {
 			db.Close()
@@ -284,7 +369,7 @@ func checkMetaSize(tmp, path string, size int64) error {
 	if db.View(func(tx *bolt.Tx) error { need = tx.Size(); return nil }) != nil || need <= size {
 		return nil
 	}
-	return damagedMeta(path, fmt.Sprintf("it is cut short: its pages run to byte %d, the file ends at byte %d (restore it from a copy, or delete it: Open then rebuilds it from the segments, and the positions of named consumers, which only it holds, are lost)", need, size))
+	return damagedMeta(path, fmt.Sprintf("it is cut short: its pages run to byte %d, the file ends at byte %d", need, size))
 }
 
 func loadMeta(db *bolt.DB) (out []ledgerMeta, err error) {
@@ -292,7 +377,7 @@ func loadMeta(db *bolt.DB) (out []ledgerMeta, err error) {
 		return tx.Bucket(bucketLedgers).ForEach(func(k, v []byte) error {
 			m, err := decodeMeta(v)
 			if err != nil {
-				return fmt.Errorf("engine: metadata %s: the record of ledger %q is unreadable: %w", db.Path(), k, err)
+				return &metaDamagedError{fmt.Errorf("engine: metadata %s: the record of ledger %q is unreadable: %w; %s", db.Path(), k, err, metaCure(db.Path()))}
 			}
 			out = append(out, m)
 			return nil

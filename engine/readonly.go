@@ -107,7 +107,7 @@ func OpenReadOnly(dir string, opts *Options) (*DB, error) {
 		ro: &roDB{temp: temp, hold: hold, hidden: map[string]segment.Hidden{}, interval: o.FollowInterval}}
 	if err := db.openReadOnly(); err != nil {
 		db.closeReadOnly()
-		return nil, err
+		return nil, withPermissionHint(dir, err)
 	}
 	db.ro.stop, db.ro.done = make(chan struct{}), make(chan struct{})
 	go db.followLoop()
@@ -122,6 +122,11 @@ func (db *DB) openReadOnly() error {
 	known := map[eventid.LedgerID]ledgerMeta{}
 	db.meta = db.metaSnapshot()
 	if db.meta != nil {
+		// The consumers' positions lost with a metadata file the writer
+		// rebuilt, as long as it says so: the reader reports it too.
+		if why, err := getPositionsLost(db.meta); err == nil && why != "" {
+			db.metaRebuilt = positionsLost(why)
+		}
 		if metas, err := loadMeta(db.meta); err == nil {
 			for _, m := range metas {
 				known[m.ID] = m

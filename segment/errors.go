@@ -51,7 +51,10 @@ type CorruptionError struct {
 	Problem  string // what is wrong
 	Expected string // what verification expected, if it applies
 	Found    string // what it found instead
-	Hint     string // what to do about it, if known (LostHint)
+	// Lost: a durable witness vouches for what is missing, so the
+	// events were acknowledged (ErrAcknowledgedLost); the message then
+	// names the cure (LostHint).
+	Lost bool
 }
 
 func (e *CorruptionError) Error() string {
@@ -59,11 +62,20 @@ func (e *CorruptionError) Error() string {
 	if e.Expected != "" || e.Found != "" {
 		msg += fmt.Sprintf(" (expected %s, found %s)", e.Expected, e.Found)
 	}
-	if e.Hint != "" {
-		msg += "; " + e.Hint
+	if e.Lost {
+		msg += "; " + LostHint
 	}
 	return msg
 }
 
-// Is reports whether target is ErrCorruption.
-func (e *CorruptionError) Is(target error) bool { return target == ErrCorruption }
+// ErrAcknowledgedLost: the segments lost events that a durable witness
+// says were acknowledged (a lost tail: a segment missing, cut or replaced
+// by an older copy). Nothing was cut. It is matched by the CorruptionError
+// that says so (Lost), as well as ErrCorruption.
+var ErrAcknowledgedLost = errors.New("segment: acknowledged events lost")
+
+// Is reports whether target is ErrCorruption, or ErrAcknowledgedLost for
+// the corruption of a lost tail.
+func (e *CorruptionError) Is(target error) bool {
+	return target == ErrCorruption || target == ErrAcknowledgedLost && e.Lost
+}

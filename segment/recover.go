@@ -88,7 +88,7 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 	}
 	w := o.Witness
 	if w.Seq != 0 && w.Loc.Segment > uint64(len(nums)) {
-		return nil, rec, &CorruptionError{File: o.FS.PathJoin(dir, segmentName(w.Loc.Segment)), Problem: "segment missing: " + w.lost(), Hint: LostHint,
+		return nil, rec, &CorruptionError{File: o.FS.PathJoin(dir, segmentName(w.Loc.Segment)), Problem: "segment missing: " + w.lost(), Lost: true,
 			Expected: fmt.Sprintf("segments 1 to %d at least", w.Loc.Segment), Found: fmt.Sprintf("segments 1 to %d", len(nums))}
 	}
 
@@ -104,7 +104,7 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 			// Its header was synced before the witness's record was
 			// written in it or after it: not an unfinished creation.
 			s.file.Close()
-			return nil, rec, &CorruptionError{File: s.name, Problem: "segment header missing or zero: " + w.lost(), Hint: LostHint,
+			return nil, rec, &CorruptionError{File: s.name, Problem: "segment header missing or zero: " + w.lost(), Lost: true,
 				Expected: fmt.Sprintf("%d header bytes", headerSize), Found: fmt.Sprintf("a file of %d bytes whose header is zero or cut", s.size)}
 		}
 		if err == errShortHeader && i == len(nums)-1 {
@@ -162,7 +162,7 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 			case s.size > w.Loc.Offset:
 				found += fmt.Sprintf(" and the record there is unreadable (%v)", err)
 			}
-			return nil, rec, &CorruptionError{File: s.name, Offset: w.Loc.Offset, Problem: w.lost(), Hint: LostHint,
+			return nil, rec, &CorruptionError{File: s.name, Offset: w.Loc.Offset, Problem: w.lost(), Lost: true,
 				Expected: fmt.Sprintf("record %s #%d of %d bytes at offset %d", w.ID, w.Seq, w.Loc.Size, w.Loc.Offset), Found: found}
 		}
 	}
@@ -216,7 +216,7 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 				rec.VerifiedBytes += loc.Size
 				head = Head{ID: sc.chain.id, Seq: sc.chain.seq, Loc: loc}
 				if head.Seq == w.Seq && head.ID != w.ID {
-					return nil, rec, &CorruptionError{File: s.name, Offset: loc.Offset, Problem: "the record of the durable witness was replaced: " + w.lost(), Hint: LostHint,
+					return nil, rec, &CorruptionError{File: s.name, Offset: loc.Offset, Problem: "the record of the durable witness was replaced: " + w.lost(), Lost: true,
 						Expected: fmt.Sprintf("record %s #%d", w.ID, w.Seq), Found: fmt.Sprintf("record %s #%d", head.ID, head.Seq)}
 				}
 				switch {
@@ -287,7 +287,7 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 	if w.Seq != 0 && head.Seq < w.Seq {
 		// Reached only by a witness without a location (the checks above
 		// catch the others): the ledger ends before it.
-		return nil, rec, &CorruptionError{File: segs[last].name, Offset: head.Loc.End(), Problem: w.lost(), Hint: LostHint,
+		return nil, rec, &CorruptionError{File: segs[last].name, Offset: head.Loc.End(), Problem: w.lost(), Lost: true,
 			Expected: fmt.Sprintf("events up to #%d (%s)", w.Seq, w.ID), Found: fmt.Sprintf("the ledger ends at #%d (%s)", head.Seq, head.ID)}
 	}
 
@@ -326,11 +326,11 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 }
 
 // LostHint is the cure that a refusal for acknowledged events lost names
-// (CorruptionError.Hint): the usual cause of a directory whose files
+// (CorruptionError.Lost): nothing was cut; the usual cause of a directory whose files
 // disagree (a segment missing or shorter than meta.db's witness says) is
 // a copy of a live directory made file by file (cp -a, rsync), which
 // copies meta.db after segments that grew and rotated meanwhile.
-const LostHint = "if this directory is a copy of one that a writer had open (cp -a, rsync, a copy file by file), the copy is inconsistent: copy the live directory again with `annal backup DIR` (or DB.Backup from the writer's process), which makes a consistent copy; otherwise restore the lost segment files from a backup"
+const LostHint = "nothing was cut or changed: restore the ledger's segment files (*.seg) from a backup (annal backup) or from the copy they came from, then open again; if this directory is a copy of one that a writer had open (cp -a, rsync, a copy file by file), the copy is inconsistent: copy the live directory again with `annal backup DIR` (or DB.Backup from the writer's process), which makes a consistent copy"
 
 // lost describes what a witness says was lost, for a CorruptionError.
 func (w Head) lost() string {
@@ -348,7 +348,7 @@ func (w Head) forbidsCut(s *segmentFile, off int64) *CorruptionError {
 	if w.Seq == 0 || w.Loc.Segment == 0 || s.number > w.Loc.Segment || s.number == w.Loc.Segment && off >= w.Loc.End() {
 		return nil
 	}
-	return &CorruptionError{File: s.name, Offset: off, Problem: "a damaged or missing tail that looks like a torn write, but " + w.lost(), Hint: LostHint,
+	return &CorruptionError{File: s.name, Offset: off, Problem: "a damaged or missing tail that looks like a torn write, but " + w.lost(), Lost: true,
 		Expected: fmt.Sprintf("records up to offset %d", w.Loc.End()), Found: fmt.Sprintf("no valid record from offset %d (the file is %d bytes)", off, s.size)}
 }
 

@@ -5,6 +5,7 @@ package main
 // read a checkpoint file and a --key.
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -43,6 +44,52 @@ func readSmallFile(what, path string) ([]byte, error) {
 		return nil, &exitErr{code: exitVerification, err: fmt.Errorf("%s: %s is larger than %d bytes: not a checkpoint or a key", what, strconv.Quote(path), maxCheckpointBytes)}
 	}
 	return b, nil
+}
+
+// readCheckpointFile reads a checkpoint file named by a flag (what): the
+// signed note, as annal checkpoint -o and export --checkpoint write it, or
+// the JSON object annal checkpoint writes to a pipe ({"ledger","origin",
+// "size","root","note"}: annal checkpoint NAME > FILE), whose "note" is
+// the signed note. The envelope's other fields must agree with the note
+// they describe (exit 3 if not: the file was edited); JSON without a note
+// is a usage error that says how to write the file.
+func readCheckpointFile(what, path string) ([]byte, error) {
+	b, err := readSmallFile(what, path)
+	if err != nil {
+		return nil, err
+	}
+	if t := bytes.TrimSpace(b); len(t) == 0 || t[0] != '{' {
+		return b, nil
+	}
+	var env struct {
+		Ledger string  `json:"ledger"`
+		Origin string  `json:"origin"`
+		Size   *uint64 `json:"size"`
+		Root   string  `json:"root"`
+		Note   string  `json:"note"`
+	}
+	if err := json.Unmarshal(b, &env); err != nil || env.Note == "" {
+		why := "it has no \"note\""
+		if err != nil {
+			why = err.Error()
+		}
+		return nil, usageErr("%s: %s is JSON but not the object annal checkpoint prints ({\"ledger\",\"origin\",\"size\",\"root\",\"note\"}): %s; give the signed note itself (annal checkpoint NAME -o FILE writes it)",
+			what, strconv.Quote(path), why)
+	}
+	note := []byte(env.Note)
+	body, err := tree.ParseCheckpoint(noteText(note))
+	if err != nil {
+		return note, nil // the note's own check says what is wrong
+	}
+	switch {
+	case env.Origin != "" && env.Origin != body.Origin,
+		env.Size != nil && *env.Size != body.Size,
+		env.Root != "" && env.Root != b64(body.Root),
+		env.Ledger != "" && !strings.HasSuffix(body.Origin, "/"+env.Ledger):
+		return nil, &exitErr{code: exitVerification, err: fmt.Errorf("%s: %s: the JSON's fields (ledger %s, origin %s, root %s) do not describe the signed note it holds (origin %s, size %d, root %s): the file was edited",
+			what, strconv.Quote(path), strconv.Quote(env.Ledger), strconv.Quote(env.Origin), strconv.Quote(env.Root), strconv.Quote(body.Origin), body.Size, b64(body.Root))}
+	}
+	return note, nil
 }
 
 // keyArg returns the verifier key a --key flag gives: the key itself in
@@ -98,7 +145,7 @@ type signedCheckpoint struct {
 // read is exit 1; one that is not a checkpoint, or not signed by that
 // key, is exit 3, naming the file and the key.
 func openCheckpointFile(path, vkey string) (*signedCheckpoint, error) {
-	note, err := readSmallFile("--checkpoint", path)
+	note, err := readCheckpointFile("--checkpoint", path)
 	if err != nil {
 		return nil, err
 	}
@@ -506,7 +553,7 @@ func proveConsistency(cmd *cobra.Command, g *globals, format, oldFile, key, ledg
 			return err
 		}
 	}
-	note, err := readSmallFile("--consistency", oldFile)
+	note, err := readCheckpointFile("--consistency", oldFile)
 	if err != nil {
 		return err
 	}

@@ -308,12 +308,13 @@ func TestVerifyFileCheckpointRefused(t *testing.T) {
 		wantExit(t, exitVerification, c.want, "verify-file", exported, "--checkpoint", p, "--key", vkey)
 	}
 
-	// A file longer than the checkpoint extends it: the first N checked.
+	// A file longer than the checkpoint: with --prefix, the first N
+	// checked (TestVerifyFileUnvouchedEventsFail: without, it fails).
 	mustAnnal(t, `{"entity":"account","key":"acct-9","event":"paid","data":{"amount":1}}`, "--dir", dir, "append", "pay")
 	longer := filepath.Join(work, "longer.ndjson")
 	mustAnnal(t, "", "--dir", dir, "export", "pay", "-o", longer)
-	out := mustAnnal(t, "", "verify-file", longer, "--checkpoint", cpFile, "--key", key)
-	if !strings.Contains(out, "ok: 7 events") || !strings.Contains(out, "matches its first 6 events (the 1 after them are not covered by it)") {
+	out := mustAnnal(t, "", "verify-file", longer, "--checkpoint", cpFile, "--key", key, "--prefix")
+	if !strings.Contains(out, "ok: 7 events") || !strings.Contains(out, "matches its first 6 events (the 1 after them are not covered by it): 6 of 7 events vouched for") {
 		t.Fatalf("a longer file: %s", out)
 	}
 	// A shorter one is truncated.
@@ -372,7 +373,8 @@ func TestVerifyFileEventlySpelling(t *testing.T) {
 		{"evently-examples-ledger.ndjson", "9e961c04", 1, "3e3c7c51ab7b7ba78c32d0abc06ee58d3479bcd051c1baf31a9c3d0d441219be", "matches its first 1 events"},
 	} {
 		cp := checkpoint(c.ledger, c.size, c.root)
-		out := mustAnnal(t, "", "verify-file", vectorPath(t, c.file), "--checkpoint", cp, "--key", vkey)
+		// The prefix checks need --prefix (TestVerifyFileUnvouchedEventsFail).
+		out := mustAnnal(t, "", "verify-file", vectorPath(t, c.file), "--checkpoint", cp, "--key", vkey, "--prefix")
 		if !strings.Contains(out, c.want) {
 			t.Fatalf("%s at size %d: %s", c.file, c.size, out)
 		}

@@ -363,7 +363,7 @@ func runDemo(ctx context.Context, cfg demoConfig, w io.Writer) error {
 		return err
 	}
 	var report, problems bytes.Buffer
-	err = runVerifyFile(bufio.NewReaderSize(f, 1<<20), exportPath, cp, &report, &problems)
+	err = runVerifyFile(bufio.NewReaderSize(f, 1<<20), exportPath, cp, false, &report, &problems)
 	f.Close()
 	if err != nil {
 		return fmt.Errorf("the export does not verify: %v %s", err, strings.TrimSpace(problems.String()))

@@ -119,7 +119,11 @@ is what an auditor verifies without the data directory:
   annal verify-file orders.ndjson --checkpoint orders.checkpoint --key @annal.pub
 
 A checkpoint covers a whole ledger, so --checkpoint with --after is a usage
-error (exit 2).`,
+error (exit 2). Before it writes CFILE, export compares the events it wrote
+with the tree the checkpoint signs (the Merkle root of their leaf hashes):
+if the segments hold other events than the tree committed to (an event
+changed in place, even with its checksums kept), it fails with exit 3,
+writes no checkpoint and removes the partial FILE.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			var opts engine.ExportOptions
@@ -159,6 +163,11 @@ error (exit 2).`,
 			}
 			db, info, dir, err := g.openLedger(cmd, args[0])
 			if err != nil {
+				if checkpoint != "" && errors.Is(err, engine.ErrRewritten) {
+					// Refused at open for the same reason the export
+					// would fail: the data failed (exit 3).
+					return &exitErr{code: exitVerification, err: errors.Unwrap(err)}
+				}
 				return err
 			}
 			defer closeDB(db, &err)
@@ -195,6 +204,12 @@ error (exit 2).`,
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
 			n, err := db.Export(ctx, args[0], w, opts)
+			if errors.Is(err, engine.ErrRewritten) {
+				// The segments are not the events the checkpoint signs:
+				// no checkpoint is written, and the partial export is
+				// removed (the deferred cleanups).
+				return &exitErr{code: exitVerification, err: err}
+			}
 			if err != nil {
 				return ledgerError(dir, args[0], err)
 			}

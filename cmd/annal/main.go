@@ -21,6 +21,8 @@
 //	                            with its signed checkpoint written to C
 //	annal backup TARGET         a consistent copy of the data directory in a new directory,
 //	                            made while it is in use (not while another process holds it)
+//	annal accept-lost-positions accept that the named consumers' positions were lost with
+//	                            meta.db (until then every consumer call fails)
 //	annal demo                  annal's whole job on a local directory, with a SIGKILL, in seconds
 //	annal canon                 canonical JSON of each line of standard input
 //	annal id ID…                the fields and every text form of Event IDs
@@ -244,7 +246,7 @@ Exit codes: 0 success, 1 error, 2 usage, 3 verification failed,
 		newScanCmd(g), newTailCmd(g), newVerifyCmd(g), newStatsCmd(g),
 		newImportCmd(g), newExportCmd(g), newDemoCmd(g), newDemoWriterCmd(g),
 		newReindexCmd(g), newBackupCmd(g), newKeyCmd(g), newCheckpointCmd(g), newProveCmd(g),
-		newCanonCmd(), newIDCmd(), newVerifyFileCmd(),
+		newCanonCmd(), newIDCmd(), newVerifyFileCmd(), newAcceptLostPositionsCmd(g),
 	)
 	return root
 }

@@ -35,6 +35,9 @@ func (g *globals) openReader(cmd *cobra.Command, dir string, opts *engine.Option
 	for _, r := range db.Renamed() {
 		fmt.Fprintf(cmd.ErrOrStderr(), "annal: %s\n", safeText(r.String()))
 	}
+	if why := db.MetaRebuilt(); why != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "annal: note: %s\n", safeText(errorLine(why)))
+	}
 	for _, h := range db.HiddenTails() {
 		fmt.Fprintf(cmd.ErrOrStderr(), "annal: note: ledger %s: the last %d bytes of its last segment are not shown (a write in progress, or a torn write that the writer's next open cuts): %s\n",
 			safeText(h.Ledger), h.Bytes, safeText(h.Why))

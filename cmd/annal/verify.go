@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/annal-db/annal/engine"
 	"github.com/annal-db/annal/engine/tree"
@@ -61,7 +64,12 @@ that failed, segments, tree and index: "ok", "failed", "rewritten" (the
 segments: they are not what the tree or a signed checkpoint committed to)
 or "damaged" (the tree file or the index: derived files), or "-" when not
 checked) and, on standard error, what failed and where, in one line a
-ledger. Exit 3 if any ledger fails.
+ledger. Exit 3 if any ledger's data fails a check; a ledger that could not
+be checked for a reason of the system (a permission, too many open files, a
+full disk) is exit 1, "could not be checked", unless another failed. A
+ledger the open refused is found by its name or its ID, and its failure
+reported. A checkpoint FILE may be the signed note or the JSON object
+annal checkpoint prints in a pipe.
 
 The checksums (CRC32C of every frame, and each Event ID's checksum of its
 content and of the ID before) find accidental damage: a flipped bit, a torn
@@ -138,9 +146,14 @@ Example:
 			var results []verifyResult
 			if len(args) == 1 {
 				info, err := db.Ledger(args[0])
+				// A refused ledger is known by one key, its name or its
+				// ID: found by the other too.
+				uname, uid, uerr, refused := findUnavailable(db, dir, args[0])
 				switch {
+				case errors.Is(err, engine.ErrLedgerNotFound) && refused:
+					results = append(results, verifyResult{Name: uname, ID: uid, full: full, err: uerr, segments: partFailed, index: partUnchecked})
 				case errors.Is(err, engine.ErrLedgerUnavailable):
-					results = append(results, verifyResult{Name: args[0], full: full, err: err, segments: partFailed, index: partUnchecked})
+					results = append(results, verifyResult{Name: uname, ID: uid, full: full, err: err, segments: partFailed, index: partUnchecked})
 				case errors.Is(err, engine.ErrLedgerNotFound) && fromOrigin:
 					// The ledger the checkpoint was signed for is gone:
 					// the directory does not extend it.
@@ -154,7 +167,8 @@ Example:
 			} else {
 				bad := db.Unavailable()
 				for _, name := range slices.Sorted(maps.Keys(bad)) {
-					results = append(results, verifyResult{Name: name, full: full, err: bad[name], segments: partFailed, index: partUnchecked})
+					_, id, _, _ := findUnavailable(db, dir, name)
+					results = append(results, verifyResult{Name: name, ID: id, full: full, err: bad[name], segments: partFailed, index: partUnchecked})
 				}
 				ledgers = db.Ledgers()
 			}
@@ -185,7 +199,23 @@ Example:
 				if ctxErr := cmd.Context().Err(); ctxErr != nil {
 					return &exitErr{code: exitError, err: ctxErr}
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "annal: verification failed: %d of %d ledgers\n", failed, len(results))
+				// Exit 3 says that data failed its checks; a ledger that
+				// could not be checked (a permission, too many open
+				// files, a full disk) is exit 1, unless another failed.
+				env := 0
+				for _, r := range results {
+					if r.err != nil && environmentError(r.err) {
+						env++
+					}
+				}
+				if env == failed {
+					fmt.Fprintf(cmd.ErrOrStderr(), "annal: verification not done: %d of %d ledgers could not be checked (an error of the system, not of the data: see above)\n", failed, len(results))
+					return silentExit(exitError)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "annal: verification failed: %d of %d ledgers\n", failed-env, len(results))
+				if env > 0 {
+					fmt.Fprintf(cmd.ErrOrStderr(), "annal: and %d could not be checked (an error of the system, not of the data)\n", env)
+				}
 				return silentExit(exitVerification)
 			}
 			return nil
@@ -223,7 +253,7 @@ func readCheckpointCheck(file, key string) (*checkpointCheck, error) {
 			return nil, err
 		}
 	}
-	note, err := readSmallFile("--checkpoint", file)
+	note, err := readCheckpointFile("--checkpoint", file)
 	if err != nil {
 		return nil, err
 	}
@@ -510,6 +540,88 @@ func (v *verifier) verify(ctx context.Context, l *engine.LedgerInfo) verifyResul
 		r.segments, r.tree, r.index = partUnchecked, partUnchecked, partUnchecked
 	}
 	return r
+}
+
+// dataFailure reports whether err says that stored data failed a check:
+// segments (corruption, a lost tail), the Merkle tree or a signed
+// checkpoint (rewritten, damaged), the index, the metadata file.
+func dataFailure(err error) bool {
+	return errors.Is(err, segment.ErrCorruption) || errors.Is(err, engine.ErrRewritten) || errors.Is(err, engine.ErrTreeDamaged) ||
+		errors.Is(err, tree.ErrCorrupt) || errors.Is(err, engine.ErrMetaDamaged) || isIndexError(err)
+}
+
+// environmentError reports whether err, a ledger's failure, is an error of
+// the system rather than of the data (exit 1, not 3): a file annal may not
+// open, too many open files, a full or read-only disk, no memory; and not
+// also a data failure (dataFailure).
+func environmentError(err error) bool {
+	if dataFailure(err) {
+		return false
+	}
+	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.ENOMEM)
+}
+
+// findUnavailable finds the ledger arg (a name or a ledger ID) among those
+// the open refused (DB.Unavailable), which are known by their name, or by
+// their ID when the metadata did not know the name: by the other key too,
+// through the ledger's NAME file (DIR/ledgers/<ID>/NAME) or the ID its
+// error names. It returns the ledger's name and ID (either may be ""), and
+// why it was refused.
+func findUnavailable(db *engine.DB, dir, arg string) (name, id string, why error, ok bool) {
+	bad := db.Unavailable()
+	nameOf := func(id string) string {
+		b, err := os.ReadFile(filepath.Join(dir, "ledgers", id, "NAME"))
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(b))
+	}
+	if lid, err := eventid.ParseLedgerID(arg); err == nil {
+		id = lid.String()
+		for _, key := range []string{id, nameOf(id)} {
+			if e, found := bad[key]; found && key != "" {
+				return key, id, e, true
+			}
+		}
+		for key, e := range bad {
+			if strings.Contains(e.Error(), "ledger "+id+":") || strings.Contains(e.Error(), "ledger "+id+" ") {
+				return key, id, e, true
+			}
+		}
+		return arg, id, nil, false
+	}
+	if e, found := bad[arg]; found {
+		id := idOfName(dir, arg, nameOf)
+		if m := refusedIDPattern.FindStringSubmatch(e.Error()); id == "" && m != nil {
+			id = m[1] // the NAME file cannot be read: the ID the error names
+		}
+		return arg, id, e, true
+	}
+	if id := idOfName(dir, arg, nameOf); id != "" {
+		if e, found := bad[id]; found {
+			return arg, id, e, true
+		}
+	}
+	return arg, "", nil, false
+}
+
+// refusedIDPattern finds the ID in the error of a refused ledger
+// ("engine: ledger unavailable: ledger LLLLLLLL: …").
+var refusedIDPattern = regexp.MustCompile(`ledger unavailable: ledger ([0-9a-f]{8})\b`)
+
+// idOfName returns the ID of the ledger whose NAME file holds name, or "".
+func idOfName(dir, name string, nameOf func(string) string) string {
+	entries, err := os.ReadDir(filepath.Join(dir, "ledgers"))
+	if err != nil {
+		return ""
+	}
+	for _, e := range entries {
+		if _, err := eventid.ParseLedgerID(e.Name()); err == nil && e.IsDir() && nameOf(e.Name()) == name {
+			return e.Name()
+		}
+	}
+	return ""
 }
 
 // checkHead checks that the head, the last sequence number and the genesis

@@ -14,8 +14,9 @@ import (
 
 func newVerifyFileCmd() *cobra.Command {
 	var checkpoint, key string
+	var prefix bool
 	cmd := &cobra.Command{
-		Use:   "verify-file FILE|- [--checkpoint C --key K]",
+		Use:   "verify-file FILE|- [--checkpoint C --key K [--prefix]]",
 		Short: "Verify a ledger in the Evently NDJSON download format, without a database",
 		Long: `verify-file recomputes every event ID of an Evently NDJSON ledger (FILE, or
 standard input for "-") from its line, the ledger ID and the previous line's
@@ -34,9 +35,13 @@ annal checkpoint), as docs/format.md section 9.5 gives it:
   - the Merkle tree root of the file's first N events (N: the checkpoint's
     size; each line rewritten in annal's form, so a file in Evently's
     spelling verifies too) is the root C signs.
-A file with more events than the checkpoint passes, saying that it checked
-the first N; one with fewer fails: "truncated: the checkpoint covers N
-events, the file has M". Any of these failures exits 3, saying what differs.
+The result always says how many of the file's events the checkpoint vouches
+for ("N of M events"). A file with more events than the checkpoint fails
+(exit 3): the events after the first N are vouched for by nothing, and a
+file that passes is a file the checkpoint covers whole. With --prefix such a
+file passes, the check being that the file begins with the checkpoint's
+events. One with fewer fails: "truncated: the checkpoint covers N events,
+the file has M". Any of these failures exits 3, saying what differs.
 --checkpoint and --key go together (one without the other is exit 2). It
 reads the file once, in constant memory.
 
@@ -48,6 +53,8 @@ Example:
 			switch {
 			case (checkpoint == "") != (key == ""):
 				return usageErr("verify-file: --checkpoint and --key go together: the checkpoint is checked with the key")
+			case prefix && checkpoint == "":
+				return usageErr("verify-file: --prefix goes with --checkpoint: it lets the file hold events after those the checkpoint covers")
 			case checkpoint != "":
 				vkey, err := keyArg(key)
 				if err != nil {
@@ -66,17 +73,19 @@ Example:
 				defer f.Close()
 				in = f
 			}
-			return runVerifyFile(in, args[0], cp, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return runVerifyFile(in, args[0], cp, prefix, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	cmd.Flags().StringVar(&checkpoint, "checkpoint", "", "also check the file against the signed checkpoint in this file (needs --key)")
+	cmd.Flags().BoolVar(&prefix, "prefix", false, "with --checkpoint: pass a file that holds events after those the checkpoint covers (they are vouched for by nothing; the result says how many)")
 	cmd.Flags().StringVar(&key, "key", "", "the verifier key that signed the checkpoint (name+hash+base64, as annal key prints it), or @FILE holding it")
 	return cmd
 }
 
 // runVerifyFile verifies the ledger read from in (named name), and with
-// cp the tree root of its first cp.Size events against cp.
-func runVerifyFile(in io.Reader, name string, cp *signedCheckpoint, stdout, stderr io.Writer) error {
+// cp the tree root of its first cp.Size events against cp: the file must
+// hold exactly those events, or, with prefix, begin with them.
+func runVerifyFile(in io.Reader, name string, cp *signedCheckpoint, prefix bool, stdout, stderr io.Writer) error {
 	r := ndjson.NewReader(in)
 	v := ndjson.NewVerifier()
 	var (
@@ -135,12 +144,20 @@ func runVerifyFile(in io.Reader, name string, cp *signedCheckpoint, stdout, stde
 		return &exitErr{code: exitVerification, err: fmt.Errorf("%s: rewritten: its %d event IDs verify, but the Merkle root of its first %d events is %s, and checkpoint %s (origin %s, size %d) signs %s: the file is not the ledger the checkpoint was signed for",
 			safeText(file), v.Count(), cp.Size, b64(root), strconv.Quote(cp.file), strconv.Quote(cp.Origin), cp.Size, b64(cp.Root))}
 	}
+	total := uint64(v.Count())
+	vouched := fmt.Sprintf("%d of %d events vouched for", cp.Size, total)
+	if total > cp.Size && !prefix {
+		// The first N match, but the events after them are vouched for
+		// by nothing: a file that passes is one the checkpoint covers.
+		return &exitErr{code: exitVerification, err: fmt.Errorf("%s: %s: its first %d events match checkpoint %s (origin %s, size %d), but the %d after them are covered by no checkpoint (a newer checkpoint covers them; --prefix checks only that the file begins with the checkpoint's events)",
+			safeText(file), vouched, cp.Size, strconv.Quote(cp.file), strconv.Quote(cp.Origin), cp.Size, total-cp.Size)}
+	}
 	covered := fmt.Sprintf("its %d events", cp.Size)
-	if uint64(v.Count()) > cp.Size {
-		covered = fmt.Sprintf("its first %d events (the %d after them are not covered by it)", cp.Size, uint64(v.Count())-cp.Size)
+	if total > cp.Size {
+		covered = fmt.Sprintf("its first %d events (the %d after them are not covered by it)", cp.Size, total-cp.Size)
 	}
 	io.WriteString(stdout, okLine)
-	fmt.Fprintf(stdout, "ok: checkpoint %s (origin %s, size %d, root %s) is signed by key %s and matches %s\n",
-		safeText(strconv.Quote(cp.file)), safeText(cp.Origin), cp.Size, b64(cp.Root), safeText(cp.key), covered)
+	fmt.Fprintf(stdout, "ok: checkpoint %s (origin %s, size %d, root %s) is signed by key %s and matches %s: %s\n",
+		safeText(strconv.Quote(cp.file)), safeText(cp.Origin), cp.Size, b64(cp.Root), safeText(cp.key), covered, vouched)
 	return nil
 }
