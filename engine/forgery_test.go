@@ -15,8 +15,8 @@ import (
 	"github.com/annal-db/annal/engine/ndjson"
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
-	"github.com/annal-db/annal/segment/forge"
 	"github.com/annal-db/annal/segment"
+	"github.com/annal-db/annal/segment/forge"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
