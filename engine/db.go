@@ -164,8 +164,15 @@ type DB struct {
 	// Open rebuilt trees, and the checkpointer, started by Open and
 	// stopped by Close before it closes files.
 	key               tree.Key
-	keyCreated        bool // this Open created DIR/signing.key (there was none)
+	keyCreated        bool   // this Open created the key file (there was none)
+	keyPath           string // the key file ("" with Options.Signer)
+	signer            *stateSigner
 	verifier          note.Verifier
+	// unsigned: the ledgers Open refused for their checkpoint evidence
+	// only (ErrUnsigned), which AcceptLedger may accept; accepting: the
+	// ledger AcceptLedger is recovering (recoverTree signs it as it is).
+	unsigned  map[eventid.LedgerID]unsignedLedger
+	accepting eventid.LedgerID
 	treeRebuilt       map[eventid.LedgerID]error
 	ckStop, ckDone    chan struct{}
 	checkpointsIssued atomic.Int64 // by the checkpointer, for tests
@@ -387,6 +394,14 @@ func (db *DB) open() error {
 				key = m.Name
 			}
 			db.broken[key] = fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err)
+			if errors.Is(err, ErrUnsigned) {
+				// Refused for its checkpoint evidence only: AcceptLedger
+				// may accept it.
+				if db.unsigned == nil {
+					db.unsigned = map[eventid.LedgerID]unsignedLedger{}
+				}
+				db.unsigned[id] = unsignedLedger{key: key, meta: m, haveMeta: ok}
+			}
 			continue
 		}
 		recovered = append(recovered, l)

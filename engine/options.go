@@ -74,6 +74,22 @@ type Options struct {
 	// owner-only by the first Open). See docs/engine.md, "Checkpoints".
 	Signer     crypto.Signer
 	SignerName string
+	// SignerState is the file in which Signer's memory is kept: the last
+	// checkpoint it signed for each ledger (see "The signer's memory" in
+	// docs/engine.md). A signer refuses any checkpoint that is not a
+	// consistent extension of the last one it signed; a state file
+	// outside the data directory is what keeps someone who can rewrite
+	// the directory from rolling a ledger back. "" means
+	// DIR/signing.key.state. Ignored without Signer.
+	SignerState string
+	// SigningKeyFile, if set and Signer is nil, is the key file that signs
+	// the ledgers' checkpoints instead of DIR/signing.key (the same
+	// format; created, owner-only, if missing and no checkpoint in the
+	// directory is signed by another key), with its memory in
+	// SigningKeyFile+".state". Kept outside the data directory, with its
+	// state file, it protects the ledgers against someone who can rewrite
+	// the directory but not read the key.
+	SigningKeyFile string
 
 	// CheckpointInterval is how often a background writer issues a signed
 	// checkpoint of each ledger whose durable head passed its latest
