@@ -121,7 +121,9 @@ func TestSignerRefusesRollbackAndRewrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := func(c Checkpoint) tree.Checkpoint { return tree.Checkpoint{Origin: c.Origin, Size: c.Size, Root: c.Root} }
+	body := func(c Checkpoint) tree.Checkpoint {
+		return tree.Checkpoint{Origin: c.Origin, Size: c.Size, Root: c.Root}
+	}
 	if _, err := s.SignCheckpoint(body(c1), body(fc), proof); !errors.Is(err, ErrSignerRefused) || !strings.Contains(err.Error(), "size 11") {
 		t.Fatalf("signing the forgery as an extension of size 6: %v", err)
 	}
