@@ -31,7 +31,8 @@ import (
 //	checkpoint  the latest signed checkpoint, replaced atomically
 //
 // and DIR/signing.key, the directory's signing key (unless the program
-// gives a crypto.Signer: Options.Signer).
+// gives a key file elsewhere, Options.SigningKeyFile, or a crypto.Signer,
+// Options.Signer), with its memory of what it signed (signer.go).
 //
 // The tree is extended on the append path (index), unsynced, before the
 // appended events become visible. A signed checkpoint (issueCheckpoint)
@@ -40,7 +41,8 @@ import (
 // once its root there equals the signed one, cuts what follows and
 // extends it again from the segments (recoverTree); a tree file it cannot
 // trust is rebuilt from the segments, which must then give the signed
-// root.
+// root. Open judges the checkpoint evidence (evidence.go) before it cuts
+// or replaces anything: a refused ledger keeps its files as they were.
 const (
 	treeFileName       = "tree"
 	checkpointFileName = "checkpoint"
