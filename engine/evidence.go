@@ -126,11 +126,21 @@ func judgeEvidence(e ledgerEvidence) (*Checkpoint, error) {
 	return ck, nil
 }
 
-// signedFor returns what a signer's state (readSignerState) holds for the
-// ledger id's origin under the key of v: nil if nothing.
-func signedFor(state map[string]tree.Checkpoint, v note.Verifier, id eventid.LedgerID) *tree.Checkpoint {
-	if c, ok := state[tree.Origin(v.Name(), uint32(id))]; ok {
+// signedFor returns what a signer remembers for the ledger id's origin
+// under the key of v, nil if nothing: signed is a stateSigner's Signed, or
+// stateLookup of a state file read with readSignerState.
+func signedFor(signed func(origin string) (tree.Checkpoint, bool), v note.Verifier, id eventid.LedgerID) *tree.Checkpoint {
+	if c, ok := signed(tree.Origin(v.Name(), uint32(id))); ok {
 		return &c
 	}
 	return nil
+}
+
+// stateLookup is signedFor's lookup in a state read by readSignerState
+// (nil: no state file).
+func stateLookup(state map[string]tree.Checkpoint) func(string) (tree.Checkpoint, bool) {
+	return func(origin string) (tree.Checkpoint, bool) {
+		c, ok := state[origin]
+		return c, ok
+	}
 }

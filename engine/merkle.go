@@ -576,12 +576,8 @@ func (db *DB) recoverTree(l *ledger, built *tree.File) error {
 			p.anchor = &c
 		}
 	}
-	var signed *tree.Checkpoint
-	if c, ok := db.signer.Signed(tree.Origin(db.key.Signer.Name(), uint32(id))); ok {
-		signed = &c
-	}
 	ck, judged := judgeEvidence(ledgerEvidence{Ledger: id, Name: l.meta.Name, Path: ckPath, Note: msg,
-		Verifier: db.verifier, Signed: signed, Head: head, RootAt: p.rootAt})
+		Verifier: db.verifier, Signed: signedFor(db.signer.Signed, db.verifier, id), Head: head, RootAt: p.rootAt})
 	accept := judged != nil && db.accepting == id && errors.Is(judged, ErrUnsigned)
 	if judged != nil && !accept {
 		return judged

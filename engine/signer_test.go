@@ -204,3 +204,73 @@ func TestOpenRefusesSecondSignatureLine(t *testing.T) {
 	}
 	mkRefused(t, dir, []error{tree.ErrCheckpoint, ErrUnsigned}, "signature line 2", path)
 }
+
+// TestSignerStateFile: the state file a signer writes reads back (as a
+// read-only open reads it, for judgeEvidence); a malformed one is refused
+// naming the file and the line; a rolled back ledger is judged so from
+// the file alone.
+func TestSignerStateFile(t *testing.T) {
+	dir := t.TempDir()
+	db := openTest(t, dir)
+	info := mkLedger(t, db, "shop", 3)
+	c1, err := db.Checkpoint(context.Background(), "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mkAppend(t, db, "shop", 10, 2)
+	db.Close() // signs size 6
+	path := filepath.Join(dir, signingKeyFile+signerStateSuffix)
+	state, err := readSignerState(vfs.Default, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := mkVerifier(t, db)
+	signed := signedFor(stateLookup(state), v, info.ID)
+	if signed == nil || signed.Size != 6 {
+		t.Fatalf("the state holds %+v for the ledger", signed)
+	}
+	leaves := func(n uint64) (tree.Hash, error) {
+		if n == c1.Size {
+			return c1.Root, nil
+		}
+		return tree.Hash{}, errors.New("only the events of the old checkpoint")
+	}
+	_, err = judgeEvidence(ledgerEvidence{Ledger: info.ID, Name: "shop", Path: "checkpoint", Note: c1.Note, Verifier: v, Signed: signed, Head: c1.Size, RootAt: leaves})
+	if !errors.Is(err, ErrUnsigned) || !errors.Is(err, ErrRewritten) || !strings.Contains(err.Error(), "signed a checkpoint of size 6") {
+		t.Fatalf("judged from the state file: %v", err)
+	}
+	if c, err := judgeEvidence(ledgerEvidence{Ledger: info.ID, Path: "checkpoint", Note: c1.Note, Verifier: v, Head: c1.Size, RootAt: leaves}); err != nil || c.Size != c1.Size {
+		t.Fatalf("without a state: %+v %v", c, err)
+	}
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.TrimSuffix(string(good), "\n")
+	for name, bad := range map[string]string{
+		"no newline":  line,
+		"two fields":  line[:strings.LastIndexByte(line, ' ')] + "\n",
+		"size 0":      strings.Replace(line, " 6 ", " 0 ", 1) + "\n",
+		"bad root":    line[:len(line)-2] + "\n",
+		"not sorted":  "zzz 1 " + c1.Root.String() + "\n" + line + "\n",
+		"repeated":    line + "\n" + line + "\n",
+		"empty line":  line + "\n\n",
+		"space first": " " + line + "\n",
+	} {
+		if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readSignerState(vfs.Default, path); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "line ") {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := Open(dir, &Options{CheckpointInterval: -1}); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("%s: Open: %v", name, err)
+		}
+	}
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := readSignerState(vfs.Default, path); err != nil || len(s) != 0 {
+		t.Fatalf("an empty state file: %v %v", s, err)
+	}
+}
