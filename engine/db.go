@@ -163,11 +163,9 @@ type DB struct {
 	// The Merkle trees (merkle.go): the signing key and its verifier, why
 	// Open rebuilt trees, and the checkpointer, started by Open and
 	// stopped by Close before it closes files.
-	key        tree.Key
-	keyCreated bool   // this Open created the key file (there was none)
-	keyPath    string // the key file ("" with Options.Signer)
-	signer     *stateSigner
-	verifier   note.Verifier
+	key      tree.Key
+	signer   *stateSigner
+	verifier note.Verifier
 	// unsigned: the ledgers Open refused for their checkpoint evidence
 	// only (ErrUnsigned), which AcceptLedger may accept; accepting: the
 	// ledger AcceptLedger is recovering (recoverTree signs it as it is).

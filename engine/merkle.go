@@ -190,12 +190,11 @@ func (db *DB) loadKey() error {
 			if err := db.checkNoSignedCheckpoints(path); err != nil {
 				return err
 			}
-			k, db.keyCreated, err = tree.LoadOrCreateKey(db.fs, path)
+			k, _, err = tree.LoadOrCreateKey(db.fs, path)
 		}
 		if err != nil {
 			return fmt.Errorf("engine: the signing key %s: %w", path, err)
 		}
-		db.keyPath = path
 		statePath = path + signerStateSuffix
 	}
 	if db.signer, err = openStateSigner(db.fs, k, statePath); err != nil {
