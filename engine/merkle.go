@@ -176,15 +176,13 @@ func (l *ledger) closeTree() error {
 // a new one would refuse every ledger and hide the cure).
 func (db *DB) loadKey() error {
 	var k tree.Key
-	var statePath string
 	var err error
+	path, statePath := db.signerFiles()
 	if db.opts.Signer != nil {
 		if k, err = tree.SignerKey(db.opts.Signer, db.opts.SignerName); err != nil {
 			return fmt.Errorf("%w: options: Signer: %w", ErrInvalid, err)
 		}
-		statePath = cmp.Or(db.opts.SignerState, filepath.Join(db.dir, signingKeyFile+signerStateSuffix))
 	} else {
-		path := cmp.Or(db.opts.SigningKeyFile, filepath.Join(db.dir, signingKeyFile))
 		k, err = tree.LoadKey(db.fs, path)
 		if errors.Is(err, os.ErrNotExist) {
 			if err := db.checkNoSignedCheckpoints(path); err != nil {
@@ -195,7 +193,6 @@ func (db *DB) loadKey() error {
 		if err != nil {
 			return fmt.Errorf("engine: the signing key %s: %w", path, err)
 		}
-		statePath = path + signerStateSuffix
 	}
 	if db.signer, err = openStateSigner(db.fs, k, statePath); err != nil {
 		return err
@@ -205,6 +202,19 @@ func (db *DB) loadKey() error {
 		return fmt.Errorf("engine: the signing key's verifier %q: %w", k.Verifier, err)
 	}
 	return nil
+}
+
+// signerFiles returns the key file the options name ("" with
+// Options.Signer) and the signer's state file: Options.SigningKeyFile, else
+// DIR/signing.key, and its ".state"; for Options.Signer,
+// Options.SignerState, else DIR/signing.key.state. A read-only open reads
+// the same state (readSignerState) to judge the evidence as the writer.
+func (db *DB) signerFiles() (keyPath, statePath string) {
+	if db.opts.Signer != nil {
+		return "", cmp.Or(db.opts.SignerState, filepath.Join(db.dir, signingKeyFile+signerStateSuffix))
+	}
+	keyPath = cmp.Or(db.opts.SigningKeyFile, filepath.Join(db.dir, signingKeyFile))
+	return keyPath, keyPath + signerStateSuffix
 }
 
 // checkNoSignedCheckpoints returns ErrSigningKeyMissing, naming the keys
