@@ -70,8 +70,12 @@ type Options struct {
 	// Signer, if set, signs the ledgers' checkpoints (an Ed25519 key in a
 	// KMS or HSM behind crypto.Signer); SignerName names it in the notes
 	// ("" : "annal-" and 8 hex digits of the public key's SHA-256). If
-	// nil, the directory's own key signs (DIR/signing.key, created
-	// owner-only by the first Open). See docs/engine.md, "Checkpoints".
+	// nil, a key file signs: SigningKeyFile, else the directory's own
+	// DIR/signing.key (created owner-only by the first Open, never while
+	// checkpoints signed by another key are in the directory:
+	// ErrSigningKeyMissing). Every key signs only consistent extensions of
+	// what it signed before (its memory: SignerState). See
+	// docs/engine.md, "Checkpoints and proofs" and "The signer's memory".
 	Signer     crypto.Signer
 	SignerName string
 	// SignerState is the file in which Signer's memory is kept: the last
