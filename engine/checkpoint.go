@@ -61,7 +61,9 @@ func (db *DB) VerifierKey() string { return db.key.Verifier }
 // Checkpoint issues a new signed checkpoint of the ledger now: it syncs
 // the ledger's segments up to the head readers see, syncs the tree file,
 // signs the checkpoint of that size and writes it to the ledger's
-// checkpoint file before returning it.
+// checkpoint file before returning it. The signer signs it only as a
+// consistent extension of the last checkpoint it signed for the ledger
+// (ErrSignerRefused otherwise; nothing is written then).
 func (db *DB) Checkpoint(ctx context.Context, ledgerName string) (Checkpoint, error) {
 	if err := db.readOnlyErr("Checkpoint"); err != nil {
 		return Checkpoint{}, err

@@ -44,7 +44,7 @@ const (
 // is enough: a directory where some of them were deleted is still annal's,
 // and Open recovers it (rebuilds the index, the metadata). LOCK counts
 // only alone (see hasMarker).
-var dataDirMarkers = [...]string{lockFile, metaFile, indexDir, indexDir + ".broken", ledgersDir, signingKeyFile}
+var dataDirMarkers = [...]string{lockFile, metaFile, indexDir, indexDir + ".broken", ledgersDir, signingKeyFile, signingKeyFile + signerStateSuffix}
 
 // ignoredEntries are entries an empty directory may hold: the root of a
 // freshly made ext2/3/4 file system, a common place for a data directory,
@@ -167,9 +167,14 @@ type DB struct {
 	// The Merkle trees (merkle.go): the signing key and its verifier, why
 	// Open rebuilt trees, and the checkpointer, started by Open and
 	// stopped by Close before it closes files.
-	key               tree.Key
-	keyCreated        bool // this Open created DIR/signing.key (there was none)
-	verifier          note.Verifier
+	key      tree.Key
+	signer   *stateSigner
+	verifier note.Verifier
+	// unsigned: the ledgers Open refused for their checkpoint evidence
+	// only (ErrUnsigned), which AcceptLedger may accept; accepting: the
+	// ledger AcceptLedger is recovering (recoverTree signs it as it is).
+	unsigned          map[eventid.LedgerID]unsignedLedger
+	accepting         eventid.LedgerID
 	treeRebuilt       map[eventid.LedgerID]error
 	ckStop, ckDone    chan struct{}
 	checkpointsIssued atomic.Int64 // by the checkpointer, for tests
@@ -411,6 +416,14 @@ func (db *DB) open() error {
 				key = m.Name
 			}
 			db.broken[key] = withPermissionHint(db.dir, fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err))
+			if errors.Is(err, ErrUnsigned) {
+				// Refused for its checkpoint evidence only: AcceptLedger
+				// may accept it.
+				if db.unsigned == nil {
+					db.unsigned = map[eventid.LedgerID]unsignedLedger{}
+				}
+				db.unsigned[id] = unsignedLedger{key: key, meta: m, haveMeta: ok}
+			}
 			continue
 		}
 		recovered = append(recovered, l)

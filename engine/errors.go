@@ -69,6 +69,11 @@ var (
 	// is missing, short or whose root disagrees with the checkpoint, and
 	// Options.RebuildIndex (annal reindex) rebuilds every tree file.
 	ErrTreeDamaged = errors.New("engine: the tree file is damaged")
+	// ErrSigningKeyMissing: the signing key file is missing while ledgers
+	// of the directory hold checkpoints signed by a key: Open creates no
+	// new key then (it would refuse every such ledger). Restore the key
+	// file, or give the key (Options.SigningKeyFile, Options.Signer).
+	ErrSigningKeyMissing = errors.New("engine: the signing key is missing")
 )
 
 // invalid returns an error matching ErrInvalid.

@@ -280,12 +280,28 @@ func TestForgeryWithTreeRecomputed(t *testing.T) {
 	}
 	db.Close()
 
-	// The checkpoint file removed too: Open rebuilds the tree from the
-	// forged segments and signs them. Verify passes; the checkpoint kept
-	// outside does not.
+	// The checkpoint file removed too: Open refuses the ledger (a ledger
+	// with events and no checkpoint) and signs nothing. The signer's
+	// state inside the directory says a checkpoint was signed; removed
+	// too (whoever can rewrite the directory can), only the operator's
+	// act (AcceptLedger) signs the forged segments. Verify then passes;
+	// the checkpoint kept outside does not.
 	if err := os.Remove(filepath.Join(segDir, "checkpoint")); err != nil {
 		t.Fatal(err)
 	}
+	db = openTest(t, dir)
+	if err := db.Unavailable()["pay"]; !errors.Is(err, ErrUnsigned) {
+		t.Fatalf("reopened without the checkpoint file: %v, want ErrUnsigned", err)
+	}
+	db.Close()
+	if err := os.Remove(filepath.Join(dir, "signing.key.state")); err != nil {
+		t.Fatal(err)
+	}
+	db = openTest(t, dir)
+	if _, err := db.AcceptLedger(ctx, "pay"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
 	assertForgeryUndetectedByCRC(t, dir, f, ids)
 	db = openTest(t, dir)
 	defer db.Close()

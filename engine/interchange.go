@@ -431,18 +431,21 @@ func (im *importer) checkpointTree(n uint64) (Checkpoint, error) {
 	if err == nil {
 		root, err = t.Root(n)
 	}
-	if cerr := t.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
+		t.Close()
 		return Checkpoint{}, fmt.Errorf("the tree file: %w", err)
 	}
+	// Signed as an extension of what the signer signed for this ledger
+	// before, if anything (the same ledger imported again).
 	body := tree.Checkpoint{Origin: tree.Origin(db.key.Signer.Name(), uint32(im.id)), Size: n, Root: root}
-	msg, err := tree.Sign(body, db.key.Signer)
+	msg, err := db.sign(t, body, nil)
+	if cerr := t.Close(); err == nil && cerr != nil {
+		return Checkpoint{}, fmt.Errorf("the tree file: %w", cerr)
+	}
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("sign the checkpoint: %w", err)
 	}
-	if err := writeFileAtomic(db.fs, im.tmp, checkpointFileName, msg, false); err != nil {
+	if err := writeFileAtomic(db.fs, im.tmp, checkpointFileName, msg, true); err != nil {
 		return Checkpoint{}, err
 	}
 	return checkpointOf(im.id, body, msg), nil

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -9,6 +10,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/annal-db/annal/engine/ndjson"
@@ -27,7 +31,8 @@ import (
 //	checkpoint  the latest signed checkpoint, replaced atomically
 //
 // and DIR/signing.key, the directory's signing key (unless the program
-// gives a crypto.Signer: Options.Signer).
+// gives a key file elsewhere, Options.SigningKeyFile, or a crypto.Signer,
+// Options.Signer), with its memory of what it signed (signer.go).
 //
 // The tree is extended on the append path (index), unsynced, before the
 // appended events become visible. A signed checkpoint (issueCheckpoint)
@@ -36,7 +41,8 @@ import (
 // once its root there equals the signed one, cuts what follows and
 // extends it again from the segments (recoverTree); a tree file it cannot
 // trust is rebuilt from the segments, which must then give the signed
-// root.
+// root. Open judges the checkpoint evidence (evidence.go) before it cuts
+// or replaces anything: a refused ledger keeps its files as they were.
 const (
 	treeFileName       = "tree"
 	checkpointFileName = "checkpoint"
@@ -162,24 +168,104 @@ func (l *ledger) closeTree() error {
 	return err
 }
 
-// loadKey sets the DB's signing key: Options.Signer, or DIR/signing.key
-// (created on first use).
+// loadKey sets the DB's signer: Options.Signer with its state file
+// (Options.SignerState, else DIR/signing.key.state), or the key file
+// Options.SigningKeyFile, else DIR/signing.key, with its state beside it.
+// A key file is created on first use, but never while a ledger of the
+// directory holds a checkpoint signed by another key (the key was lost:
+// a new one would refuse every ledger and hide the cure).
 func (db *DB) loadKey() error {
+	var k tree.Key
 	var err error
+	path, statePath := db.signerFiles()
 	if db.opts.Signer != nil {
-		if db.key, err = tree.SignerKey(db.opts.Signer, db.opts.SignerName); err != nil {
+		if k, err = tree.SignerKey(db.opts.Signer, db.opts.SignerName); err != nil {
 			return fmt.Errorf("%w: options: Signer: %w", ErrInvalid, err)
 		}
 	} else {
-		path := filepath.Join(db.dir, signingKeyFile)
-		if db.key, db.keyCreated, err = tree.LoadOrCreateKey(db.fs, path); err != nil {
+		k, err = tree.LoadKey(db.fs, path)
+		if errors.Is(err, os.ErrNotExist) {
+			if err := db.checkNoSignedCheckpoints(path); err != nil {
+				return err
+			}
+			k, _, err = tree.LoadOrCreateKey(db.fs, path)
+		}
+		if err != nil {
 			return fmt.Errorf("engine: the signing key %s: %w", path, err)
 		}
 	}
-	if db.verifier, err = tree.NewVerifier(db.key.Verifier); err != nil {
-		return fmt.Errorf("engine: the signing key's verifier %q: %w", db.key.Verifier, err)
+	if db.signer, err = openStateSigner(db.fs, k, statePath); err != nil {
+		return err
+	}
+	db.key = k
+	if db.verifier, err = tree.NewVerifier(k.Verifier); err != nil {
+		return fmt.Errorf("engine: the signing key's verifier %q: %w", k.Verifier, err)
 	}
 	return nil
+}
+
+// signerFiles returns the key file the options name ("" with
+// Options.Signer) and the signer's state file: Options.SigningKeyFile, else
+// DIR/signing.key, and its ".state"; for Options.Signer,
+// Options.SignerState, else DIR/signing.key.state. A read-only open reads
+// the same state (readSignerState) to judge the evidence as the writer.
+func (db *DB) signerFiles() (keyPath, statePath string) {
+	if db.opts.Signer != nil {
+		return "", cmp.Or(db.opts.SignerState, filepath.Join(db.dir, signingKeyFile+signerStateSuffix))
+	}
+	keyPath = cmp.Or(db.opts.SigningKeyFile, filepath.Join(db.dir, signingKeyFile))
+	return keyPath, keyPath + signerStateSuffix
+}
+
+// checkNoSignedCheckpoints returns ErrSigningKeyMissing, naming the keys
+// that signed them, if a ledger of the directory holds a signed
+// checkpoint: the key file at path, which is missing, must not be
+// replaced by a new one.
+func (db *DB) checkNoSignedCheckpoints(path string) error {
+	dir := filepath.Join(db.dir, ledgersDir)
+	names, err := db.fs.List(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("engine: list ledgers: %w", err)
+	}
+	sort.Strings(names)
+	keys := map[string]bool{}
+	var signers, ledgers []string
+	for _, name := range names {
+		if id, err := eventid.ParseLedgerID(name); err != nil || id.String() != name {
+			continue
+		}
+		msg, err := readSmallFile(db.fs, db.fs.PathJoin(dir, name, checkpointFileName), maxCheckpointFile)
+		if err != nil {
+			continue
+		}
+		var unverified *note.UnverifiedNoteError
+		if _, err := note.Open(msg, note.VerifierList()); !errors.As(err, &unverified) {
+			continue // not a signed note: no key's evidence
+		}
+		ledgers = append(ledgers, name)
+		for _, sig := range unverified.Note.UnverifiedSigs {
+			if key := fmt.Sprintf("%s+%08x", sig.Name, sig.Hash); !keys[key] {
+				keys[key] = true
+				signers = append(signers, key)
+			}
+		}
+	}
+	if len(ledgers) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s does not exist, and %d ledgers (%s) hold checkpoints signed by the key %s: restore %s, or give that key with --signing-key FILE (Options.SigningKeyFile, Options.Signer); annal creates no new key while checkpoints signed by another are in the directory",
+		ErrSigningKeyMissing, path, len(ledgers), strings.Join(firstN(ledgers, 5), ", "), strings.Join(signers, ", "), path)
+}
+
+// firstN returns the first n of s, with "…" after them if there are more.
+func firstN(s []string, n int) []string {
+	if len(s) <= n {
+		return s
+	}
+	return append(slices.Clone(s[:n]), "…")
 }
 
 // checkpointOf returns the engine's Checkpoint of a verified body.
@@ -251,16 +337,37 @@ func (l *ledger) issueCheckpoint(limit uint64) (Checkpoint, error) {
 		return Checkpoint{}, fmt.Errorf("engine: checkpoint of ledger %s at size %d: %w", l.meta.Name, n, err)
 	}
 	body := tree.Checkpoint{Origin: tree.Origin(l.db.key.Signer.Name(), uint32(l.meta.ID)), Size: n, Root: root}
-	msg, err := tree.Sign(body, l.db.key.Signer)
+	msg, err := l.db.sign(t, body, l.latest.Load())
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("engine: checkpoint of ledger %s: sign: %w", l.meta.Name, err)
 	}
-	if err := writeFileAtomic(l.db.fs, l.log.Dir(), checkpointFileName, msg, false); err != nil {
+	// The directory synced too: a crash must not bring back the file the
+	// signer's state has passed (Open would take it for a rollback).
+	if err := writeFileAtomic(l.db.fs, l.log.Dir(), checkpointFileName, msg, true); err != nil {
 		return Checkpoint{}, fmt.Errorf("engine: checkpoint of ledger %s: %w", l.meta.Name, err)
 	}
 	c := checkpointOf(l.meta.ID, body, msg)
 	l.latest.Store(&c)
 	return c, nil
+}
+
+// sign has the DB's signer sign body, a checkpoint of the tree t (which
+// holds at least body.Size leaves), as an extension of the last checkpoint
+// the signer signed for its origin, or else of latest (the ledger's
+// checkpoint file; nil if none), with the consistency proof from t.
+func (db *DB) sign(t *tree.File, body tree.Checkpoint, latest *Checkpoint) ([]byte, error) {
+	prev, ok := db.signer.Signed(body.Origin)
+	if !ok && latest != nil {
+		prev = tree.Checkpoint{Origin: latest.Origin, Size: latest.Size, Root: latest.Root}
+	}
+	var proof []tree.Hash
+	if prev.Size > 0 && prev.Size < body.Size {
+		var err error
+		if proof, err = t.ConsistencyProof(prev.Size, body.Size); err != nil {
+			return nil, fmt.Errorf("the consistency proof from size %d: %w", prev.Size, err)
+		}
+	}
+	return db.signer.SignCheckpoint(prev, body, proof)
 }
 
 // writeFileAtomic writes data to dir/name through dir/name.tmp: written,
@@ -437,120 +544,74 @@ func (db *DB) TreeRebuilt() map[string]error {
 
 // recoverTree opens the tree of a recovered ledger (its segments
 // recovered and indexed) and brings it to the segments' head; see
-// docs/recovery.md. It refuses the ledger (its error: Open reports it
-// unavailable) when the checkpoint file is not one this DB's key signed
-// for this ledger, or says more events than the segments hold, or when
-// the segments do not give the signed root.
+// docs/recovery.md. It decides first, and changes files only after: the
+// ledger's checkpoint evidence (judgeEvidence: the checkpoint file, the
+// signer's memory) is judged against the segments' roots, computed from
+// the tree file where the checkpoint vouches for it, else from a tree
+// rebuilt beside it; a refused ledger (its error: Open reports it
+// unavailable) keeps its files as they were. Once it passes, the tree file
+// is cut back to the checkpoint (what follows was written unsynced) and
+// extended from the segments, or replaced by the rebuilt one (reported
+// by TreeRebuilt).
+//
+// A ledger of only its genesis event without a checkpoint (a crash inside
+// CreateLedger) is signed now; one refused for its checkpoint evidence
+// only (ErrUnsigned) is signed as it is when AcceptLedger recovers it.
 //
 // built, if not nil, is the tree file catchUp wrote beside the old one
 // (treeFileName+".tmp") from every record, when the index is rebuilt:
-// rebuildTree then uses it instead of reading the segments again.
+// the rebuild uses it instead of reading the segments again.
 // recoverTree closes it, or removes it if it does not use it.
-func (db *DB) recoverTree(l *ledger, built *tree.File) (err error) {
+func (db *DB) recoverTree(l *ledger, built *tree.File) error {
 	fs, dir, id := db.fs, l.log.Dir(), l.meta.ID
-	defer func() {
-		if built != nil {
-			discardTreeTmp(fs, dir, built)
-		}
-	}()
+	p := &treePrep{db: db, l: l, built: built}
+	defer p.discard()
 	head := l.log.Head().Seq
 	ckPath := fs.PathJoin(dir, checkpointFileName)
-	var ck *Checkpoint
 	msg, err := readSmallFile(fs, ckPath, maxCheckpointFile)
 	switch {
 	case err == nil:
-		c, err := openCheckpoint(msg, db.verifier, id)
-		if err != nil {
-			return fmt.Errorf("%s: not a checkpoint of ledger %s signed by the key %s: %s; move the file aside to accept the ledger as it is: %w",
-				ckPath, id, db.key.Verifier, db.keyReplacedText(), err)
-		}
-		if c.Size > head {
-			return fmt.Errorf("%w: %s: checkpoint signed for %d events, the segments hold %d: events lost or rolled back", ErrRewritten, ckPath, c.Size, head)
-		}
-		ck = &c
 	case errors.Is(err, os.ErrNotExist):
+		msg = nil
 	case errors.Is(err, tree.ErrCheckpoint):
-		return fmt.Errorf("%s: not a checkpoint signed by the key %s: %s; move the file aside to accept the ledger as it is: %w", ckPath, db.key.Verifier, db.keyReplacedText(), err)
+		msg = []byte{} // larger than any checkpoint: not one
 	default:
 		return fmt.Errorf("read the checkpoint: %w", err)
 	}
-
-	treePath := fs.PathJoin(dir, treeFileName)
-	var why string
-	var f *tree.File
-	if _, err = fs.Stat(treePath); err == nil {
-		f, err = tree.OpenFile(fs, treePath, uint32(id))
-	}
-	switch {
-	case err == nil:
-	case errors.Is(err, os.ErrNotExist):
-		why = "the tree file " + treePath + " was missing"
-	case errors.Is(err, tree.ErrCorrupt):
-		why = fmt.Sprintf("the tree file %s is damaged: %v", treePath, err)
-	default:
-		return fmt.Errorf("open the tree file: %w", err)
-	}
-	if f != nil {
-		switch {
-		case db.opts.RebuildIndex:
-			why = "Options.RebuildIndex (annal reindex) rebuilds every tree file"
-		case ck == nil:
-			why = "no signed checkpoint to check the tree file " + treePath + " against (the ledger is from before checkpoints, or its checkpoint file was removed)"
-		case f.Size() < ck.Size:
-			why = fmt.Sprintf("the tree file %s holds %d leaves, the checkpoint was signed at size %d", treePath, f.Size(), ck.Size)
-		default:
-			root, err := f.Root(ck.Size)
-			switch {
-			case err != nil && !errors.Is(err, tree.ErrCorrupt):
-				f.Close()
-				return fmt.Errorf("read the tree file: %w", err)
-			case err != nil:
-				why = fmt.Sprintf("the tree file %s is damaged: %v", treePath, err)
-			case root != ck.Root:
-				why = fmt.Sprintf("the tree file %s gives the root %s at size %d, the checkpoint signed %s", treePath, root, ck.Size, ck.Root)
-			}
-		}
-		if why != "" {
-			f.Close()
-			f = nil
+	// The checkpoint the tree file is checked against, if it verifies
+	// (judgeEvidence decides whether the ledger passes).
+	if msg != nil {
+		if c, err := openCheckpoint(msg, db.verifier, id); err == nil && c.Size <= head {
+			p.anchor = &c
 		}
 	}
-	if f == nil {
-		f, err = db.rebuildTree(l, ck, ckPath, built)
-		built = nil // rebuildTree's now
-		if err != nil {
-			return err
-		}
-		if db.treeRebuilt == nil {
-			db.treeRebuilt = map[eventid.LedgerID]error{}
-		}
-		db.treeRebuilt[id] = fmt.Errorf("engine: the tree of ledger %s was rebuilt from the segments: %s", id, why)
-	} else {
-		// What follows the checkpoint was written unsynced: not trusted.
-		var err error
-		if f.Size() > ck.Size {
-			err = f.Truncate(ck.Size)
-		}
-		if err == nil {
-			err = l.extendTreeFrom(f, ck.Size)
-		}
-		if err != nil {
-			f.Close()
-			return fmt.Errorf("the tree file %s: extend it from the segments after #%d: %w", treePath, ck.Size, err)
-		}
+	ck, judged := judgeEvidence(ledgerEvidence{Ledger: id, Name: l.meta.Name, Path: ckPath, Note: msg,
+		Verifier: db.verifier, Signed: signedFor(db.signer.Signed, db.verifier, id), Head: head, RootAt: p.rootAt})
+	accept := judged != nil && db.accepting == id && errors.Is(judged, ErrUnsigned)
+	if judged != nil && !accept {
+		return judged
+	}
+	f, err := p.commit()
+	if err != nil {
+		return err
 	}
 	if f.Size() != head {
 		f.Close()
-		return fmt.Errorf("the tree file %s: %d leaves after recovery, the segments hold %d events", treePath, f.Size(), head)
+		return fmt.Errorf("the tree file %s: %d leaves after recovery, the segments hold %d events", f.Path(), f.Size(), head)
 	}
 	l.tree = f
-	if ck != nil {
+	switch {
+	case accept:
+		_, err = l.acceptCheckpoint()
+	case ck != nil:
 		l.latest.Store(ck)
-		return nil
+	default:
+		// A ledger of only its genesis event, without a checkpoint (a
+		// crash inside CreateLedger): its segments are synced by
+		// recovery.
+		_, err = l.issueCheckpoint(0)
 	}
-	// A ledger without a checkpoint (before issue 14, or its file
-	// removed) gets one now: its segments are synced by recovery.
-	if _, err := l.issueCheckpoint(0); err != nil {
+	if err != nil {
 		l.tree = nil
 		f.Close()
 		return err
@@ -558,64 +619,213 @@ func (db *DB) recoverTree(l *ledger, built *tree.File) (err error) {
 	return nil
 }
 
-// keyReplacedText says why a checkpoint may not verify with the DB's key.
-func (db *DB) keyReplacedText() string {
-	if db.keyCreated {
-		return "the key was replaced: there was no DIR/signing.key, so this Open created a new one (the checkpoint was signed by a key file since lost, or by an Options.Signer not given now; the signature line names that key); restore that key to accept the ledger with its checkpoints"
+// acceptCheckpoint signs a checkpoint of every event of the ledger, as it
+// is, whatever its signer signed for it before (AcceptLedger), and writes
+// it to the ledger's checkpoint file.
+func (l *ledger) acceptCheckpoint() (Checkpoint, error) {
+	l.ckMu.Lock()
+	defer l.ckMu.Unlock()
+	t, n, err := l.readTree()
+	if err != nil {
+		return Checkpoint{}, err
 	}
-	return "the key was replaced or the checkpoint forged (or the ledger directory was copied from a directory with another key)"
+	if err := t.Sync(); err != nil {
+		return Checkpoint{}, fmt.Errorf("engine: accept ledger %s: sync the tree file: %w", l.meta.Name, err)
+	}
+	root, err := t.Root(n)
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("engine: accept ledger %s at size %d: %w", l.meta.Name, n, err)
+	}
+	body := tree.Checkpoint{Origin: tree.Origin(l.db.key.Signer.Name(), uint32(l.meta.ID)), Size: n, Root: root}
+	msg, err := l.db.signer.AcceptCheckpoint(body)
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("engine: accept ledger %s: sign: %w", l.meta.Name, err)
+	}
+	if err := writeFileAtomic(l.db.fs, l.log.Dir(), checkpointFileName, msg, true); err != nil {
+		return Checkpoint{}, fmt.Errorf("engine: accept ledger %s: %w", l.meta.Name, err)
+	}
+	c := checkpointOf(l.meta.ID, body, msg)
+	l.latest.Store(&c)
+	return c, nil
 }
 
-// rebuildTree writes a new tree file for the ledger from its segments,
-// through a temporary file renamed over the old one once it is complete
-// and, if ck is not nil, once its root at ck's size is the signed root
-// (otherwise the ledger is refused with ErrRewritten and the files are
-// left as they are).
-//
-// built, if not nil, is that temporary file, already holding leaves from
-// the first record on (see recoverTree); rebuildTree adds what it lacks.
-func (db *DB) rebuildTree(l *ledger, ck *Checkpoint, ckPath string, built *tree.File) (*tree.File, error) {
+// treePrep is the tree of a ledger that recoverTree is deciding about:
+// the tree file as it is, trusted up to the checkpoint (anchor) whose
+// root it gives there, or else a tree rebuilt from the segments in the
+// temporary file beside it. Nothing replaces or cuts the tree file before
+// commit.
+type treePrep struct {
+	db     *DB
+	l      *ledger
+	anchor *Checkpoint // the checkpoint file's, if it verifies and fits
+	built  *tree.File  // the temporary file catchUp wrote, if any
+
+	done    bool
+	err     error
+	f       *tree.File // the tree file (trusted to anchor.Size), or the rebuilt temporary one
+	rebuilt bool       // f is the rebuilt temporary file
+	why     string     // why the tree file is not trusted
+}
+
+// prepare opens the tree file and decides whether the anchor vouches for
+// it; if not, it rebuilds the tree from the segments in the temporary
+// file.
+func (p *treePrep) prepare() error {
+	if p.done {
+		return p.err
+	}
+	p.done = true
+	db, l := p.db, p.l
 	fs, dir, id := db.fs, l.log.Dir(), l.meta.ID
-	tmp, path := fs.PathJoin(dir, treeFileName+".tmp"), fs.PathJoin(dir, treeFileName)
-	f := built
-	if f == nil {
-		var err error
-		if f, err = createTreeTmp(fs, dir, id); err != nil {
-			return nil, err
+	treePath := fs.PathJoin(dir, treeFileName)
+	var f *tree.File
+	var err error
+	if p.built == nil && p.why == "" {
+		if _, err = fs.Stat(treePath); err == nil {
+			f, err = tree.OpenFile(fs, treePath, uint32(id))
+		}
+		ck := p.anchor
+		switch {
+		case err == nil:
+		case errors.Is(err, os.ErrNotExist):
+			p.why = "the tree file " + treePath + " was missing"
+		case errors.Is(err, tree.ErrCorrupt):
+			p.why = fmt.Sprintf("the tree file %s is damaged: %v", treePath, err)
+		default:
+			p.err = fmt.Errorf("open the tree file: %w", err)
+			return p.err
+		}
+		if f != nil {
+			switch {
+			case ck == nil:
+				p.why = "no signed checkpoint to check the tree file " + treePath + " against (a ledger of only its genesis event, or one being accepted)"
+			case f.Size() < ck.Size:
+				p.why = fmt.Sprintf("the tree file %s holds %d leaves, the checkpoint was signed at size %d", treePath, f.Size(), ck.Size)
+			default:
+				root, err := f.Root(ck.Size)
+				switch {
+				case err != nil && !errors.Is(err, tree.ErrCorrupt):
+					f.Close()
+					p.err = fmt.Errorf("read the tree file: %w", err)
+					return p.err
+				case err != nil:
+					p.why = fmt.Sprintf("the tree file %s is damaged: %v", treePath, err)
+				case root != ck.Root:
+					p.why = fmt.Sprintf("the tree file %s gives the root %s at size %d, the checkpoint signed %s", treePath, root, ck.Size, ck.Root)
+				}
+			}
+			if p.why == "" {
+				p.f = f
+				return nil
+			}
+			f.Close()
+		}
+	} else if p.built != nil {
+		p.why = "Options.RebuildIndex (annal reindex) rebuilds every tree file"
+	}
+	// Rebuilt beside the tree file, which stays as it is until commit.
+	t := p.built
+	p.built = nil
+	if t == nil {
+		if t, err = createTreeTmp(fs, dir, id); err != nil {
+			p.err = err
+			return err
 		}
 	}
-	fail := func(err error) (*tree.File, error) {
-		f.Close()
-		fs.Remove(tmp)
+	if err := l.extendTreeFrom(t, t.Size()); err != nil {
+		discardTreeTmp(fs, dir, t)
+		p.err = fmt.Errorf("rebuild the tree file: %w", err)
+		return p.err
+	}
+	p.f, p.rebuilt = t, true
+	return nil
+}
+
+// rootAt is ledgerEvidence.RootAt. The tree file is trusted up to the
+// checkpoint only: a root beyond it (the signer's state ahead of the
+// checkpoint file, after a crash between their writes) is the rebuilt
+// tree's.
+func (p *treePrep) rootAt(n uint64) (tree.Hash, error) {
+	if err := p.prepare(); err != nil {
+		return tree.Hash{}, err
+	}
+	if !p.rebuilt && n > p.anchor.Size {
+		p.f.Close()
+		p.f, p.done = nil, false
+		p.why = fmt.Sprintf("the signer signed size %d, the checkpoint file size %d (a crash between their writes): the tree is checked beyond the checkpoint from the segments", n, p.anchor.Size)
+		if err := p.prepare(); err != nil {
+			return tree.Hash{}, err
+		}
+	}
+	return p.f.Root(n)
+}
+
+// discard closes what commit did not take: the tree file, unchanged, and
+// removes the temporary one.
+func (p *treePrep) discard() {
+	fs, dir := p.db.fs, p.l.log.Dir()
+	if p.built != nil {
+		discardTreeTmp(fs, dir, p.built)
+		p.built = nil
+	}
+	if p.f != nil {
+		if p.rebuilt {
+			discardTreeTmp(fs, dir, p.f)
+		} else {
+			p.f.Close()
+		}
+		p.f = nil
+	}
+}
+
+// commit makes the tree the ledger's, its head the segments': the trusted
+// tree file cut back to the checkpoint and extended from the segments, or
+// the rebuilt one renamed over it (recorded for TreeRebuilt).
+func (p *treePrep) commit() (*tree.File, error) {
+	if err := p.prepare(); err != nil {
 		return nil, err
 	}
-	if err := l.extendTreeFrom(f, f.Size()); err != nil {
-		return fail(fmt.Errorf("rebuild the tree file: %w", err))
-	}
-	if ck != nil {
-		root, err := f.Root(ck.Size)
+	db, l := p.db, p.l
+	fs, dir, id := db.fs, l.log.Dir(), l.meta.ID
+	treePath := fs.PathJoin(dir, treeFileName)
+	f := p.f
+	p.f = nil
+	if !p.rebuilt {
+		// What follows the checkpoint was written unsynced: not trusted.
+		var err error
+		if n := p.anchor.Size; f.Size() > n {
+			err = f.Truncate(n)
+		}
+		if err == nil {
+			err = l.extendTreeFrom(f, p.anchor.Size)
+		}
 		if err != nil {
-			return fail(fmt.Errorf("rebuild the tree file: %w", err))
+			f.Close()
+			return nil, fmt.Errorf("the tree file %s: extend it from the segments after #%d: %w", treePath, p.anchor.Size, err)
 		}
-		if root != ck.Root {
-			return fail(fmt.Errorf("%w: the events differ from the checkpoint %s signed at size %d: root %s, signed %s", ErrRewritten, ckPath, ck.Size, root, ck.Root))
-		}
+		return f, nil
 	}
-	if err := f.Sync(); err != nil {
-		return fail(fmt.Errorf("rebuild the tree file: %w", err))
+	tmp := fs.PathJoin(dir, treeFileName+".tmp")
+	err := f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if err := f.Close(); err != nil {
-		fs.Remove(tmp)
-		return nil, fmt.Errorf("rebuild the tree file: %w", err)
+	if err == nil {
+		err = fs.Rename(tmp, treePath)
 	}
-	if err := fs.Rename(tmp, path); err != nil {
-		fs.Remove(tmp)
-		return nil, fmt.Errorf("rebuild the tree file: %w", err)
-	}
-	f, err := tree.OpenFile(fs, path, uint32(id))
 	if err != nil {
+		fs.Remove(tmp)
+		return nil, fmt.Errorf("rebuild the tree file: %w", err)
+	}
+	if f, err = tree.OpenFile(fs, treePath, uint32(id)); err != nil {
 		return nil, fmt.Errorf("open the rebuilt tree file: %w", err)
 	}
+	db.mu.Lock()
+	if db.treeRebuilt == nil {
+		db.treeRebuilt = map[eventid.LedgerID]error{}
+	}
+	db.treeRebuilt[id] = fmt.Errorf("engine: the tree of ledger %s was rebuilt from the segments: %s", id, p.why)
+	db.mu.Unlock()
 	return f, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -496,12 +497,21 @@ func TestMerkleUnsyncedTailRecovered(t *testing.T) {
 		t.Fatal(err, c.Size)
 	}
 	ckBytes := c.Note
+	statePath := filepath.Join(dir, signingKeyFile+signerStateSuffix)
+	state, err := os.ReadFile(statePath)
+	if err != nil {
+		t.Fatal(err)
+	}
 	mkAppend(t, db, "shop", 50, 10)
 	db.Close()
-	// Close signed 21; put the checkpoint of 11 back (a crash before
-	// Close's) and damage the leaves after it.
+	// Close signed 21; put the checkpoint of 11 back, and the signer's
+	// state of then (a crash before Close's), and damage the leaves after
+	// it.
 	ldir := db.ledgerDir(info.ID)
 	if err := os.WriteFile(filepath.Join(ldir, checkpointFileName), ckBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(statePath, state, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	mkFlip(t, filepath.Join(ldir, treeFileName), tree.HeaderSize+32*tlog.StoredHashIndex(0, 15))
@@ -521,14 +531,16 @@ func TestMerkleUnsyncedTailRecovered(t *testing.T) {
 	mkProveAll(t, db, "shop", c2.Root)
 }
 
-// TestMerkleNoCheckpointFile: a ledger without a checkpoint file (made
-// before checkpoints existed, or the file removed) gets its tree rebuilt
-// and a checkpoint issued at Open.
+// TestMerkleNoCheckpointFile: a ledger of more than its genesis event
+// whose checkpoint file is removed is refused (ErrUnsigned), its files
+// left as they are, with the cure named; it is not signed again until the
+// operator accepts it (AcceptLedger), which rebuilds a missing tree too.
 func TestMerkleNoCheckpointFile(t *testing.T) {
 	for _, removeTree := range []bool{false, true} {
 		dir := t.TempDir()
 		db := openTest(t, dir)
 		info := mkLedger(t, db, "shop", 12)
+		mkLedger(t, db, "other", 1)
 		c, err := db.Checkpoint(context.Background(), "shop")
 		if err != nil {
 			t.Fatal(err)
@@ -539,16 +551,23 @@ func TestMerkleNoCheckpointFile(t *testing.T) {
 		if removeTree {
 			os.Remove(filepath.Join(ldir, treeFileName))
 		}
-		db = openTest(t, dir)
-		if why := db.TreeRebuilt()["shop"]; why == nil {
-			t.Fatal("not reported in TreeRebuilt")
+		before := mkSnapshot(t, ldir)
+		mkRefused(t, dir, []error{ErrUnsigned}, "no checkpoint file", "annal checkpoint --accept shop")
+		if after := mkSnapshot(t, ldir); !mapsEqual(before, after) {
+			t.Fatalf("the refused ledger's files changed: %v -> %v", keys(before), keys(after))
 		}
-		c2, err := db.LatestCheckpoint("shop")
+		db = openTest(t, dir)
+		c2, err := db.AcceptLedger(context.Background(), "shop")
 		if err != nil || c2.Size != 13 || c2.Root != c.Root {
 			t.Fatalf("%v %+v, want %+v", err, c2, c)
 		}
-		if _, err := os.Stat(filepath.Join(ldir, checkpointFileName)); err != nil {
-			t.Fatal(err)
+		if why := db.TreeRebuilt()["shop"]; why == nil {
+			t.Fatal("not reported in TreeRebuilt")
+		}
+		db.Close()
+		db = openTest(t, dir)
+		if c3, err := db.LatestCheckpoint("shop"); err != nil || !bytes.Equal(c3.Note, c2.Note) {
+			t.Fatalf("reopened after AcceptLedger: %v %+v", err, c3)
 		}
 		db.Close()
 	}
@@ -617,17 +636,17 @@ func TestMerkleForgedCheckpointRefused(t *testing.T) {
 	}{
 		{"another key", func(t *testing.T, db *DB, c Checkpoint, ldir string) []byte {
 			return mkSignWith(t, mallory, c.Origin, c.Size, c.Root)
-		}, []error{tree.ErrCheckpoint}, []string{"the key was replaced or the checkpoint forged", checkpointFileName}},
+		}, []error{tree.ErrCheckpoint, ErrUnsigned}, []string{"restore the key that signed it", "mallory+", checkpointFileName, "annal checkpoint --accept shop"}},
 		{"body edited", func(t *testing.T, db *DB, c Checkpoint, ldir string) []byte {
 			return bytes.Replace(c.Note, []byte("\n10\n"), []byte("\n11\n"), 1)
-		}, []error{tree.ErrCheckpoint}, []string{"move the file aside"}},
+		}, []error{tree.ErrCheckpoint, ErrUnsigned}, []string{"annal checkpoint --accept shop"}},
 		{"garbage", func(t *testing.T, db *DB, c Checkpoint, ldir string) []byte {
 			return []byte("not a checkpoint\n")
-		}, []error{tree.ErrCheckpoint}, []string{"move the file aside"}},
+		}, []error{tree.ErrCheckpoint, ErrUnsigned}, []string{"annal checkpoint --accept shop"}},
 		{"another ledger", func(t *testing.T, db *DB, c Checkpoint, ldir string) []byte {
 			other, _ := db.LatestCheckpoint("other")
 			return other.Note
-		}, []error{tree.ErrCheckpoint}, []string{"origin"}},
+		}, []error{tree.ErrCheckpoint, ErrUnsigned}, []string{"origin"}},
 		{"larger than the segments", func(t *testing.T, db *DB, c Checkpoint, ldir string) []byte {
 			return mkSignWith(t, db.key.Signer, c.Origin, 15, c.Root)
 		}, []error{ErrRewritten}, []string{"checkpoint signed for 15 events, the segments hold 10"}},
@@ -656,16 +675,33 @@ func TestMerkleForgedCheckpointRefused(t *testing.T) {
 			if after := mkSnapshot(t, ldir); !mapsEqual(before, after) {
 				t.Fatalf("the refused ledger's files changed: %v -> %v", keys(before), keys(after))
 			}
-			// Moved aside, the ledger opens as it is, and is checkpointed.
-			if err := os.Rename(filepath.Join(ldir, checkpointFileName), filepath.Join(dir, "aside")); err != nil {
-				t.Fatal(err)
-			}
+			// A checkpoint that the key did not sign is cured by the
+			// operator's act: AcceptLedger signs the ledger as it is. A
+			// checkpoint the key signed that the events contradict is
+			// not: the file must be moved aside first (a deliberate act),
+			// after which the ledger is refused for its missing
+			// checkpoint, and accepted.
 			db = openTest(t, dir)
-			defer db.Close()
-			got, err := db.LatestCheckpoint("shop")
-			if err != nil || got.Size != 10 || got.Root != c.Root {
-				t.Fatalf("after moving the checkpoint aside: %v %+v", err, got)
+			if !slices.Contains(tc.want, ErrUnsigned) {
+				if _, err := db.AcceptLedger(context.Background(), "shop"); !errors.Is(err, ErrInvalid) || !errors.Is(err, ErrRewritten) {
+					t.Fatalf("AcceptLedger of a ledger that contradicts its checkpoint: %v, want ErrInvalid and the refusal", err)
+				}
+				db.Close()
+				if err := os.Rename(filepath.Join(ldir, checkpointFileName), filepath.Join(dir, "aside")); err != nil {
+					t.Fatal(err)
+				}
+				mkRefused(t, dir, []error{ErrUnsigned}, "no checkpoint file", "annal checkpoint --accept shop")
+				db = openTest(t, dir)
 			}
+			defer db.Close()
+			got, err := db.AcceptLedger(context.Background(), "shop")
+			if err != nil || got.Size != 10 || got.Root != c.Root {
+				t.Fatalf("accepted: %v %+v", err, got)
+			}
+			if latest, err := db.LatestCheckpoint("shop"); err != nil || latest.Size != 10 || !bytes.Equal(latest.Note, got.Note) {
+				t.Fatalf("LatestCheckpoint after AcceptLedger: %v %+v", err, latest)
+			}
+			mkAppend(t, db, "shop", 100, 2)
 		})
 	}
 }
@@ -862,8 +898,14 @@ func TestMerkleSigner(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, signingKeyFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a key file was created with a Signer: %v", err)
 	}
-	// The directory's own key (created now) did not sign them.
-	mkRefused(t, dir, []error{tree.ErrCheckpoint}, "the key was replaced")
+	// Without the Signer, the directory has no key: none is created while
+	// checkpoints signed by the Signer are there.
+	if _, err := Open(dir, &Options{CheckpointInterval: -1}); !errors.Is(err, ErrSigningKeyMissing) || !strings.Contains(err.Error(), "hsm-key+") {
+		t.Fatalf("opened without the Signer: %v, want ErrSigningKeyMissing naming hsm-key", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, signingKeyFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a key file was created: %v", err)
+	}
 	if _, err := Open(t.TempDir(), &Options{Signer: badSigner{}}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a signer that is not Ed25519: %v", err)
 	}

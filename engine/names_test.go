@@ -191,7 +191,8 @@ func TestNamesCopiedLedgerDirectory(t *testing.T) {
 	h.Close()
 	copyTree(t, filepath.Join(other, ledgersDir, infoO.ID.String()), filepath.Join(here, ledgersDir, infoO.ID.String()))
 	// Its checkpoint is signed by the other directory's key, which this
-	// one refuses (TestMerkleSigner): moved aside, as the error says.
+	// one refuses (TestMerkleForgedCheckpointRefused): removed; a ledger
+	// of only its genesis event without a checkpoint is signed at Open.
 	os.Remove(filepath.Join(here, ledgersDir, infoO.ID.String(), checkpointFileName))
 	h = openTest(t, here)
 	defer h.Close()
@@ -616,7 +617,8 @@ func TestNamesUnavailableLedgerKeepsName(t *testing.T) {
 	}
 	o.Close()
 	copyTree(t, filepath.Join(other, ledgersDir, copied.ID.String()), filepath.Join(here, ledgersDir, copied.ID.String()))
-	// Its checkpoint is signed by the other directory's key: moved aside.
+	// Its checkpoint is signed by the other directory's key: removed (a
+	// genesis-only ledger is signed at Open).
 	os.Remove(filepath.Join(here, ledgersDir, copied.ID.String(), checkpointFileName))
 	seg := filepath.Join(here, ledgersDir, damaged.ID.String(), "00000000000000000001.seg")
 	badRewrite(t, seg, func(b []byte) []byte { b[0] ^= 0xff; return b })

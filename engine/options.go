@@ -70,10 +70,30 @@ type Options struct {
 	// Signer, if set, signs the ledgers' checkpoints (an Ed25519 key in a
 	// KMS or HSM behind crypto.Signer); SignerName names it in the notes
 	// ("" : "annal-" and 8 hex digits of the public key's SHA-256). If
-	// nil, the directory's own key signs (DIR/signing.key, created
-	// owner-only by the first Open). See docs/engine.md, "Checkpoints".
+	// nil, a key file signs: SigningKeyFile, else the directory's own
+	// DIR/signing.key (created owner-only by the first Open, never while
+	// checkpoints signed by another key are in the directory:
+	// ErrSigningKeyMissing). Every key signs only consistent extensions of
+	// what it signed before (its memory: SignerState). See
+	// docs/engine.md, "Checkpoints and proofs" and "The signer's memory".
 	Signer     crypto.Signer
 	SignerName string
+	// SignerState is the file in which Signer's memory is kept: the last
+	// checkpoint it signed for each ledger (see "The signer's memory" in
+	// docs/engine.md). A signer refuses any checkpoint that is not a
+	// consistent extension of the last one it signed; a state file
+	// outside the data directory is what keeps someone who can rewrite
+	// the directory from rolling a ledger back. "" means
+	// DIR/signing.key.state. Ignored without Signer.
+	SignerState string
+	// SigningKeyFile, if set and Signer is nil, is the key file that signs
+	// the ledgers' checkpoints instead of DIR/signing.key (the same
+	// format; created, owner-only, if missing and no checkpoint in the
+	// directory is signed by another key), with its memory in
+	// SigningKeyFile+".state". Kept outside the data directory, with its
+	// state file, it protects the ledgers against someone who can rewrite
+	// the directory but not read the key.
+	SigningKeyFile string
 
 	// CheckpointInterval is how often a background writer issues a signed
 	// checkpoint of each ledger whose durable head passed its latest

@@ -133,7 +133,8 @@ func TestOpenRefusesForeignDirectory(t *testing.T) {
 		}
 		if keep == ledgersDir {
 			// signing.key is gone: the checkpoint it signed would make
-			// Open refuse the ledger (TestMerkleSigner); moved aside.
+			// Open fail (ErrSigningKeyMissing); removed, the genesis-only
+			// ledger is signed at Open with a new key.
 			cks, _ := filepath.Glob(filepath.Join(dir, ledgersDir, "*", checkpointFileName))
 			for _, c := range cks {
 				os.Remove(c)

@@ -348,25 +348,45 @@ func TestTreeDamageOffTheRootPath(t *testing.T) {
 	}
 }
 
-// TestSigningKeyLost: with DIR/signing.key deleted, Open makes a new key,
-// and every ledger's checkpoint, signed by the old one, is refused with a
-// message that says the key was missing and how to get the ledger back.
-func TestSigningKeyLost(t *testing.T) {
+// TestSigningKeyLostCreatesNoKey: with DIR/signing.key deleted, Open
+// creates no new key while checkpoints signed by the old one are in the
+// directory: every Open (not only the first) refuses, naming the key that
+// signed them and saying to restore DIR/signing.key or give the key; the
+// key restored, the ledger opens.
+func TestSigningKeyLostCreatesNoKey(t *testing.T) {
 	dir := t.TempDir()
 	db := treeTestDB(t, dir, 5)
+	vkey := db.VerifierKey()
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Remove(filepath.Join(dir, "signing.key")); err != nil {
+	keyPath := filepath.Join(dir, "signing.key")
+	key, err := os.ReadFile(keyPath)
+	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := Open(dir, &Options{CheckpointInterval: -1})
+	if err := os.Remove(keyPath); err != nil {
+		t.Fatal(err)
+	}
+	signer := vkey[:strings.IndexByte(vkey[strings.IndexByte(vkey, '+')+1:], '+')+strings.IndexByte(vkey, '+')+1]
+	for range 2 {
+		_, err := Open(dir, &Options{CheckpointInterval: -1})
+		if !errors.Is(err, ErrSigningKeyMissing) || !strings.Contains(err.Error(), "restore "+keyPath) || !strings.Contains(err.Error(), signer) || !strings.Contains(err.Error(), "--signing-key") {
+			t.Fatalf("opened without the key: %v, want ErrSigningKeyMissing naming %s, the cure", err, signer)
+		}
+		if _, err := os.Stat(keyPath); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("a new key was created: %v", err)
+		}
+	}
+	if err := os.WriteFile(keyPath, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(dir, &Options{CheckpointInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	why := db.Unavailable()["t"]
-	if !errors.Is(why, ErrLedgerUnavailable) || !strings.Contains(why.Error(), "there was no DIR/signing.key, so this Open created a new one") {
-		t.Fatalf("unavailable: %v", db.Unavailable())
+	if len(db.Unavailable()) != 0 {
+		t.Fatalf("unavailable with the key restored: %v", db.Unavailable())
 	}
 }

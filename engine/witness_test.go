@@ -228,6 +228,10 @@ func TestLostTailAfterCleanClose(t *testing.T) {
 				if _, err := db.Append(ctx, "l", []EventInput{order(1)}, nil); !errors.Is(err, ErrLedgerUnavailable) {
 					t.Errorf("Append to l: %v, want ErrLedgerUnavailable", err)
 				}
+				// Lost events are not a checkpoint to accept.
+				if _, err := db.AcceptLedger(ctx, "l"); !errors.Is(err, ErrInvalid) || !errors.Is(err, segment.ErrCorruption) {
+					t.Errorf("AcceptLedger of l: %v, want ErrInvalid wrapping the corruption", err)
+				}
 				if r, err := db.Verify(ctx, "other", nil); err != nil || r.Events != 3 {
 					t.Errorf("Verify of other: %+v, %v", r, err)
 				}

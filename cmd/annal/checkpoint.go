@@ -211,8 +211,13 @@ with, in the note verifier format (docs/format.md, section 9.3), one line:
 
 Give it to whoever checks the ledger's checkpoints without the data directory
 (annal verify-file FILE --checkpoint C --key K). The directory's signing key,
-DIR/signing.key (owner-only), is created by the first command that needs it;
-it never leaves the directory.
+DIR/signing.key (owner-only), is created by the first command that needs it,
+unless checkpoints signed by another key are in the directory (the key was
+lost: restore it). With --signing-key FILE (or $ANNAL_SIGNING_KEY) the key
+file FILE signs instead, with its memory of what it signed in FILE.state:
+kept outside the data directory, it protects the ledgers against whoever can
+rewrite the directory but not read the key; the key inside the directory
+protects against accidents only.
 
 --format json (or ndjson) prints {"name": the key's name, "verifier": the key}.
 
@@ -253,10 +258,10 @@ type checkpointJSON struct {
 }
 
 func newCheckpointCmd(g *globals) *cobra.Command {
-	var issue bool
+	var issue, accept bool
 	var output string
 	cmd := &cobra.Command{
-		Use:   "checkpoint NAME|LEDGERID [--new] [-o FILE]",
+		Use:   "checkpoint NAME|LEDGERID [--new | --accept] [-o FILE]",
 		Short: "Print a ledger's latest signed checkpoint, or issue one (--new)",
 		Long: `checkpoint prints the latest signed checkpoint of the ledger NAME (or with that
 ledger ID): the signed note, byte for byte as the ledger's checkpoint file
@@ -268,6 +273,14 @@ With --new it issues a checkpoint now, of every event appended so far (they
 are synced first), and prints it. Checkpoints are also issued when the data
 directory is closed after appends, and at the engine's cadence.
 
+annal signs only a consistent extension of what its key last signed for a
+ledger. A ledger whose checkpoint file is missing, older than what the key
+signed (rolled back), or signed by another key is refused by every command
+until its checkpoint (or the key: --signing-key) is restored, or until the
+operator accepts it with --accept: the ledger is then signed as it is now,
+whatever was signed before. A ledger refused for lost or damaged events is
+not accepted.
+
 Keep a checkpoint outside the data directory (-o FILE, created 0644: it is
 public): it is what proves later that the ledger still extends it
 (annal verify --checkpoint FILE) and what an export is verified against
@@ -277,8 +290,9 @@ public): it is what proves later that the ledger still extends it
 {"ledger","origin","size","root","note"}. A ledger without a checkpoint yet
 is exit 1 (--new issues one).
 
-Example:
-  annal checkpoint orders --new -o orders-2024-05-01.checkpoint`,
+Examples:
+  annal checkpoint orders --new -o orders-2024-05-01.checkpoint
+  annal checkpoint orders --accept`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			format, err := g.outputFormat(cmd)
@@ -297,6 +311,25 @@ Example:
 					return err
 				}
 			}
+			if accept {
+				if issue {
+					return usageErr("checkpoint: --accept and --new: give one")
+				}
+				db, dir, err := g.openDB(cmd, false)
+				if err != nil {
+					return err
+				}
+				defer closeDB(db, &err)
+				cp, err := db.AcceptLedger(cmd.Context(), args[0])
+				if err != nil {
+					if errors.Is(err, engine.ErrInvalid) {
+						return &exitErr{code: exitError, err: err}
+					}
+					return ledgerError(dir, args[0], err)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "annal: ledger %s accepted as it is: signed at size %d\n", safeName(args[0]), cp.Size)
+				return printCheckpoint(cmd, format, output, cp)
+			}
 			db, info, dir, err := g.openLedger(cmd, args[0])
 			if err != nil {
 				return err
@@ -314,21 +347,28 @@ Example:
 			if err != nil {
 				return ledgerError(dir, info.Name, err)
 			}
-			if output != "" {
-				return writePublicFile(output, cp.Note)
-			}
-			if format == formatTable {
-				_, err := cmd.OutOrStdout().Write(cp.Note)
-				return err
-			}
-			return writeJSON(cmd.OutOrStdout(), format, checkpointJSON{
-				Ledger: cp.Ledger.String(), Origin: cp.Origin, Size: cp.Size, Root: b64(cp.Root), Note: string(cp.Note),
-			})
+			return printCheckpoint(cmd, format, output, cp)
 		},
 	}
 	cmd.Flags().BoolVar(&issue, "new", false, "issue a checkpoint of the ledger now")
+	cmd.Flags().BoolVar(&accept, "accept", false, "sign a ledger refused for its checkpoint (missing, rolled back, or signed by another key) as it is now")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "write the signed checkpoint to FILE (0644) instead of standard output")
 	return cmd
+}
+
+// printCheckpoint prints a checkpoint as the checkpoint command does: to
+// the file output, if not "", else to standard output, in format.
+func printCheckpoint(cmd *cobra.Command, format, output string, cp engine.Checkpoint) error {
+	if output != "" {
+		return writePublicFile(output, cp.Note)
+	}
+	if format == formatTable {
+		_, err := cmd.OutOrStdout().Write(cp.Note)
+		return err
+	}
+	return writeJSON(cmd.OutOrStdout(), format, checkpointJSON{
+		Ledger: cp.Ledger.String(), Origin: cp.Origin, Size: cp.Size, Root: b64(cp.Root), Note: string(cp.Note),
+	})
 }
 
 // publicFile is a file written beside its final name and renamed over it

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -19,25 +20,35 @@ const defaultDir = "./annal-data"
 
 // globals are the flags every data-directory command shares.
 type globals struct {
-	dir    string // --dir, "" if not given
-	format string // --format, "" if not given
-	cache  string // --cache, "" if not given
+	dir        string // --dir, "" if not given
+	format     string // --format, "" if not given
+	cache      string // --cache, "" if not given
+	signingKey string // --signing-key, "" if not given
 }
 
 // options returns the engine options the global flags ask for: the index
-// memory budget of --cache.
+// memory budget of --cache, the key file of --signing-key (else
+// $ANNAL_SIGNING_KEY).
 func (g *globals) options() (*engine.Options, error) {
-	if g.cache == "" {
+	key := g.signingKey
+	if key == "" {
+		key = os.Getenv("ANNAL_SIGNING_KEY")
+	}
+	if g.cache == "" && key == "" {
 		return nil, nil
 	}
-	n, err := parseSize(g.cache)
-	if err != nil {
-		return nil, usageErr("--cache: %v", err)
+	o := &engine.Options{SigningKeyFile: key}
+	if g.cache != "" {
+		n, err := parseSize(g.cache)
+		if err != nil {
+			return nil, usageErr("--cache: %v", err)
+		}
+		if n < engine.MinCacheSize {
+			return nil, usageErr("--cache: %q is below the index's minimum, 8MiB", g.cache)
+		}
+		o.CacheSize = n
 	}
-	if n < engine.MinCacheSize {
-		return nil, usageErr("--cache: %q is below the index's minimum, 8MiB", g.cache)
-	}
-	return &engine.Options{CacheSize: n}, nil
+	return o, nil
 }
 
 // sizeUnits are the units parseSize takes, case-insensitively, longest
@@ -169,6 +180,19 @@ func (g *globals) openDB(cmd *cobra.Command, create bool) (*engine.DB, string, e
 		if why != nil {
 			fmt.Fprintf(cmd.ErrOrStderr(), "annal: note: %s\n", safeText(errorLine(why)))
 		}
+	}
+	// A tree file rebuilt from the segments (missing, damaged, another
+	// ledger's, not the one the checkpoint vouches for): nothing is lost,
+	// the rebuilt tree gave the signed root, but a tree file does not
+	// change by itself.
+	rebuilt := db.TreeRebuilt()
+	names := make([]string, 0, len(rebuilt))
+	for name := range rebuilt {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(cmd.ErrOrStderr(), "annal: note: ledger %s: %s\n", safeText(name), safeText(errorLine(rebuilt[name])))
 	}
 	return db, dir, nil
 }

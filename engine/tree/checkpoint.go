@@ -3,6 +3,7 @@ package tree
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -76,6 +77,13 @@ func OpenCheckpoint(msg []byte, v note.Verifier) (Checkpoint, error) {
 			return Checkpoint{}, fmt.Errorf("%w: not a signed note: %v", ErrCheckpoint, err)
 		}
 	}
+	// note.Open verifies one signature line per key and skips the
+	// lines that repeat its name and hash: a note with a bogus second
+	// line by the trusted key verifies, and strict verifiers reject it.
+	// Every line by the key must verify.
+	if err := checkEverySignature(msg, v); err != nil {
+		return Checkpoint{}, err
+	}
 	// note.Open decodes base64 leniently: a signature whose last
 	// character's unused bits are changed decodes to the same bytes.
 	// Refuse such a variant, so that a signed checkpoint has one spelling.
@@ -85,6 +93,41 @@ func OpenCheckpoint(msg []byte, v note.Verifier) (Checkpoint, error) {
 		}
 	}
 	return ParseCheckpoint([]byte(n.Text))
+}
+
+// checkEverySignature checks every signature line of msg (a note that
+// note.Open accepted) by the key of v, its name and key hash: each must
+// verify, and there must be only one (a second line by the same key, even
+// a valid one, is what a strict verifier refuses).
+func checkEverySignature(msg []byte, v note.Verifier) error {
+	key := fmt.Sprintf("%s+%08x", v.Name(), v.KeyHash())
+	split := bytes.LastIndex(msg, []byte("\n\n"))
+	if split < 0 {
+		return fmt.Errorf("%w: not a signed note", ErrCheckpoint)
+	}
+	text, sigs := msg[:split+1], msg[split+2:]
+	lines := 0
+	for i, line := range strings.Split(strings.TrimSuffix(string(sigs), "\n"), "\n") {
+		rest, ok := strings.CutPrefix(line, "\u2014 ")
+		if !ok {
+			return fmt.Errorf("%w: signature line %d does not begin with \"\u2014 \"", ErrCheckpoint, i+1)
+		}
+		name, b64, _ := strings.Cut(rest, " ")
+		sig, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil || len(sig) < 5 {
+			return fmt.Errorf("%w: signature line %d is not base64 of a key hash and a signature", ErrCheckpoint, i+1)
+		}
+		if name != v.Name() || binary.BigEndian.Uint32(sig) != v.KeyHash() {
+			continue // another key's: not ours to judge
+		}
+		if lines++; lines > 1 {
+			return fmt.Errorf("%w: signature line %d is a second signature by key %s (a checkpoint holds one per key)", ErrCheckpoint, i+1, key)
+		}
+		if !v.Verify(text, sig[4:]) {
+			return fmt.Errorf("%w: signature line %d, by key %s, does not verify", ErrCheckpoint, i+1, key)
+		}
+	}
+	return nil
 }
 
 // ParseCheckpoint parses a checkpoint's body without any signature check.

@@ -158,3 +158,50 @@ func (randReader) Read(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// TestOpenCheckpointRefusesSecondSignatureLine: note.Open verifies the
+// first line by a key and skips the others by the same name and hash; a
+// bogus (or repeated) second line by the trusted key must not pass, while
+// a line by an unknown key is left alone.
+func TestOpenCheckpointRefusesSecondSignatureLine(t *testing.T) {
+	k := testKey(t)
+	v := v2(t, k)
+	cp := Checkpoint{Origin: Origin(k.Signer.Name(), 0xe95bff80), Size: 2, Root: LeafHash([]byte("r"))}
+	msg, err := Sign(cp, k.Signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sigLine := msg[bytes.LastIndex(msg[:len(msg)-1], []byte("\n"))+1:]
+	sig, err := base64.StdEncoding.DecodeString(strings.Fields(string(sigLine))[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bogus := bytes.Clone(sig)
+	bogus[10] ^= 1
+	line := func(sig []byte) string {
+		return "\u2014 " + k.Signer.Name() + " " + base64.StdEncoding.EncodeToString(sig) + "\n"
+	}
+	for name, m := range map[string][]byte{
+		"bogus second line": append(bytes.Clone(msg), line(bogus)...),
+		"repeated line":     append(bytes.Clone(msg), sigLine...),
+	} {
+		if _, err := note.Open(m, note.VerifierList(v)); err != nil {
+			t.Fatalf("%s: test assumption: note.Open refuses it: %v", name, err)
+		}
+		if _, err := OpenCheckpoint(m, v); !errors.Is(err, ErrCheckpoint) || !strings.Contains(err.Error(), "signature line 2") {
+			t.Fatalf("%s: OpenCheckpoint = %v, want ErrCheckpoint naming signature line 2", name, err)
+		}
+	}
+	skey, _, err := note.GenerateKey(randReader{}, "someone-else")
+	if err != nil {
+		t.Fatal(err)
+	}
+	someone, _ := note.NewSigner(skey)
+	cosigned, err := note.Sign(&note.Note{Text: string(cp.Text())}, k.Signer, someone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := OpenCheckpoint(cosigned, v); err != nil || c != cp {
+		t.Fatalf("cosigned by an unknown key: %+v, %v", c, err)
+	}
+}

@@ -45,16 +45,10 @@ const maxKeyFile = 4096
 // The file is one line, the note signer format:
 // "PRIVATE+KEY+<name>+<key hash hex>+<base64(0x01 ‖ 32-byte seed)>".
 func LoadOrCreateKey(fs vfs.FS, path string) (k Key, created bool, err error) {
-	info, err := fs.Stat(path)
+	_, err = fs.Stat(path)
 	switch {
 	case err == nil:
-		if info.IsDir() {
-			return Key{}, false, fmt.Errorf("%w: %s is a directory", ErrKey, path)
-		}
-		if perm := info.Mode().Perm(); perm&0o077 != 0 && !memFS(fs) {
-			return Key{}, false, fmt.Errorf("%w: %s has mode %04o: others can read the private key (chmod 600 it)", ErrKey, path, perm)
-		}
-		k, err := loadKey(fs, path)
+		k, err := LoadKey(fs, path)
 		return k, false, err
 	case errors.Is(err, os.ErrNotExist):
 		k, err := createKey(fs, path)
@@ -62,6 +56,21 @@ func LoadOrCreateKey(fs vfs.FS, path string) (k Key, created bool, err error) {
 	default:
 		return Key{}, false, fmt.Errorf("tree: key file %s: %w", path, err)
 	}
+}
+
+// LoadKey reads the key file at path, as LoadOrCreateKey does, without
+// creating one: a missing file is an error matching os.ErrNotExist.
+func LoadKey(fs vfs.FS, path string) (Key, error) {
+	info, err := fs.Stat(path)
+	switch {
+	case err != nil:
+		return Key{}, fmt.Errorf("tree: key file %s: %w", path, err)
+	case info.IsDir():
+		return Key{}, fmt.Errorf("%w: %s is a directory", ErrKey, path)
+	case info.Mode().Perm()&0o077 != 0 && !memFS(fs):
+		return Key{}, fmt.Errorf("%w: %s has mode %04o: others can read the private key (chmod 600 it)", ErrKey, path, info.Mode().Perm())
+	}
+	return loadKey(fs, path)
 }
 
 func loadKey(fs vfs.FS, path string) (Key, error) {

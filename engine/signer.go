@@ -1,0 +1,244 @@
+package engine
+
+import (
+	"bytes"
+	"crypto"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/annal-db/annal/engine/tree"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// The signer's memory. A signing key signs, for each ledger (each origin),
+// only a consistent extension of the last checkpoint it signed: it keeps
+// what it signed in its state file, beside the key (KEY.state; for
+// Options.Signer, Options.SignerState), and refuses any other checkpoint
+// (ErrSignerRefused). Someone who can rewrite a data directory but cannot
+// reach the key and its state file (a key file outside the directory, a
+// KMS) cannot make it sign a fork. The default key lives inside the
+// directory, with its state: that protects against accidents (a restored
+// or removed checkpoint file), not against someone who can read the key.
+//
+// The state file is text, one line per origin, sorted by origin:
+//
+//	<origin> <size> <root in standard base64>
+//
+// written atomically (a temporary file synced, renamed, its directory
+// synced) before the signed checkpoint is handed out, so that the state's
+// size for an origin is never below that of any checkpoint file signed by
+// the key.
+
+// ErrSignerRefused: a signer was asked to sign a checkpoint that is not a
+// consistent extension of the last one it signed for that origin (another
+// root at a size it signed, a smaller size, a consistency proof that does
+// not verify against its remembered root). Nothing was signed.
+var ErrSignerRefused = errors.New("engine: the signer refused the checkpoint")
+
+// signerStateSuffix: the state file of a key file KEY is KEY.state.
+const signerStateSuffix = ".state"
+
+// maxSignerState bounds what is read of a state file: a line per ledger
+// signed, about 100 bytes each.
+const maxSignerState = 64 << 20
+
+// CheckpointSigner signs the checkpoints of a DB's ledgers and remembers,
+// for each origin, the last checkpoint it signed. NewKeyFileSigner and
+// NewCryptoSigner make one; a DB makes its own from its Options.
+type CheckpointSigner interface {
+	// Key returns the note signer and the verifier key.
+	Key() tree.Key
+	// Signed returns the last checkpoint signed for origin, if any.
+	Signed(origin string) (tree.Checkpoint, bool)
+	// SignCheckpoint signs next, given prev, the last checkpoint signed
+	// for next's origin (Signed's; the zero Checkpoint if none), and the
+	// RFC 6962 consistency proof from prev's size to next's. It refuses
+	// (ErrSignerRefused) unless prev is what it remembers for that origin
+	// (when it remembers one) and next is a consistent extension of prev.
+	// It records next before it returns the signed note.
+	SignCheckpoint(prev, next tree.Checkpoint, proof []tree.Hash) ([]byte, error)
+	// AcceptCheckpoint signs next whatever was signed for its origin
+	// before, and remembers it: an operator's explicit act (DB.AcceptLedger,
+	// annal checkpoint --accept), never the engine's own.
+	AcceptCheckpoint(next tree.Checkpoint) ([]byte, error)
+}
+
+// NewKeyFileSigner returns the signer of the key file at path (the note
+// signer format that DIR/signing.key holds; see docs/format.md), with its
+// state in path+".state". A key file that does not exist is an error.
+func NewKeyFileSigner(path string) (CheckpointSigner, error) {
+	fs := privateFS{vfs.Default}
+	k, err := tree.LoadKey(fs, path)
+	if err != nil {
+		return nil, err
+	}
+	return openStateSigner(fs, k, path+signerStateSuffix)
+}
+
+// NewCryptoSigner returns the signer of a crypto.Signer holding an Ed25519
+// key (a KMS, an HSM), named name ("": tree.KeyName of its public key),
+// with its state in the file statePath (created by its first signature).
+func NewCryptoSigner(s crypto.Signer, name, statePath string) (CheckpointSigner, error) {
+	k, err := tree.SignerKey(s, name)
+	if err != nil {
+		return nil, err
+	}
+	if statePath == "" {
+		return nil, fmt.Errorf("%w: the signer's state file: no path given", ErrInvalid)
+	}
+	return openStateSigner(privateFS{vfs.Default}, k, statePath)
+}
+
+// stateSigner is a key with its state file: the CheckpointSigner of both
+// a key file and a crypto.Signer.
+type stateSigner struct {
+	key  tree.Key
+	fs   vfs.FS
+	path string // the state file
+
+	mu    sync.Mutex
+	state map[string]tree.Checkpoint
+}
+
+// openStateSigner reads the state file at path (none yet: an empty state).
+func openStateSigner(fs vfs.FS, k tree.Key, path string) (*stateSigner, error) {
+	state, err := readSignerState(fs, path)
+	if err != nil {
+		return nil, err
+	}
+	if state == nil {
+		state = map[string]tree.Checkpoint{}
+	}
+	return &stateSigner{key: k, fs: fs, path: path, state: state}, nil
+}
+
+func (s *stateSigner) Key() tree.Key { return s.key }
+
+func (s *stateSigner) Signed(origin string) (tree.Checkpoint, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.state[origin]
+	return c, ok
+}
+
+func (s *stateSigner) SignCheckpoint(prev, next tree.Checkpoint, proof []tree.Hash) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	refuse := func(format string, a ...any) ([]byte, error) {
+		return nil, fmt.Errorf("%w: %s size %d: %s (the signer's state: %s)", ErrSignerRefused, next.Origin, next.Size, fmt.Sprintf(format, a...), s.path)
+	}
+	if mem, ok := s.state[next.Origin]; ok && (mem.Size != prev.Size || mem.Root != prev.Root) {
+		return refuse("the last checkpoint signed for this origin has size %d and root %s; asked to extend size %d, root %s", mem.Size, mem.Root, prev.Size, prev.Root)
+	}
+	switch {
+	case prev.Size == 0:
+	case prev.Origin != "" && prev.Origin != next.Origin:
+		return refuse("the previous checkpoint is of origin %s", prev.Origin)
+	case next.Size < prev.Size:
+		return refuse("size %d was signed already: a smaller tree is not an extension", prev.Size)
+	case next.Size == prev.Size && next.Root != prev.Root:
+		return refuse("size %d was signed with the root %s; this root is %s", prev.Size, prev.Root, next.Root)
+	case next.Size > prev.Size:
+		if err := tree.VerifyConsistency(prev.Size, next.Size, prev.Root, next.Root, proof); err != nil {
+			return refuse("not a consistent extension of the checkpoint signed at size %d: %v", prev.Size, err)
+		}
+	}
+	return s.signLocked(next)
+}
+
+func (s *stateSigner) AcceptCheckpoint(next tree.Checkpoint) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.signLocked(next)
+}
+
+// signLocked signs next, records it in the state file, and returns the
+// note once the state is durable.
+func (s *stateSigner) signLocked(next tree.Checkpoint) ([]byte, error) {
+	msg, err := tree.Sign(next, s.key.Signer)
+	if err != nil {
+		return nil, err
+	}
+	old, had := s.state[next.Origin]
+	s.state[next.Origin] = next
+	if err := writeSignerState(s.fs, s.path, s.state); err != nil {
+		if had {
+			s.state[next.Origin] = old
+		} else {
+			delete(s.state, next.Origin)
+		}
+		return nil, fmt.Errorf("engine: sign the checkpoint of %s size %d: the signer's state: %w", next.Origin, next.Size, err)
+	}
+	return msg, nil
+}
+
+// readSignerState reads a signer's state file: what its key signed last,
+// by origin. A missing file is a nil map and no error; a malformed one is
+// an error naming the file and the line.
+func readSignerState(fs vfs.FS, path string) (map[string]tree.Checkpoint, error) {
+	b, err := readSmallFile(fs, path, maxSignerState)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("engine: the signer's state file %s: %w", path, err)
+	}
+	state := map[string]tree.Checkpoint{}
+	bad := func(line int, format string, a ...any) (map[string]tree.Checkpoint, error) {
+		return nil, fmt.Errorf("%w: the signer's state file %s, line %d: %s (restore it from a backup; removing it makes the key trust every checkpoint it is shown next)",
+			ErrInvalid, path, line, fmt.Sprintf(format, a...))
+	}
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		return bad(bytes.Count(b, []byte("\n"))+1, "the file does not end with a newline")
+	}
+	prevOrigin := ""
+	for i, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		if line == "" && len(b) == 0 {
+			break
+		}
+		f := strings.Split(line, " ")
+		if len(f) != 3 {
+			return bad(i+1, "want <origin> <size> <root>, found %q", line)
+		}
+		c, err := tree.ParseCheckpoint([]byte(f[0] + "\n" + f[1] + "\n" + f[2] + "\n"))
+		if err != nil {
+			return bad(i+1, "%v", err)
+		}
+		if c.Size == 0 {
+			return bad(i+1, "size 0")
+		}
+		if i > 0 && c.Origin <= prevOrigin {
+			return bad(i+1, "origin %s is not after %s (the lines are sorted, one per origin)", c.Origin, prevOrigin)
+		}
+		prevOrigin = c.Origin
+		state[c.Origin] = c
+	}
+	return state, nil
+}
+
+// writeSignerState writes the state atomically: a temporary file synced,
+// renamed over path, the directory synced.
+func writeSignerState(fs vfs.FS, path string, state map[string]tree.Checkpoint) error {
+	origins := make([]string, 0, len(state))
+	for o := range state {
+		origins = append(origins, o)
+	}
+	sort.Strings(origins)
+	var b []byte
+	for _, o := range origins {
+		c := state[o]
+		b = append(b, o...)
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, c.Size, 10)
+		b = append(b, ' ')
+		b = base64.StdEncoding.AppendEncode(b, c.Root[:])
+		b = append(b, '\n')
+	}
+	return writeFileAtomic(fs, fs.PathDir(path), fs.PathBase(path), b, true)
+}
