@@ -455,24 +455,10 @@ func (db *DB) recoverTree(l *ledger, built *tree.File) (err error) {
 	}()
 	head := l.log.Head().Seq
 	ckPath := fs.PathJoin(dir, checkpointFileName)
-	var ck *Checkpoint
 	msg, err := readSmallFile(fs, ckPath, maxCheckpointFile)
-	switch {
-	case err == nil:
-		c, err := openCheckpoint(msg, db.verifier, id)
-		if err != nil {
-			return fmt.Errorf("%s: not a checkpoint of ledger %s signed by the key %s: %s; move the file aside to accept the ledger as it is: %w",
-				ckPath, id, db.key.Verifier, db.keyReplacedText(), err)
-		}
-		if c.Size > head {
-			return fmt.Errorf("%w: %s: checkpoint signed for %d events, the segments hold %d: events lost or rolled back", ErrRewritten, ckPath, c.Size, head)
-		}
-		ck = &c
-	case errors.Is(err, os.ErrNotExist):
-	case errors.Is(err, tree.ErrCheckpoint):
-		return fmt.Errorf("%s: not a checkpoint signed by the key %s: %s; move the file aside to accept the ledger as it is: %w", ckPath, db.key.Verifier, db.keyReplacedText(), err)
-	default:
-		return fmt.Errorf("read the checkpoint: %w", err)
+	ck, err := db.checkCheckpointFile(ckPath, msg, err, id, head)
+	if err != nil {
+		return err
 	}
 
 	treePath := fs.PathJoin(dir, treeFileName)
@@ -558,6 +544,46 @@ func (db *DB) recoverTree(l *ledger, built *tree.File) (err error) {
 	return nil
 }
 
+// checkCheckpointFile checks the checkpoint file of ledger id, read from
+// ckPath (msg, or readErr from reading it), against the DB's key and the
+// head of its segments: the checks every open makes of it (the writer's
+// recoverTree, a read-only open, verify). It returns nil, nil if there is
+// no file; the refusal otherwise says why, wrapping tree.ErrCheckpoint (not
+// signed by the key, not of this ledger) or ErrRewritten (more events
+// than the segments hold).
+func (db *DB) checkCheckpointFile(ckPath string, msg []byte, readErr error, id eventid.LedgerID, head uint64) (*Checkpoint, error) {
+	switch {
+	case readErr == nil:
+		if db.verifier == nil {
+			return nil, fmt.Errorf("%s: not a checkpoint of ledger %s signed by a known key: %s: %w", ckPath, id, db.keyMissingText(), tree.ErrCheckpoint)
+		}
+		c, err := openCheckpoint(msg, db.verifier, id)
+		if err != nil {
+			return nil, fmt.Errorf("%s: not a checkpoint of ledger %s signed by the key %s: %s; move the file aside to accept the ledger as it is: %w",
+				ckPath, id, db.key.Verifier, db.keyReplacedText(), err)
+		}
+		if c.Size > head {
+			return nil, fmt.Errorf("%w: %s: checkpoint signed for %d events, the segments hold %d: events lost or rolled back", ErrRewritten, ckPath, c.Size, head)
+		}
+		return &c, nil
+	case errors.Is(readErr, os.ErrNotExist):
+		return nil, nil
+	case errors.Is(readErr, tree.ErrCheckpoint):
+		if db.verifier == nil {
+			return nil, fmt.Errorf("%s: not a checkpoint signed by a known key: %s: %w", ckPath, db.keyMissingText(), readErr)
+		}
+		return nil, fmt.Errorf("%s: not a checkpoint signed by the key %s: %s; move the file aside to accept the ledger as it is: %w", ckPath, db.key.Verifier, db.keyReplacedText(), readErr)
+	default:
+		return nil, fmt.Errorf("read the checkpoint: %w", readErr)
+	}
+}
+
+// rewrittenError is the refusal of a ledger whose first ck.Size events
+// give root, not the root ck signed (ckPath: the checkpoint's file).
+func rewrittenError(ckPath string, ck *Checkpoint, root tree.Hash) error {
+	return fmt.Errorf("%w: the events differ from the checkpoint %s signed at size %d: root %s, signed %s", ErrRewritten, ckPath, ck.Size, root, ck.Root)
+}
+
 // keyReplacedText says why a checkpoint may not verify with the DB's key.
 func (db *DB) keyReplacedText() string {
 	if db.keyCreated {
@@ -598,7 +624,7 @@ func (db *DB) rebuildTree(l *ledger, ck *Checkpoint, ckPath string, built *tree.
 			return fail(fmt.Errorf("rebuild the tree file: %w", err))
 		}
 		if root != ck.Root {
-			return fail(fmt.Errorf("%w: the events differ from the checkpoint %s signed at size %d: root %s, signed %s", ErrRewritten, ckPath, ck.Size, root, ck.Root))
+			return fail(rewrittenError(ckPath, ck, root))
 		}
 	}
 	if err := f.Sync(); err != nil {

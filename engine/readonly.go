@@ -46,6 +46,10 @@ type roDB struct {
 	stop     chan struct{}
 	done     chan struct{}
 	interval time.Duration
+	// The durable witnesses (evidence.go): the metadata snapshot's
+	// records, and the index's markers when no writer held the directory.
+	known      map[eventid.LedgerID]ledgerMeta
+	idxWitness map[eventid.LedgerID]segment.Head
 }
 
 // HiddenTail is a ledger whose last segment ends with bytes that a
@@ -119,6 +123,10 @@ func (db *DB) openReadOnly() error {
 	if db.idx, err = index.Open(filepath.Join(db.ro.temp, indexDir), index.Options{CacheSize: db.opts.CacheSize}); err != nil {
 		return fmt.Errorf("engine: read-only open: the private index: %w", err)
 	}
+	// The key that checks the checkpoints, read, never created.
+	if err := db.loadReaderKey(); err != nil {
+		return err
+	}
 	known := map[eventid.LedgerID]ledgerMeta{}
 	db.meta = db.metaSnapshot()
 	if db.meta != nil {
@@ -128,12 +136,13 @@ func (db *DB) openReadOnly() error {
 			}
 		}
 	}
+	db.ro.known = known
 	names, err := db.fs.List(filepath.Join(db.dir, ledgersDir))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("engine: list ledgers: %w", err)
 	}
 	sort.Strings(names)
-	var opened []*ledger
+	var ids []eventid.LedgerID
 	for _, name := range names {
 		id, err := eventid.ParseLedgerID(name)
 		if err != nil || id.String() != name {
@@ -142,20 +151,35 @@ func (db *DB) openReadOnly() error {
 		if fi, err := db.fs.Stat(db.ledgerDir(id)); err != nil || !fi.IsDir() {
 			continue
 		}
+		ids = append(ids, id)
+	}
+	// A ledger the metadata knows whose directory is gone, as Open says.
+	for id, m := range known {
+		if !slices.Contains(ids, id) {
+			key := m.Name
+			if key == "" {
+				key = id.String()
+			}
+			db.setBroken(key, id, fmt.Errorf("%w: ledger %s (%q): its segment directory is missing", ErrLedgerUnavailable, id, m.Name))
+		}
+	}
+	db.ro.idxWitness = db.readIndexWitnesses(ids)
+	var opened []*ledger
+	for _, id := range ids {
 		m, haveMeta := known[id]
 		l, err := db.openLedgerReadOnly(id)
 		switch {
 		case errors.Is(err, errNotYet):
 			continue
 		case errors.As(err, new(noGenesisError)):
-			db.broken[id.String()] = fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err)
+			db.setBroken(id.String(), id, fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err))
 			continue
 		case err != nil:
 			key := id.String()
 			if haveMeta && m.Name != "" {
 				key = m.Name
 			}
-			db.broken[key] = fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err)
+			db.setBroken(key, id, fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err))
 			continue
 		}
 		opened = append(opened, l)
@@ -306,7 +330,7 @@ func (db *DB) discoverLedgers() {
 		}
 		db.mu.RLock()
 		_, open := db.byID[id]
-		_, broken := db.broken[name]
+		_, broken := db.brokenByID(id)
 		db.mu.RUnlock()
 		if open || broken {
 			continue
@@ -356,12 +380,27 @@ func (e noGenesisError) Unwrap() error { return e.error }
 // openLedgerReadOnly opens ledger id's segments read-only, with its
 // metadata from its genesis event: the one way OpenReadOnly and
 // discoverLedgers open a ledger.
+//
+// The ledger must pass the evidence the writer's Open checks (see
+// evidence.go): its durable witness, its checkpoint file, the signer's
+// state. Both are read before the segments: a live writer only moves
+// them forward, and the segments, read after, hold what they say.
 func (db *DB) openLedgerReadOnly(id eventid.LedgerID) (*ledger, error) {
-	log, err := segment.OpenReadOnly(db.ledgerDir(id), db.segmentOptions(id))
+	w := db.roWitness(id)
+	ev := db.readEvidence(id)
+	dir := db.ledgerDir(id)
+	log, err := segment.OpenReadOnly(dir, db.segmentOptions(id))
 	if errors.Is(err, segment.ErrNoLog) {
+		if w.Seq != 0 {
+			return nil, lostEverySegment(dir, w)
+		}
 		return nil, errNotYet
 	}
 	if err != nil {
+		return nil, err
+	}
+	if err := log.CheckWitness(w); err != nil {
+		log.Close()
 		return nil, err
 	}
 	if log.Head().Seq == 0 {
@@ -373,6 +412,10 @@ func (db *DB) openLedgerReadOnly(id eventid.LedgerID) (*ledger, error) {
 	if l.meta, err = metaFromGenesis(log); err != nil {
 		log.Close()
 		return nil, noGenesisError{err}
+	}
+	if err := db.checkReaderEvidence(l, ev); err != nil {
+		log.Close()
+		return nil, err
 	}
 	return l, nil
 }

@@ -45,22 +45,32 @@ const maxKeyFile = 4096
 // The file is one line, the note signer format:
 // "PRIVATE+KEY+<name>+<key hash hex>+<base64(0x01 ‖ 32-byte seed)>".
 func LoadOrCreateKey(fs vfs.FS, path string) (k Key, created bool, err error) {
+	k, err = LoadKey(fs, path)
+	if errors.Is(err, os.ErrNotExist) {
+		k, err = createKey(fs, path)
+		return k, err == nil, err
+	}
+	return k, false, err
+}
+
+// LoadKey reads the key file at path, as LoadOrCreateKey does, but never
+// creates it: a missing file is an error wrapping os.ErrNotExist. Readers
+// (a read-only open, verify) use it: they write nothing.
+func LoadKey(fs vfs.FS, path string) (Key, error) {
 	info, err := fs.Stat(path)
 	switch {
 	case err == nil:
 		if info.IsDir() {
-			return Key{}, false, fmt.Errorf("%w: %s is a directory", ErrKey, path)
+			return Key{}, fmt.Errorf("%w: %s is a directory", ErrKey, path)
 		}
 		if perm := info.Mode().Perm(); perm&0o077 != 0 && !memFS(fs) {
-			return Key{}, false, fmt.Errorf("%w: %s has mode %04o: others can read the private key (chmod 600 it)", ErrKey, path, perm)
+			return Key{}, fmt.Errorf("%w: %s has mode %04o: others can read the private key (chmod 600 it)", ErrKey, path, perm)
 		}
-		k, err := loadKey(fs, path)
-		return k, false, err
+		return loadKey(fs, path)
 	case errors.Is(err, os.ErrNotExist):
-		k, err := createKey(fs, path)
-		return k, err == nil, err
+		return Key{}, fmt.Errorf("tree: key file %s: %w", path, err)
 	default:
-		return Key{}, false, fmt.Errorf("tree: key file %s: %w", path, err)
+		return Key{}, fmt.Errorf("tree: key file %s: %w", path, err)
 	}
 }
 
