@@ -166,7 +166,7 @@ type DB struct {
 	// Open rebuilt trees, and the checkpointer, started by Open and
 	// stopped by Close before it closes files.
 	key               tree.Key
-	keyCreated        bool // this Open created DIR/signing.key (there was none)
+	keyCreated        bool  // this Open created DIR/signing.key (there was none)
 	keyErr            error // a read-only DB with no key: why (verifier nil)
 	verifier          note.Verifier
 	treeRebuilt       map[eventid.LedgerID]error
