@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/segment"
@@ -417,4 +418,71 @@ func TestReadOnlyChecksCheckpoint(t *testing.T) {
 			t.Fatalf("refused: %v", bad)
 		}
 	})
+}
+
+// TestReadOnlyBesideLiveWriterRefusesNothing: a live writer's evidence is
+// always behind what it has written (its witness every millisecond, its
+// checkpoints every 100 ms, ledgers created meanwhile), so
+// readers opened again and again beside it refuse no ledger.
+func TestReadOnlyBesideLiveWriterRefusesNothing(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := Open(dir, &Options{SegmentSize: 8192, WitnessInterval: time.Millisecond, CheckpointInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "acct"}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			d := None
+			if i%3 == 0 {
+				d = Sync
+			}
+			if _, err := db.Append(ctx, "acct", []EventInput{order(i)}, &AppendOptions{Durability: d}); err != nil {
+				done <- err
+				return
+			}
+			if i%200 == 0 {
+				name := fmt.Sprintf("new-%d", i)
+				if _, err := db.CreateLedger(ctx, LedgerSpec{Name: name}); err != nil {
+					done <- err
+					return
+				}
+				if _, err := db.Append(ctx, name, []EventInput{order(i)}, nil); err != nil {
+					done <- err
+					return
+				}
+			}
+		}
+	}()
+	for range 25 {
+		r, err := OpenReadOnly(dir, &Options{TempDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := r.Unavailable()
+		r.Close()
+		for name, why := range u {
+			t.Errorf("ledger %s refused beside a live writer: %v", name, why)
+		}
+		if len(u) > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }
