@@ -899,14 +899,15 @@ func (db *DB) setBroken(key string, id eventid.LedgerID, err error) {
 	db.brokenIDs[id] = key
 }
 
-// brokenByID returns why ledger id is unavailable, if it is.
-func (db *DB) brokenByID(id eventid.LedgerID) (error, bool) {
-	if key, ok := db.brokenIDs[id]; ok {
-		err, ok := db.broken[key]
-		return err, ok
+// brokenByID returns why ledger id is unavailable, if it is, and the
+// name (or ID) it is unavailable under.
+func (db *DB) brokenByID(id eventid.LedgerID) (key string, err error, ok bool) {
+	key, ok = db.brokenIDs[id]
+	if !ok {
+		key = id.String()
 	}
-	err, ok := db.broken[id.String()]
-	return err, ok
+	err, ok = db.broken[key]
+	return key, err, ok
 }
 
 // Unavailable returns the ledgers that failed recovery when the DB opened,

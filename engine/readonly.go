@@ -330,7 +330,7 @@ func (db *DB) discoverLedgers() {
 		}
 		db.mu.RLock()
 		_, open := db.byID[id]
-		_, broken := db.brokenByID(id)
+		_, _, broken := db.brokenByID(id)
 		db.mu.RUnlock()
 		if open || broken {
 			continue

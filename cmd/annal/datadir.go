@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/annal-db/annal/engine"
+	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/segment"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -272,6 +273,25 @@ func closeOutcome(cmdErr, closeErr error, stored, unsure string, stderr io.Write
 // noStored is the stored or unsure of closeDBStored for nothing.
 func noStored() string { return "" }
 
+// dataFailed reports whether err says that a ledger's data failed
+// verification (exit 3): its segments are damaged or lost
+// (segment.ErrCorruption), its events are not those its signed checkpoint
+// or tree committed to (engine.ErrRewritten), or its checkpoint file is
+// not one the directory's key signed (tree.ErrCheckpoint); not an
+// environment error (permission, descriptors: exit 1).
+func dataFailed(err error) bool {
+	return errors.Is(err, segment.ErrCorruption) || errors.Is(err, engine.ErrRewritten) || errors.Is(err, tree.ErrCheckpoint)
+}
+
+// unavailableCode is the exit code of a command refused a ledger that
+// the open refused (err): 3 if its data failed verification, else 1.
+func unavailableCode(err error) int {
+	if dataFailed(err) {
+		return exitVerification
+	}
+	return exitError
+}
+
 // ledgerError turns an engine error about the ledger name (or about no
 // ledger in particular, for "") into the command's error, with the exit code
 // it calls for.
@@ -283,11 +303,13 @@ func ledgerError(dir, name string, err error) error {
 			name, ce.Condition, idOrNone(ce.Expected), idOrNone(ce.Found), ce.Head)}
 	case errors.Is(err, engine.ErrConditionFailed):
 		return &exitErr{code: exitCondition, err: err}
+	case errors.Is(err, engine.ErrLedgerUnavailable) && name == "":
+		return &exitErr{code: unavailableCode(err), err: fmt.Errorf("%w (annal verify says more)", err)}
 	case name == "":
 	case errors.Is(err, engine.ErrLedgerNotFound):
 		return &exitErr{code: exitError, err: fmt.Errorf("no ledger %q in %s (annal ledgers lists them)", name, dir)}
 	case errors.Is(err, engine.ErrLedgerUnavailable):
-		return &exitErr{code: exitError, err: fmt.Errorf("ledger %q cannot be read: %w (annal verify says more)", name, err)}
+		return &exitErr{code: unavailableCode(err), err: fmt.Errorf("ledger %q cannot be read: %w (annal verify says more)", name, err)}
 	}
 	if isIndexError(err) {
 		return &exitErr{code: exitError, err: fmt.Errorf("%w; the index is damaged, not the events in the segments: it is derived from them: %s", err,

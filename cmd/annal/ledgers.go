@@ -80,18 +80,31 @@ actor, created, count, head, first, last and bytes.`,
 				return err
 			}
 			defer closeDB(db, &err)
-			warnUnavailable(cmd.ErrOrStderr(), db)
-			return writeLedgers(cmd.OutOrStdout(), format, db.Ledgers())
+			code := warnUnavailable(cmd.ErrOrStderr(), db)
+			if err := writeLedgers(cmd.OutOrStdout(), format, db.Ledgers()); err != nil {
+				return err
+			}
+			if code != 0 {
+				return silentExit(code)
+			}
+			return nil
 		},
 	}
 }
 
-// warnUnavailable names on w the ledgers that Open refused.
-func warnUnavailable(w io.Writer, db *engine.DB) {
+// warnUnavailable names on w the ledgers that the open refused, and
+// returns the exit code a command that lists every ledger ends with: 0 if
+// none, 3 if one failed verification (unavailableCode), 1 otherwise.
+func warnUnavailable(w io.Writer, db *engine.DB) int {
 	bad := db.Unavailable()
+	code := 0
 	for _, name := range slices.Sorted(maps.Keys(bad)) {
 		fmt.Fprintf(w, "annal: ledger %s is unavailable: %s\n", safeName(name), errorText(bad[name]))
+		if c := unavailableCode(bad[name]); c > code {
+			code = c
+		}
 	}
+	return code
 }
 
 // ledgerJSON is a ledger in JSON output.
@@ -170,6 +183,7 @@ ledgers and index_bytes; in JSON the document is {"ledgers": [...],
 			}
 			defer closeDB(db, &err)
 			var ls []engine.LedgerInfo
+			code := 0 // a ledger refused: 1 or 3, once the others are shown
 			if len(args) == 1 {
 				info, err := db.Ledger(args[0])
 				if err != nil {
@@ -177,7 +191,7 @@ ledgers and index_bytes; in JSON the document is {"ledgers": [...],
 				}
 				ls = append(ls, info)
 			} else {
-				warnUnavailable(cmd.ErrOrStderr(), db)
+				code = warnUnavailable(cmd.ErrOrStderr(), db)
 				ls = db.Ledgers()
 			}
 			rows := make([]statsRow, 0, len(ls)+1)
@@ -193,7 +207,13 @@ ledgers and index_bytes; in JSON the document is {"ledgers": [...],
 			if size, err := dirSize(filepath.Join(dir, "index")); err == nil {
 				total.IndexBytes = &size
 			}
-			return writeStats(cmd.OutOrStdout(), format, rows, total)
+			if err := writeStats(cmd.OutOrStdout(), format, rows, total); err != nil {
+				return err
+			}
+			if code != 0 {
+				return silentExit(code)
+			}
+			return nil
 		},
 	}
 }
