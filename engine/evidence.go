@@ -193,11 +193,31 @@ func (db *DB) readIndexWitnesses(ids []eventid.LedgerID) map[eventid.LedgerID]se
 		return nil // a writer holds it, or no flock
 	}
 	defer hold.Close()
-	x, err := index.Open(filepath.Join(dir, indexDir), index.Options{ReadOnly: true, CacheSize: 8 << 20})
+	x, err := openIndexReadOnly(dir)
 	if err != nil {
 		return nil
 	}
 	defer x.Close()
+	return indexWitnesses(x, ids)
+}
+
+// openIndexReadOnly opens the index of the data directory dir read-only:
+// nothing is created or written (a missing index is an error).
+func openIndexReadOnly(dir string) (*index.Index, error) {
+	path := filepath.Join(dir, indexDir)
+	if fi, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory", path)
+	}
+	if _, err := os.Stat(filepath.Join(path, "LOCK")); err != nil {
+		return nil, err // Pebble's open would create it
+	}
+	return index.Open(path, index.Options{ReadOnly: true, CacheSize: 8 << 20})
+}
+
+// indexWitnesses returns the durable witness in x of each ledger of ids.
+func indexWitnesses(x *index.Index, ids []eventid.LedgerID) map[eventid.LedgerID]segment.Head {
 	out := map[eventid.LedgerID]segment.Head{}
 	for _, id := range ids {
 		if d, ok, err := x.Durable(id); err == nil && ok {
@@ -205,6 +225,40 @@ func (db *DB) readIndexWitnesses(ids []eventid.LedgerID) map[eventid.LedgerID]se
 		}
 	}
 	return out
+}
+
+// openWriterIndex opens, for Options.VerifyIndex, the writer's index
+// read-only and holds the directory until Close, or says why not.
+func (db *DB) openWriterIndex() {
+	if db.opts.fs != nil {
+		db.ro.wIdxWhy = "a test's file system"
+		return
+	}
+	dir, err := filepath.EvalSymlinks(db.dir)
+	if err != nil {
+		db.ro.wIdxWhy = err.Error()
+		return
+	}
+	hold, err := lockDir(dir)
+	if err != nil {
+		db.ro.wIdxWhy = "a writer holds the data directory (its index is in use; stop it, or verify a copy made with annal backup, to check the index)"
+		if errors.Is(err, errors.ErrUnsupported) {
+			db.ro.wIdxWhy = "no flock on this system: a writer may have the index open"
+		}
+		return
+	}
+	x, err := openIndexReadOnly(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		hold.Close()
+		db.ro.wIdxWhy, db.ro.wIdxMissing = "the index "+filepath.Join(db.dir, indexDir)+" is missing: the next writer's open rebuilds it from the segments", true
+		return
+	}
+	if err != nil {
+		hold.Close()
+		db.ro.wIdxWhy, db.ro.wIdxMissing = fmt.Sprintf("the index cannot be opened (%v): the next writer's open rebuilds it from the segments, or annal reindex", err), true
+		return
+	}
+	db.ro.wIdx, db.ro.wHold = x, hold
 }
 
 // How long a read-only open waits for a writer that is signing: between

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
 	"github.com/annal-db/annal/segment"
@@ -50,6 +51,16 @@ type roDB struct {
 	// records, and the index's markers when no writer held the directory.
 	known      map[eventid.LedgerID]ledgerMeta
 	idxWitness map[eventid.LedgerID]segment.Head
+	// With Options.VerifyIndex: the writer's index, opened read-only
+	// while the DB holds the directory (wHold), or why not (wIdxWhy).
+	wIdx        *index.Index
+	wHold       io.Closer
+	wIdxWhy     string
+	wIdxMissing bool // the index is missing or cannot be opened
+	// The writer's tree files, opened read-only by Verify; under mu.
+	trees map[eventid.LedgerID]*tree.File
+	// pending: what the next writer's Open repairs (Pending).
+	pending []string
 }
 
 // HiddenTail is a ledger whose last segment ends with bytes that a
@@ -163,7 +174,14 @@ func (db *DB) openReadOnly() error {
 			db.setBroken(key, id, fmt.Errorf("%w: ledger %s (%q): its segment directory is missing", ErrLedgerUnavailable, id, m.Name))
 		}
 	}
-	db.ro.idxWitness = db.readIndexWitnesses(ids)
+	if db.opts.VerifyIndex {
+		db.openWriterIndex()
+	}
+	if db.ro.wIdx != nil {
+		db.ro.idxWitness = indexWitnesses(db.ro.wIdx, ids)
+	} else {
+		db.ro.idxWitness = db.readIndexWitnesses(ids)
+	}
 	var opened []*ledger
 	for _, id := range ids {
 		m, haveMeta := known[id]
@@ -190,7 +208,53 @@ func (db *DB) openReadOnly() error {
 			db.ro.hidden[name] = h
 		}
 	}
+	db.findPending()
 	return nil
+}
+
+// findPending records what the next writer's Open will repair: a
+// metadata file that is missing or cannot be read, an index that is
+// missing or cannot be opened (looked at with Options.VerifyIndex), a
+// ledger's tree file that is missing.
+func (db *DB) findPending() {
+	path := filepath.Join(db.dir, metaFile)
+	if db.opts.metaPath != "" {
+		path = db.opts.metaPath
+	}
+	if db.meta == nil {
+		why := metaMissing(path)
+		if why == "" {
+			why = "unreadable"
+		}
+		db.ro.pending = append(db.ro.pending, fmt.Sprintf("the metadata file %s is %s: the next writer's open rebuilds it from the segments (the positions of named consumers, kept in it, are then lost)", path, why))
+	}
+	if db.ro.wIdxMissing {
+		db.ro.pending = append(db.ro.pending, db.ro.wIdxWhy)
+	}
+	names := make([]string, 0, len(db.byName))
+	for name := range db.byName {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		l := db.byName[name]
+		p := db.treePath(l)
+		if _, err := db.fs.Stat(p); errors.Is(err, os.ErrNotExist) {
+			db.ro.pending = append(db.ro.pending, fmt.Sprintf("ledger %s: its Merkle tree file %s is missing: the next writer's open rebuilds it from the segments (they give the signed checkpoint's root)", name, p))
+		}
+	}
+}
+
+// Pending returns, for a DB opened with OpenReadOnly, what the next
+// writer's Open will repair, in words: the metadata file or the index
+// missing or unreadable (the index only with Options.VerifyIndex), a
+// ledger's tree file missing; HiddenTails lists the torn writes it will
+// cut. A read-only DB repairs nothing. Nil for a DB opened with Open.
+func (db *DB) Pending() []string {
+	if db.ro == nil {
+		return nil
+	}
+	return slices.Clone(db.ro.pending)
 }
 
 // metaSnapshot returns the metadata file as of now, opened read-only
@@ -504,6 +568,15 @@ func (db *DB) closeReadOnly() error {
 		if err := l.log.Close(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	for _, t := range db.ro.trees {
+		t.Close()
+	}
+	if db.ro.wIdx != nil {
+		errs = append(errs, db.ro.wIdx.Close())
+	}
+	if db.ro.wHold != nil {
+		db.ro.wHold.Close()
 	}
 	errs = append(errs, db.closeStores())
 	if err := os.RemoveAll(db.ro.temp); err != nil {
