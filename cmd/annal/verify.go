@@ -382,11 +382,11 @@ func indexDamaged(dir string, err error, events uint64, full bool) error {
 
 // verifier verifies ledgers one after the other.
 type verifier struct {
-	db   *engine.DB
-	dir  string
-	full bool
-	meter       *meter // nil: no progress shown
-	done        int64  // bytes of the ledgers verified before
+	db    *engine.DB
+	dir   string
+	full  bool
+	meter *meter // nil: no progress shown
+	done  int64  // bytes of the ledgers verified before
 }
 
 // newVerifyMeter returns a meter over the segment bytes of ledgers, drawn
