@@ -486,3 +486,54 @@ func TestReadOnlyBesideLiveWriterRefusesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReadOnlyVerify: Verify on a DB opened read-only (annal verify, which
+// writes nothing): with Options.VerifyIndex and no writer, the tree file
+// and the writer's index are compared with the events, and a writer that
+// tries to open meanwhile is refused (ErrLocked) until Close; beside a
+// live writer the index is not checked, and the report says why.
+func TestReadOnlyVerify(t *testing.T) {
+	ctx := context.Background()
+	dir, _ := checkpointLedger(t)
+	r, err := OpenReadOnly(dir, &Options{TempDir: t.TempDir(), VerifyIndex: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := r.Verify(ctx, "acct", nil)
+	if err != nil || rep.Events != 21 || rep.TreeSize != 21 || rep.CheckpointSize != 21 || rep.TreeNotChecked != "" || rep.IndexNotChecked != "" {
+		t.Fatalf("Verify: %+v, %v", rep, err)
+	}
+	if _, err := Open(dir, nil); !errors.Is(err, ErrLocked) {
+		t.Fatalf("Open while a verifier holds the directory: %v, want ErrLocked", err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	w := openTest(t, dir)
+	defer w.Close()
+	if _, err := w.Append(ctx, "acct", []EventInput{order(99)}, &AppendOptions{Durability: Sync}); err != nil {
+		t.Fatal(err)
+	}
+	r, err = OpenReadOnly(dir, &Options{TempDir: t.TempDir(), VerifyIndex: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rep, err = r.Verify(ctx, "acct", nil)
+	if err != nil || rep.Events != 22 || !strings.Contains(rep.IndexNotChecked, "a writer holds the data directory") {
+		t.Fatalf("Verify beside a writer: %+v, %v", rep, err)
+	}
+	if err := r.VerifyCheckpoint(ctx, "acct", mustLatest(t, r, "acct").Note, ""); err != nil {
+		t.Fatalf("VerifyCheckpoint: %v", err)
+	}
+}
+
+func mustLatest(t *testing.T, db *DB, name string) Checkpoint {
+	t.Helper()
+	c, err := db.LatestCheckpoint(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
