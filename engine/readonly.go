@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/annal-db/annal/engine/tree"
@@ -61,6 +62,9 @@ type roDB struct {
 	trees map[eventid.LedgerID]*tree.File
 	// pending: what the next writer's Open repairs (Pending).
 	pending []string
+	// metaErr: why the writer's Open would fail on the metadata file
+	// (MetaDamaged).
+	metaErr error
 }
 
 // HiddenTail is a ledger whose last segment ends with bytes that a
@@ -141,11 +145,23 @@ func (db *DB) openReadOnly() error {
 	known := map[eventid.LedgerID]ledgerMeta{}
 	db.meta = db.metaSnapshot()
 	if db.meta != nil {
-		if metas, err := loadMeta(db.meta); err == nil {
+		metas, err := loadMeta(db.meta)
+		if err == nil {
 			for _, m := range metas {
 				known[m.ID] = m
 			}
+		} else {
+			db.ro.metaErr = err
 		}
+	}
+	// What the writer's Open would say of it, when no writer holds the
+	// directory (a live writer's file, copied, may be torn by a commit).
+	if !db.writerHolds() {
+		if err := db.metaCopyError(); err != nil {
+			db.ro.metaErr = err
+		}
+	} else {
+		db.ro.metaErr = nil
 	}
 	db.ro.known = known
 	names, err := db.fs.List(filepath.Join(db.dir, ledgersDir))
@@ -221,7 +237,7 @@ func (db *DB) findPending() {
 	if db.opts.metaPath != "" {
 		path = db.opts.metaPath
 	}
-	if db.meta == nil {
+	if db.meta == nil && db.ro.metaErr == nil {
 		why := metaMissing(path)
 		if why == "" {
 			why = "unreadable"
@@ -243,6 +259,69 @@ func (db *DB) findPending() {
 			db.ro.pending = append(db.ro.pending, fmt.Sprintf("ledger %s: its Merkle tree file %s is missing: the next writer's open rebuilds it from the segments (they give the signed checkpoint's root)", name, p))
 		}
 	}
+}
+
+// MetaDamaged returns, for a DB opened with OpenReadOnly, why the
+// writer's Open would fail on the metadata file (damaged: cut short, a
+// record it cannot read), or nil. The reader itself goes on without it
+// (the names are in the segments); its durable witnesses then come from
+// the index alone. Nil when a writer holds the directory: the reader's
+// copy of a live file may be torn by a commit.
+func (db *DB) MetaDamaged() error {
+	if db.ro == nil {
+		return nil
+	}
+	return db.ro.metaErr
+}
+
+// metaCopyError returns the error the writer's Open gives for the
+// metadata file, found on a copy of it in the private directory (Open's
+// checks, on the copy), or nil if it is missing or empty (Open rebuilds
+// it) or the copy opens.
+func (db *DB) metaCopyError() error {
+	path := filepath.Join(db.dir, metaFile)
+	if db.opts.metaPath != "" {
+		path = db.opts.metaPath
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	tmp := filepath.Join(db.ro.temp, metaFile+".check")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return nil
+	}
+	defer os.Remove(tmp)
+	if err := checkMetaSize(tmp, path, int64(len(b))); err != nil {
+		return err
+	}
+	m, err := openMeta(tmp)
+	if err == nil {
+		_, err = loadMeta(m)
+		m.Close()
+	}
+	if err == nil {
+		return nil
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), tmp, path))
+}
+
+// writerHolds reports whether a writer holds the data directory (its
+// flock), as far as this reader can tell.
+func (db *DB) writerHolds() bool {
+	if db.opts.fs != nil {
+		return false
+	}
+	dir, err := filepath.EvalSymlinks(db.dir)
+	if err != nil {
+		return false
+	}
+	f, err := lockDir(dir)
+	if err != nil {
+		return errors.Is(err, syscall.EWOULDBLOCK)
+	}
+	f.Close()
+	return false
 }
 
 // Pending returns, for a DB opened with OpenReadOnly, what the next

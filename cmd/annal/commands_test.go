@@ -566,7 +566,7 @@ func TestErrorsSayEachThingOnce(t *testing.T) {
 	}
 	code, _, errOut := annal(t, "", "--dir", dir, "verify", "--full")
 	first, _, _ := strings.Cut(errOut, "\n")
-	if code != exitVerification || strings.Count(first, "verify orders") != 1 || !strings.HasPrefix(first, "annal: verify orders: segment: corruption in ") {
+	if code != exitVerification || strings.Count(first, "verify orders") != 1 || !strings.HasPrefix(first, "annal: verify orders: engine: ledger unavailable: ledger "+info.ID.String()+": segment: corruption in ") {
 		t.Errorf("verify --full of a damaged ledger: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -67,6 +67,11 @@ func (g *globals) openVerifier(cmd *cobra.Command) (*engine.DB, string, error) {
 	if err != nil {
 		return nil, dir, openError(dir, err)
 	}
+	if err := db.MetaDamaged(); err != nil {
+		// The writer's open fails on it: so does verify.
+		db.Close()
+		return nil, dir, openError(dir, err)
+	}
 	w := cmd.ErrOrStderr()
 	for _, r := range db.Renamed() {
 		fmt.Fprintf(w, "annal: %s\n", safeText(r.String()))
