@@ -64,8 +64,12 @@ func newLedgersCmd(g *globals) *cobra.Command {
 		Short: "List the ledgers of the data directory",
 		Long: `ledgers lists every ledger: name, ID, event count (the genesis event
 included), head (its last event's ID), the times of its first and last
-events, and the size of its segment files. A ledger that failed recovery when
-the directory was opened is not listed; it is named on standard error.
+events, and the size of its segment files. A ledger that the open refuses
+(its segments damaged or short of what was acknowledged, its events not
+those its signed checkpoint covers, its checkpoint missing or rolled back:
+what the writer's open refuses too) is not listed; it is named on standard
+error with why, and the command exits 3 (1 if the refusal is not the
+data's: a permission, say) once the others are listed.
 
 JSON and NDJSON objects have the fields name, id, genesis, description,
 actor, created, count, head, first, last and bytes.`,
@@ -163,7 +167,9 @@ from the first to the last event, per second, minute, hour or day, whichever
 is the largest unit the span covers (a 7-second ledger shows events a
 second, never a day's worth extrapolated from seconds); "-" for a span of
 zero. Then the size of the index (DIR/index, all ledgers together: the
-index is one store) in bytes of its files.
+index is one store) in bytes of its files. A ledger that the open refuses
+is named on standard error with why, and the command exits 3 (1 if the
+refusal is not the data's), as ledgers does.
 
 JSON and NDJSON objects have the fields name, id, count, head, first, last,
 bytes, segments, span_seconds, events_per_second (null for a span of zero)

@@ -28,22 +28,28 @@ func newVerifyCmd(g *globals) *cobra.Command {
 		Short: "Verify one ledger or all of them",
 		Long: `verify checks the ledger NAME (or with that ledger ID), or every ledger.
 
-Without --full it is the check every open makes: each ledger's segments after
-the index's last checkpoint (frame CRCs, event checksums, chain links,
-timestamps; a torn write at the very end is cut, anything else refuses the
-ledger), then that the head, the last sequence number and the genesis event
-can be read and agree. It is quick, and finds no damage to records that the
-checkpoint already covers: those were verified when they were written (and by
-the open that indexed them), and are not read again. Each result says what
-was checked: the events after the index's checkpoint (#N..#M), the head and
-the genesis event. Run verify --full to check every byte.
+verify writes nothing: it opens the data directory read-only, as ledgers,
+scan and export do, beside a running writer too. It never cuts, rebuilds or
+signs anything: a torn write at the end of a ledger (which the next writer's
+open cuts), a missing index, metadata file or Merkle tree file (which it
+rebuilds from the segments) are reported on standard error as notes, and a
+ledger whose checkpoint file is missing or rolled back is reported as
+failed, with the cure, never signed again.
 
-With --full it reads every record of every segment (frame CRC, event checksum
-recomputed, chain link, timestamps, sequence numbers, on all cores), checks
-the Merkle tree file against the events (each event's SHA-256 leaf hash, and
-every stored hash it completes) and the latest signed checkpoint against
-both (its signature with the directory's key, its root), and checks that the
-index agrees with the segments. When standard error is a terminal it
+Without --full it is the check every read-only open makes: every record of
+each ledger's segments (frame CRCs, event checksums, chain links,
+timestamps), the durable witness (the segments must still hold every event
+that was acknowledged as durable) and the ledger's latest signed checkpoint
+(its signature with the directory's key, and the root of the events it
+covers, recomputed from the segments). Each result says what was checked.
+
+With --full it also checks the Merkle tree file against the events (each
+event's SHA-256 leaf hash, and every stored hash it completes) and the
+latest signed checkpoint against both, and that the index agrees with the
+segments. The index is checked only when no writer holds the directory
+(verify then holds it until it ends: a writer that starts meanwhile is
+refused); otherwise, or when the index or the tree file is missing, a note
+says what was not checked and why. When standard error is a terminal it
 shows a progress bar with the rate and the time left (from half a second on:
 a rate over less is noise), and then, for each ledger, that it checks the
 index, with the time that takes.
