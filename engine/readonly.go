@@ -24,7 +24,7 @@ import (
 
 // ErrReadOnly: a write (Append, CreateLedger, Import, a checkpoint, a
 // consumer's position) to a DB opened with OpenReadOnly, or a read that
-// needs what only a writer keeps (the Merkle tree: proofs, Verify).
+// needs what only a writer keeps up to date (the Merkle tree: proofs).
 var ErrReadOnly = errors.New("engine: opened read-only")
 
 // The range of Options.FollowInterval.
@@ -87,7 +87,11 @@ type HiddenTail struct {
 // batch: see segment.OpenReadOnly). When no writer runs, such a tail is
 // a torn write that the writer's next Open cuts; HiddenTails lists them.
 // A ledger whose sealed segments fail verification is unavailable, as
-// with Open.
+// with Open; so is one that fails the evidence the writer's Open checks
+// (see evidence.go): its durable witness, its checkpoint file (signed by
+// the directory's key, read and never created, for this ledger, and the
+// root of the events it covers), a checkpoint file missing on a ledger
+// of more than its genesis event, one older than the signer's state.
 //
 // Subscribe follows the ledgers as the writer commits: each ledger's
 // segments are looked at again every Options.FollowInterval. Reads that
@@ -97,9 +101,11 @@ type HiddenTail struct {
 // Options.TempDir, when one of them first needs a ledger's, and brings
 // up to date at each such read; Subscribe without a cursor and Ledgers
 // need none. Ledgers that the writer creates after the open are shown
-// once their genesis event is complete (see discoverLedgers). Writes, and
-// what needs the writer's Merkle tree (Checkpoint, LatestCheckpoint,
-// proofs, Verify, VerifyCheckpoint) and consumers, fail with ErrReadOnly.
+// once their genesis event is complete (see discoverLedgers). Writes,
+// Checkpoint, proofs and consumers fail with ErrReadOnly. LatestCheckpoint
+// is the checkpoint checked at the open; Verify and VerifyCheckpoint read
+// the writer's tree file read-only, and the writer's index with
+// Options.VerifyIndex (see VerifyReport).
 // Close removes the private directory; one that a reader killed before
 // its Close left in TempDir is removed by the next OpenReadOnly (see
 // makePrivateDir).
