@@ -76,8 +76,12 @@ type HiddenTail struct {
 
 // OpenReadOnly opens the data directory dir to read it, whether or not a
 // writer (a DB opened with Open, in this process or another) has it
-// open. It takes no lock, blocks no writer, and changes no byte in dir:
-// no recovery, no cut, no file created.
+// open. It blocks no running writer and changes no byte in dir: no
+// recovery, no cut, no file created. It holds the directory (its flock,
+// as a writer does) only when no writer holds it, for the few
+// milliseconds it reads the index's durable witnesses and checks the
+// metadata file (a writer that starts then is refused, ErrLocked), and,
+// with Options.VerifyIndex, until Close.
 //
 // Every ledger's segments are verified from the first record, and reads
 // see a verified prefix of each ledger: what a writer had committed when
