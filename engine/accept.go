@@ -80,6 +80,7 @@ func (db *DB) AcceptLedger(ctx context.Context, name string) (Checkpoint, error)
 	}
 	db.mu.Lock()
 	delete(db.broken, u.key)
+	delete(db.brokenIDs, id)
 	delete(db.unsigned, id)
 	db.mu.Unlock()
 	c := *l.latest.Load()

@@ -141,6 +141,8 @@ type DB struct {
 	byName map[string]*ledger
 	byID   map[eventid.LedgerID]*ledger
 	broken map[string]error // ledgers that failed recovery, by name or ID hex
+	// brokenIDs: the key in broken of each ledger whose ID is known.
+	brokenIDs map[eventid.LedgerID]string
 	// indexRebuilt: why Open rebuilt the index, if it did.
 	indexRebuilt error
 	// metaRebuilt: why Open rebuilt the metadata file, if it did, while
@@ -169,6 +171,7 @@ type DB struct {
 	// stopped by Close before it closes files.
 	key      tree.Key
 	signer   *stateSigner
+	keyErr   error // a read-only DB with no key: why (verifier nil)
 	verifier note.Verifier
 	// unsigned: the ledgers Open refused for their checkpoint evidence
 	// only (ErrUnsigned), which AcceptLedger may accept; accepting: the
@@ -357,7 +360,7 @@ func (db *DB) open() error {
 			if key == "" {
 				key = id.String()
 			}
-			db.broken[key] = fmt.Errorf("%w: ledger %s (%q): its segment directory is missing", ErrLedgerUnavailable, id, known[id].Name)
+			db.setBroken(key, id, fmt.Errorf("%w: ledger %s (%q): its segment directory is missing", ErrLedgerUnavailable, id, known[id].Name))
 		}
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
@@ -415,7 +418,7 @@ func (db *DB) open() error {
 			if ok {
 				key = m.Name
 			}
-			db.broken[key] = withPermissionHint(db.dir, fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err))
+			db.setBroken(key, id, withPermissionHint(db.dir, fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err)))
 			if errors.Is(err, ErrUnsigned) {
 				// Refused for its checkpoint evidence only: AcceptLedger
 				// may accept it.
@@ -929,6 +932,27 @@ func (t *treeLeaves) flush(f *tree.File) error {
 	err := f.Append(t.leaves)
 	t.leaves = t.leaves[:0]
 	return err
+}
+
+// setBroken records ledger id as unavailable under key (its name, or its
+// ID if no name is known), with why.
+func (db *DB) setBroken(key string, id eventid.LedgerID, err error) {
+	db.broken[key] = err
+	if db.brokenIDs == nil {
+		db.brokenIDs = map[eventid.LedgerID]string{}
+	}
+	db.brokenIDs[id] = key
+}
+
+// brokenByID returns why ledger id is unavailable, if it is, and the
+// name (or ID) it is unavailable under.
+func (db *DB) brokenByID(id eventid.LedgerID) (key string, err error, ok bool) {
+	key, ok = db.brokenIDs[id]
+	if !ok {
+		key = id.String()
+	}
+	err, ok = db.broken[key]
+	return key, err, ok
 }
 
 // Unavailable returns the ledgers that failed recovery when the DB opened,

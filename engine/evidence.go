@@ -1,11 +1,16 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/index"
+	"github.com/annal-db/annal/segment"
 	"golang.org/x/mod/sumdb/note"
 )
 
@@ -68,7 +73,10 @@ func judgeEvidence(e ledgerEvidence) (*Checkpoint, error) {
 	if name == "" {
 		name = e.Ledger.String()
 	}
-	keyText := fmt.Sprintf("%s+%08x", e.Verifier.Name(), e.Verifier.KeyHash())
+	keyText := "(none)"
+	if e.Verifier != nil {
+		keyText = fmt.Sprintf("%s+%08x", e.Verifier.Name(), e.Verifier.KeyHash())
+	}
 	accept := fmt.Sprintf("annal checkpoint --accept %s (DB.AcceptLedger) signs the ledger as it is now", name)
 	rootAt := func(n uint64) (tree.Hash, error) {
 		r, err := e.RootAt(n)
@@ -143,4 +151,242 @@ func stateLookup(state map[string]tree.Checkpoint) func(string) (tree.Checkpoint
 		c, ok := state[origin]
 		return c, ok
 	}
+}
+
+// The evidence a read-only DB checks each ledger against when it opens it,
+// so that it agrees with the writer's Open on whether the ledger is whole
+// (docs/recovery.md, "What a read-only open checks"):
+//
+//  1. the durable witness (the metadata's record, and the index's marker
+//     when no writer holds the directory): the segments must hold it
+//     (segment.Log.CheckWitness); otherwise "acknowledged events lost";
+//  2. the checkpoint evidence, judged by judgeEvidence as the writer's
+//     recoverTree judges it: the checkpoint file, a missing one, and the
+//     signer's state file (KEY.state, if it can be read), with the roots
+//     computed from the segments (checkReaderEvidence).
+//
+// A ledger that fails one is unavailable (Unavailable), as with Open.
+
+// loadReaderKey sets the key with which a read-only DB checks the
+// checkpoints: Options.Signer's, or the key file's (Options.SigningKeyFile,
+// else DIR/signing.key), read and never created; no signer is opened. A
+// key file that is missing or cannot be read leaves none (keyErr says
+// why): every ledger with a checkpoint is then refused, as the writer's
+// Open refuses the directory (ErrSigningKeyMissing). A key file that
+// others can read, or malformed, fails the open, as it fails the writer's.
+func (db *DB) loadReaderKey() error {
+	path, _ := db.signerFiles()
+	var k tree.Key
+	var err error
+	if db.opts.Signer != nil {
+		if k, err = tree.SignerKey(db.opts.Signer, db.opts.SignerName); err != nil {
+			return fmt.Errorf("%w: options: Signer: %w", ErrInvalid, err)
+		}
+	} else {
+		k, err = tree.LoadKey(db.fs, path)
+		if errors.Is(err, tree.ErrKey) {
+			return fmt.Errorf("engine: the signing key %s: %w", path, err)
+		}
+		if err != nil {
+			db.keyErr = err
+			return nil
+		}
+	}
+	db.key = k
+	if db.verifier, err = tree.NewVerifier(k.Verifier); err != nil {
+		return fmt.Errorf("engine: the signing key's verifier %q: %w", k.Verifier, err)
+	}
+	return nil
+}
+
+// keyMissingText says why a read-only DB has no key to check a checkpoint
+// with, and the cure.
+func (db *DB) keyMissingText() string {
+	path, _ := db.signerFiles()
+	if errors.Is(db.keyErr, os.ErrNotExist) {
+		return fmt.Sprintf("there is no %s (the key that signed the ledger's checkpoints was lost or moved): restore that key (or give it with --signing-key) to accept the ledger with its checkpoints", path)
+	}
+	return fmt.Sprintf("the key file cannot be read (%v)", db.keyErr)
+}
+
+// readerEvidence is what a read-only open reads of a ledger before it
+// opens its segments: the signer's state, then the checkpoint file, in
+// that order (a writer writes them in the other order: a checkpoint file
+// read after the state is never older than the state, unless rolled back).
+type readerEvidence struct {
+	state   map[string]tree.Checkpoint
+	ckPath  string
+	msg     []byte
+	readErr error
+}
+
+func (db *DB) readEvidence(id eventid.LedgerID) readerEvidence {
+	var ev readerEvidence
+	if _, p := db.signerFiles(); p != "" {
+		// Unreadable or malformed: rule 4 is not applied (the writer
+		// reports it).
+		ev.state, _ = readSignerState(db.fs, p)
+	}
+	ev.ckPath = db.fs.PathJoin(db.ledgerDir(id), checkpointFileName)
+	ev.msg, ev.readErr = readSmallFile(db.fs, ev.ckPath, maxCheckpointFile)
+	return ev
+}
+
+// lostEverySegment is the refusal of a ledger whose segments are all gone
+// while its witness w says events were durable (dir: its directory).
+func lostEverySegment(dir string, w segment.Head) error {
+	return &segment.CorruptionError{File: dir, Problem: fmt.Sprintf("every segment is missing: acknowledged events lost: events up to #%d (%s) were durable", w.Seq, w.ID),
+		Expected: fmt.Sprintf("segments holding events 1 to %d", w.Seq), Found: "no segment file"}
+}
+
+// roWitness returns the durable witness of ledger id for a read-only DB:
+// the later of its metadata record's (the snapshot taken at the open) and
+// the index's marker (read at the open when no writer held the directory).
+func (db *DB) roWitness(id eventid.LedgerID) segment.Head {
+	var w segment.Head
+	if m, ok := db.ro.known[id]; ok {
+		w = m.Witness
+	}
+	if d, ok := db.ro.idxWitness[id]; ok && d.Seq > w.Seq {
+		w = d
+	}
+	return w
+}
+
+// readIndexWitnesses returns the durable witness in the writer's index of
+// each ledger of ids, if no writer holds the directory (a live writer's
+// metadata file is current, and its index cannot be opened), or nil. The
+// directory is held (its flock, as a writer takes it) while the index is
+// read, read-only, so that no writer opens it meanwhile: a writer that
+// starts then is refused (ErrLocked) for those few milliseconds.
+func (db *DB) readIndexWitnesses(ids []eventid.LedgerID) map[eventid.LedgerID]segment.Head {
+	if db.opts.fs != nil || len(ids) == 0 {
+		return nil
+	}
+	dir, err := filepath.EvalSymlinks(db.dir)
+	if err != nil {
+		return nil
+	}
+	hold, err := lockDir(dir)
+	if err != nil {
+		return nil // a writer holds it, or no flock
+	}
+	defer hold.Close()
+	x, err := openIndexReadOnly(dir)
+	if err != nil {
+		return nil
+	}
+	defer x.Close()
+	return indexWitnesses(x, ids)
+}
+
+// openIndexReadOnly opens the index of the data directory dir read-only:
+// nothing is created or written (a missing index is an error).
+func openIndexReadOnly(dir string) (*index.Index, error) {
+	path := filepath.Join(dir, indexDir)
+	if fi, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory", path)
+	}
+	if _, err := os.Stat(filepath.Join(path, "LOCK")); err != nil {
+		return nil, err // Pebble's open would create it
+	}
+	return index.Open(path, index.Options{ReadOnly: true, CacheSize: 8 << 20})
+}
+
+// indexWitnesses returns the durable witness in x of each ledger of ids.
+func indexWitnesses(x *index.Index, ids []eventid.LedgerID) map[eventid.LedgerID]segment.Head {
+	out := map[eventid.LedgerID]segment.Head{}
+	for _, id := range ids {
+		if d, ok, err := x.Durable(id); err == nil && ok {
+			out[id] = d
+		}
+	}
+	return out
+}
+
+// openWriterIndex opens, for Options.VerifyIndex, the writer's index
+// read-only and holds the directory until Close, or says why not.
+func (db *DB) openWriterIndex() {
+	if db.opts.fs != nil {
+		db.ro.wIdxWhy = "a test's file system"
+		return
+	}
+	dir, err := filepath.EvalSymlinks(db.dir)
+	if err != nil {
+		db.ro.wIdxWhy = err.Error()
+		return
+	}
+	hold, err := lockDir(dir)
+	if err != nil {
+		db.ro.wIdxWhy = "a writer holds the data directory (its index is in use; stop it, or verify a copy made with annal backup, to check the index)"
+		if errors.Is(err, errors.ErrUnsupported) {
+			db.ro.wIdxWhy = "no flock on this system: a writer may have the index open"
+		}
+		return
+	}
+	x, err := openIndexReadOnly(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		hold.Close()
+		db.ro.wIdxWhy, db.ro.wIdxMissing = "the index "+filepath.Join(db.dir, indexDir)+" is missing: the next writer's open rebuilds it from the segments", true
+		return
+	}
+	if err != nil {
+		hold.Close()
+		db.ro.wIdxWhy, db.ro.wIdxMissing = fmt.Sprintf("the index cannot be opened (%v): the next writer's open rebuilds it from the segments, or annal reindex", err), true
+		return
+	}
+	db.ro.wIdx, db.ro.wHold = x, hold
+}
+
+// checkReaderEvidence checks the checkpoint evidence of ledger l, whose
+// segments a read-only DB opened after it read ev (judgeEvidence, as the
+// writer's Open), and keeps the checkpoint as the ledger's latest.
+func (db *DB) checkReaderEvidence(l *ledger, ev readerEvidence) error {
+	id := l.meta.ID
+	name := l.meta.Name // the genesis event's, or the metadata's
+	if m, ok := db.ro.known[id]; ok && m.Name != "" {
+		name = m.Name
+	}
+	head := l.log.Head().Seq
+	if errors.Is(ev.readErr, os.ErrNotExist) && head > 1 {
+		// A writer's CreateLedger or Import signs before its first
+		// append: the checkpoint, read before the segments, is there now.
+		// It may cover events after what the segments showed: look again.
+		if msg, err := readSmallFile(db.fs, ev.ckPath, maxCheckpointFile); err == nil {
+			ev.msg, ev.readErr = msg, nil
+			l.log.Follow()
+			head = l.log.Head().Seq
+		}
+	}
+	e := ledgerEvidence{Ledger: id, Name: name, Path: ev.ckPath, Verifier: db.verifier, Head: head,
+		RootAt: func(n uint64) (tree.Hash, error) {
+			root, _, err := l.segmentsRoot(context.Background(), nil, n)
+			return root, err
+		}}
+	switch {
+	case ev.readErr == nil:
+		e.Note = ev.msg
+	case errors.Is(ev.readErr, os.ErrNotExist):
+	case errors.Is(ev.readErr, tree.ErrCheckpoint):
+		e.Note = []byte{} // larger than any checkpoint: not one
+	default:
+		return fmt.Errorf("read the checkpoint: %w", ev.readErr)
+	}
+	if db.verifier == nil {
+		if e.Note != nil {
+			return fmt.Errorf("%w: %s: %w: no key to check it with: %s", ErrUnsigned, ev.ckPath, tree.ErrCheckpoint, db.keyMissingText())
+		}
+	} else if ev.state != nil {
+		e.Signed = signedFor(stateLookup(ev.state), db.verifier, id)
+	}
+	ck, err := judgeEvidence(e)
+	if err != nil {
+		return err
+	}
+	if ck != nil {
+		l.latest.Store(ck)
+	}
+	return nil
 }

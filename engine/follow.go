@@ -194,6 +194,9 @@ func (db *DB) subscribeStart(ctx context.Context, l *ledger, o SubscribeOptions)
 // (or the index failed: the lookups that follow say so), or ctx's error,
 // or ErrClosed.
 func (db *DB) waitIndexed(ctx context.Context, l *ledger, seq uint64) error {
+	if db.ro != nil {
+		return nil // nothing indexes what a read-only DB verifies
+	}
 	for {
 		changed := l.changed()
 		l.idxMu.Lock()
@@ -226,6 +229,14 @@ type VerifyReport struct {
 	// events; 0 and "" if the ledger has none yet.
 	CheckpointSize   uint64
 	CheckpointOrigin string
+	// TreeNotChecked and IndexNotChecked, on a DB opened with
+	// OpenReadOnly, say why the tree file or the index was not compared
+	// with the events ("" if it was): the tree file is missing or
+	// damaged, or the index is in a writer's use, missing, or behind the
+	// segments (Options.VerifyIndex). Both are derived from the segments,
+	// which the next writer's Open rebuilds or catches up; the events
+	// were checked against the signed checkpoint when the DB opened.
+	TreeNotChecked, IndexNotChecked string
 }
 
 // Verify checks a whole ledger: every record of its segments (frame CRC,
@@ -258,9 +269,6 @@ type VerifyReport struct {
 // ErrClosed. progress is called on the goroutine that called Verify, with
 // no read in progress: it may call Close.
 func (db *DB) Verify(ctx context.Context, ledgerName string, progress func(records, bytes int64)) (VerifyReport, error) {
-	if err := db.readOnlyErr("Verify needs the writer's Merkle tree and index"); err != nil {
-		return VerifyReport{}, err
-	}
 	l, err := db.ledger(ledgerName)
 	if err != nil {
 		return VerifyReport{}, err
@@ -382,14 +390,19 @@ func (l *ledger) verify(ctx context.Context, progress func(records, bytes int64)
 		d   *index.Digest
 		err error
 	}
+	idx, idxWhy := db.verifyIndex(l, events)
 	dctx, cancelDigest := context.WithCancel(ctx)
 	defer cancelDigest()
 	indexed := make(chan result, 1)
 	go func() {
-		d, err := db.idx.Digest(dctx, l.meta.ID, events)
+		if idx == nil {
+			indexed <- result{}
+			return
+		}
+		d, err := idx.Digest(dctx, l.meta.ID, events)
 		indexed <- result{d, err}
 	}()
-	feed := newLeafFeed(ctx, l.meta.ID, events, src.n, srcErr == nil)
+	feed := newLeafFeed(ctx, l.meta.ID, events, src.n, srcErr == nil && src.t != nil)
 	var res treeCheck
 	checked := make(chan treeCheck, 1)
 	if feed.leaves {
@@ -428,7 +441,7 @@ func (l *ledger) verify(ctx context.Context, progress func(records, bytes int64)
 	if srcErr != nil {
 		return report, srcErr
 	}
-	report.TreeSize = src.n
+	report.TreeSize, report.TreeNotChecked = src.n, src.why
 	if res.fed != src.n && res.err == nil {
 		return VerifyReport{}, fmt.Errorf("engine: verify %s: the segments' check handed %d leaves of the %d wanted", l.meta.Name, res.fed, src.n)
 	}
@@ -438,6 +451,10 @@ func (l *ledger) verify(ctx context.Context, progress func(records, bytes int64)
 		}
 		return report, err
 	}
+	if idx == nil {
+		report.IndexNotChecked = idxWhy
+		return report, nil
+	}
 	if got.err != nil {
 		if ctx.Err() != nil {
 			return VerifyReport{}, got.err
@@ -445,7 +462,7 @@ func (l *ledger) verify(ctx context.Context, progress func(records, bytes int64)
 		return report, indexDamaged(l.meta.Name, events, got.err)
 	}
 	if diff := got.d.Diff(feed.want); diff != "" {
-		if err := l.locateIndexMismatch(ctx, segment.Head{Seq: events}); err != nil {
+		if err := l.locateIndexMismatch(ctx, idx, segment.Head{Seq: events}); err != nil {
 			if ctx.Err() != nil {
 				return VerifyReport{}, err
 			}
@@ -459,8 +476,8 @@ func (l *ledger) verify(ctx context.Context, progress func(records, bytes int64)
 // locateIndexMismatch walks the index's ID entries beside the segments up
 // to head and returns an error naming the first disagreement, or nil if
 // they agree (then another family differs).
-func (l *ledger) locateIndexMismatch(ctx context.Context, head segment.Head) error {
-	next, stop := iter.Pull2(l.db.idx.TimeRange(ctx, l.meta.ID, eventid.ID{}, maxID, false))
+func (l *ledger) locateIndexMismatch(ctx context.Context, idx *index.Index, head segment.Head) error {
+	next, stop := iter.Pull2(idx.TimeRange(ctx, l.meta.ID, eventid.ID{}, maxID, false))
 	defer stop()
 	it := l.log.NewIterator(1, segment.FirstOffset)
 	for it.Next() && it.Record().Seq <= head.Seq {

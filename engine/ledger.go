@@ -324,7 +324,7 @@ func (l *ledger) setHooks() {
 func (db *DB) ledgerIDTaken(id eventid.LedgerID) bool {
 	db.mu.RLock()
 	_, open := db.byID[id]
-	_, broken := db.broken[id.String()]
+	_, _, broken := db.brokenByID(id)
 	db.mu.RUnlock()
 	if open || broken {
 		return true
@@ -683,7 +683,7 @@ func (db *DB) ledger(name string) (*ledger, error) {
 		if l, ok := db.byID[id]; ok {
 			return l, nil
 		}
-		if err, ok := db.broken[id.String()]; ok {
+		if _, err, ok := db.brokenByID(id); ok {
 			return nil, err
 		}
 		return nil, fmt.Errorf("%w: no ledger has the ID %s", ErrLedgerNotFound, id)

@@ -325,5 +325,5 @@ func (db *DB) refuse(l *ledger, known map[eventid.LedgerID]ledgerMeta, err error
 	if m, ok := known[l.meta.ID]; ok && m.Name != "" {
 		key = m.Name
 	}
-	db.broken[key] = err
+	db.setBroken(key, l.meta.ID, err)
 }

@@ -131,6 +131,15 @@ type Options struct {
 	// removed by the next OpenReadOnly with the same TempDir. Empty means
 	// os.TempDir(). Open ignores it.
 	TempDir string
+	// VerifyIndex, for OpenReadOnly, also opens the writer's index (read
+	// only) so that Verify can compare it with the segments, when no
+	// writer holds the directory: the DB then holds it (its flock, as a
+	// writer does) until Close, so that no writer starts meanwhile (one
+	// that tries is ErrLocked). When a writer holds it, or the index
+	// cannot be opened, Verify says that it did not check the index and
+	// why (VerifyReport.IndexNotChecked). annal verify sets it. Open
+	// ignores it.
+	VerifyIndex bool
 
 	// fs, if set, holds the segments and the index instead of the OS file
 	// system, and metaPath is then where the metadata file lives (bbolt

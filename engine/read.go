@@ -91,9 +91,13 @@ func (db *DB) Get(ctx context.Context, id eventid.ID) (Event, error) {
 	db.mu.RLock()
 	l, ok := db.byID[id.Ledger()]
 	closed := db.closed
+	name, unavailable, refused := db.brokenByID(id.Ledger())
 	db.mu.RUnlock()
 	if closed {
 		return Event{}, ErrClosed
+	}
+	if !ok && refused {
+		return Event{}, fmt.Errorf("get %s of ledger %s: %w", id, name, unavailable)
 	}
 	if !ok {
 		return Event{}, fmt.Errorf("%w: %s (no ledger %s)", ErrNotFound, id, id.Ledger())

@@ -11,8 +11,10 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
 	"github.com/annal-db/annal/segment"
@@ -22,7 +24,7 @@ import (
 
 // ErrReadOnly: a write (Append, CreateLedger, Import, a checkpoint, a
 // consumer's position) to a DB opened with OpenReadOnly, or a read that
-// needs what only a writer keeps (the Merkle tree: proofs, Verify).
+// needs what only a writer keeps up to date (the Merkle tree: proofs).
 var ErrReadOnly = errors.New("engine: opened read-only")
 
 // The range of Options.FollowInterval.
@@ -46,6 +48,23 @@ type roDB struct {
 	stop     chan struct{}
 	done     chan struct{}
 	interval time.Duration
+	// The durable witnesses (evidence.go): the metadata snapshot's
+	// records, and the index's markers when no writer held the directory.
+	known      map[eventid.LedgerID]ledgerMeta
+	idxWitness map[eventid.LedgerID]segment.Head
+	// With Options.VerifyIndex: the writer's index, opened read-only
+	// while the DB holds the directory (wHold), or why not (wIdxWhy).
+	wIdx        *index.Index
+	wHold       io.Closer
+	wIdxWhy     string
+	wIdxMissing bool // the index is missing or cannot be opened
+	// The writer's tree files, opened read-only by Verify; under mu.
+	trees map[eventid.LedgerID]*tree.File
+	// pending: what the next writer's Open repairs (Pending).
+	pending []string
+	// metaErr: why the writer's Open would fail on the metadata file
+	// (MetaDamaged).
+	metaErr error
 }
 
 // HiddenTail is a ledger whose last segment ends with bytes that a
@@ -57,8 +76,12 @@ type HiddenTail struct {
 
 // OpenReadOnly opens the data directory dir to read it, whether or not a
 // writer (a DB opened with Open, in this process or another) has it
-// open. It takes no lock, blocks no writer, and changes no byte in dir:
-// no recovery, no cut, no file created.
+// open. It blocks no running writer and changes no byte in dir: no
+// recovery, no cut, no file created. It holds the directory (its flock,
+// as a writer does) only when no writer holds it, for the few
+// milliseconds it reads the index's durable witnesses and checks the
+// metadata file (a writer that starts then is refused, ErrLocked), and,
+// with Options.VerifyIndex, until Close.
 //
 // Every ledger's segments are verified from the first record, and reads
 // see a verified prefix of each ledger: what a writer had committed when
@@ -68,7 +91,11 @@ type HiddenTail struct {
 // batch: see segment.OpenReadOnly). When no writer runs, such a tail is
 // a torn write that the writer's next Open cuts; HiddenTails lists them.
 // A ledger whose sealed segments fail verification is unavailable, as
-// with Open.
+// with Open; so is one that fails the evidence the writer's Open checks
+// (see evidence.go): its durable witness, its checkpoint file (signed by
+// the directory's key, read and never created, for this ledger, and the
+// root of the events it covers), a checkpoint file missing on a ledger
+// of more than its genesis event, one older than the signer's state.
 //
 // Subscribe follows the ledgers as the writer commits: each ledger's
 // segments are looked at again every Options.FollowInterval. Reads that
@@ -78,9 +105,11 @@ type HiddenTail struct {
 // Options.TempDir, when one of them first needs a ledger's, and brings
 // up to date at each such read; Subscribe without a cursor and Ledgers
 // need none. Ledgers that the writer creates after the open are shown
-// once their genesis event is complete (see discoverLedgers). Writes, and
-// what needs the writer's Merkle tree (Checkpoint, LatestCheckpoint,
-// proofs, Verify, VerifyCheckpoint) and consumers, fail with ErrReadOnly.
+// once their genesis event is complete (see discoverLedgers). Writes,
+// Checkpoint, proofs and consumers fail with ErrReadOnly. LatestCheckpoint
+// is the checkpoint checked at the open; Verify and VerifyCheckpoint read
+// the writer's tree file read-only, and the writer's index with
+// Options.VerifyIndex (see VerifyReport).
 // Close removes the private directory; one that a reader killed before
 // its Close left in TempDir is removed by the next OpenReadOnly (see
 // makePrivateDir).
@@ -119,6 +148,10 @@ func (db *DB) openReadOnly() error {
 	if db.idx, err = index.Open(filepath.Join(db.ro.temp, indexDir), index.Options{CacheSize: db.opts.CacheSize}); err != nil {
 		return fmt.Errorf("engine: read-only open: the private index: %w", err)
 	}
+	// The key that checks the checkpoints, read, never created.
+	if err := db.loadReaderKey(); err != nil {
+		return err
+	}
 	known := map[eventid.LedgerID]ledgerMeta{}
 	db.meta = db.metaSnapshot()
 	if db.meta != nil {
@@ -127,18 +160,31 @@ func (db *DB) openReadOnly() error {
 		if why, err := getPositionsLost(db.meta); err == nil && why != "" {
 			db.metaRebuilt = positionsLost(why)
 		}
-		if metas, err := loadMeta(db.meta); err == nil {
+		metas, err := loadMeta(db.meta)
+		if err == nil {
 			for _, m := range metas {
 				known[m.ID] = m
 			}
+		} else {
+			db.ro.metaErr = err
 		}
 	}
+	// What the writer's Open would say of it, when no writer holds the
+	// directory (a live writer's file, copied, may be torn by a commit).
+	if !db.writerHolds() {
+		if err := db.metaCopyError(); err != nil {
+			db.ro.metaErr = err
+		}
+	} else {
+		db.ro.metaErr = nil
+	}
+	db.ro.known = known
 	names, err := db.fs.List(filepath.Join(db.dir, ledgersDir))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("engine: list ledgers: %w", err)
 	}
 	sort.Strings(names)
-	var opened []*ledger
+	var ids []eventid.LedgerID
 	for _, name := range names {
 		id, err := eventid.ParseLedgerID(name)
 		if err != nil || id.String() != name {
@@ -147,20 +193,42 @@ func (db *DB) openReadOnly() error {
 		if fi, err := db.fs.Stat(db.ledgerDir(id)); err != nil || !fi.IsDir() {
 			continue
 		}
+		ids = append(ids, id)
+	}
+	// A ledger the metadata knows whose directory is gone, as Open says.
+	for id, m := range known {
+		if !slices.Contains(ids, id) {
+			key := m.Name
+			if key == "" {
+				key = id.String()
+			}
+			db.setBroken(key, id, fmt.Errorf("%w: ledger %s (%q): its segment directory is missing", ErrLedgerUnavailable, id, m.Name))
+		}
+	}
+	if db.opts.VerifyIndex {
+		db.openWriterIndex()
+	}
+	if db.ro.wIdx != nil {
+		db.ro.idxWitness = indexWitnesses(db.ro.wIdx, ids)
+	} else {
+		db.ro.idxWitness = db.readIndexWitnesses(ids)
+	}
+	var opened []*ledger
+	for _, id := range ids {
 		m, haveMeta := known[id]
 		l, err := db.openLedgerReadOnly(id)
 		switch {
 		case errors.Is(err, errNotYet):
 			continue
 		case errors.As(err, new(noGenesisError)):
-			db.broken[id.String()] = fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err)
+			db.setBroken(id.String(), id, fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err))
 			continue
 		case err != nil:
 			key := id.String()
 			if haveMeta && m.Name != "" {
 				key = m.Name
 			}
-			db.broken[key] = fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err)
+			db.setBroken(key, id, fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err))
 			continue
 		}
 		opened = append(opened, l)
@@ -171,7 +239,116 @@ func (db *DB) openReadOnly() error {
 			db.ro.hidden[name] = h
 		}
 	}
+	db.findPending()
 	return nil
+}
+
+// findPending records what the next writer's Open will repair: a
+// metadata file that is missing or cannot be read, an index that is
+// missing or cannot be opened (looked at with Options.VerifyIndex), a
+// ledger's tree file that is missing.
+func (db *DB) findPending() {
+	path := filepath.Join(db.dir, metaFile)
+	if db.opts.metaPath != "" {
+		path = db.opts.metaPath
+	}
+	if db.meta == nil && db.ro.metaErr == nil {
+		why := metaMissing(path)
+		if why == "" {
+			why = "unreadable"
+		}
+		db.ro.pending = append(db.ro.pending, fmt.Sprintf("the metadata file %s is %s: the next writer's open rebuilds it from the segments (the positions of named consumers, kept in it, are then lost)", path, why))
+	}
+	if db.ro.wIdxMissing {
+		db.ro.pending = append(db.ro.pending, db.ro.wIdxWhy)
+	}
+	names := make([]string, 0, len(db.byName))
+	for name := range db.byName {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		l := db.byName[name]
+		p := db.treePath(l)
+		if _, err := db.fs.Stat(p); errors.Is(err, os.ErrNotExist) {
+			db.ro.pending = append(db.ro.pending, fmt.Sprintf("ledger %s: its Merkle tree file %s is missing: the next writer's open rebuilds it from the segments (they give the signed checkpoint's root)", name, p))
+		}
+	}
+}
+
+// MetaDamaged returns, for a DB opened with OpenReadOnly, why the
+// writer's Open would fail on the metadata file (damaged: cut short, a
+// record it cannot read), or nil. The reader itself goes on without it
+// (the names are in the segments); its durable witnesses then come from
+// the index alone. Nil when a writer holds the directory: the reader's
+// copy of a live file may be torn by a commit.
+func (db *DB) MetaDamaged() error {
+	if db.ro == nil {
+		return nil
+	}
+	return db.ro.metaErr
+}
+
+// metaCopyError returns the error the writer's Open gives for the
+// metadata file, found on a copy of it in the private directory (Open's
+// checks, on the copy), or nil if it is missing or empty (Open rebuilds
+// it) or the copy opens.
+func (db *DB) metaCopyError() error {
+	path := filepath.Join(db.dir, metaFile)
+	if db.opts.metaPath != "" {
+		path = db.opts.metaPath
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	tmp := filepath.Join(db.ro.temp, metaFile+".check")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return nil
+	}
+	defer os.Remove(tmp)
+	if err := checkMetaSize(tmp, path, int64(len(b))); err != nil {
+		return err
+	}
+	m, err := openMeta(tmp, "")
+	if err == nil {
+		_, err = loadMeta(m)
+		m.Close()
+	}
+	if err == nil {
+		return nil
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), tmp, path))
+}
+
+// writerHolds reports whether a writer holds the data directory (its
+// flock), as far as this reader can tell.
+func (db *DB) writerHolds() bool {
+	if db.opts.fs != nil {
+		return false
+	}
+	dir, err := filepath.EvalSymlinks(db.dir)
+	if err != nil {
+		return false
+	}
+	f, err := lockDir(dir)
+	if err != nil {
+		return errors.Is(err, syscall.EWOULDBLOCK)
+	}
+	f.Close()
+	return false
+}
+
+// Pending returns, for a DB opened with OpenReadOnly, what the next
+// writer's Open will repair, in words: the metadata file or the index
+// missing or unreadable (the index only with Options.VerifyIndex), a
+// ledger's tree file missing; HiddenTails lists the torn writes it will
+// cut. A read-only DB repairs nothing. Nil for a DB opened with Open.
+func (db *DB) Pending() []string {
+	if db.ro == nil {
+		return nil
+	}
+	return slices.Clone(db.ro.pending)
 }
 
 // metaSnapshot returns the metadata file as of now, opened read-only
@@ -311,7 +488,7 @@ func (db *DB) discoverLedgers() {
 		}
 		db.mu.RLock()
 		_, open := db.byID[id]
-		_, broken := db.broken[name]
+		_, _, broken := db.brokenByID(id)
 		db.mu.RUnlock()
 		if open || broken {
 			continue
@@ -361,12 +538,27 @@ func (e noGenesisError) Unwrap() error { return e.error }
 // openLedgerReadOnly opens ledger id's segments read-only, with its
 // metadata from its genesis event: the one way OpenReadOnly and
 // discoverLedgers open a ledger.
+//
+// The ledger must pass the evidence the writer's Open checks (see
+// evidence.go): its durable witness, its checkpoint file, the signer's
+// state. Both are read before the segments: a live writer only moves
+// them forward, and the segments, read after, hold what they say.
 func (db *DB) openLedgerReadOnly(id eventid.LedgerID) (*ledger, error) {
-	log, err := segment.OpenReadOnly(db.ledgerDir(id), db.segmentOptions(id))
+	w := db.roWitness(id)
+	ev := db.readEvidence(id)
+	dir := db.ledgerDir(id)
+	log, err := segment.OpenReadOnly(dir, db.segmentOptions(id))
 	if errors.Is(err, segment.ErrNoLog) {
+		if w.Seq != 0 {
+			return nil, lostEverySegment(dir, w)
+		}
 		return nil, errNotYet
 	}
 	if err != nil {
+		return nil, err
+	}
+	if err := log.CheckWitness(w); err != nil {
+		log.Close()
 		return nil, err
 	}
 	if log.Head().Seq == 0 {
@@ -378,6 +570,10 @@ func (db *DB) openLedgerReadOnly(id eventid.LedgerID) (*ledger, error) {
 	if l.meta, err = metaFromGenesis(log); err != nil {
 		log.Close()
 		return nil, noGenesisError{err}
+	}
+	if err := db.checkReaderEvidence(l, ev); err != nil {
+		log.Close()
+		return nil, err
 	}
 	return l, nil
 }
@@ -466,6 +662,15 @@ func (db *DB) closeReadOnly() error {
 		if err := l.log.Close(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	for _, t := range db.ro.trees {
+		t.Close()
+	}
+	if db.ro.wIdx != nil {
+		errs = append(errs, db.ro.wIdx.Close())
+	}
+	if db.ro.wHold != nil {
+		db.ro.wHold.Close()
 	}
 	errs = append(errs, db.closeStores())
 	if err := os.RemoveAll(db.ro.temp); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 
@@ -280,6 +281,9 @@ type treeSource struct {
 	// checked).
 	n, events uint64
 	cp        *Checkpoint // nil: none issued yet
+	// why, on a read-only DB, says why t is nil: the tree file is not
+	// checked (see VerifyReport.TreeNotChecked).
+	why string
 }
 
 // treeSourceFor returns the tree size to check (the events committed now,
@@ -294,6 +298,9 @@ func (db *DB) treeSourceFor(ctx context.Context, l *ledger) (treeSource, error) 
 		src.cp = cp
 	}
 	n := l.log.Head().Seq
+	if db.ro != nil {
+		return db.roTreeSource(l, src, n)
+	}
 	if err := db.waitIndexed(ctx, l, n); err != nil {
 		return src, err
 	}
@@ -487,9 +494,6 @@ func (l *ledger) segmentsRoot(ctx context.Context, t *tree.File, n uint64) (tree
 // that is not consistent with a checkpoint the events agree with fails
 // with ErrTreeDamaged.
 func (db *DB) VerifyCheckpoint(ctx context.Context, ledgerName string, note []byte, verifierKey string) error {
-	if err := db.readOnlyErr("VerifyCheckpoint needs the writer's Merkle tree"); err != nil {
-		return err
-	}
 	l, err := db.ledger(ledgerName)
 	if err != nil {
 		return err
@@ -516,13 +520,25 @@ func (db *DB) VerifyCheckpoint(ctx context.Context, ledgerName string, note []by
 // c, run with enterRead held.
 func (db *DB) verifyCheckpoint(ctx context.Context, l *ledger, c Checkpoint) error {
 	events := l.visible().Seq
+	if db.ro != nil {
+		events = l.log.Head().Seq
+	}
 	if c.Size > events {
 		return truncated(l, c.Size, events)
 	}
-	l.idxMu.Lock()
-	l.flushTreeLocked() // the leaves waiting in memory, to the file
-	t, terr := l.tree, l.treeErr
-	l.idxMu.Unlock()
+	var t *tree.File
+	var terr error
+	if db.ro != nil {
+		var why string
+		if t, why = db.roTree(l); t == nil {
+			terr = errors.New(why)
+		}
+	} else {
+		l.idxMu.Lock()
+		l.flushTreeLocked() // the leaves waiting in memory, to the file
+		t, terr = l.tree, l.treeErr
+		l.idxMu.Unlock()
+	}
 	if terr != nil && errors.Is(terr, ErrClosed) {
 		return terr
 	}
@@ -562,4 +578,69 @@ func (db *DB) verifyCheckpoint(ctx context.Context, l *ledger, c Checkpoint) err
 		return fmt.Errorf("%w: ledger %s: the tree file %s is not consistent with the checkpoint of size %d, which the events agree with: %w (annal reindex, Options.RebuildIndex, rebuilds it from the segments)", ErrTreeDamaged, l.meta.Name, db.treePath(l), c.Size, err)
 	}
 	return nil
+}
+
+// roTreeSource is treeSourceFor on a read-only DB: the writer's tree file,
+// opened read-only, holding n events or fewer (its unsynced tail lost
+// in a crash: the leaves it has are checked), or none, src.why saying why.
+func (db *DB) roTreeSource(l *ledger, src treeSource, n uint64) (treeSource, error) {
+	src.events = n
+	t, why := db.roTree(l)
+	if t == nil {
+		src.why = why
+		return src, nil
+	}
+	src.t, src.n = t, min(n, t.Size())
+	return src, nil
+}
+
+// roTree returns the tree file of ledger l, opened read-only (once; Close
+// closes it), or nil and why it cannot be checked: a missing or damaged
+// tree file, which the next writer's Open rebuilds from the segments.
+func (db *DB) roTree(l *ledger) (*tree.File, string) {
+	db.ro.mu.Lock()
+	defer db.ro.mu.Unlock()
+	if t := db.ro.trees[l.meta.ID]; t != nil {
+		return t, ""
+	}
+	path := db.treePath(l)
+	t, err := tree.OpenFileReadOnly(db.fs, path, uint32(l.meta.ID))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, "the tree file " + path + " is missing: the next writer's open rebuilds it from the segments"
+	case errors.Is(err, tree.ErrCorrupt):
+		return nil, fmt.Sprintf("the tree file is damaged (%v): the next writer's open rebuilds it from the segments", err)
+	case err != nil:
+		return nil, fmt.Sprintf("the tree file cannot be read: %v", err)
+	}
+	if db.ro.trees == nil {
+		db.ro.trees = map[eventid.LedgerID]*tree.File{}
+	}
+	db.ro.trees[l.meta.ID] = t
+	return t, ""
+}
+
+// verifyIndex returns the index Verify compares with ledger l's first
+// events: the DB's, or on a read-only DB the writer's (Options.VerifyIndex)
+// if it covers them; nil and why not otherwise.
+func (db *DB) verifyIndex(l *ledger, events uint64) (*index.Index, string) {
+	if db.ro == nil {
+		return db.idx, ""
+	}
+	x := db.ro.wIdx
+	if x == nil {
+		why := db.ro.wIdxWhy
+		if why == "" {
+			why = "a read-only open without Options.VerifyIndex"
+		}
+		return nil, why
+	}
+	p, ok, err := x.Progress(l.meta.ID)
+	switch {
+	case err != nil:
+		return nil, fmt.Sprintf("the index's progress of ledger %s cannot be read (%v): the next writer's open rebuilds the index", l.meta.Name, err)
+	case !ok || p.Seq < events:
+		return nil, fmt.Sprintf("the index covers events up to #%d of %d: the next writer's open indexes the rest", p.Seq, events)
+	}
+	return x, ""
 }

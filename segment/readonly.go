@@ -452,3 +452,37 @@ func rewritten(f vfs.File, name string, size int64, bad *badRecord, c chain) boo
 	ok, again, err := newScanner(f, name, bad.offset, size, c).next()
 	return err == nil && (ok || again == nil || again.problem != bad.problem || again.zero != bad.zero)
 }
+
+// CheckWitness reports whether what a read-only Log shows holds the
+// durable witness w (see Options.Witness), as Open checks it: nil if it
+// does (or w is the zero Head), otherwise a *CorruptionError saying, in
+// Open's words, which acknowledged events were lost. A writer's witness
+// is never ahead of what it has durably written, and a read-only Log
+// shows every complete record, so a live ledger always holds it.
+func (l *Log) CheckWitness(w Head) error {
+	if w.Seq == 0 {
+		return nil
+	}
+	h := l.Head()
+	name := l.opts.FS.PathJoin(l.dir, segmentName(max(w.Loc.Segment, 1)))
+	if h.Seq < w.Seq {
+		if w.Loc.Segment == 0 {
+			name = l.opts.FS.PathJoin(l.dir, segmentName(max(h.Loc.Segment, 1)))
+		}
+		return &CorruptionError{File: name, Offset: w.Loc.Offset, Problem: w.lost(),
+			Expected: fmt.Sprintf("events up to #%d (%s)", w.Seq, w.ID), Found: fmt.Sprintf("the ledger ends at #%d (%s)", h.Seq, h.ID)}
+	}
+	if w.Loc.Segment == 0 {
+		return nil
+	}
+	r, err := l.ReadAt(w.Loc)
+	if err == nil && r.ID == w.ID && r.Seq == w.Seq {
+		return nil
+	}
+	found := fmt.Sprintf("the record there is unreadable (%v)", err)
+	if err == nil {
+		found = fmt.Sprintf("record %s #%d there", r.ID, r.Seq)
+	}
+	return &CorruptionError{File: name, Offset: w.Loc.Offset, Problem: w.lost(),
+		Expected: fmt.Sprintf("record %s #%d of %d bytes at offset %d", w.ID, w.Seq, w.Loc.Size, w.Loc.Offset), Found: found}
+}

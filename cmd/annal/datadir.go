@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/annal-db/annal/engine"
+	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/segment"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -306,6 +307,25 @@ func closeOutcome(cmdErr, closeErr error, stored, unsure string, stderr io.Write
 // noStored is the stored or unsure of closeDBStored for nothing.
 func noStored() string { return "" }
 
+// dataFailure reports whether err says that stored data failed a check:
+// segments (corruption, a lost tail), the Merkle tree or a signed
+// checkpoint (rewritten, damaged, missing, rolled back, not signed by the
+// key), the index, the metadata file.
+func dataFailure(err error) bool {
+	return errors.Is(err, segment.ErrCorruption) || errors.Is(err, engine.ErrRewritten) || errors.Is(err, engine.ErrTreeDamaged) ||
+		errors.Is(err, engine.ErrUnsigned) || errors.Is(err, tree.ErrCheckpoint) ||
+		errors.Is(err, tree.ErrCorrupt) || errors.Is(err, engine.ErrMetaDamaged) || isIndexError(err)
+}
+
+// unavailableCode is the exit code of a command refused a ledger that
+// the open refused (err): 3 if its data failed verification, else 1.
+func unavailableCode(err error) int {
+	if dataFailure(err) {
+		return exitVerification
+	}
+	return exitError
+}
+
 // ledgerError turns an engine error about the ledger name (or about no
 // ledger in particular, for "") into the command's error, with the exit code
 // it calls for.
@@ -317,11 +337,13 @@ func ledgerError(dir, name string, err error) error {
 			name, ce.Condition, idOrNone(ce.Expected), idOrNone(ce.Found), ce.Head)}
 	case errors.Is(err, engine.ErrConditionFailed):
 		return &exitErr{code: exitCondition, err: err}
+	case errors.Is(err, engine.ErrLedgerUnavailable) && name == "":
+		return &exitErr{code: unavailableCode(err), err: fmt.Errorf("%w (annal verify says more)", err)}
 	case name == "":
 	case errors.Is(err, engine.ErrLedgerNotFound):
 		return &exitErr{code: exitError, err: fmt.Errorf("no ledger %q in %s (annal ledgers lists them)", name, dir)}
 	case errors.Is(err, engine.ErrLedgerUnavailable):
-		return &exitErr{code: exitError, err: fmt.Errorf("ledger %q cannot be read: %w (annal verify says more)", name, err)}
+		return &exitErr{code: unavailableCode(err), err: fmt.Errorf("ledger %q cannot be read: %w (annal verify says more)", name, err)}
 	}
 	if isIndexError(err) {
 		return &exitErr{code: exitError, err: fmt.Errorf("%w; the index is damaged, not the events in the segments: it is derived from them: %s", err,

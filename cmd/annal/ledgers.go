@@ -64,8 +64,12 @@ func newLedgersCmd(g *globals) *cobra.Command {
 		Short: "List the ledgers of the data directory",
 		Long: `ledgers lists every ledger: name, ID, event count (the genesis event
 included), head (its last event's ID), the times of its first and last
-events, and the size of its segment files. A ledger that failed recovery when
-the directory was opened is not listed; it is named on standard error.
+events, and the size of its segment files. A ledger that the open refuses
+(its segments damaged or short of what was acknowledged, its events not
+those its signed checkpoint covers, its checkpoint missing or rolled back:
+what the writer's open refuses too) is not listed; it is named on standard
+error with why, and the command exits 3 (1 if the refusal is not the
+data's: a permission, say) once the others are listed.
 
 JSON and NDJSON objects have the fields name, id, genesis, description,
 actor, created, count, head, first, last and bytes.`,
@@ -80,18 +84,31 @@ actor, created, count, head, first, last and bytes.`,
 				return err
 			}
 			defer closeDB(db, &err)
-			warnUnavailable(cmd.ErrOrStderr(), db)
-			return writeLedgers(cmd.OutOrStdout(), format, db.Ledgers())
+			code := warnUnavailable(cmd.ErrOrStderr(), db)
+			if err := writeLedgers(cmd.OutOrStdout(), format, db.Ledgers()); err != nil {
+				return err
+			}
+			if code != 0 {
+				return silentExit(code)
+			}
+			return nil
 		},
 	}
 }
 
-// warnUnavailable names on w the ledgers that Open refused.
-func warnUnavailable(w io.Writer, db *engine.DB) {
+// warnUnavailable names on w the ledgers that the open refused, and
+// returns the exit code a command that lists every ledger ends with: 0 if
+// none, 3 if one failed verification (unavailableCode), 1 otherwise.
+func warnUnavailable(w io.Writer, db *engine.DB) int {
 	bad := db.Unavailable()
+	code := 0
 	for _, name := range slices.Sorted(maps.Keys(bad)) {
 		fmt.Fprintf(w, "annal: ledger %s is unavailable: %s\n", safeName(name), errorText(bad[name]))
+		if c := unavailableCode(bad[name]); c > code {
+			code = c
+		}
 	}
+	return code
 }
 
 // ledgerJSON is a ledger in JSON output.
@@ -150,7 +167,9 @@ from the first to the last event, per second, minute, hour or day, whichever
 is the largest unit the span covers (a 7-second ledger shows events a
 second, never a day's worth extrapolated from seconds); "-" for a span of
 zero. Then the size of the index (DIR/index, all ledgers together: the
-index is one store) in bytes of its files.
+index is one store) in bytes of its files. A ledger that the open refuses
+is named on standard error with why, and the command exits 3 (1 if the
+refusal is not the data's), as ledgers does.
 
 JSON and NDJSON objects have the fields name, id, count, head, first, last,
 bytes, segments, span_seconds, events_per_second (null for a span of zero)
@@ -170,6 +189,7 @@ ledgers and index_bytes; in JSON the document is {"ledgers": [...],
 			}
 			defer closeDB(db, &err)
 			var ls []engine.LedgerInfo
+			code := 0 // a ledger refused: 1 or 3, once the others are shown
 			if len(args) == 1 {
 				info, err := db.Ledger(args[0])
 				if err != nil {
@@ -177,7 +197,7 @@ ledgers and index_bytes; in JSON the document is {"ledgers": [...],
 				}
 				ls = append(ls, info)
 			} else {
-				warnUnavailable(cmd.ErrOrStderr(), db)
+				code = warnUnavailable(cmd.ErrOrStderr(), db)
 				ls = db.Ledgers()
 			}
 			rows := make([]statsRow, 0, len(ls)+1)
@@ -193,7 +213,13 @@ ledgers and index_bytes; in JSON the document is {"ledgers": [...],
 			if size, err := dirSize(filepath.Join(dir, "index")); err == nil {
 				total.IndexBytes = &size
 			}
-			return writeStats(cmd.OutOrStdout(), format, rows, total)
+			if err := writeStats(cmd.OutOrStdout(), format, rows, total); err != nil {
+				return err
+			}
+			if code != 0 {
+				return silentExit(code)
+			}
+			return nil
 		},
 	}
 }

@@ -44,3 +44,47 @@ func (g *globals) openReader(cmd *cobra.Command, dir string, opts *engine.Option
 	}
 	return db, dir, nil
 }
+
+// openVerifier opens dir for verify: read-only (engine.OpenReadOnly), so
+// that verify never writes, signs or cuts anything, with the writer's
+// index when no writer holds the directory (engine.Options.VerifyIndex).
+// What a writer's next open would repair (a torn tail it cuts, a missing
+// index, metadata file or tree file it rebuilds) is noted on stderr.
+func (g *globals) openVerifier(cmd *cobra.Command) (*engine.DB, string, error) {
+	dir, err := g.dataDir(cmd)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := checkDataDir(dir); err != nil {
+		return nil, dir, &exitErr{code: exitError, err: err}
+	}
+	opts, err := g.options()
+	if err != nil {
+		return nil, dir, err
+	}
+	if opts == nil {
+		opts = &engine.Options{}
+	}
+	opts.VerifyIndex = true
+	db, err := engine.OpenReadOnly(dir, opts)
+	if err != nil {
+		return nil, dir, openError(dir, err)
+	}
+	if err := db.MetaDamaged(); err != nil {
+		// The writer's open fails on it: so does verify.
+		db.Close()
+		return nil, dir, openError(dir, err)
+	}
+	w := cmd.ErrOrStderr()
+	for _, r := range db.Renamed() {
+		fmt.Fprintf(w, "annal: %s\n", safeText(r.String()))
+	}
+	for _, h := range db.HiddenTails() {
+		fmt.Fprintf(w, "annal: note: ledger %s: the last %d bytes of its last segment are not verified and not cut (a write in progress, or a torn write that the writer's next open cuts; verify changes nothing): %s\n",
+			safeText(h.Ledger), h.Bytes, safeText(h.Why))
+	}
+	for _, p := range db.Pending() {
+		fmt.Fprintf(w, "annal: note: %s\n", safeText(p))
+	}
+	return db, dir, nil
+}

@@ -33,22 +33,28 @@ func newVerifyCmd(g *globals) *cobra.Command {
 		Short: "Verify one ledger or all of them",
 		Long: `verify checks the ledger NAME (or with that ledger ID), or every ledger.
 
-Without --full it is the check every open makes: each ledger's segments after
-the index's last checkpoint (frame CRCs, event checksums, chain links,
-timestamps; a torn write at the very end is cut, anything else refuses the
-ledger), then that the head, the last sequence number and the genesis event
-can be read and agree. It is quick, and finds no damage to records that the
-checkpoint already covers: those were verified when they were written (and by
-the open that indexed them), and are not read again. Each result says what
-was checked: the events after the index's checkpoint (#N..#M), the head and
-the genesis event. Run verify --full to check every byte.
+verify writes nothing: it opens the data directory read-only, as ledgers,
+scan and export do, beside a running writer too. It never cuts, rebuilds or
+signs anything: a torn write at the end of a ledger (which the next writer's
+open cuts), a missing index, metadata file or Merkle tree file (which it
+rebuilds from the segments) are reported on standard error as notes, and a
+ledger whose checkpoint file is missing or rolled back is reported as
+failed, with the cure, never signed again.
 
-With --full it reads every record of every segment (frame CRC, event checksum
-recomputed, chain link, timestamps, sequence numbers, on all cores), checks
-the Merkle tree file against the events (each event's SHA-256 leaf hash, and
-every stored hash it completes) and the latest signed checkpoint against
-both (its signature with the directory's key, its root), and checks that the
-index agrees with the segments. When standard error is a terminal it
+Without --full it is the check every read-only open makes: every record of
+each ledger's segments (frame CRCs, event checksums, chain links,
+timestamps), the durable witness (the segments must still hold every event
+that was acknowledged as durable) and the ledger's latest signed checkpoint
+(its signature with the directory's key, and the root of the events it
+covers, recomputed from the segments). Each result says what was checked.
+
+With --full it also checks the Merkle tree file against the events (each
+event's SHA-256 leaf hash, and every stored hash it completes) and the
+latest signed checkpoint against both, and that the index agrees with the
+segments. The index is checked only when no writer holds the directory
+(verify then holds it until it ends: a writer that starts meanwhile is
+refused); otherwise, or when the index or the tree file is missing, a note
+says what was not checked and why. When standard error is a terminal it
 shows a progress bar with the rate and the time left (from half a second on:
 a rate over less is noise), and then, for each ledger, that it checks the
 index, with the time that takes.
@@ -129,15 +135,7 @@ Example:
 					args, fromOrigin = []string{id.String()}, true
 				}
 			}
-			var checkpoints map[eventid.LedgerID]uint64
-			if !full {
-				// Where the open's check of each ledger starts: read
-				// before the engine opens the index.
-				if dir, derr := g.dataDir(cmd); derr == nil && checkDataDir(dir) == nil {
-					checkpoints = readCheckpoints(dir)
-				}
-			}
-			db, dir, err := g.openDB(cmd, false)
+			db, dir, err := g.openVerifier(cmd)
 			if err != nil {
 				return err
 			}
@@ -172,7 +170,7 @@ Example:
 				}
 				ledgers = db.Ledgers()
 			}
-			v := &verifier{db: db, dir: dir, full: full, checkpoints: checkpoints, rebuilt: db.IndexRebuilt() != nil}
+			v := &verifier{db: db, dir: dir, full: full}
 			if full {
 				v.meter = newVerifyMeter(progressTo(cmd.ErrOrStderr()), ledgers)
 			}
@@ -186,6 +184,11 @@ Example:
 			v.meter.finish()
 			if err := writeVerifyResults(cmd.OutOrStdout(), format, results, full); err != nil {
 				return err
+			}
+			for _, r := range results {
+				for _, n := range r.notes {
+					fmt.Fprintf(cmd.ErrOrStderr(), "annal: note: verify %s: %s\n", safeName(r.Name), safeText(n))
+				}
 			}
 			failed := 0
 			for _, r := range results {
@@ -352,6 +355,10 @@ type verifyResult struct {
 	// (latestSize 0: none yet).
 	treeSize, latestSize uint64
 	latestOrigin         string
+	// What --full did not compare (the tree file missing, the index in a
+	// writer's use...), and notes saying why, on standard error.
+	treeUnchecked, indexUnchecked bool
+	notes                         []string
 }
 
 // Results of a ledger's parts.
@@ -413,59 +420,11 @@ func indexDamaged(dir string, err error, events uint64, full bool) error {
 
 // verifier verifies ledgers one after the other.
 type verifier struct {
-	db   *engine.DB
-	dir  string
-	full bool
-	// The quick check: each ledger's checkpoint, as readCheckpoints
-	// read it (a ledger not in it: not known), or rebuilt when the open
-	// rebuilt the index, verifying every record.
-	checkpoints map[eventid.LedgerID]uint64
-	rebuilt     bool
-	meter       *meter // nil: no progress shown
-	done        int64  // bytes of the ledgers verified before
-}
-
-// readCheckpoints returns the index's checkpoint of each ledger of the data
-// directory dir: the sequence number of the last event it had indexed when
-// it was last written, which is where engine.Open starts verifying a
-// ledger's segments (it verifies every record after it; 0 when the index
-// has none, and Open then verifies them all). The engine does not report
-// it, so verify reads it from the index (read-only, before the engine
-// opens the directory; the layout is engine's package doc). A ledger whose
-// checkpoint cannot be read is not in the map; nil if the index cannot be
-// opened.
-func readCheckpoints(dir string) map[eventid.LedgerID]uint64 {
-	entries, err := os.ReadDir(filepath.Join(dir, "ledgers"))
-	if err != nil {
-		return nil
-	}
-	x, err := index.Open(filepath.Join(dir, "index"), index.Options{ReadOnly: true, CacheSize: 8 << 20, Logger: quietLogger{}})
-	if err != nil {
-		return nil
-	}
-	defer x.Close()
-	cps := map[eventid.LedgerID]uint64{}
-	for _, e := range entries {
-		id, err := eventid.ParseLedgerID(e.Name())
-		if err != nil || !e.IsDir() {
-			continue
-		}
-		head, _, err := x.Progress(id)
-		if err == nil {
-			cps[id] = head.Seq
-		}
-	}
-	return cps
-}
-
-// quietLogger drops Pebble's messages about an index that verify only
-// peeks at: the engine's open that follows says what matters.
-type quietLogger struct{}
-
-func (quietLogger) Infof(string, ...any)  {}
-func (quietLogger) Errorf(string, ...any) {}
-func (quietLogger) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf(format, args...))
+	db    *engine.DB
+	dir   string
+	full  bool
+	meter *meter // nil: no progress shown
+	done  int64  // bytes of the ledgers verified before
 }
 
 // newVerifyMeter returns a meter over the segment bytes of ledgers, drawn
@@ -503,14 +462,21 @@ func (v *verifier) verify(ctx context.Context, l *engine.LedgerInfo) verifyResul
 		r.Events, r.Head, r.err = rep.Events, rep.Head, err
 		r.full, r.checkedFrom, r.checkedTo = true, 1, rep.Events
 		r.treeSize, r.latestSize, r.latestOrigin = rep.TreeSize, rep.CheckpointSize, rep.CheckpointOrigin
-	} else {
-		r.Events, r.Head, r.err = l.Count, l.Head, checkHead(ctx, v.db, l)
-		cp, known := v.checkpoints[l.ID]
-		if v.rebuilt {
-			cp, known = 0, true
+		if rep.TreeNotChecked != "" {
+			r.treeUnchecked = true
+			r.notes = append(r.notes, "the Merkle tree file was not checked: "+rep.TreeNotChecked)
 		}
-		if known {
-			r.checkedFrom, r.checkedTo = min(cp, l.Count)+1, l.Count
+		if rep.IndexNotChecked != "" {
+			r.indexUnchecked = true
+			r.notes = append(r.notes, "the index was not checked: "+rep.IndexNotChecked)
+		}
+	} else {
+		// The read-only open verified every record of the ledger, its
+		// durable witness and its signed checkpoint (signature and root).
+		r.Events, r.Head = l.Count, l.Head
+		r.checkedFrom, r.checkedTo = 1, l.Count
+		if cp, err := v.db.LatestCheckpoint(l.Name); err == nil {
+			r.latestSize, r.latestOrigin = cp.Size, cp.Origin
 		}
 	}
 	v.done += l.Bytes
@@ -540,14 +506,6 @@ func (v *verifier) verify(ctx context.Context, l *engine.LedgerInfo) verifyResul
 		r.segments, r.tree, r.index = partUnchecked, partUnchecked, partUnchecked
 	}
 	return r
-}
-
-// dataFailure reports whether err says that stored data failed a check:
-// segments (corruption, a lost tail), the Merkle tree or a signed
-// checkpoint (rewritten, damaged), the index, the metadata file.
-func dataFailure(err error) bool {
-	return errors.Is(err, segment.ErrCorruption) || errors.Is(err, engine.ErrRewritten) || errors.Is(err, engine.ErrTreeDamaged) ||
-		errors.Is(err, tree.ErrCorrupt) || errors.Is(err, engine.ErrMetaDamaged) || isIndexError(err)
 }
 
 // environmentError reports whether err, a ledger's failure, is an error of
@@ -624,33 +582,6 @@ func idOfName(dir, name string, nameOf func(string) string) string {
 	return ""
 }
 
-// checkHead checks that the head, the last sequence number and the genesis
-// event of a ledger can be read and agree with its count.
-func checkHead(ctx context.Context, db *engine.DB, l *engine.LedgerInfo) error {
-	head, err := db.Get(ctx, l.Head)
-	if err != nil {
-		return fmt.Errorf("head %s cannot be read: %w", l.Head, err)
-	}
-	if head.Seq != l.Count {
-		return fmt.Errorf("head %s is event #%d, but the ledger counts %d events", l.Head, head.Seq, l.Count)
-	}
-	last, err := db.GetSeq(ctx, l.Name, l.Count)
-	if err != nil {
-		return fmt.Errorf("event #%d (the head) cannot be read by sequence number: %w", l.Count, err)
-	}
-	if last.ID != l.Head {
-		return fmt.Errorf("event #%d is %s, but the head is %s", l.Count, last.ID, l.Head)
-	}
-	genesis, err := db.Get(ctx, l.Genesis)
-	if err != nil {
-		return fmt.Errorf("genesis event %s cannot be read: %w", l.Genesis, err)
-	}
-	if genesis.Seq != 1 {
-		return fmt.Errorf("genesis event %s is event #%d, not #1", l.Genesis, genesis.Seq)
-	}
-	return nil
-}
-
 // verifyJSON is a verify result in JSON output.
 type verifyJSON struct {
 	Name        string  `json:"name"`
@@ -676,28 +607,46 @@ type verifyJSON struct {
 }
 
 // fullHint is what the quick check's results say about the rest.
-const fullHint = "the events before were verified when they were written and are not read again; run annal verify --full to check every byte"
+const fullHint = "run annal verify --full to check the Merkle tree file and the index against them too"
 
 // checked says in words what the check of a ledger covered.
 func (r *verifyResult) checked() string {
 	switch {
 	case r.full && r.checkedTo > 0 && r.err == nil:
-		return fmt.Sprintf("every record (events #1..#%d), %s, and the index against the segments", r.checkedTo, r.treeChecked())
+		return fmt.Sprintf("every record (events #1..#%d), %s, and %s", r.checkedTo, r.treeChecked(), r.indexChecked())
 	case r.full && r.checkedTo > 0:
 		return fmt.Sprintf("every record (events #1..#%d, intact), and the index against the segments (failed)", r.checkedTo)
 	case r.full:
 		return "every record, until the failure"
 	case r.checkedTo == 0:
-		return "the tail after the index's checkpoint (as every open checks it), and the head and the genesis event; " + fullHint
-	case r.checkedFrom > r.checkedTo:
-		return fmt.Sprintf("the tail after the index's checkpoint: no events after it (the checkpoint is the head, #%d); the head and the genesis event; %s", r.checkedTo, fullHint)
+		return "every record, as every read-only open verifies them, the durable witness and the latest signed checkpoint, until the failure"
 	}
-	return fmt.Sprintf("the tail after the index's checkpoint: events #%d..#%d; the head and the genesis event; %s", r.checkedFrom, r.checkedTo, fullHint)
+	return fmt.Sprintf("every record (events #%d..#%d: frame CRCs, event checksums, chain links, as every read-only open verifies them), the durable witness and %s; %s", r.checkedFrom, r.checkedTo, r.latestChecked(), fullHint)
+}
+
+// latestChecked says what the quick check checked of the latest signed
+// checkpoint.
+func (r *verifyResult) latestChecked() string {
+	if r.latestSize == 0 {
+		return "no signed checkpoint (a ledger of its genesis event alone)"
+	}
+	return fmt.Sprintf("the latest signed checkpoint (%s, size %d: its signature and its root against the events)", r.latestOrigin, r.latestSize)
+}
+
+// indexChecked says whether verify --full compared the index.
+func (r *verifyResult) indexChecked() string {
+	if r.indexUnchecked {
+		return "not the index (see the note)"
+	}
+	return "the index against the segments"
 }
 
 // treeChecked says what verify --full checked of the Merkle tree.
 func (r *verifyResult) treeChecked() string {
 	s := fmt.Sprintf("the Merkle tree file against them (%d leaves)", r.treeSize)
+	if r.treeUnchecked {
+		s = "not the Merkle tree file (see the note)"
+	}
 	if r.latestSize == 0 {
 		return s + ", no signed checkpoint yet"
 	}
@@ -710,9 +659,7 @@ func (r *verifyResult) checkedColumn() string {
 	case r.full:
 		return "all"
 	case r.checkedTo == 0:
-		return "tail"
-	case r.checkedFrom > r.checkedTo:
-		return "head only"
+		return "records"
 	}
 	return fmt.Sprintf("#%d..#%d", r.checkedFrom, r.checkedTo)
 }
@@ -755,6 +702,12 @@ func writeVerifyResults(w io.Writer, format string, results []verifyResult, full
 		for _, r := range results {
 			j := r.json()
 			result, segments, tree, index := "ok", "ok", "ok", "ok"
+			if r.treeUnchecked {
+				tree = partUnchecked
+			}
+			if r.indexUnchecked {
+				index = partUnchecked
+			}
 			if !j.OK {
 				result, segments, tree, index = "FAILED", tablePart(j.Segments), tablePart(j.Tree), tablePart(j.Index)
 			}
@@ -765,9 +718,9 @@ func writeVerifyResults(w io.Writer, format string, results []verifyResult, full
 		}
 		var err error
 		if full {
-			_, err = fmt.Fprintln(w, "checked: every record of every segment (all), the Merkle tree file against the events and the latest signed checkpoint against both, and the index against the segments")
+			_, err = fmt.Fprintln(w, "checked: every record of every segment (all), the Merkle tree file against the events and the latest signed checkpoint against both, and the index against the segments (a note on standard error says what was not)")
 		} else {
-			_, err = fmt.Fprintf(w, "checked: each ledger's tail after the index's checkpoint, as every open checks it (CHECKED: the events read, #N..#M; \"head only\": none after it), and its head and genesis event; %s\n", fullHint)
+			_, err = fmt.Fprintf(w, "checked: every record of each ledger (CHECKED: the events read, #N..#M), as every read-only open verifies them, its durable witness and its latest signed checkpoint (signature and root); %s\n", fullHint)
 		}
 		for _, r := range results {
 			if r.checkpoint != nil && err == nil {

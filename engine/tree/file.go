@@ -119,6 +119,22 @@ func OpenFile(fs vfs.FS, path string, ledger uint32) (*File, error) {
 	return f, nil
 }
 
+// OpenFileReadOnly opens the tree file at path as OpenFile does, but for
+// reading only: nothing is created, cut or written (Append, Truncate and
+// Sync fail), so that a reader (verify) changes no byte.
+func OpenFileReadOnly(fs vfs.FS, path string, ledger uint32) (*File, error) {
+	file, err := fs.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("tree: open %s: %w", path, err)
+	}
+	f, err := open(fs, path, ledger, file)
+	if err != nil {
+		file.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 func open(fs vfs.FS, path string, ledger uint32, file vfs.File) (*File, error) {
 	info, err := file.Stat()
 	if err != nil {
