@@ -495,8 +495,7 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 	if errors.Is(err, segment.ErrNoLog) && so.Witness.Seq != 0 {
 		// Not an unfinished creation: a witness (the metadata's, or the
 		// index's when meta.db is gone) says events were durable.
-		return nil, &segment.CorruptionError{File: dir, Problem: fmt.Sprintf("every segment is missing: acknowledged events lost: events up to #%d (%s) were durable", so.Witness.Seq, so.Witness.ID),
-			Expected: fmt.Sprintf("segments holding events 1 to %d", so.Witness.Seq), Found: "no segment file", Lost: true}
+		return nil, lostEverySegment(dir, so.Witness)
 	}
 	if errors.Is(err, segment.ErrNoLog) && !haveMeta {
 		return nil, errUnfinishedCreate

@@ -236,7 +236,7 @@ func (db *DB) readEvidence(id eventid.LedgerID) readerEvidence {
 // while its witness w says events were durable (dir: its directory).
 func lostEverySegment(dir string, w segment.Head) error {
 	return &segment.CorruptionError{File: dir, Problem: fmt.Sprintf("every segment is missing: acknowledged events lost: events up to #%d (%s) were durable", w.Seq, w.ID),
-		Expected: fmt.Sprintf("segments holding events 1 to %d", w.Seq), Found: "no segment file"}
+		Expected: fmt.Sprintf("segments holding events 1 to %d", w.Seq), Found: "no segment file", Lost: true}
 }
 
 // roWitness returns the durable witness of ledger id for a read-only DB:

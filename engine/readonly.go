@@ -221,14 +221,14 @@ func (db *DB) openReadOnly() error {
 		case errors.Is(err, errNotYet):
 			continue
 		case errors.As(err, new(noGenesisError)):
-			db.setBroken(id.String(), id, fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err))
+			db.setBroken(id.String(), id, withPermissionHint(db.dir, fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err)))
 			continue
 		case err != nil:
 			key := id.String()
 			if haveMeta && m.Name != "" {
 				key = m.Name
 			}
-			db.setBroken(key, id, fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err))
+			db.setBroken(key, id, withPermissionHint(db.dir, fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err)))
 			continue
 		}
 		opened = append(opened, l)

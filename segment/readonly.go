@@ -469,7 +469,7 @@ func (l *Log) CheckWitness(w Head) error {
 		if w.Loc.Segment == 0 {
 			name = l.opts.FS.PathJoin(l.dir, segmentName(max(h.Loc.Segment, 1)))
 		}
-		return &CorruptionError{File: name, Offset: w.Loc.Offset, Problem: w.lost(),
+		return &CorruptionError{File: name, Offset: w.Loc.Offset, Problem: w.lost(), Lost: true,
 			Expected: fmt.Sprintf("events up to #%d (%s)", w.Seq, w.ID), Found: fmt.Sprintf("the ledger ends at #%d (%s)", h.Seq, h.ID)}
 	}
 	if w.Loc.Segment == 0 {
@@ -483,6 +483,6 @@ func (l *Log) CheckWitness(w Head) error {
 	if err == nil {
 		found = fmt.Sprintf("record %s #%d there", r.ID, r.Seq)
 	}
-	return &CorruptionError{File: name, Offset: w.Loc.Offset, Problem: w.lost(),
+	return &CorruptionError{File: name, Offset: w.Loc.Offset, Problem: w.lost(), Lost: true,
 		Expected: fmt.Sprintf("record %s #%d of %d bytes at offset %d", w.ID, w.Seq, w.Loc.Size, w.Loc.Offset), Found: found}
 }

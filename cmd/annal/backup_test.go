@@ -32,7 +32,9 @@ func TestBackupCommand(t *testing.T) {
 	if !strings.Contains(out, "orders\t51 events\tsigned checkpoint at 51") || !strings.Contains(out, "backup "+target+": 1 ledgers") {
 		t.Fatalf("backup printed %q", out)
 	}
-	if code, out, errOut := annal(t, "", "verify", "--full", "--dir", target); code != 0 || errOut != "" {
+	// verify writes nothing: it notes the index that the backup leaves out
+	// (the copy's first writer's open builds it), and nothing else.
+	if code, out, errOut := annal(t, "", "verify", "--full", "--dir", target); code != 0 || strings.Count(errOut, "\n") != strings.Count(errOut, "index is missing: the next writer's open rebuilds it") {
 		t.Fatalf("verify --full of the backup: exit %d: %s%s", code, out, errOut)
 	}
 	if code, out, errOut := annal(t, "", "ledgers", "--format", "ndjson", "--dir", target); code != 0 || !strings.Contains(out, `"count":51`) {

@@ -102,8 +102,9 @@ func runInChild(t *testing.T, test, binDir string, cred *syscall.Credential, arg
 }
 
 // TestPermissionErrorNamesOwner: an index left to root by `sudo annal …`
-// (its files root's, mode 0700/0600), then `annal verify` as the user who
-// owns the rest: exit 1, naming the file's owner, the user annal runs as
+// (its files root's, mode 0700/0600), then a writer's command (annal
+// checkpoint --new; verify reads without the index) as the user who owns
+// the rest: exit 1, naming the file's owner, the user annal runs as
 // and the cure (chown -R USER DIR). It said "permission denied" on a
 // MANIFEST and nothing more. Permissions do not stop root: run as root
 // (CI's containers), the test runs the command as user nobody
@@ -119,17 +120,17 @@ func TestPermissionErrorNamesOwner(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer os.Chmod(index, 0o700)
-		wantExit(t, exitError, []string{"permission denied", "but its mode forbids it: chmod"}, "--dir", dir, "verify")
+		wantExit(t, exitError, []string{"permission denied", "but its mode forbids it: chmod"}, "--dir", dir, "checkpoint", "orders", "--new")
 		return
 	}
-	code, out := runAsNobody(t, "TestPermissionErrorNamesOwner", dir, []string{filepath.Join(dir, "index")}, "verify")
+	code, out := runAsNobody(t, "TestPermissionErrorNamesOwner", dir, []string{filepath.Join(dir, "index")}, "checkpoint", "orders", "--new")
 	name := fmt.Sprint(nobody)
 	if u, err := user.LookupId(name); err == nil {
 		name = u.Username
 	}
 	for _, want := range []string{"permission denied", "belongs to user root (uid 0)", "chown -R " + name + " " + dir} {
 		if code != exitError || !strings.Contains(out, want) {
-			t.Fatalf("verify as uid %d of an index that root owns: exit %d\n%s\nwant exit 1 saying %q", nobody, code, out, want)
+			t.Fatalf("checkpoint --new as uid %d of an index that root owns: exit %d\n%s\nwant exit 1 saying %q", nobody, code, out, want)
 		}
 	}
 }

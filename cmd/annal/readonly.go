@@ -79,6 +79,9 @@ func (g *globals) openVerifier(cmd *cobra.Command) (*engine.DB, string, error) {
 	for _, r := range db.Renamed() {
 		fmt.Fprintf(w, "annal: %s\n", safeText(r.String()))
 	}
+	if why := db.MetaRebuilt(); why != nil {
+		fmt.Fprintf(w, "annal: note: %s\n", safeText(errorLine(why)))
+	}
 	for _, h := range db.HiddenTails() {
 		fmt.Fprintf(w, "annal: note: ledger %s: the last %d bytes of its last segment are not verified and not cut (a write in progress, or a torn write that the writer's next open cuts; verify changes nothing): %s\n",
 			safeText(h.Ledger), h.Bytes, safeText(h.Why))

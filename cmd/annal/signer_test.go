@@ -36,7 +36,7 @@ func TestCheckpointAcceptIsExplicit(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		wantExit(t, 1, []string{"no checkpoint file", "annal checkpoint --accept orders"}, "--dir", dir, "checkpoint", "orders", "--new")
+		wantExit(t, 3, []string{"no checkpoint file", "annal checkpoint --accept orders"}, "--dir", dir, "checkpoint", "orders", "--new")
 		if _, err := os.Stat(ck); !os.IsNotExist(err) {
 			t.Fatalf("a refused ledger was signed: %v", err)
 		}
