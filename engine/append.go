@@ -85,8 +85,9 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 	if err := ctx.Err(); err != nil {
 		return AppendResult{}, err
 	}
-	// At most every watchInterval, a look at the directory's files: a
-	// writer whose files were replaced under it stops.
+	// At most every watchInterval, a look at the directory's and the
+	// ledgers' files (lock.go, watch.go): a writer whose files were
+	// removed or replaced under it stops.
 	if err := db.checkDir(false); err != nil {
 		return AppendResult{}, err
 	}
@@ -163,6 +164,14 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 			return AppendResult{}, fmt.Errorf("engine: append to %s: %w", l.meta.Name, err)
 		}
 		break
+	}
+	// At most every watchInterval again, after the group's fsync and
+	// before the append is acknowledged: a group written into a file
+	// removed or replaced meanwhile is not acknowledged once the watch
+	// knows (the caller cannot tell whether it is stored: as for a
+	// failed fsync, it is not acknowledged).
+	if err := db.checkDir(false); err != nil {
+		return AppendResult{}, err
 	}
 	// The events are stored, as durable as asked, and published (the
 	// segment log's committing goroutine called published before it woke

@@ -134,6 +134,9 @@ const watchInterval = 100 * time.Millisecond
 // the error that stopped writes once one of them changed.
 type dirWatch struct {
 	files []watchedFile
+	// ledgers, if not nil, checks the ledgers' own files after these
+	// (DB.checkLedgerFiles), returning ErrDirectoryChanged wrapped.
+	ledgers func() error
 	start time.Time
 	last  atomic.Int64 // when the last check ran, in ns since start
 	mu    sync.Mutex   // serializes checks
@@ -207,6 +210,24 @@ func (w *dirWatch) check(force bool) error {
 		err = fmt.Errorf("%w: %s %s while this process had it open; appends stop (reads go on): close the DB and restart the process, whose Open checks the directory and rebuilds what is derived", ErrDirectoryChanged, f.path, what)
 		w.err.Store(&err)
 		return err
+	}
+	if w.ledgers != nil {
+		if err := w.ledgers(); err != nil {
+			w.err.Store(&err)
+			return err
+		}
+	}
+	return nil
+}
+
+// fired returns the error that stopped the writer's writes, or nil while
+// its files are its own (as of the last check).
+func (w *dirWatch) fired() error {
+	if w == nil {
+		return nil
+	}
+	if p := w.err.Load(); p != nil {
+		return *p
 	}
 	return nil
 }

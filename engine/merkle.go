@@ -223,6 +223,10 @@ func (l *ledger) latestSize() uint64 {
 func (l *ledger) issueCheckpoint(limit uint64) (Checkpoint, error) {
 	l.ckMu.Lock()
 	defer l.ckMu.Unlock()
+	// Not into a directory that is no longer the writer's (watch.go).
+	if err := l.db.watch.fired(); err != nil {
+		return Checkpoint{}, fmt.Errorf("engine: checkpoint of ledger %s: %w", l.meta.Name, err)
+	}
 	t, n, err := l.readTree()
 	if err != nil {
 		return Checkpoint{}, err

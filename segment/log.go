@@ -68,6 +68,12 @@ type Options struct {
 	MaxRecordSize int
 	// Now is the time source of the ledger's clock; nil means time.Now.
 	Now func() time.Time
+	// Watch makes the Log record the identity of its directory and
+	// segment files as it creates or opens them, and the first bytes of
+	// the last record it wrote, for CheckFiles. For files of the
+	// operating system's file system only (FS vfs.Default, or an FS
+	// wrapping it); a read-only Log ignores it.
+	Watch bool
 	// Witness, for Open, is a head that an earlier Log of this ledger
 	// reported as durable (Log.Durable), kept outside the segments: the
 	// engine keeps it in its metadata. Open refuses, as corruption and
@@ -233,6 +239,10 @@ type Log struct {
 	head   Head  // the last record written
 	buf    []byte
 	dirty  bool // written but not synced (Interval mode)
+	// last is the first bytes of the last record written to the active
+	// segment (of its header while it has none), published with the
+	// head for CheckFiles (Options.Watch).
+	last mark
 	// prealloc is how far the active segment's blocks are allocated
 	// (preallocate), beyond its size.
 	prealloc int64
@@ -255,6 +265,10 @@ type Log struct {
 	readMu  sync.RWMutex
 	readers map[uint64]*segFile // open read handles by segment; nil once closed
 	mapped  bool                // segments are read from memory maps (segFile)
+
+	// files is the identity of the Log's files (Options.Watch), for
+	// CheckFiles; nil if not watched.
+	files *fileWatch
 
 	// ro is set for a Log opened with OpenReadOnly (readonly.go); roMu
 	// serializes its looks at the segments (Follow).
@@ -304,6 +318,7 @@ type position struct {
 	head   Head
 	segNum uint64 // the active segment
 	end    int64  // its committed size
+	mark   mark   // the first bytes of head's record (Log.last)
 }
 
 // pending is a batch waiting in Append.
@@ -339,6 +354,9 @@ func Create(dir string, opts Options) (*Log, error) {
 		}
 	}
 	l := newLog(dir, o)
+	if o.Watch {
+		l.files = newFileWatch(dir)
+	}
 	genesis := Head{ID: eventid.Genesis(o.Ledger)}
 	if err := l.createSegment(1, genesis); err != nil {
 		return nil, err
@@ -420,7 +438,8 @@ func (l *Log) createSegment(n uint64, prev Head) error {
 		return fmt.Errorf("segment: create %s: %w", path, err)
 	}
 	h := header{ledger: l.ledger, number: n, prevID: prev.ID, prevSeq: prev.Seq, created: uint64(time.Now().UnixMicro())}
-	err = writeFull(f, h.encode(), 0)
+	hb := h.encode()
+	err = writeFull(f, hb, 0)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -435,6 +454,13 @@ func (l *Log) createSegment(n uint64, prev Head) error {
 			l.setFailed(fmt.Errorf("%w: creating %s: %w; removing it: %w", ErrFailed, path, err, rmErr))
 		}
 		return fmt.Errorf("segment: create %s: %w", path, err)
+	}
+	if l.files != nil {
+		// By path: the identity os.SameFile compares (a vfs.File's
+		// Stat is not an os.FileInfo of the os package).
+		fi, _ := os.Lstat(path)
+		l.files.setActive(n, path, fi, l.size)
+		l.last.set(n, 0, hb)
 	}
 	l.fsyncMu.Lock()
 	if l.file != nil {
@@ -485,7 +511,7 @@ func (l *Log) failure() error {
 // publish makes the state after the last commit visible to readers.
 // Called with ioMu held (or before the Log is shared).
 func (l *Log) publish() {
-	l.committed.Store(&position{head: l.head, segNum: l.segNum, end: l.size})
+	l.committed.Store(&position{head: l.head, segNum: l.segNum, end: l.size, mark: l.last})
 }
 
 // SetWritten sets a hook that the committing goroutine calls with every
@@ -726,6 +752,10 @@ func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
 		return
 	}
 	l.size += int64(len(l.buf))
+	prevLast := l.last
+	if l.files != nil {
+		l.last.set(l.segNum, base+head.Loc.Offset, l.buf[head.Loc.Offset:])
+	}
 	if zero {
 		// Before the group's fsync, which makes the zeros durable with
 		// the records: the next groups land in written blocks.
@@ -751,6 +781,7 @@ func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
 		// pages and cleared the error, so a later fsync could succeed
 		// without the data: fsync fails the Log for good.
 		if err := l.fsyncWith(hook); err != nil {
+			l.last = prevLast
 			l.undo(base, err)
 			abort(accepted, err)
 			return

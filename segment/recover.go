@@ -319,6 +319,9 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 	}
 	l.file, l.segNum, l.size, l.synced = f, ls.number, size, size
 	l.head = head
+	if o.Watch {
+		l.watchOpened(segs, f, size)
+	}
 	l.publish()
 	l.markDurable(head)
 	l.start()
@@ -593,4 +596,30 @@ func readRecord(f io.ReaderAt, name string, loc Location, size int64) (*Record, 
 		return nil, &CorruptionError{File: name, Offset: loc.Offset, Problem: err.Error()}
 	}
 	return r, nil
+}
+
+// watchOpened records, for CheckFiles (Options.Watch), the identity of
+// the Log's directory and segments as Open found them (segs, the last
+// open for writing as f, size bytes long), and the mark of its last
+// record. A file whose identity cannot be taken is not watched.
+func (l *Log) watchOpened(segs []*segmentFile, f vfs.File, size int64) {
+	w := newFileWatch(l.dir)
+	last := segs[len(segs)-1]
+	// By path: the identity os.SameFile compares (a vfs.File's Stat is
+	// not an os.FileInfo of the os package).
+	for _, s := range segs[:len(segs)-1] {
+		fi, _ := os.Lstat(s.name)
+		w.sealed = append(w.sealed, watchedSegment{num: s.number, path: s.name, fi: fi, size: s.size})
+	}
+	fi, _ := os.Lstat(last.name)
+	w.active = watchedSegment{num: last.number, path: last.name, fi: fi}
+	var off int64
+	if l.head.Loc.Segment == last.number {
+		off = l.head.Loc.Offset
+	}
+	var b [markLen]byte
+	if n, _ := f.ReadAt(b[:], off); n == markLen && off+markLen <= size {
+		l.last.set(last.number, off, b[:])
+	}
+	l.files = w
 }
