@@ -269,6 +269,33 @@ func TestWriterStopsWhenLedgerFilesChange(t *testing.T) {
 	}
 }
 
+// TestWriterDoesNotAcknowledgeAfterTheWatchFired: a Sync append whose
+// group was written and synced into a segment removed meanwhile, and
+// whose watch found it before the append returned, is not acknowledged:
+// the watch looks again after the fsync.
+func TestWriterDoesNotAcknowledgeAfterTheWatchFired(t *testing.T) {
+	f := newWatchFixture(t)
+	fired := false
+	appendedHook = func() {
+		if fired {
+			return
+		}
+		fired = true
+		// While the append's group is stored, before it returns: the
+		// active segment goes, and another goroutine's check finds it.
+		segs := f.segments(t)
+		rm(t, segs[len(segs)-1])
+		if err := f.db.checkDir(true); !errors.Is(err, ErrDirectoryChanged) {
+			t.Errorf("forced check: %v, want ErrDirectoryChanged", err)
+		}
+	}
+	defer func() { appendedHook = nil }()
+	res, err := f.db.Append(context.Background(), "l", []EventInput{order(1)}, &AppendOptions{Durability: Sync})
+	if !errors.Is(err, ErrDirectoryChanged) {
+		t.Fatalf("append stored in a removed segment once the watch knew: %+v, %v; want ErrDirectoryChanged", res, err)
+	}
+}
+
 // TestWriterWatchIgnoresItsOwnWrites: rotations, checkpoints and a
 // ledger created or imported after Open are the writer's own changes:
 // its appends go on.
