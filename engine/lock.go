@@ -137,10 +137,10 @@ type dirWatch struct {
 	// ledgers, if not nil, checks the ledgers' own files after these
 	// (DB.checkLedgerFiles), returning ErrDirectoryChanged wrapped.
 	ledgers func() error
-	start time.Time
-	last  atomic.Int64 // when the last check ran, in ns since start
-	mu    sync.Mutex   // serializes checks
-	err   atomic.Pointer[error]
+	start   time.Time
+	last    atomic.Int64 // when the last check ran, in ns since start
+	mu      sync.Mutex   // serializes checks
+	err     atomic.Pointer[error]
 }
 
 type watchedFile struct {
