@@ -28,10 +28,12 @@ import (
 //
 // A writer also notices when its files are taken from under it (dirWatch):
 // it records the identity (device and inode) of DIR, DIR/LOCK, DIR/meta.db,
-// DIR/index and DIR/ledgers at Open, and checks them at most every
-// watchInterval on the append path, and at Close before it writes the
-// metadata. A file removed or replaced stops every later append, CreateLedger
-// and Import with ErrDirectoryChanged; reads go on.
+// DIR/index and DIR/ledgers at Open, and of each ledger's own files
+// (watch.go), and checks them at most every watchInterval on the append
+// path (before an append, and after its group is synced, before it
+// returns), and at Close before it writes anything. A file removed or
+// replaced stops every later append, CreateLedger and Import with
+// ErrDirectoryChanged; reads go on.
 
 // lockInfo is what DIR/LOCK says of the process holding the directory.
 func lockInfo() string {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/annal-db/annal/segment"
 )
 
 // A writer's ledgers' files. Beside the directory's own files (dirWatch,
@@ -13,10 +15,10 @@ import (
 // directory and segments (segment.Log.CheckFiles: removed, moved,
 // replaced, cut, an older copy written over the active segment in
 // place) and the files the engine keeps in it, NAME, tree and
-// checkpoint (ledgerFiles). A ledger whose files changed is stopped
-// (segment.Log.Fail: its Close writes nothing more into them) and the
-// whole writer with it (ErrDirectoryChanged): its appends would be
-// acknowledged and lost.
+// checkpoint (ledgerFiles). Once one changed, the whole writer stops
+// (ErrDirectoryChanged): its appends would be acknowledged and lost. A
+// ledger whose segments changed is stopped too (segment.Log.Fail: its
+// Close writes nothing more into them).
 
 // ledgerFiles is the identity of the files of a writable ledger that the
 // engine keeps in its directory, taken when the ledger became reachable
@@ -120,9 +122,10 @@ func fileChanged(path string, fi os.FileInfo) string {
 }
 
 // checkLedgerFiles is the writer's watch of its ledgers' files
-// (dirWatch.ledgers): the first ledger whose files changed is stopped
-// (its log fails with the error, so that its Close writes nothing into
-// them) and its error returned, wrapping ErrDirectoryChanged.
+// (dirWatch.ledgers): the error of the first ledger whose files changed
+// is returned, wrapping ErrDirectoryChanged (the watch then stops every
+// append). If its directory or segments changed, its log is stopped too
+// (segment.Log.Fail), so that its Close writes nothing into them.
 func (db *DB) checkLedgerFiles() error {
 	db.mu.RLock()
 	ls := make([]*ledger, 0, len(db.byID))
@@ -132,8 +135,13 @@ func (db *DB) checkLedgerFiles() error {
 	db.mu.RUnlock()
 	for _, l := range ls {
 		if err := l.checkFiles(); err != nil {
+			segs := errors.Is(err, segment.ErrFileChanged)
 			err = fmt.Errorf("%w: ledger %s: %w, while this process had it open; appends stop (reads go on): close the DB and restart the process, whose Open checks the ledger (and says if events acknowledged since were lost with the file)", ErrDirectoryChanged, l.meta.Name, err)
-			l.log.Fail(err)
+			if segs {
+				// Its segments are no longer its own: its Close must not
+				// sync or cut what is there now.
+				l.log.Fail(err)
+			}
 			return err
 		}
 	}

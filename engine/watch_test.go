@@ -129,8 +129,9 @@ func TestWriterStopsWhenLedgerFilesChange(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		// change changes the files and returns what the error must name,
-		// and the directory whose files must not change from then on
-		// ("" if none is left).
+		// and the file or directory that must not change from then on
+		// ("" if none is left): a ledger's directory and segments once
+		// they changed; a file put in the place of NAME or checkpoint.
 		change func(t *testing.T, f *watchFixture) (what, untouched string)
 	}{
 		{"active segment removed", func(t *testing.T, f *watchFixture) (string, string) {
@@ -212,12 +213,12 @@ func TestWriterStopsWhenLedgerFilesChange(t *testing.T) {
 		{"NAME replaced", func(t *testing.T, f *watchFixture) (string, string) {
 			path := filepath.Join(f.ledgerDir, nameFile)
 			replace(t, path, []byte("l"))
-			return path, f.ledgerDir
+			return path, path
 		}},
 		{"tree removed", func(t *testing.T, f *watchFixture) (string, string) {
 			path := filepath.Join(f.ledgerDir, treeFileName)
 			rm(t, path)
-			return path, f.ledgerDir
+			return path, ""
 		}},
 		{"checkpoint rolled back", func(t *testing.T, f *watchFixture) (string, string) {
 			path := filepath.Join(f.ledgerDir, checkpointFileName)
@@ -231,12 +232,12 @@ func TestWriterStopsWhenLedgerFilesChange(t *testing.T) {
 				t.Fatalf("the writer's own checkpoint: %v", err)
 			}
 			replace(t, path, older)
-			return path, f.ledgerDir
+			return path, path
 		}},
 		{"checkpoint removed", func(t *testing.T, f *watchFixture) (string, string) {
 			path := filepath.Join(f.ledgerDir, checkpointFileName)
 			rm(t, path)
-			return path, f.ledgerDir
+			return path, ""
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
