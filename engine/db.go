@@ -701,6 +701,7 @@ func (l *ledger) catchUpTree(from segment.Head, name string, tf *tree.File) erro
 		seg, off = from.Loc.Segment, from.Loc.End()
 	}
 	it := l.log.NewIterator(seg, off)
+	defer it.Close()
 	progress := l.db.opts.Progress
 	if name == "" {
 		progress = nil

@@ -1049,6 +1049,7 @@ func (db *DB) Export(ctx context.Context, ledgerName string, w io.Writer, opts E
 	const bufSize = 256 << 10
 	buf := make([]byte, 0, bufSize+bufSize/4)
 	it := l.log.NewIterator(seg, off)
+	defer it.Close()
 	for done := false; !done; {
 		if err := db.stopped(ctx); err != nil {
 			return events, err

@@ -346,6 +346,7 @@ func (db *DB) ledgerIDTaken(id eventid.LedgerID) bool {
 // file, and checks whichever name it takes (registerLedgers).
 func metaFromGenesis(log *segment.Log) (ledgerMeta, error) {
 	it := log.NewIterator(1, segment.FirstOffset)
+	defer it.Close()
 	if !it.Next() {
 		if it.Err() != nil {
 			return ledgerMeta{}, it.Err()

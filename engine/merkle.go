@@ -661,6 +661,7 @@ func (l *ledger) extendTreeFrom(f *tree.File, n uint64) error {
 		}
 	}
 	it := l.log.NewIterator(seg, off)
+	defer it.Close()
 	leaves := make([]tree.Hash, 0, treeChunk)
 	var buf []byte
 	next := n + 1

@@ -74,6 +74,13 @@ type Options struct {
 	// operating system's file system only (FS vfs.Default, or an FS
 	// wrapping it); a read-only Log ignores it.
 	Watch bool
+	// MaxOpenSegments bounds how many sealed segments the Log keeps open
+	// for reads (a descriptor and, where segments are mapped, a memory
+	// map each), besides the active one: the least recently used is
+	// closed when another is opened. A handle in use by a read or an
+	// Iterator is closed once it is let go. 0 means
+	// DefaultMaxOpenSegments (16).
+	MaxOpenSegments int
 	// Witness, for Open, is a head that an earlier Log of this ledger
 	// reported as durable (Log.Durable), kept outside the segments: the
 	// engine keeps it in its metadata. Open refuses, as corruption and
@@ -123,6 +130,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.MaxRecordSize <= 0 {
 		r.MaxRecordSize = defaultMaxRecordSize
+	}
+	if r.MaxOpenSegments <= 0 {
+		r.MaxOpenSegments = DefaultMaxOpenSegments
 	}
 	return r, nil
 }
@@ -265,6 +275,8 @@ type Log struct {
 	readMu  sync.RWMutex
 	readers map[uint64]*segFile // open read handles by segment; nil once closed
 	mapped  bool                // segments are read from memory maps (segFile)
+	// useClock counts the handles opened: the use stamp of segFile.used.
+	useClock atomic.Uint64
 
 	// files is the identity of the Log's files (Options.Watch), for
 	// CheckFiles; nil if not watched.
@@ -1077,7 +1089,15 @@ func (l *Log) rotate() error {
 	if err := l.fsync(); err != nil {
 		return err
 	}
-	return l.createSegment(l.segNum+1, l.head)
+	sealed := l.segNum
+	if err := l.createSegment(sealed+1, l.head); err != nil {
+		return err
+	}
+	// Its read handle was mapped as the active segment, at the segment
+	// size limit, with the pages reads touched: the next read maps it
+	// at its final size.
+	l.dropFile(sealed)
+	return nil
 }
 
 // fsync syncs the active segment. Its failure fails the Log (ErrFailed).
@@ -1242,7 +1262,10 @@ func (l *Log) Close() error {
 	l.ioMu.Unlock()
 	l.readMu.Lock()
 	for _, s := range l.readers {
-		s.close()
+		// Closed now, as every read is over (a holder's release then
+		// closes nothing).
+		s.evicted.Store(true)
+		s.closeOnce.Do(func() { s.close() })
 	}
 	l.readers = nil
 	l.readMu.Unlock()

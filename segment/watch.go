@@ -149,6 +149,7 @@ func (l *Log) checkMark(m *mark) error {
 	if err != nil {
 		return fmt.Errorf("%w: segment %s cannot be read (%v)", ErrFileChanged, path, err)
 	}
+	defer s.release()
 	var b [markLen]byte
 	n, err := s.ReadAt(b[:], m.off)
 	if n == markLen && bytes.Equal(b[:], m.b[:]) {
