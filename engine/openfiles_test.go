@@ -90,7 +90,7 @@ func TestReadsHoldBoundedSegments(t *testing.T) {
 	if _, ok := openFDs(t); !ok {
 		t.Skip("no /proc/self/fd")
 	}
-	const n = 60
+	n := segment.DefaultMaxOpenSegments + 40
 	dir, ids := manySegmentsLedger(t, n)
 	db, err := Open(dir, &Options{SegmentSize: manySegmentsSize, CheckpointInterval: -1})
 	if err != nil {
@@ -159,7 +159,7 @@ func TestOpenUnderLowFileLimit(t *testing.T) {
 	if _, ok := openFDs(t); !ok {
 		t.Skip("no /proc/self/fd")
 	}
-	const n = 120
+	n := 2*segment.DefaultMaxOpenSegments + 40
 	dir, _ := manySegmentsLedger(t, n)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestOpenUnderLowFileLimitChild$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), fdLimitChildEnv+"="+dir, "ANNAL_FD_LIMIT_EVENTS="+strconv.Itoa(n))
@@ -178,9 +178,9 @@ func TestOpenUnderLowFileLimitChild(t *testing.T) {
 	}
 	n, _ := strconv.Atoi(os.Getenv("ANNAL_FD_LIMIT_EVENTS"))
 	now, _ := openFDs(t)
-	// Room for the index, the metadata, the lock and the bounded
-	// segments, far fewer than the ledger's segments.
-	limit := uint64(now + 48)
+	// Room for the index, the metadata and the lock, and fewer
+	// segments than the Log keeps open, far fewer than the ledger's.
+	limit := uint64(now + 40)
 	if limit >= uint64(n) {
 		t.Fatalf("limit %d is not below the %d segments", limit, n)
 	}

@@ -79,7 +79,7 @@ type Options struct {
 	// map each), besides the active one: the least recently used is
 	// closed when another is opened. A handle in use by a read or an
 	// Iterator is closed once it is let go. 0 means
-	// DefaultMaxOpenSegments (16).
+	// DefaultMaxOpenSegments (64).
 	MaxOpenSegments int
 	// Witness, for Open, is a head that an earlier Log of this ledger
 	// reported as durable (Log.Durable), kept outside the segments: the
