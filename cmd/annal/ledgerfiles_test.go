@@ -15,7 +15,7 @@ import (
 // a pipe, the ledger's segment files removed (rm ledgers/*/*.seg) while
 // it runs: once the engine's watch interval (100 ms) has passed, it
 // prints no more IDs (they would name events in files that are gone),
-// and exits non-zero saying that the directory changed, naming the
+// and exits 1 saying that the directory changed, naming the
 // segment, and without saying that the events it printed are stored.
 func TestAppendStopsWhenSegmentsRemoved(t *testing.T) {
 	dir := newDir(t)
@@ -58,7 +58,7 @@ func TestAppendStopsWhenSegmentsRemoved(t *testing.T) {
 		t.Errorf("IDs printed after the segments were removed and the watch interval passed: %q", rest)
 	}
 	msg := errOut.String()
-	if code == 0 || !strings.Contains(msg, "changed under the running DB") || !strings.Contains(msg, segs[0]) {
+	if code != 1 || !strings.Contains(msg, "changed under the running DB") || !strings.Contains(msg, segs[0]) {
 		t.Fatalf("exit %d, stderr %q: want a failure saying the directory changed, naming %s", code, msg, segs[0])
 	}
 	if strings.Contains(msg, "are stored") {
