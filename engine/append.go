@@ -85,8 +85,9 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 	if err := ctx.Err(); err != nil {
 		return AppendResult{}, err
 	}
-	// At most every watchInterval, a look at the directory's files: a
-	// writer whose files were replaced under it stops.
+	// At most every watchInterval, a look at the directory's and the
+	// ledgers' files (lock.go, watch.go): a writer whose files were
+	// removed or replaced under it stops.
 	if err := db.checkDir(false); err != nil {
 		return AppendResult{}, err
 	}
@@ -164,6 +165,17 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 		}
 		break
 	}
+	if appendedHook != nil {
+		appendedHook()
+	}
+	// At most every watchInterval again, after the group's fsync and
+	// before the append is acknowledged: a group written into a file
+	// removed or replaced meanwhile is not acknowledged once the watch
+	// knows (the caller cannot tell whether it is stored: as for a
+	// failed fsync, it is not acknowledged).
+	if err := db.checkDir(false); err != nil {
+		return AppendResult{}, err
+	}
 	// The events are stored, as durable as asked, and published (the
 	// segment log's committing goroutine called published before it woke
 	// this append): an index failure does not undo that. It is kept by
@@ -171,6 +183,10 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 	// index from the segments.
 	return AppendResult{IDs: b.IDs, FirstSeq: b.FirstSeq}, nil
 }
+
+// appendedHook, if set (tests), is called by Append once the segment log
+// has stored a batch, before the watch's second look.
+var appendedHook func()
 
 // parallelCanonMin is the smallest batch whose second half entries
 // canonicalizes on another goroutine, in parallel with the first: below

@@ -223,6 +223,16 @@ func Open(dir string, opts *Options) (*DB, error) {
 	if err := mkdirSynced(fs, dir); err != nil {
 		return nil, withPermissionHint(dir, fmt.Errorf("engine: create %s: %w", dir, err))
 	}
+	if o.fs == nil {
+		// The directory is resolved once: every file is then opened and
+		// created under the directory itself, not through a symbolic
+		// link that may be pointed elsewhere while the DB is open.
+		real, err := filepath.EvalSymlinks(dir)
+		if err != nil {
+			return nil, fmt.Errorf("engine: resolve %s: %w", dir, err)
+		}
+		dir = real
+	}
 	var lock io.Closer
 	var dirFile *os.File
 	var err error
@@ -269,6 +279,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 			db.Close()
 			return nil, err
 		}
+		db.watch.ledgers = db.checkLedgerFiles
 	}
 	db.startWitnessWriter()
 	db.startCheckpointer()
@@ -475,6 +486,9 @@ func (db *DB) segmentOptions(id eventid.LedgerID) segment.Options {
 		SyncInterval:  db.opts.SyncInterval,
 		MaxRecordSize: db.opts.MaxEventSize,
 		Now:           db.opts.Now,
+		// The writer's watch of the ledger's files (watch.go): files of
+		// the operating system's file system only.
+		Watch: db.opts.fs == nil && db.ro == nil,
 	}
 }
 
@@ -734,6 +748,7 @@ func (l *ledger) catchUpTree(from segment.Head, name string, tf *tree.File) erro
 		seg, off = from.Loc.Segment, from.Loc.End()
 	}
 	it := l.log.NewIterator(seg, off)
+	defer it.Close()
 	progress := l.db.opts.Progress
 	if name == "" {
 		progress = nil
@@ -1009,19 +1024,21 @@ func (db *DB) Close() error {
 	// must be the last: it holds the exact head of every ledger.
 	db.stopWitnessWriter()
 	db.stopCheckpointer()
-	var errs []error
-	var metas []ledgerMeta
-	for _, l := range ledgers {
-		if err := l.log.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("ledger %s: %w", l.meta.Name, err))
-		}
-		metas = append(metas, l.checkpointMeta())
-	}
 	// A file replaced under the DB gets none of its writes: they would go
-	// to an unlinked file, or into another's.
+	// to an unlinked file, or into another's. Checked before the logs
+	// close: a ledger whose own files changed is stopped by the check
+	// (segment.Log.Fail), and its Close writes nothing into them.
+	var errs []error
 	dirErr := db.checkDir(true)
 	if dirErr != nil {
 		errs = append(errs, fmt.Errorf("%w (Close wrote neither the index's checkpoint nor the metadata)", dirErr))
+	}
+	var metas []ledgerMeta
+	for _, l := range ledgers {
+		if err := l.log.Close(); err != nil && !errors.Is(err, ErrDirectoryChanged) {
+			errs = append(errs, fmt.Errorf("ledger %s: %w", l.meta.Name, err))
+		}
+		metas = append(metas, l.checkpointMeta())
 	}
 	if db.idx != nil && dirErr == nil {
 		// The index's witness of each ledger, exact now as the
@@ -1051,6 +1068,9 @@ func (db *DB) Close() error {
 		errs = append(errs, db.closeCheckpoints(ledgers)...)
 	}
 	for _, l := range ledgers {
+		if dirErr != nil {
+			l.dropTreePending()
+		}
 		if err := l.closeTree(); err != nil {
 			errs = append(errs, fmt.Errorf("ledger %s: close the tree file: %w", l.meta.Name, err))
 		}

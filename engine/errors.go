@@ -20,10 +20,13 @@ var (
 	ErrLocked = errors.New("engine: data directory in use")
 	// ErrDirectoryChanged: a file or directory that the DB holds open by
 	// its path (the data directory, DIR/LOCK, DIR/meta.db, DIR/index,
-	// DIR/ledgers) was removed or replaced while it was open. Every later
-	// append, CreateLedger and Import fails with it, and Close writes no
-	// metadata; reads go on. The process must close the DB and open it
-	// again. See "One writer" in docs/engine.md.
+	// DIR/ledgers, and each ledger's directory, segments, NAME, tree and
+	// checkpoint) was removed, moved or replaced while it was open, or a
+	// segment was cut or overwritten in place. Every later append,
+	// CreateLedger, Import and Checkpoint fails with it, and Close writes
+	// neither metadata nor anything into the ledger's files; reads go on.
+	// The process must close the DB and open it again. See "One writer"
+	// in docs/engine.md.
 	ErrDirectoryChanged = errors.New("engine: data directory changed under the running DB")
 	// ErrClosed: the DB was closed.
 	ErrClosed = errors.New("engine: closed")

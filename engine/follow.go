@@ -60,6 +60,7 @@ func (db *DB) Subscribe(ctx context.Context, ledgerName string, o SubscribeOptio
 			return
 		}
 		it := l.log.NewIterator(seg, off)
+		defer func() { it.Close() }()
 		read := 0
 		for {
 			changed := l.changed() // before reading, so no commit is missed
@@ -88,6 +89,7 @@ func (db *DB) Subscribe(ctx context.Context, ledgerName string, o SubscribeOptio
 				if ok && it.Record().Seq > bound {
 					// Not visible yet: start again at this record.
 					loc := it.Location()
+					it.Close()
 					it = l.log.NewIterator(loc.Segment, loc.Offset)
 					ok = false
 				}
@@ -480,6 +482,7 @@ func (l *ledger) locateIndexMismatch(ctx context.Context, idx *index.Index, head
 	next, stop := iter.Pull2(idx.TimeRange(ctx, l.meta.ID, eventid.ID{}, maxID, false))
 	defer stop()
 	it := l.log.NewIterator(1, segment.FirstOffset)
+	defer it.Close()
 	for it.Next() && it.Record().Seq <= head.Seq {
 		r := it.Record()
 		if r.Seq%4096 == 0 && ctx.Err() != nil {

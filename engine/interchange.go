@@ -1070,6 +1070,7 @@ func (db *DB) Export(ctx context.Context, ledgerName string, w io.Writer, opts E
 		hasher = sha256.New()
 	}
 	it := l.log.NewIterator(seg, off)
+	defer it.Close()
 	for done := false; !done; {
 		if err := db.stopped(ctx); err != nil {
 			return events, err

@@ -81,6 +81,10 @@ type ledger struct {
 	// wake-up of subscribers.
 	notify chan struct{}
 
+	// files: the identity of the ledger's NAME, tree and checkpoint
+	// files, for the writer's watch (watch.go).
+	files ledgerFiles
+
 	// pending holds the events prepared by the segment log but not yet
 	// indexed, in sequence order, for conditions checked in the commit.
 	pendMu  sync.Mutex
@@ -315,10 +319,12 @@ func (db *DB) register(l *ledger, name string, id eventid.LedgerID) (LedgerInfo,
 // (register: CreateLedger, Import; registerLedgers: Open), before any
 // Append can find it, once what the log holds is indexed and published
 // (its genesis event, the imported events, what recovery indexed): the
-// hooks take the groups that follow.
+// hooks take the groups that follow. It records the identity of the
+// ledger's files for the writer's watch too (watchFiles).
 func (l *ledger) setHooks() {
 	l.log.SetWritten(l.groupWritten)
 	l.log.SetCommitted(l.published)
+	l.watchFiles()
 }
 
 func (db *DB) ledgerIDTaken(id eventid.LedgerID) bool {
@@ -340,6 +346,7 @@ func (db *DB) ledgerIDTaken(id eventid.LedgerID) bool {
 // file, and checks whichever name it takes (registerLedgers).
 func metaFromGenesis(log *segment.Log) (ledgerMeta, error) {
 	it := log.NewIterator(1, segment.FirstOffset)
+	defer it.Close()
 	if !it.Next() {
 		if it.Err() != nil {
 			return ledgerMeta{}, it.Err()

@@ -28,10 +28,12 @@ import (
 //
 // A writer also notices when its files are taken from under it (dirWatch):
 // it records the identity (device and inode) of DIR, DIR/LOCK, DIR/meta.db,
-// DIR/index and DIR/ledgers at Open, and checks them at most every
-// watchInterval on the append path, and at Close before it writes the
-// metadata. A file removed or replaced stops every later append, CreateLedger
-// and Import with ErrDirectoryChanged; reads go on.
+// DIR/index and DIR/ledgers at Open, and of each ledger's own files
+// (watch.go), and checks them at most every watchInterval on the append
+// path (before an append, and after its group is synced, before it
+// returns), and at Close before it writes anything. A file removed or
+// replaced stops every later append, CreateLedger and Import with
+// ErrDirectoryChanged; reads go on.
 
 // lockInfo is what DIR/LOCK says of the process holding the directory.
 func lockInfo() string {
@@ -134,10 +136,13 @@ const watchInterval = 100 * time.Millisecond
 // the error that stopped writes once one of them changed.
 type dirWatch struct {
 	files []watchedFile
-	start time.Time
-	last  atomic.Int64 // when the last check ran, in ns since start
-	mu    sync.Mutex   // serializes checks
-	err   atomic.Pointer[error]
+	// ledgers, if not nil, checks the ledgers' own files after these
+	// (DB.checkLedgerFiles), returning ErrDirectoryChanged wrapped.
+	ledgers func() error
+	start   time.Time
+	last    atomic.Int64 // when the last check ran, in ns since start
+	mu      sync.Mutex   // serializes checks
+	err     atomic.Pointer[error]
 }
 
 type watchedFile struct {
@@ -207,6 +212,24 @@ func (w *dirWatch) check(force bool) error {
 		err = fmt.Errorf("%w: %s %s while this process had it open; appends stop (reads go on): close the DB and restart the process, whose Open checks the directory and rebuilds what is derived", ErrDirectoryChanged, f.path, what)
 		w.err.Store(&err)
 		return err
+	}
+	if w.ledgers != nil {
+		if err := w.ledgers(); err != nil {
+			w.err.Store(&err)
+			return err
+		}
+	}
+	return nil
+}
+
+// fired returns the error that stopped the writer's writes, or nil while
+// its files are its own (as of the last check).
+func (w *dirWatch) fired() error {
+	if w == nil {
+		return nil
+	}
+	if p := w.err.Load(); p != nil {
+		return *p
 	}
 	return nil
 }

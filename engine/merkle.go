@@ -309,6 +309,10 @@ func (l *ledger) latestSize() uint64 {
 func (l *ledger) issueCheckpoint(limit uint64) (Checkpoint, error) {
 	l.ckMu.Lock()
 	defer l.ckMu.Unlock()
+	// Not into a directory that is no longer the writer's (watch.go).
+	if err := l.db.watch.fired(); err != nil {
+		return Checkpoint{}, fmt.Errorf("engine: checkpoint of ledger %s: %w", l.meta.Name, err)
+	}
 	t, n, err := l.readTree()
 	if err != nil {
 		return Checkpoint{}, err
@@ -867,6 +871,7 @@ func (l *ledger) extendTreeFrom(f *tree.File, n uint64) error {
 		}
 	}
 	it := l.log.NewIterator(seg, off)
+	defer it.Close()
 	leaves := make([]tree.Hash, 0, treeChunk)
 	var buf []byte
 	next := n + 1

@@ -253,6 +253,11 @@ func (db *DB) Scan(ctx context.Context, ledgerName string, o ScanOptions) iter.S
 			hi = t
 		}
 		var it *segment.Iterator // forwards
+		defer func() {
+			if it != nil {
+				it.Close()
+			}
+		}()
 		started := false
 		fill := func(buf []Event, want int) ([]Event, bool, error) {
 			if !started {

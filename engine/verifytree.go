@@ -455,6 +455,7 @@ func (l *ledger) segmentsRoot(ctx context.Context, t *tree.File, n uint64) (tree
 	checked := uint64(0)
 	var buf []byte
 	it := l.log.NewIterator(1, segment.FirstOffset)
+	defer it.Close()
 	for b.Size() < n && it.Next() {
 		r := it.Record()
 		if r.Seq%4096 == 0 && ctx.Err() != nil {

@@ -68,6 +68,19 @@ type Options struct {
 	MaxRecordSize int
 	// Now is the time source of the ledger's clock; nil means time.Now.
 	Now func() time.Time
+	// Watch makes the Log record the identity of its directory and
+	// segment files as it creates or opens them, and the first bytes of
+	// the last record it wrote, for CheckFiles. For files of the
+	// operating system's file system only (FS vfs.Default, or an FS
+	// wrapping it); a read-only Log ignores it.
+	Watch bool
+	// MaxOpenSegments bounds how many sealed segments the Log keeps open
+	// for reads (a descriptor and, where segments are mapped, a memory
+	// map each), besides the active one: the least recently used is
+	// closed when another is opened. A handle in use by a read or an
+	// Iterator is closed once it is let go. 0 means
+	// DefaultMaxOpenSegments (64).
+	MaxOpenSegments int
 	// Witness, for Open, is a head that an earlier Log of this ledger
 	// reported as durable (Log.Durable), kept outside the segments: the
 	// engine keeps it in its metadata. Open refuses, as corruption and
@@ -117,6 +130,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.MaxRecordSize <= 0 {
 		r.MaxRecordSize = defaultMaxRecordSize
+	}
+	if r.MaxOpenSegments <= 0 {
+		r.MaxOpenSegments = DefaultMaxOpenSegments
 	}
 	return r, nil
 }
@@ -233,6 +249,10 @@ type Log struct {
 	head   Head  // the last record written
 	buf    []byte
 	dirty  bool // written but not synced (Interval mode)
+	// last is the first bytes of the last record written to the active
+	// segment (of its header while it has none), published with the
+	// head for CheckFiles (Options.Watch).
+	last mark
 	// prealloc is how far the active segment's blocks are allocated
 	// (preallocate), beyond its size.
 	prealloc int64
@@ -255,6 +275,12 @@ type Log struct {
 	readMu  sync.RWMutex
 	readers map[uint64]*segFile // open read handles by segment; nil once closed
 	mapped  bool                // segments are read from memory maps (segFile)
+	// useClock counts the handles opened: the use stamp of segFile.used.
+	useClock atomic.Uint64
+
+	// files is the identity of the Log's files (Options.Watch), for
+	// CheckFiles; nil if not watched.
+	files *fileWatch
 
 	// ro is set for a Log opened with OpenReadOnly (readonly.go); roMu
 	// serializes its looks at the segments (Follow).
@@ -304,6 +330,7 @@ type position struct {
 	head   Head
 	segNum uint64 // the active segment
 	end    int64  // its committed size
+	mark   mark   // the first bytes of head's record (Log.last)
 }
 
 // pending is a batch waiting in Append.
@@ -339,6 +366,9 @@ func Create(dir string, opts Options) (*Log, error) {
 		}
 	}
 	l := newLog(dir, o)
+	if o.Watch {
+		l.files = newFileWatch(dir)
+	}
 	genesis := Head{ID: eventid.Genesis(o.Ledger)}
 	if err := l.createSegment(1, genesis); err != nil {
 		return nil, err
@@ -420,7 +450,8 @@ func (l *Log) createSegment(n uint64, prev Head) error {
 		return fmt.Errorf("segment: create %s: %w", path, err)
 	}
 	h := header{ledger: l.ledger, number: n, prevID: prev.ID, prevSeq: prev.Seq, created: uint64(time.Now().UnixMicro())}
-	err = writeFull(f, h.encode(), 0)
+	hb := h.encode()
+	err = writeFull(f, hb, 0)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -435,6 +466,13 @@ func (l *Log) createSegment(n uint64, prev Head) error {
 			l.setFailed(fmt.Errorf("%w: creating %s: %w; removing it: %w", ErrFailed, path, err, rmErr))
 		}
 		return fmt.Errorf("segment: create %s: %w", path, err)
+	}
+	if l.files != nil {
+		// By path: the identity os.SameFile compares (a vfs.File's
+		// Stat is not an os.FileInfo of the os package).
+		fi, _ := os.Lstat(path)
+		l.files.setActive(n, path, fi, l.size)
+		l.last.set(n, 0, hb)
 	}
 	l.fsyncMu.Lock()
 	if l.file != nil {
@@ -485,7 +523,7 @@ func (l *Log) failure() error {
 // publish makes the state after the last commit visible to readers.
 // Called with ioMu held (or before the Log is shared).
 func (l *Log) publish() {
-	l.committed.Store(&position{head: l.head, segNum: l.segNum, end: l.size})
+	l.committed.Store(&position{head: l.head, segNum: l.segNum, end: l.size, mark: l.last})
 }
 
 // SetWritten sets a hook that the committing goroutine calls with every
@@ -726,6 +764,10 @@ func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
 		return
 	}
 	l.size += int64(len(l.buf))
+	prevLast := l.last
+	if l.files != nil {
+		l.last.set(l.segNum, base+head.Loc.Offset, l.buf[head.Loc.Offset:])
+	}
 	if zero {
 		// Before the group's fsync, which makes the zeros durable with
 		// the records: the next groups land in written blocks.
@@ -751,6 +793,7 @@ func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
 		// pages and cleared the error, so a later fsync could succeed
 		// without the data: fsync fails the Log for good.
 		if err := l.fsyncWith(hook); err != nil {
+			l.last = prevLast
 			l.undo(base, err)
 			abort(accepted, err)
 			return
@@ -1046,7 +1089,15 @@ func (l *Log) rotate() error {
 	if err := l.fsync(); err != nil {
 		return err
 	}
-	return l.createSegment(l.segNum+1, l.head)
+	sealed := l.segNum
+	if err := l.createSegment(sealed+1, l.head); err != nil {
+		return err
+	}
+	// Its read handle was mapped as the active segment, at the segment
+	// size limit, with the pages reads touched: the next read maps it
+	// at its final size.
+	l.dropFile(sealed)
+	return nil
 }
 
 // fsync syncs the active segment. Its failure fails the Log (ErrFailed).
@@ -1211,7 +1262,10 @@ func (l *Log) Close() error {
 	l.ioMu.Unlock()
 	l.readMu.Lock()
 	for _, s := range l.readers {
-		s.close()
+		// Closed now, as every read is over (a holder's release then
+		// closes nothing).
+		s.evicted.Store(true)
+		s.closeOnce.Do(func() { s.close() })
 	}
 	l.readers = nil
 	l.readMu.Unlock()

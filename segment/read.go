@@ -1,11 +1,15 @@
 package segment
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"math"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -13,10 +17,15 @@ import (
 // FirstOffset is the offset of the first record of a segment.
 const FirstOffset = headerSize
 
-// segFile is the read handle of one segment, opened once and kept until
-// the Log closes: the file, and where the OS allows it (mmap_unix.go) a
-// read-only shared memory map of it, from which reads copy their bytes
-// instead of making a pread system call each.
+// segFile is the read handle of one segment: the file, and where the OS
+// allows it (mmap_unix.go) a read-only shared memory map of it, from
+// which reads copy their bytes instead of making a pread system call
+// each. The Log keeps the active segment's open until it closes, and
+// those of at most Options.MaxOpenSegments sealed segments, the least
+// recently used closed when another is opened (readFile): a ledger of
+// many segments holds a bounded number of descriptors and maps. A handle
+// is used between readFile, which counts its holder, and release; an
+// evicted handle is closed once its last holder releases it.
 //
 // The map changes where the bytes come from, not what is checked: every
 // record read through it is verified as one read with pread is. Nothing
@@ -39,6 +48,30 @@ type segFile struct {
 	// then final), 0 before it is known: a read of a sealed segment asks
 	// the file system nothing.
 	final atomic.Int64
+	// refs counts the holders (readFile to release); evicted says that
+	// the Log's cache let go of it: the last holder closes it.
+	refs      atomic.Int32
+	evicted   atomic.Bool
+	closeOnce sync.Once
+	// used is the Log's use clock (Log.useClock) when it was last used:
+	// the least recently used sealed segment is evicted first.
+	used atomic.Uint64
+}
+
+// release ends a use of the handle that readFile began.
+func (s *segFile) release() {
+	if s.refs.Add(-1) == 0 && s.evicted.Load() {
+		s.closeOnce.Do(func() { s.close() })
+	}
+}
+
+// evict marks the handle as let go by the cache, and closes it if nobody
+// holds it (else its last holder does). Called with Log.readMu held.
+func (s *segFile) evict() {
+	s.evicted.Store(true)
+	if s.refs.Load() == 0 {
+		s.closeOnce.Do(func() { s.close() })
+	}
 }
 
 // ReadAt reads len(b) bytes at off: from the map when it covers them,
@@ -99,12 +132,32 @@ func mappable(fs vfs.FS) bool {
 	return fs == vfs.Default
 }
 
-// readFile returns the read handle of segment n, opened (and mapped) once
-// and kept.
+// DefaultMaxOpenSegments is Options.MaxOpenSegments's default: how many
+// sealed segments of a Log are kept open (a descriptor and a memory map
+// each) for reads, besides the active one: 4 GiB of a ledger at the
+// default segment size. A read of a segment that is not open opens (and
+// maps) it, and closes another once the bound is reached: some 20 µs,
+// against some 3 µs for a Get (BenchmarkReadSegments), so the bound is
+// set above the segments that random reads usually span. Where the
+// process may not open more files (EMFILE, ENFILE), the segments that no
+// read holds are closed and the open is tried again: a ledger of more
+// segments than the process may open files is read all the same.
+const DefaultMaxOpenSegments = 64
+
+// readFile returns the read handle of segment n, opened (and mapped) if
+// it is not open, counting the caller as a holder: the caller calls
+// release when done with it. Opening a sealed segment beyond
+// Options.MaxOpenSegments evicts the least recently used other one.
 func (l *Log) readFile(n uint64) (*segFile, error) {
 	l.readMu.RLock()
 	s, ok := l.readers[n]
 	closed := l.readers == nil
+	if ok {
+		s.refs.Add(1)
+		if c := l.useClock.Load(); s.used.Load() != c {
+			s.used.Store(c)
+		}
+	}
 	l.readMu.RUnlock()
 	if ok {
 		return s, nil
@@ -115,6 +168,7 @@ func (l *Log) readFile(n uint64) (*segFile, error) {
 	l.readMu.Lock()
 	defer l.readMu.Unlock()
 	if s, ok := l.readers[n]; ok {
+		s.refs.Add(1)
 		return s, nil
 	}
 	if l.readers == nil {
@@ -122,13 +176,79 @@ func (l *Log) readFile(n uint64) (*segFile, error) {
 	}
 	path := l.fs.PathJoin(l.dir, segmentName(n))
 	f, err := l.fs.Open(path)
+	if err != nil && tooManyFiles(err) {
+		// Fewer files than the bound may be open: the idle ones go.
+		l.evictIdleLocked()
+		f, err = l.fs.Open(path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("segment: open %s: %w", path, err)
 	}
 	s = &segFile{f: f, path: path}
 	l.mapFile(n, s)
+	s.refs.Add(1)
+	s.used.Store(l.useClock.Add(1))
 	l.readers[n] = s
+	l.evictLocked(n)
 	return s, nil
+}
+
+// evictLocked evicts the least recently used sealed segments' handles
+// (other than keep's) while more than Options.MaxOpenSegments are open.
+// Called with readMu held for writing.
+func (l *Log) evictLocked(keep uint64) {
+	active := l.committed.Load().segNum
+	for {
+		sealed := 0
+		var victim uint64
+		var oldest uint64 = math.MaxUint64
+		for n, s := range l.readers {
+			if n >= active {
+				continue
+			}
+			sealed++
+			if u := s.used.Load(); n != keep && u < oldest {
+				victim, oldest = n, u
+			}
+		}
+		if sealed <= l.opts.MaxOpenSegments || victim == 0 {
+			return
+		}
+		l.readers[victim].evict()
+		delete(l.readers, victim)
+	}
+}
+
+// evictIdleLocked evicts the handles of the sealed segments that no read
+// holds. Called with readMu held for writing.
+func (l *Log) evictIdleLocked() {
+	active := l.committed.Load().segNum
+	for n, s := range l.readers {
+		if n < active && s.refs.Load() == 0 {
+			s.evict()
+			delete(l.readers, n)
+		}
+	}
+}
+
+// tooManyFiles reports whether err says that the process (EMFILE) or the
+// system (ENFILE) may not open more files.
+func tooManyFiles(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
+// dropFile closes the read handle of segment n (once its holders release
+// it), which unmaps it: its pages leave the process's memory. For a
+// segment that readers have passed (sealed by the writer's rotation,
+// read to its end by a read-only Log's Follow); a later read opens it
+// again.
+func (l *Log) dropFile(n uint64) {
+	l.readMu.Lock()
+	if s, ok := l.readers[n]; ok {
+		s.evict()
+		delete(l.readers, n)
+	}
+	l.readMu.Unlock()
 }
 
 // mapFile maps segment n into s if it can: a sealed segment at its size,
@@ -204,6 +324,7 @@ func (l *Log) ReadAt(loc Location) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer s.release()
 	size, _, err := l.committedSize(loc.Segment, s)
 	if err != nil {
 		return nil, err
@@ -231,6 +352,9 @@ type Iterator struct {
 	f      *segFile
 	fSeg   uint64
 	sealed int64
+	// cleanup releases f if the Iterator is dropped without Close.
+	cleanup    runtime.Cleanup
+	hasCleanup bool
 }
 
 // blockReader is a small forward reader over a segment, refilled with ReadAt so
@@ -248,6 +372,21 @@ func (l *Log) NewIterator(seg uint64, off int64) *Iterator {
 	return &Iterator{l: l, seg: seg, off: off}
 }
 
+// Close lets go of the segment the Iterator is reading (its handle, which
+// the Log may then close: see Options.MaxOpenSegments). The Iterator may
+// be used again: Next opens it again. An Iterator that is dropped
+// without Close lets go of it when it is garbage collected.
+func (it *Iterator) Close() {
+	if it.f != nil {
+		it.f.release()
+		it.f, it.r = nil, nil
+		if it.hasCleanup {
+			it.cleanup.Stop()
+			it.hasCleanup = false
+		}
+	}
+}
+
 // Next advances to the next committed record. It returns false at the
 // committed end or on error (see Err).
 func (it *Iterator) Next() bool {
@@ -256,12 +395,14 @@ func (it *Iterator) Next() bool {
 	}
 	for {
 		if it.f == nil || it.fSeg != it.seg {
+			it.Close()
 			f, err := it.l.readFile(it.seg)
 			if err != nil {
 				it.err = err
 				return false
 			}
 			it.f, it.fSeg, it.sealed = f, it.seg, -1
+			it.cleanup, it.hasCleanup = runtime.AddCleanup(it, (*segFile).release, f), true
 		}
 		size := it.sealed
 		if size < 0 {

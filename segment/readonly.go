@@ -210,9 +210,14 @@ func (l *Log) followLocked(known int) (err error) {
 			return &CorruptionError{File: s.name, Offset: 24, Problem: "segment does not continue the chain of the segment before",
 				Expected: fmt.Sprintf("%s #%d", l.ro.chain.id, l.ro.chain.seq), Found: fmt.Sprintf("%s #%d", s.hdr.prevID, s.hdr.prevSeq)}
 		}
+		// The segment is read to its end: its handle (and the pages of
+		// its map that the reads brought in) goes; a read of it opens
+		// it again.
+		passed := l.segNum
 		l.segNum, l.size = next, headerSize
 		l.ro.hidden = Hidden{}
 		l.publish()
+		l.dropFile(passed)
 	}
 }
 
@@ -239,6 +244,7 @@ func (l *Log) checkHead() error {
 	if err != nil {
 		return err
 	}
+	defer f.release()
 	st, err := f.f.Stat()
 	if err != nil {
 		return fmt.Errorf("segment: stat %s: %w", segmentName(h.Loc.Segment), err)
@@ -282,6 +288,7 @@ func (l *Log) scanActive(sealed bool) (done bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	defer f.release()
 	name := l.fs.PathJoin(l.dir, segmentName(l.segNum))
 	st, err := f.f.Stat()
 	if err != nil {

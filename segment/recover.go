@@ -92,10 +92,12 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 			Expected: fmt.Sprintf("segments 1 to %d at least", w.Loc.Segment), Found: fmt.Sprintf("segments 1 to %d", len(nums))}
 	}
 
+	// Each segment's file is open while it is read, not all at once: a
+	// ledger of more segments than the process may open files opens.
 	var segs []*segmentFile
 	defer func() {
 		for _, s := range segs {
-			s.file.Close()
+			s.close()
 		}
 	}()
 	for i, n := range nums {
@@ -127,6 +129,7 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 		if err != nil {
 			return nil, rec, err
 		}
+		s.close()
 		segs = append(segs, s)
 	}
 	if len(segs) == 0 {
@@ -150,7 +153,11 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 	// from the start) would otherwise hide the loss.
 	if w.Seq != 0 && w.Loc.Segment != 0 {
 		s := segs[w.Loc.Segment-1]
+		if err := s.reopen(o.FS); err != nil {
+			return nil, rec, err
+		}
 		r, err := readRecord(s.file, s.name, w.Loc, s.size)
+		s.close()
 		if err != nil && !errors.Is(err, ErrCorruption) {
 			return nil, rec, fmt.Errorf("segment: read the witness %s #%d: %w", w.ID, w.Seq, err)
 		}
@@ -176,7 +183,11 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 		if i < 0 || i >= len(segs) {
 			return nil, rec, fmt.Errorf("%w: segment %d of the checkpoint does not exist", ErrCheckpoint, checkpoint.Loc.Segment)
 		}
+		if err := segs[i].reopen(o.FS); err != nil {
+			return nil, rec, err
+		}
 		r, err := readRecord(segs[i].file, segs[i].name, checkpoint.Loc, segs[i].size)
+		segs[i].close()
 		if err != nil && !errors.Is(err, ErrCorruption) {
 			// An I/O error says nothing of the checkpoint: report it.
 			return nil, rec, fmt.Errorf("segment: read the checkpoint %s #%d: %w", checkpoint.ID, checkpoint.Seq, err)
@@ -198,6 +209,9 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 				return nil, rec, &CorruptionError{File: s.name, Offset: 24, Problem: "segment does not continue the chain of the segment before",
 					Expected: fmt.Sprintf("%s #%d", c.id, c.seq), Found: fmt.Sprintf("%s #%d", s.hdr.prevID, s.hdr.prevSeq)}
 			}
+		}
+		if err := s.reopen(o.FS); err != nil {
+			return nil, rec, err
 		}
 		sc := newScanner(s.file, s.name, start, s.size, c)
 		// An open batch: its first record's offset, and the state before
@@ -282,6 +296,7 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 			rec.TruncatedBytes = s.size - rec.Unwritten - open.offset
 		}
 		c = sc.chain
+		s.close()
 	}
 	rec.Head = head
 	if w.Seq != 0 && head.Seq < w.Seq {
@@ -319,6 +334,9 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 	}
 	l.file, l.segNum, l.size, l.synced = f, ls.number, size, size
 	l.head = head
+	if o.Watch {
+		l.watchOpened(segs, f, size)
+	}
 	l.publish()
 	l.markDurable(head)
 	l.start()
@@ -600,4 +618,30 @@ func readRecord(f io.ReaderAt, name string, loc Location, size int64) (*Record, 
 		return nil, &CorruptionError{File: name, Offset: loc.Offset, Problem: err.Error()}
 	}
 	return r, nil
+}
+
+// watchOpened records, for CheckFiles (Options.Watch), the identity of
+// the Log's directory and segments as Open found them (segs, the last
+// open for writing as f, size bytes long), and the mark of its last
+// record. A file whose identity cannot be taken is not watched.
+func (l *Log) watchOpened(segs []*segmentFile, f vfs.File, size int64) {
+	w := newFileWatch(l.dir)
+	last := segs[len(segs)-1]
+	// By path: the identity os.SameFile compares (a vfs.File's Stat is
+	// not an os.FileInfo of the os package).
+	for _, s := range segs[:len(segs)-1] {
+		fi, _ := os.Lstat(s.name)
+		w.sealed = append(w.sealed, watchedSegment{num: s.number, path: s.name, fi: fi, size: s.size})
+	}
+	fi, _ := os.Lstat(last.name)
+	w.active = watchedSegment{num: last.number, path: last.name, fi: fi}
+	var off int64
+	if l.head.Loc.Segment == last.number {
+		off = l.head.Loc.Offset
+	}
+	var b [markLen]byte
+	if n, _ := f.ReadAt(b[:], off); n == markLen && off+markLen <= size {
+		l.last.set(last.number, off, b[:])
+	}
+	l.files = w
 }

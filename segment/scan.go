@@ -177,6 +177,27 @@ type segmentFile struct {
 	hdr    header
 }
 
+// reopen opens the segment's file again if close closed it.
+func (s *segmentFile) reopen(fs vfs.FS) error {
+	if s.file != nil {
+		return nil
+	}
+	f, err := fs.Open(s.name)
+	if err != nil {
+		return fmt.Errorf("segment: open %s: %w", s.name, err)
+	}
+	s.file = f
+	return nil
+}
+
+// close closes the segment's file, if open.
+func (s *segmentFile) close() {
+	if s.file != nil {
+		s.file.Close()
+		s.file = nil
+	}
+}
+
 // readHeader opens segment n of dir and checks its header against ledger.
 func readHeader(fs vfs.FS, dir string, n uint64, ledger eventid.LedgerID) (*segmentFile, error) {
 	path := fs.PathJoin(dir, segmentName(n))

@@ -68,6 +68,12 @@ is then one all-or-nothing append, read to its end first.
 --durability interval or none returns (and prints IDs) before the events are
 synced: faster, and a machine crash may lose them.
 
+If the data directory's or the ledger's files are removed, moved or replaced
+while append runs (rm of a segment, a restore of a copy), it stops within
+100 ms and exits 1 saying which file: appends would go to files that are no
+longer the ledger's. IDs printed in those 100 ms may name events lost with
+the files; the next command that opens the directory says so.
+
 A printed ID is stored. If closing the data directory fails after IDs were
 printed (on a full disk, say), append exits 0 and says on standard error
 that the close failed and that the events are stored: appending them again

@@ -1,0 +1,159 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/annal-db/annal/segment"
+)
+
+// A writer's ledgers' files. Beside the directory's own files (dirWatch,
+// lock.go), the writer's watch looks at every writable ledger's files: its
+// directory and segments (segment.Log.CheckFiles: removed, moved,
+// replaced, cut, an older copy written over the active segment in
+// place) and the files the engine keeps in it, NAME, tree and
+// checkpoint (ledgerFiles). Once one changed, the whole writer stops
+// (ErrDirectoryChanged): its appends would be acknowledged and lost. A
+// ledger whose segments changed is stopped too (segment.Log.Fail: its
+// Close writes nothing more into them).
+
+// ledgerFiles is the identity of the files of a writable ledger that the
+// engine keeps in its directory, taken when the ledger became reachable
+// (watchFiles); nil for a file that was not there (not watched). The
+// checkpoint file is replaced by the ledger's own checkpoints (issueCheckpoint):
+// its identity follows them (checkFiles).
+type ledgerFiles struct {
+	name, tree, checkpoint os.FileInfo
+}
+
+// watchFiles records the identity of the ledger's NAME, tree and
+// checkpoint files, for checkFiles. Called where the ledger becomes
+// reachable as a writable ledger (setHooks), when its files are as the
+// writer made or found them.
+func (l *ledger) watchFiles() {
+	if l.db.opts.fs != nil || l.db.ro != nil {
+		return // a test's file system, or a read-only DB: not watched
+	}
+	dir := l.log.Dir()
+	l.files.name, _ = os.Lstat(filepath.Join(dir, nameFile))
+	l.files.tree, _ = os.Lstat(filepath.Join(dir, treeFileName))
+	l.files.checkpoint, _ = os.Lstat(filepath.Join(dir, checkpointFileName))
+}
+
+// checkFiles reports whether a file of the ledger was removed or
+// replaced since it became reachable: its directory or a segment (see
+// segment.Log.CheckFiles), its NAME, tree or checkpoint file. Called by
+// the writer's watch only (dirWatch.check, which serializes the calls).
+func (l *ledger) checkFiles() error {
+	if err := l.log.CheckFiles(); err != nil {
+		return err
+	}
+	dir := l.log.Dir()
+	for _, f := range []struct {
+		name string
+		fi   os.FileInfo
+	}{{nameFile, l.files.name}, {treeFileName, l.files.tree}} {
+		if f.fi == nil {
+			continue
+		}
+		path := filepath.Join(dir, f.name)
+		if what := fileChanged(path, f.fi); what != "" {
+			return fmt.Errorf("%s %s", path, what)
+		}
+	}
+	return l.checkCheckpointFile()
+}
+
+// checkCheckpointFile reports whether the checkpoint file was removed,
+// or replaced by another than the ledger's own latest checkpoint. Its
+// own checkpoints replace the file (issueCheckpoint, under ckMu): a file
+// that is not the one recorded is taken for the ledger's if it holds its
+// latest checkpoint, and recorded. While a checkpoint is being written
+// (ckMu held), the file is looked at the next time.
+func (l *ledger) checkCheckpointFile() error {
+	path := filepath.Join(l.log.Dir(), checkpointFileName)
+	was := l.files.checkpoint
+	now, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && was == nil:
+		return nil
+	case err == nil && was != nil && os.SameFile(now, was):
+		return nil
+	}
+	if !l.ckMu.TryLock() {
+		return nil
+	}
+	defer l.ckMu.Unlock()
+	now, err = os.Lstat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && was == nil:
+		return nil
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%s was removed or moved", path)
+	case err != nil:
+		return fmt.Errorf("%s cannot be checked (%v)", path, err)
+	case was != nil && os.SameFile(now, was):
+		return nil
+	}
+	b, err := readSmallFile(l.db.fs, path, maxCheckpointFile)
+	if c := l.latest.Load(); err == nil && c != nil && bytes.Equal(b, c.Note) {
+		l.files.checkpoint = now // the ledger's own latest checkpoint
+		return nil
+	}
+	return fmt.Errorf("%s was replaced by another file (not the ledger's latest checkpoint)", path)
+}
+
+// fileChanged says how the file at path differs from fi ("was removed or
+// moved", "was replaced by another file"), or "" if it is the same file.
+func fileChanged(path string, fi os.FileInfo) string {
+	now, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "was removed or moved"
+	case err != nil:
+		return fmt.Sprintf("cannot be checked (%v)", err)
+	case !os.SameFile(now, fi):
+		return "was replaced by another file"
+	}
+	return ""
+}
+
+// checkLedgerFiles is the writer's watch of its ledgers' files
+// (dirWatch.ledgers): the error of the first ledger whose files changed
+// is returned, wrapping ErrDirectoryChanged (the watch then stops every
+// append). If its directory or segments changed, its log is stopped too
+// (segment.Log.Fail), so that its Close writes nothing into them.
+func (db *DB) checkLedgerFiles() error {
+	db.mu.RLock()
+	ls := make([]*ledger, 0, len(db.byID))
+	for _, l := range db.byID {
+		ls = append(ls, l)
+	}
+	db.mu.RUnlock()
+	for _, l := range ls {
+		if err := l.checkFiles(); err != nil {
+			segs := errors.Is(err, segment.ErrFileChanged)
+			err = fmt.Errorf("%w: ledger %s: %w, while this process had it open; appends stop (reads go on): close the DB and restart the process, whose Open checks the ledger (and says if events acknowledged since were lost with the file)", ErrDirectoryChanged, l.meta.Name, err)
+			if segs {
+				// Its segments are no longer its own: its Close must not
+				// sync or cut what is there now.
+				l.log.Fail(err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// dropTreePending forgets the leaves not yet written to the tree file,
+// so that closing it writes nothing: for Close once the watch found the
+// directory changed (the tree is derived: the next Open extends it from
+// the segments).
+func (l *ledger) dropTreePending() {
+	l.idxMu.Lock()
+	l.treePend = nil
+	l.idxMu.Unlock()
+}
