@@ -196,6 +196,13 @@ func (db *DB) loadReaderKey() error {
 	if db.verifier, err = tree.NewVerifier(k.Verifier); err != nil {
 		return fmt.Errorf("engine: the signing key's verifier %q: %w", k.Verifier, err)
 	}
+	// A malformed state fails the writer's Open (openStateSigner): the
+	// reader's too. Each ledger's look at it (readEvidence) reads it again.
+	if _, p := db.signerFiles(); p != "" {
+		if _, err := readSignerState(db.fs, p); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -335,7 +335,7 @@ func TestReadOnlyChecksCheckpoint(t *testing.T) {
 		damage func(t *testing.T, dir string)
 		want   error  // nil: accepted
 		says   string // in the refusal
-		writer bool   // the writer's Open refuses it too (today)
+		writer bool   // the writer's Open refuses it too, for the same reason
 		all    bool   // every ledger with a checkpoint is refused
 	}{
 		{"checkpoint signed by another key", func(t *testing.T, dir string) {
@@ -349,7 +349,7 @@ func TestReadOnlyChecksCheckpoint(t *testing.T) {
 				t.Fatal(err)
 			}
 			writeFile(t, ckOf(dir), msg)
-		}, tree.ErrCheckpoint, "move the file aside", true, false},
+		}, tree.ErrCheckpoint, "accept the ledger", true, false},
 		{"checkpoint garbage", func(t *testing.T, dir string) {
 			writeFile(t, ckOf(dir), []byte("not a checkpoint\n"))
 		}, tree.ErrCheckpoint, "not a checkpoint", true, false},
@@ -357,27 +357,26 @@ func TestReadOnlyChecksCheckpoint(t *testing.T) {
 			if err := os.Remove(ckOf(dir)); err != nil {
 				t.Fatal(err)
 			}
-		}, ErrRewritten, "annal checkpoint --accept acct", false, false},
+		}, ErrUnsigned, "annal checkpoint --accept acct", true, false},
 		{"signing.key removed", func(t *testing.T, dir string) {
 			if err := os.Remove(filepath.Join(dir, signingKeyFile)); err != nil {
 				t.Fatal(err)
 			}
-		}, tree.ErrCheckpoint, "restore that key", true, true},
+			// (The writer's Open refuses the whole directory, creating
+			// no key: TestSigningKeyLostCreatesNoKey.)
+		}, tree.ErrCheckpoint, "restore that key", false, true},
 		{"signer state ahead of the checkpoint", func(t *testing.T, dir string) {
 			writeFile(t, filepath.Join(dir, signingKeyFile+".state"), stateLine(readCk(t, dir), 30))
-		}, ErrRewritten, "rolled back", false, false},
+		}, ErrRewritten, "rolled back", true, false},
 		{"signer state ahead, checkpoint removed", func(t *testing.T, dir string) {
 			writeFile(t, filepath.Join(dir, signingKeyFile+".state"), stateLine(readCk(t, dir), 30))
 			if err := os.Remove(ckOf(dir)); err != nil {
 				t.Fatal(err)
 			}
-		}, ErrRewritten, "", false, false},
+		}, ErrUnsigned, "", true, false},
 		{"signer state at the checkpoint", func(t *testing.T, dir string) {
 			c := readCk(t, dir)
 			writeFile(t, filepath.Join(dir, signingKeyFile+".state"), stateLine(c, c.Size))
-		}, nil, "", false, false},
-		{"signer state unreadable", func(t *testing.T, dir string) {
-			writeFile(t, filepath.Join(dir, signingKeyFile+".state"), []byte("garbage\n"))
 		}, nil, "", false, false},
 	}
 	for _, c := range cases {
@@ -407,6 +406,25 @@ func TestReadOnlyChecksCheckpoint(t *testing.T) {
 			}
 		})
 	}
+	t.Run("signer state malformed", func(t *testing.T) {
+		// The writer's Open fails on it (it cannot know what its key
+		// signed): so does the read-only open, naming the file and line.
+		dir := t.TempDir()
+		copyTree(t, base, dir)
+		writeFile(t, filepath.Join(dir, signingKeyFile+".state"), []byte("garbage\n"))
+		for what, open := range map[string]func() (*DB, error){
+			"OpenReadOnly": func() (*DB, error) { return OpenReadOnly(dir, &Options{TempDir: t.TempDir()}) },
+			"Open":         func() (*DB, error) { return Open(dir, nil) },
+		} {
+			db, err := open()
+			if err == nil {
+				db.Close()
+			}
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "signing.key.state, line 1") {
+				t.Errorf("%s with a malformed signer state: %v, want ErrInvalid naming the file and line", what, err)
+			}
+		}
+	})
 	t.Run("genesis alone without a checkpoint", func(t *testing.T) {
 		dir := t.TempDir()
 		copyTree(t, base, dir)
