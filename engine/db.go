@@ -307,7 +307,11 @@ func (db *DB) open() error {
 	// it held, are lost: the new file says so until the loss is accepted.
 	lost := ""
 	if missing := metaMissing(metaPath); missing != "" {
-		if names, lerr := db.fs.List(filepath.Join(db.dir, ledgersDir)); lerr == nil && slices.ContainsFunc(names, isLedgerDirName) {
+		names, lerr := db.fs.List(filepath.Join(db.dir, ledgersDir))
+		if lerr != nil && !errors.Is(lerr, os.ErrNotExist) {
+			return fmt.Errorf("engine: list ledgers: %w", lerr)
+		}
+		if slices.ContainsFunc(names, isLedgerDirName) {
 			lost = fmt.Sprintf("the metadata file %s was %s at the Open of %s and was rebuilt from the segments", metaPath, missing, time.Now().UTC().Format(time.RFC3339))
 		}
 	}
