@@ -348,7 +348,7 @@ func (b *Batch) commit(sync bool) (err error) {
 	}
 	pb := b.pb
 	apply := func() error {
-		return b.x.call("commit", false, func() error { return b.x.db.Apply(pb, pebble.NoSync) })
+		return b.x.call("commit", func() error { return b.x.db.Apply(pb, pebble.NoSync) })
 	}
 	if len(b.dels) > 0 {
 		// The tails of the ledgers deleted are dropped with the commit.

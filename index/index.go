@@ -81,8 +81,6 @@ type health struct {
 	// fatalLogger), or when a write waits on flushes that fail (see
 	// call); every later call returns it.
 	failed atomic.Pointer[error]
-	// flushes is the number of flushes begun and not ended.
-	flushes atomic.Int32
 	// flushErr is the error of the last flush, nil once one succeeds.
 	flushErr atomic.Pointer[error]
 	// stalled is set while Pebble holds writes back until its memtables
@@ -153,8 +151,6 @@ func Open(dir string, opts Options) (*Index, error) {
 		case bgErr <- err:
 		default:
 		}
-	}, FlushBegin: func(pebble.FlushInfo) {
-		h.flushes.Add(1)
 	}, FlushEnd: func(info pebble.FlushInfo) {
 		// A flush that writes no table ends with an error that is not
 		// one (Pebble's errEmptyTable).
@@ -164,7 +160,6 @@ func Open(dir string, opts Options) (*Index, error) {
 		} else {
 			h.flushErr.Store(nil)
 		}
-		h.flushes.Add(-1)
 	}, WriteStallBegin: func(pebble.WriteStallBeginInfo) {
 		h.stalled.Store(true)
 	}, WriteStallEnd: func() {
@@ -510,7 +505,7 @@ func (x *Index) flush() (err error) {
 	default:
 	}
 	var flushed <-chan struct{}
-	if err := x.call("flush", true, func() (err error) {
+	if err := x.call("flush", func() (err error) {
 		flushed, err = x.db.AsyncFlush()
 		return err
 	}); err != nil {
@@ -531,17 +526,21 @@ const stallGiveUp = 2 * time.Second
 // call runs f, a call into Pebble that may wait for its memtables to be
 // flushed (a commit, a flush): Pebble holds writes back while too much of
 // its memtables is unflushed, and retries a failed flush for ever, so on a
-// full disk such a call would never return. If no flush is running or
-// failing (and always is false), f runs on the caller's goroutine, which
-// is then never held back. Otherwise it runs on its own, and if Pebble
-// holds it back while its flushes fail for stallGiveUp, or Pebble fails,
-// call returns an error matching ErrFailed and the flush's error
-// (syscall.ENOSPC, say) and the Index fails: f stays inside Pebble, which
-// Close then leaves to close when f returns.
-func (x *Index) call(what string, always bool, f func() error) error {
-	if !always && x.flushes.Load() == 0 && x.flushErr.Load() == nil {
-		return f()
-	}
+// full disk such a call would never return. f runs on a goroutine of its
+// own, and if Pebble holds it back while its flushes fail for stallGiveUp,
+// or Pebble fails, call returns an error matching ErrFailed and the
+// flush's error (syscall.ENOSPC, say) and the Index fails: f stays inside
+// Pebble, which Close then leaves to close when f returns.
+//
+// Always on its own goroutine, even when no flush runs or fails as call
+// begins: whether f will be held back is not known then. A memtable
+// filled meanwhile, or by f itself, starts a flush that may fail, and f
+// may be held back behind it (in Pebble's write stall, or behind another
+// write stalled so); on the caller's goroutine nothing would give up on
+// it. A loaded machine made this happen, now and then, between a flush
+// that succeeded and the next, which failed (engine's
+// TestIndexDiskFullNoHang hung in Open's re-indexing).
+func (x *Index) call(what string, f func() error) error {
 	done := make(chan error, 1)
 	go func() {
 		var err error
@@ -649,7 +648,7 @@ func (x *Index) DeleteLedger(ledger eventid.LedgerID) (err error) {
 	// (see the package doc).
 	// The tail is dropped once the deletion is applied, not before: if
 	// it fails, readers still see the tail's records.
-	apply := func() error { return x.call("delete ledger", false, func() error { return b.Commit(pebble.NoSync) }) }
+	apply := func() error { return x.call("delete ledger", func() error { return b.Commit(pebble.NoSync) }) }
 	if err := x.replaceTails([]eventid.LedgerID{ledger}, apply); err != nil {
 		if !errors.Is(err, ErrFailed) { // else Pebble may be applying b still
 			_ = b.Close()

@@ -504,6 +504,13 @@ func TestTailIdleFlush(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	// The progress marker is seen once the flush's commit is applied,
+	// before the flush drops the records it wrote: wait for it to end.
+	v, _ := x.tails.Load(ledgerA)
+	tl := v.(*Tail)
+	tl.mu.Lock()
+	tl.holdLocked()
+	tl.mu.Unlock()
 	if x.tailBusy(ledgerA) {
 		t.Error("the tail still holds records after its idle flush")
 	}
