@@ -65,6 +65,36 @@ func checkCopyOpensClean(t *testing.T, dir string) map[string][]eventid.ID {
 // acknowledged before its backup began. Ledgers are created meanwhile:
 // each copy has them or not, whole.
 func TestBackupUnderRunningWriter(t *testing.T) {
+	runBackupsUnderWriter(t, func(ctx context.Context, db *DB, _, target string) (BackupResult, error) {
+		return db.Backup(ctx, target)
+	})
+}
+
+// TestBackupReadOnlyUnderRunningWriter is TestBackupUnderRunningWriter
+// with each backup made as another process makes it (annal backup beside
+// a running writer): a DB of its own opened with OpenReadOnly on the same
+// directory, which neither blocks the writer nor uses anything of it.
+func TestBackupReadOnlyUnderRunningWriter(t *testing.T) {
+	runBackupsUnderWriter(t, func(ctx context.Context, _ *DB, dir, target string) (BackupResult, error) {
+		ro, err := OpenReadOnly(dir, &Options{TempDir: t.TempDir()})
+		if err != nil {
+			return BackupResult{}, err
+		}
+		defer ro.Close()
+		if u := ro.Unavailable(); len(u) > 0 {
+			return BackupResult{}, fmt.Errorf("the read-only open refused %v", u)
+		}
+		res, err := ro.Backup(ctx, target)
+		if err == nil && len(res.Unavailable) > 0 {
+			err = fmt.Errorf("the backup refused %v", res.Unavailable)
+		}
+		return res, err
+	})
+}
+
+// runBackupsUnderWriter is TestBackupUnderRunningWriter, each backup made
+// by backup (db: the writer; dir: its directory).
+func runBackupsUnderWriter(t *testing.T, backup func(ctx context.Context, db *DB, dir, target string) (BackupResult, error)) {
 	dir := t.TempDir()
 	db, err := Open(dir, &Options{SegmentSize: 32 << 10, WitnessInterval: 2 * time.Millisecond, CheckpointInterval: 100 * time.Millisecond})
 	if err != nil {
@@ -142,7 +172,7 @@ func TestBackupUnderRunningWriter(t *testing.T) {
 		before := len(acked)
 		mu.Unlock()
 		target := filepath.Join(parent, fmt.Sprintf("copy-%02d", i))
-		res, err := db.Backup(ctx, target)
+		res, err := backup(ctx, db, dir, target)
 		if err != nil {
 			close(stop)
 			wg.Wait()
@@ -548,26 +578,77 @@ func TestLiveCopyRefusalNamesBackup(t *testing.T) {
 	}
 }
 
-// TestBackupOfReadOnlyDBIsRefused: a reader beside the writer cannot
-// make a consistent copy (it has none of the writer's locks): ErrReadOnly,
-// nothing written.
-func TestBackupOfReadOnlyDBIsRefused(t *testing.T) {
+// TestBackupReadOnlyCopiesRefusedLedgerAsItIs: a read-only backup never
+// launders a refused ledger into a whole one. A ledger the read-only open
+// refuses (its checkpoint file removed: ErrUnsigned), and one that fails
+// its evidence only by the time the backup reaches it (another ledger's
+// checkpoint put over its own after the open), are copied as they are
+// and reported; the copy's Open refuses both for the same reason, and
+// the whole ledger opens and verifies. Before the read-only backup, this
+// failed with ErrReadOnly.
+func TestBackupReadOnlyCopiesRefusedLedgerAsItIs(t *testing.T) {
 	dir := t.TempDir()
 	db := openTest(t, dir)
-	defer db.Close()
-	if _, err := db.CreateLedger(context.Background(), LedgerSpec{Name: "orders"}); err != nil {
+	ctx := context.Background()
+	ids := map[string]eventid.LedgerID{}
+	for _, n := range []string{"audit", "orders", "payments"} {
+		info, err := db.CreateLedger(ctx, LedgerSpec{Name: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[n] = info.ID
+		for i := 0; i < 5; i++ {
+			if _, err := db.Append(ctx, n, []EventInput{order(i)}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ro, err := OpenReadOnly(dir, nil)
+	ck := func(n string) string { return filepath.Join(dir, ledgersDir, ids[n].String(), checkpointFileName) }
+	if err := os.Remove(ck("payments")); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := OpenReadOnly(dir, &Options{TempDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	parent := t.TempDir()
-	if _, err := ro.Backup(context.Background(), filepath.Join(parent, "copy")); !errors.Is(err, ErrReadOnly) {
-		t.Fatalf("backup of a read-only DB: %v, want ErrReadOnly", err)
+	if u := ro.Unavailable(); len(u) != 1 || !errors.Is(u["payments"], ErrUnsigned) {
+		t.Fatalf("the read-only open refused %v, want payments (ErrUnsigned)", u)
 	}
-	if got := listNames(t, parent); len(got) != 0 {
-		t.Fatalf("a refused backup left %v", got)
+	// After the open: orders' checkpoint is audit's.
+	other, err := os.ReadFile(ck("audit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ck("orders"), other, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(t.TempDir(), "copy")
+	res, err := ro.Backup(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(res.Unavailable, ","); got != "orders,payments" {
+		t.Fatalf("the backup reports %q refused, want orders,payments", got)
+	}
+	if len(res.Ledgers) != 1 || res.Ledgers[0].Name != "audit" || res.Ledgers[0].Count != 6 || res.Ledgers[0].Checkpoint == 0 {
+		t.Fatalf("the backup copied %+v, want audit whole (6 events, signed)", res.Ledgers)
+	}
+	cp := openTest(t, target)
+	defer cp.Close()
+	u := cp.Unavailable()
+	for _, n := range []string{"orders", "payments"} {
+		if !errors.Is(u[n], ErrUnsigned) {
+			t.Errorf("the copy's ledger %s: %v, want refused (ErrUnsigned)", n, u[n])
+		}
+	}
+	if len(u) != 2 {
+		t.Errorf("the copy refuses %v, want orders and payments", u)
+	}
+	if _, err := cp.Verify(ctx, "audit", nil); err != nil {
+		t.Errorf("the copy's audit: %v", err)
 	}
 }
