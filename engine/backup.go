@@ -101,8 +101,16 @@ const backupTmpMark = ".annal-backup-incomplete-"
 // the same file system (they are never written again), other files
 // copies; the index is not copied: the copy's first Open rebuilds it
 // from the segments (as annal reindex does, verifying every record).
-// A read-only DB cannot make a backup (ErrReadOnly): a consistent copy
-// needs the writer's locks.
+//
+// A DB opened with OpenReadOnly makes one too, beside a writer in another
+// process, with reads only (see backup_readonly.go): it blocks nothing
+// and writes nothing in the data directory. Its copy holds, of each
+// ledger it shows, the events the writer had written when the backup
+// reached the ledger (every event acknowledged before Backup was called,
+// and perhaps later ones, not yet synced), after the evidence copied
+// before them, which it checks as OpenReadOnly does; a ledger that fails
+// that check, or that the read-only open refused, is copied as it is and
+// named in BackupResult.Unavailable.
 func (db *DB) Backup(ctx context.Context, dir string) (BackupResult, error) {
 	if err := ctx.Err(); err != nil {
 		return BackupResult{}, err

@@ -290,6 +290,9 @@ func (b *backup) copyLiveLedger(l *ledger, w segment.Head, inMeta bool, state ma
 		rerr error
 		h    segment.Head
 		c    *Checkpoint
+		// The roots computed, by size: the checkpoint's and the signer's
+		// state's are most often the same, and a try again asks again.
+		roots = map[uint64]tree.Hash{}
 	)
 	for try := 0; ; try++ {
 		msg, rerr = readSmallFile(db.fs, ckPath, maxCheckpointFile)
@@ -309,7 +312,13 @@ func (b *backup) copyLiveLedger(l *ledger, w segment.Head, inMeta bool, state ma
 		}
 		e := ledgerEvidence{Ledger: id, Name: l.meta.Name, Path: ckPath, Verifier: db.verifier, Head: h.Seq,
 			RootAt: func(n uint64) (tree.Hash, error) {
+				if root, ok := roots[n]; ok {
+					return root, nil
+				}
 				root, _, err := l.segmentsRoot(b.ctx, nil, n)
+				if err == nil {
+					roots[n] = root
+				}
 				return root, err
 			}}
 		switch {

@@ -132,8 +132,13 @@ func runBackupsUnderWriter(t *testing.T, backup func(ctx context.Context, db *DB
 				mu.Lock()
 				acked = append(acked, r.IDs...)
 				mu.Unlock()
-				// A pause: fewer events for the copies' checks to read.
-				time.Sleep(10 * time.Millisecond)
+				// A pause: fewer events for the copies' checks to read
+				// (the race detector slows them about tenfold).
+				if raceEnabled {
+					time.Sleep(40 * time.Millisecond)
+				} else {
+					time.Sleep(10 * time.Millisecond)
+				}
 			}
 		}()
 	}

@@ -127,7 +127,7 @@ func TestBackupCommandBesideAppendProcess(t *testing.T) {
 			if _, err := fmt.Fprintf(in, `{"entity":"e","key":"k-%d","event":"placed"}`+"\n", i%50); err != nil {
 				return
 			}
-			if i%100 == 99 {
+			if i%10 == 9 {
 				time.Sleep(time.Millisecond) // fewer events for the checks to read
 			}
 		}
