@@ -101,12 +101,17 @@ const backupTmpMark = ".annal-backup-incomplete-"
 // the same file system (they are never written again), other files
 // copies; the index is not copied: the copy's first Open rebuilds it
 // from the segments (as annal reindex does, verifying every record).
-// A read-only DB cannot make a backup (ErrReadOnly): a consistent copy
-// needs the writer's locks.
+//
+// A DB opened with OpenReadOnly makes one too, beside a writer in another
+// process, with reads only (see backup_readonly.go): it blocks nothing
+// and writes nothing in the data directory. Its copy holds, of each
+// ledger it shows, the events the writer had written when the backup
+// reached the ledger (every event acknowledged before Backup was called,
+// and perhaps later ones, not yet synced), after the evidence copied
+// before them, which it checks as OpenReadOnly does; a ledger that fails
+// that check, or that the read-only open refused, is copied as it is and
+// named in BackupResult.Unavailable.
 func (db *DB) Backup(ctx context.Context, dir string) (BackupResult, error) {
-	if err := db.readOnlyErr("Backup needs the writer: a consistent copy of a live directory is made by the process that holds it"); err != nil {
-		return BackupResult{}, err
-	}
 	if err := ctx.Err(); err != nil {
 		return BackupResult{}, err
 	}
@@ -116,8 +121,10 @@ func (db *DB) Backup(ctx context.Context, dir string) (BackupResult, error) {
 	defer db.exitRead()
 	ctx, cancel := db.untilClosing(ctx)
 	defer cancel()
-	if err := db.checkDir(true); err != nil {
-		return BackupResult{}, fmt.Errorf("engine: backup: %w", err)
+	if db.ro == nil {
+		if err := db.checkDir(true); err != nil {
+			return BackupResult{}, fmt.Errorf("engine: backup: %w", err)
+		}
 	}
 	target, err := db.backupTarget(dir)
 	if err != nil {
@@ -127,7 +134,11 @@ func (db *DB) Backup(ctx context.Context, dir string) (BackupResult, error) {
 	if b.tmp, err = os.MkdirTemp(filepath.Dir(target), "."+filepath.Base(target)+backupTmpMark); err != nil {
 		return BackupResult{}, fmt.Errorf("engine: backup to %s: create its temporary directory: %w", dir, err)
 	}
-	if err := b.run(); err != nil {
+	run := b.run
+	if db.ro != nil {
+		run = b.runReadOnly
+	}
+	if err := run(); err != nil {
 		os.RemoveAll(b.tmp)
 		if !errors.Is(err, ErrClosed) && db.stopped(context.Background()) != nil {
 			err = fmt.Errorf("%w: %w", ErrClosed, err)
@@ -136,9 +147,11 @@ func (db *DB) Backup(ctx context.Context, dir string) (BackupResult, error) {
 	}
 	// What was copied must be what the DB holds: a file replaced under
 	// it meanwhile would have been copied instead.
-	if err := db.checkDir(true); err != nil {
-		os.RemoveAll(b.tmp)
-		return BackupResult{}, fmt.Errorf("engine: backup to %s (nothing was left there): %w", dir, err)
+	if db.ro == nil {
+		if err := db.checkDir(true); err != nil {
+			os.RemoveAll(b.tmp)
+			return BackupResult{}, fmt.Errorf("engine: backup to %s (nothing was left there): %w", dir, err)
+		}
 	}
 	// An empty target directory makes way (os.Rename does not replace a
 	// directory); one that is no longer empty stays, and the copy is
@@ -248,8 +261,7 @@ type backup struct {
 
 func (b *backup) run() error {
 	db := b.db
-	ledgersTmp := filepath.Join(b.tmp, ledgersDir)
-	if err := b.dst.MkdirAll(ledgersTmp, 0o700); err != nil {
+	if err := b.dst.MkdirAll(filepath.Join(b.tmp, ledgersDir), 0o700); err != nil {
 		return err
 	}
 	// 1. meta.db, and which ledgers there are, with no ledger being
@@ -261,17 +273,13 @@ func (b *backup) run() error {
 	for _, l := range db.byID {
 		ls = append(ls, l)
 	}
-	var refused []string
-	for name := range db.broken {
-		refused = append(refused, name)
-	}
+	refused := db.refusedLedgers()
 	db.mu.RUnlock()
 	db.creating.Unlock()
 	if err != nil {
 		return err
 	}
 	slices.SortFunc(ls, func(a, c *ledger) int { return strings.Compare(a.meta.Name, c.meta.Name) })
-	slices.Sort(refused)
 
 	// 2. The checkpoints, the key and its state, with no checkpoint
 	// being signed (the state is written before each checkpoint).
@@ -291,14 +299,41 @@ func (b *backup) run() error {
 		}
 		b.res.Ledgers = append(b.res.Ledgers, bl)
 	}
-	// The refused ledgers' files as they are (nothing writes them).
-	for _, name := range refused {
-		if err := b.copyRefused(name); err != nil {
-			return fmt.Errorf("refused ledger %s: %w", name, err)
+	return b.finishLedgers(refused)
+}
+
+// refusedLedger is a ledger the DB refused (DB.Unavailable): the key it
+// is refused under (its name, or its ID) and its ID.
+type refusedLedger struct {
+	name string
+	id   eventid.LedgerID
+}
+
+// refusedLedgers returns the ledgers the DB refused, by name; db.mu held.
+func (db *DB) refusedLedgers() []refusedLedger {
+	var out []refusedLedger
+	for id, name := range db.brokenIDs {
+		if _, ok := db.broken[name]; ok {
+			out = append(out, refusedLedger{name, id})
 		}
-		b.res.Unavailable = append(b.res.Unavailable, name)
 	}
-	if err := segment.SyncDir(b.dst, ledgersTmp); err != nil {
+	slices.SortFunc(out, func(a, c refusedLedger) int { return strings.Compare(a.name, c.name) })
+	return out
+}
+
+// finishLedgers copies the refused ledgers' files as they are (the copy
+// refuses them too) and syncs the copy's directories.
+func (b *backup) finishLedgers(refused []refusedLedger) error {
+	for _, r := range refused {
+		if err := b.ctx.Err(); err != nil {
+			return err
+		}
+		if err := b.copyRefused(r.id); err != nil {
+			return fmt.Errorf("refused ledger %s: %w", r.name, err)
+		}
+		b.res.Unavailable = append(b.res.Unavailable, r.name)
+	}
+	if err := segment.SyncDir(b.dst, filepath.Join(b.tmp, ledgersDir)); err != nil {
 		return err
 	}
 	return segment.SyncDir(b.dst, b.tmp)
@@ -412,24 +447,8 @@ func (b *backup) copyLedger(l *ledger, ck uint64) (BackupLedger, error) {
 	if _, err := b.copyFile(filepath.Join(src, nameFile), filepath.Join(dst, nameFile), -1, true); err != nil {
 		return BackupLedger{}, err
 	}
-	for n := uint64(1); n <= h.Loc.Segment; n++ {
-		name := segment.FileName(n)
-		var err error
-		if n < h.Loc.Segment {
-			// Sealed: never written again.
-			err = b.linkOrCopy(filepath.Join(src, name), filepath.Join(dst, name))
-		} else {
-			// The last segment of the copy, which its Open writes: a
-			// copy of the records up to the head.
-			var found bool
-			found, err = b.copyFile(filepath.Join(src, name), filepath.Join(dst, name), h.Loc.End(), false)
-			if err == nil && !found {
-				err = fmt.Errorf("%s: %w", filepath.Join(src, name), os.ErrNotExist)
-			}
-		}
-		if err != nil {
-			return BackupLedger{}, err
-		}
+	if err := b.copySegments(src, dst, h); err != nil {
+		return BackupLedger{}, err
 	}
 	// The tree's first leaves: those written (readTree), up to the head.
 	// They include the checkpoint's, whose root the copy's Open checks.
@@ -437,11 +456,7 @@ func (b *backup) copyLedger(l *ledger, ck uint64) (BackupLedger, error) {
 	if err != nil {
 		return BackupLedger{}, err
 	}
-	leaves = min(leaves, h.Seq)
-	if leaves < ck {
-		return BackupLedger{}, fmt.Errorf("the tree holds %d leaves, fewer than the checkpoint's %d", leaves, ck)
-	}
-	if _, err := b.copyFile(filepath.Join(src, treeFileName), filepath.Join(dst, treeFileName), tree.FileLen(leaves), false); err != nil {
+	if err := b.copyTree(src, dst, min(leaves, h.Seq), ck); err != nil {
 		return BackupLedger{}, err
 	}
 	if err := segment.SyncDir(b.dst, dst); err != nil {
@@ -450,26 +465,9 @@ func (b *backup) copyLedger(l *ledger, ck uint64) (BackupLedger, error) {
 	return BackupLedger{Name: l.meta.Name, ID: l.meta.ID, Count: h.Seq, Head: h.ID, Checkpoint: ck}, nil
 }
 
-// copyRefused copies the files of a ledger that Open refused as they are,
-// if its directory exists.
-func (b *backup) copyRefused(name string) error {
-	id, err := eventid.ParseLedgerID(name)
-	if err != nil || id.String() != name {
-		// By name: the metadata knows its ID.
-		found := false
-		var ms []ledgerMeta
-		if ms, err = loadMeta(b.db.meta); err != nil {
-			return err
-		}
-		for _, m := range ms {
-			if m.Name == name {
-				id, found = m.ID, true
-			}
-		}
-		if !found {
-			return nil
-		}
-	}
+// copyRefused copies the files of a ledger that the DB refused as they
+// are, if its directory exists.
+func (b *backup) copyRefused(id eventid.LedgerID) error {
 	src, dst := b.db.ledgerDir(id), filepath.Join(b.tmp, ledgersDir, id.String())
 	names, err := b.db.fs.List(src)
 	if errors.Is(err, os.ErrNotExist) {
@@ -491,6 +489,42 @@ func (b *backup) copyRefused(name string) error {
 		}
 	}
 	return segment.SyncDir(b.dst, dst)
+}
+
+// copySegments copies a ledger's segments from src to dst up to the
+// head h: the sealed segments before h's whole (hard links where
+// possible: they are never written again), h's segment up to the end of
+// h's record, a copy, never a link (the copy's Open writes its last
+// segment).
+func (b *backup) copySegments(src, dst string, h segment.Head) error {
+	for n := uint64(1); n <= h.Loc.Segment; n++ {
+		name := segment.FileName(n)
+		if n < h.Loc.Segment {
+			if err := b.linkOrCopy(filepath.Join(src, name), filepath.Join(dst, name)); err != nil {
+				return err
+			}
+			continue
+		}
+		found, err := b.copyFile(filepath.Join(src, name), filepath.Join(dst, name), h.Loc.End(), false)
+		if err == nil && !found {
+			err = fmt.Errorf("%s: %w", filepath.Join(src, name), os.ErrNotExist)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyTree copies the first leaves leaves of a ledger's tree file from
+// src to dst: at least those of its checkpoint (of size ck), whose root
+// the copy's Open checks; the copy's Open extends it from the segments.
+func (b *backup) copyTree(src, dst string, leaves, ck uint64) error {
+	if leaves < ck {
+		return fmt.Errorf("the tree holds %d leaves, fewer than the checkpoint's %d", leaves, ck)
+	}
+	_, err := b.copyFile(filepath.Join(src, treeFileName), filepath.Join(dst, treeFileName), tree.FileLen(leaves), false)
+	return err
 }
 
 // linkOrCopy hard-links src to dst, or copies it when it cannot (another

@@ -455,17 +455,23 @@ func (db *DB) followAll() {
 	defer db.ro.mu.Unlock()
 	db.discoverLedgers()
 	for _, l := range db.openLedgers(nil) {
-		moved, err := l.log.Follow()
-		if err == nil && !moved {
-			continue
-		}
-		l.idxMu.Lock()
-		if err != nil && l.idxErr == nil {
-			l.idxErr = fmt.Errorf("engine: following ledger %s: %w", l.meta.Name, err)
-		}
-		l.wake()
-		l.idxMu.Unlock()
+		db.followLedger(l)
 	}
+}
+
+// followLedger looks once at the segments of l and wakes its subscribers
+// if it grew. Called with ro.mu held.
+func (db *DB) followLedger(l *ledger) {
+	moved, err := l.log.Follow()
+	if err == nil && !moved {
+		return
+	}
+	l.idxMu.Lock()
+	if err != nil && l.idxErr == nil {
+		l.idxErr = fmt.Errorf("engine: following ledger %s: %w", l.meta.Name, err)
+	}
+	l.wake()
+	l.idxMu.Unlock()
 }
 
 // discoverLedgers opens the ledgers that the writer created since the

@@ -348,7 +348,7 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 // disagree (a segment missing or shorter than meta.db's witness says) is
 // a copy of a live directory made file by file (cp -a, rsync), which
 // copies meta.db after segments that grew and rotated meanwhile.
-const LostHint = "nothing was cut or changed: restore the ledger's segment files (*.seg) from a backup (annal backup) or from the copy they came from, then open again; if this directory is a copy of one that a writer had open (cp -a, rsync, a copy file by file), the copy is inconsistent: copy the live directory again with `annal backup DIR` (or DB.Backup from the writer's process), which makes a consistent copy"
+const LostHint = "nothing was cut or changed: restore the ledger's segment files (*.seg) from a backup (annal backup) or from the copy they came from, then open again; if this directory is a copy of one that a writer had open (cp -a, rsync, a copy file by file), the copy is inconsistent: copy the live directory again with `annal backup DIR` (DB.Backup), which makes a consistent copy beside the running writer"
 
 // lost describes what a witness says was lost, for a CorruptionError.
 func (w Head) lost() string {

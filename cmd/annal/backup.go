@@ -33,10 +33,13 @@ A copy of a live directory made with cp -a or rsync is not consistent (its
 segments and meta.db are copied at different moments) and is refused when it
 is opened ("acknowledged events lost"): use backup instead.
 
-backup needs the data directory to itself: while another process has it open
-(a running annal append, or a service), it refuses and names that process.
-Copy a live directory from the process that holds it (engine.DB.Backup), or
-stop that process and run backup again.
+While another process has the data directory open (a running annal append,
+or a service), backup copies it beside that process with reads only: it
+blocks nothing and writes nothing there. Each ledger is then copied as that
+process had written it when the backup reached it (every event acknowledged
+before the backup began, and perhaps later ones not yet synced), after its
+checkpoint, the metadata and the signer's state, which it checks as a
+read-only open does; a note on standard error names the process.
 
 It prints one line a ledger (its name, the events copied, the size of its
 signed checkpoint) and a summary. A ledger the data directory refuses is
@@ -53,11 +56,20 @@ exit code is 3.`,
 			}
 			db, _, err := g.openDB(cmd, false)
 			if errors.Is(err, engine.ErrLocked) {
+				// Held by another process (a running annal append, a
+				// service): copied read-only beside it.
 				holder := "another process"
 				if le := (*engine.LockedError)(nil); errors.As(err, &le) {
 					holder = le.Holder()
 				}
-				return &exitErr{code: exitError, err: fmt.Errorf("backup: data directory %s is in use by %s: a consistent copy of a live directory is made by the process that holds it (engine.DB.Backup), or stop that process and run annal backup again; do not copy it with cp or rsync, whose copy is refused when opened", dir, holder)}
+				opts, oerr := g.options()
+				if oerr != nil {
+					return oerr
+				}
+				if db, _, err = g.openReader(cmd, dir, opts); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "annal: note: data directory %s is in use by %s: copying it read-only beside it\n", safeText(dir), safeText(holder))
 			}
 			if err != nil {
 				return err

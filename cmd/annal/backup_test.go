@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/annal-db/annal/engine"
 )
@@ -57,10 +63,11 @@ func TestBackupCommand(t *testing.T) {
 	}
 }
 
-// TestBackupCommandRefusesHeldDirectory: while another DB holds the data
-// directory, annal backup refuses, names the holder and the way to copy a
-// live directory, and writes nothing.
-func TestBackupCommandRefusesHeldDirectory(t *testing.T) {
+// TestBackupCommandBesideHeldDirectory: while another DB holds the data
+// directory, annal backup copies it read-only beside it, says so, and the
+// copy opens with no refusal and verifies. It refused before (exit 1,
+// "in use by").
+func TestBackupCommandBesideHeldDirectory(t *testing.T) {
 	tmp := t.TempDir()
 	dir := filepath.Join(tmp, "data")
 	if code, _, errOut := annal(t, "", "create", "orders", "--dir", dir); code != 0 {
@@ -71,14 +78,149 @@ func TestBackupCommandRefusesHeldDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	if _, err := db.Append(context.Background(), "orders", []engine.EventInput{{Entity: "order", Key: "o-1", Event: "placed", Data: []byte(`{}`)}}, nil); err != nil {
+		t.Fatal(err)
+	}
 	target := filepath.Join(tmp, "copy")
-	code, _, errOut := annal(t, "", "backup", target, "--dir", dir)
-	if code != exitError || !strings.Contains(errOut, "in use by") || !strings.Contains(errOut, "DB.Backup") || !strings.Contains(errOut, "cp or rsync") {
-		t.Fatalf("backup of a held directory: exit %d: %s", code, errOut)
+	code, out, errOut := annal(t, "", "backup", target, "--dir", dir)
+	if code != 0 || !strings.Contains(errOut, "in use by") || !strings.Contains(errOut, "read-only") || !strings.Contains(out, "orders\t2 events") {
+		t.Fatalf("backup of a held directory: exit %d: stdout %q, stderr %q", code, out, errOut)
 	}
-	if names, _ := os.ReadDir(tmp); len(names) != 1 {
-		t.Fatalf("a refused backup left %v", names)
+	if code, _, errOut := annal(t, "", "verify", "--full", "--dir", target); code != 0 {
+		t.Fatalf("verify --full of the copy: exit %d: %s", code, errOut)
 	}
+}
+
+// TestBackupCommandBesideAppendProcess is the acceptance of issue 25,
+// finding 9, with real processes: annal append runs in a child process,
+// fed events without pause, while annal backup (another child) copies its
+// directory a few times. Every copy opens with no refusal and no note,
+// verifies, is a prefix of the ledger, and holds every event whose ID
+// annal append printed before the backup began. It failed before: the
+// command refused the held directory (exit 1).
+func TestBackupCommandBesideAppendProcess(t *testing.T) {
+	bin, err := exec.LookPath("annal") // the test binary, put in $PATH by TestMain
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "data")
+	if code, _, errOut := runAnnal(t, bin, dir, "", "create", "acct"); code != 0 {
+		t.Fatalf("create: exit %d: %s", code, errOut)
+	}
+	p, in, stdout, pErr := startAppend(t, bin, dir, "acct")
+	var (
+		mu      sync.Mutex
+		printed []string
+		stop    = make(chan struct{})
+		fed     = make(chan struct{})
+	)
+	go func() {
+		defer close(fed)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				in.Close()
+				return
+			default:
+			}
+			if _, err := fmt.Fprintf(in, `{"entity":"e","key":"k-%d","event":"placed"}`+"\n", i%50); err != nil {
+				return
+			}
+			if i%10 == 9 {
+				time.Sleep(time.Millisecond) // fewer events for the checks to read
+			}
+		}
+	}()
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			mu.Lock()
+			printed = append(printed, sc.Text())
+			mu.Unlock()
+		}
+	}()
+	type taken struct {
+		dir    string
+		before int
+	}
+	var copies []taken
+	for i := 0; i < 4; i++ {
+		time.Sleep(100 * time.Millisecond)
+		mu.Lock()
+		before := len(printed)
+		mu.Unlock()
+		target := filepath.Join(tmp, fmt.Sprintf("copy-%d", i))
+		code, out, errOut := runAnnal(t, bin, dir, "", "backup", target)
+		if code != 0 {
+			close(stop)
+			p.Process.Kill()
+			t.Fatalf("backup %d beside annal append (process %d): exit %d: stdout %q, stderr %q", i, p.Process.Pid, code, out, errOut)
+		}
+		if !strings.Contains(errOut, fmt.Sprintf("in use by process %d", p.Process.Pid)) {
+			t.Errorf("backup %d: stderr %q does not name the writer", i, errOut)
+		}
+		copies = append(copies, taken{target, before})
+	}
+	close(stop)
+	<-fed
+	<-read
+	if err := p.Wait(); err != nil {
+		t.Fatalf("annal append: %v; stderr: %s", err, pErr.String())
+	}
+	if len(printed) == 0 || copies[0].before == 0 {
+		t.Fatalf("annal append printed %d IDs, %d before the first backup", len(printed), copies[0].before)
+	}
+	t.Logf("%d events appended; backups after %d..%d", len(printed), copies[0].before, copies[len(copies)-1].before)
+	all := scanIDs(t, dir, "acct")
+	for i, c := range copies {
+		got := scanIDs(t, c.dir, "acct") // its first open, which builds its index
+		if code, _, errOut := runAnnal(t, bin, c.dir, "", "verify", "--full"); code != 0 || errOut != "" {
+			t.Fatalf("copy %d: verify --full: exit %d: %s", i, code, errOut)
+		}
+		if len(got) > len(all) || !slices.Equal(got, all[:len(got)]) {
+			t.Fatalf("copy %d holds %d events, not a prefix of the ledger's %d", i, len(got), len(all))
+		}
+		have := map[string]bool{}
+		for _, id := range got {
+			have[id] = true
+		}
+		for _, id := range printed[:c.before] {
+			if !have[id] {
+				t.Fatalf("copy %d: event %s, printed before the backup began, is missing", i, id)
+			}
+		}
+	}
+}
+
+// scanIDs opens dir with engine.Open, checks that it refuses nothing and
+// notes nothing, and returns the IDs of the ledger's events after its
+// genesis event.
+func scanIDs(t *testing.T, dir, ledger string) []string {
+	t.Helper()
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if u := db.Unavailable(); len(u) > 0 {
+		t.Fatalf("%s: refused %v", dir, u)
+	}
+	if db.IndexRebuilt() != nil || db.MetaRebuilt() != nil || len(db.TreeRebuilt()) > 0 {
+		t.Fatalf("%s: notes at open: %v %v %v", dir, db.IndexRebuilt(), db.MetaRebuilt(), db.TreeRebuilt())
+	}
+	var ids []string
+	for ev, err := range db.Scan(context.Background(), ledger, engine.ScanOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Seq > 1 {
+			ids = append(ids, ev.ID.String())
+		}
+	}
+	return ids
 }
 
 // TestLiveCopyCommandsNameBackup: verify and reindex of a directory copied
