@@ -98,7 +98,7 @@ func (db *DB) acceptLocked(id eventid.LedgerID, u unsignedLedger) (*ledger, erro
 		head = segment.Head{} // verified and indexed from the first record
 	}
 	db.accepting = id
-	l, err := db.recoverLedger(id, u.meta, u.haveMeta, head)
+	l, err := db.recoverLedger(id, u.meta, u.haveMeta, head, nil)
 	db.accepting = 0
 	if err != nil {
 		return nil, err

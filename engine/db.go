@@ -413,12 +413,14 @@ func (db *DB) open() error {
 		}
 	}
 	var recovered []*ledger
+	var refused []openRefusal
 	for _, id := range ids {
 		m, ok := known[id]
 		err := progressErr[id]
 		var l *ledger
+		var found ledgerMeta
 		if err == nil {
-			l, err = db.recoverLedger(id, m, ok, checkpoints[id])
+			l, err = db.recoverLedger(id, m, ok, checkpoints[id], &found)
 		}
 		if errors.Is(err, errUnfinishedCreate) {
 			// A crash in CreateLedger before the genesis event was
@@ -429,25 +431,20 @@ func (db *DB) open() error {
 			}
 		}
 		if err != nil {
-			key := id.String()
-			if ok {
-				key = m.Name
-			}
-			db.setBroken(key, id, withPermissionHint(db.dir, fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err)))
+			r := openRefusal{id: id, err: withPermissionHint(db.dir, fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err)), found: found}
 			if errors.Is(err, ErrUnsigned) {
 				// Refused for its checkpoint evidence only: AcceptLedger
 				// may accept it.
-				if db.unsigned == nil {
-					db.unsigned = map[eventid.LedgerID]unsignedLedger{}
-				}
-				db.unsigned[id] = unsignedLedger{key: key, meta: m, haveMeta: ok}
+				r.unsigned = &unsignedLedger{meta: m, haveMeta: ok}
 			}
+			refused = append(refused, r)
 			continue
 		}
 		recovered = append(recovered, l)
 	}
-	// Names are given once every ledger is known: two may claim one.
-	db.registerLedgers(recovered, known)
+	// Names are given once every ledger is known: two may claim one, and
+	// a refused ledger keeps its own.
+	db.registerLedgers(recovered, refused, known)
 	if err := db.keepRefusedWitnesses(); err != nil {
 		return err
 	}
@@ -503,7 +500,11 @@ func (db *DB) ledgerDir(id eventid.LedgerID) string {
 // recoverLedger opens one ledger's segments from checkpoint (the index's
 // progress marker; the zero Head to verify them all), and brings the index
 // up to the tail.
-func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, checkpoint segment.Head) (*ledger, error) {
+//
+// found, if not nil, gets the metadata of the ledger's genesis event once
+// it is read, even if the ledger is refused after: a refused ledger keeps
+// the name it has (see registerLedgers).
+func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, checkpoint segment.Head, found *ledgerMeta) (*ledger, error) {
 	dir := db.ledgerDir(id)
 	so := db.segmentOptions(id)
 	// Recovery refuses segments that lost what a witness says was
@@ -569,6 +570,9 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 		}
 	}
 	l.meta = m
+	if found != nil {
+		*found = m
+	}
 	// The Merkle tree, once the segments are recovered and indexed.
 	if err := db.recoverTree(l, built); err != nil {
 		log.Close()

@@ -182,9 +182,23 @@ func writeNameFile(fs vfs.FS, dir, name string) error {
 	return nil
 }
 
-// nameChoice is what registerLedgers decides for one recovered ledger.
+// openRefusal is a ledger Open refused (it failed recovery, or the
+// evidence), with what registerLedgers needs to keep its name.
+type openRefusal struct {
+	id       eventid.LedgerID
+	err      error           // why, wrapping ErrLedgerUnavailable
+	found    ledgerMeta      // its genesis event's metadata, if recovery read it (Genesis not zero)
+	unsigned *unsignedLedger // refused for its checkpoint evidence only (ErrUnsigned): its key is set here
+}
+
+// nameChoice is what registerLedgers decides for one ledger, recovered
+// (l) or refused (r).
 type nameChoice struct {
 	l        *ledger
+	r        *openRefusal
+	id       eventid.LedgerID
+	genesis  eventid.ID // zero if unknown (a refused ledger whose genesis event was not read)
+	dir      string
 	found    string // the name found: the NAME file's, else the metadata's, else the genesis event's
 	source   string // where found comes from
 	had      string // the name it was known by: the metadata's, else found
@@ -193,27 +207,47 @@ type nameChoice struct {
 	name     string // the name it gets
 	why      string // why name is not found
 	assigned bool   // name is the metadata's: this directory knew the ledger by it
+
+	fromGenesis string // the name in its genesis event, if read
 }
 
 // registerLedgers names the ledgers Open recovered and registers them in
-// byName and byID. Each ledger's name is its NAME file's, else the
-// metadata's (known), else its genesis event's (recoverLedger put it in
-// l.meta). A name that breaks the rule is replaced by one derived from it.
-// When two ledgers, or a ledger and one that failed recovery, have the
-// same name, the one that keeps it is, in this order: a ledger whose
-// directory is here but failed recovery, whose metadata holds the name;
-// the one whose metadata holds it;
-// the one created first (its genesis ID, which begins with its time);
-// the lower ledger ID. The others get derived names. A ledger whose new
-// name cannot be written to its NAME file is refused (as ledgers that
-// fail recovery are, see Unavailable). Every rename is reported in
-// db.renamed.
-func (db *DB) registerLedgers(ls []*ledger, known map[eventid.LedgerID]ledgerMeta) {
+// byName and byID, and records those it refused in broken, under the name
+// they have. Each ledger's name is its NAME file's, else the metadata's
+// (known), else its genesis event's (recoverLedger put it in l.meta, or
+// in the refused ledger's found). A name that breaks the rule is replaced
+// by one derived from it. When two ledgers, or a ledger and one that
+// failed recovery, have the same name, the one that keeps it is, in this
+// order: a ledger whose directory is here but failed recovery, whose
+// metadata holds the name; the one whose metadata holds it; the one
+// created first (its genesis ID, which begins with its time; a refused
+// ledger whose genesis event could not be read comes after those whose
+// was); the lower ledger ID. The others get derived names.
+//
+// A refused ledger keeps its name even when the metadata is lost (rebuilt
+// from the segments): it is unavailable under that name, so that
+// CreateLedger cannot give the name to a new ledger, an append by the name
+// cannot land in another one, and AcceptLedger gives it back its own name.
+// Nothing is written for it (its NAME file stays as it is) and no rename
+// of it is reported; a refused ledger whose name cannot be read (no NAME
+// file and no genesis event read) is unavailable under its ID.
+//
+// A ledger whose new name cannot be written to its NAME file is refused
+// (as ledgers that fail recovery are, see Unavailable). Every rename of a
+// recovered ledger is reported in db.renamed.
+func (db *DB) registerLedgers(ls []*ledger, refused []openRefusal, known map[eventid.LedgerID]ledgerMeta) {
 	// The names the metadata gives ledgers that are in the directory but
 	// failed recovery stay theirs: an append by such a name must not reach
 	// another ledger. (A ledger whose directory is gone, or a metadata
 	// file brought from another data directory, holds none.)
 	taken := map[string]bool{}
+	for i := range refused {
+		r := &refused[i]
+		if m, ok := known[r.id]; ok && m.Name != "" {
+			db.refuseAs(r, m.Name)
+			taken[m.Name] = true
+		}
+	}
 	recovered := map[eventid.LedgerID]bool{}
 	for _, l := range ls {
 		recovered[l.meta.ID] = true
@@ -226,15 +260,29 @@ func (db *DB) registerLedgers(ls []*ledger, known map[eventid.LedgerID]ledgerMet
 			taken[m.Name] = true
 		}
 	}
-	choices := make([]*nameChoice, 0, len(ls))
+	choices := make([]*nameChoice, 0, len(ls)+len(refused))
 	for _, l := range ls {
-		id := l.meta.ID
+		choices = append(choices, &nameChoice{l: l, id: l.meta.ID, genesis: l.meta.Genesis, dir: l.log.Dir(), fromGenesis: l.meta.Name})
+	}
+	for i := range refused {
+		r := &refused[i]
+		if m, ok := known[r.id]; ok && m.Name != "" {
+			continue // refused under it above
+		}
+		choices = append(choices, &nameChoice{r: r, id: r.id, genesis: r.found.Genesis, dir: db.ledgerDir(r.id), fromGenesis: r.found.Name})
+	}
+	kept := choices[:0]
+	for _, c := range choices {
+		id := c.id
 		m, haveMeta := known[id]
-		c := &nameChoice{l: l}
 		var err error
-		c.inFile, c.hasFile, err = readNameFile(db.fs, l.log.Dir())
+		c.inFile, c.hasFile, err = readNameFile(db.fs, c.dir)
 		if err != nil {
-			db.refuse(l, known, fmt.Errorf("%w: ledger %s: its name: %w", ErrLedgerUnavailable, id, err))
+			if c.r != nil {
+				db.refuseAs(c.r, id.String())
+				continue
+			}
+			db.refuse(c.l, known, fmt.Errorf("%w: ledger %s: its name: %w", ErrLedgerUnavailable, id, err))
 			if haveMeta && m.Name != "" {
 				taken[m.Name] = true
 			}
@@ -245,8 +293,12 @@ func (db *DB) registerLedgers(ls []*ledger, known map[eventid.LedgerID]ledgerMet
 			c.found, c.source = c.inFile, "the name in its NAME file"
 		case haveMeta && m.Name != "":
 			c.found, c.source = m.Name, "the name in the metadata"
+		case c.fromGenesis != "":
+			c.found, c.source = c.fromGenesis, "the name in its genesis event"
 		default:
-			c.found, c.source = l.meta.Name, "the name in its genesis event"
+			// A refused ledger whose name is unknown.
+			db.refuseAs(c.r, id.String())
+			continue
 		}
 		c.had = c.found
 		if haveMeta && m.Name != "" {
@@ -260,8 +312,9 @@ func (db *DB) registerLedgers(ls []*ledger, known map[eventid.LedgerID]ledgerMet
 			c.why = fmt.Sprintf("%s is %q; the metadata said %q", c.source, c.found, c.had)
 		}
 		c.assigned = haveMeta && m.Name == c.name
-		choices = append(choices, c)
+		kept = append(kept, c)
 	}
+	choices = kept
 	slices.SortFunc(choices, func(a, b *nameChoice) int {
 		if a.assigned != b.assigned {
 			if a.assigned {
@@ -269,14 +322,20 @@ func (db *DB) registerLedgers(ls []*ledger, known map[eventid.LedgerID]ledgerMet
 			}
 			return 1
 		}
-		if c := a.l.meta.Genesis.Compare(b.l.meta.Genesis); c != 0 {
+		if a.genesis.IsZero() != b.genesis.IsZero() {
+			if a.genesis.IsZero() {
+				return 1
+			}
+			return -1
+		}
+		if c := a.genesis.Compare(b.genesis); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.l.meta.ID, b.l.meta.ID)
+		return cmp.Compare(a.id, b.id)
 	})
 	owner := map[string]eventid.LedgerID{}
 	for _, c := range choices {
-		id := c.l.meta.ID
+		id := c.id
 		if taken[c.name] {
 			was := c.name
 			for n := 0; taken[c.name]; n++ {
@@ -291,9 +350,14 @@ func (db *DB) registerLedgers(ls []*ledger, known map[eventid.LedgerID]ledgerMet
 		taken[c.name] = true
 		owner[c.name] = id
 	}
-	slices.SortFunc(choices, func(a, b *nameChoice) int { return cmp.Compare(a.l.meta.ID, b.l.meta.ID) })
+	slices.SortFunc(choices, func(a, b *nameChoice) int { return cmp.Compare(a.id, b.id) })
 	for _, c := range choices {
-		l, id := c.l, c.l.meta.ID
+		id := c.id
+		if c.r != nil {
+			db.refuseAs(c.r, c.name)
+			continue
+		}
+		l := c.l
 		if db.ro == nil && (!c.hasFile || c.inFile != c.name) {
 			err := writeNameFile(db.fs, l.log.Dir(), c.name)
 			// A directory written by an older annal gets its NAME file
@@ -314,6 +378,20 @@ func (db *DB) registerLedgers(ls []*ledger, known map[eventid.LedgerID]ledgerMet
 		}
 		db.byName[c.name] = l
 		db.byID[id] = l
+	}
+}
+
+// refuseAs records the refused ledger r as unavailable under key, its
+// name (or its ID).
+func (db *DB) refuseAs(r *openRefusal, key string) {
+	db.setBroken(key, r.id, r.err)
+	if r.unsigned != nil {
+		if db.unsigned == nil {
+			db.unsigned = map[eventid.LedgerID]unsignedLedger{}
+		}
+		u := *r.unsigned
+		u.key = key
+		db.unsigned[r.id] = u
 	}
 }
 

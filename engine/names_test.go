@@ -670,3 +670,72 @@ func TestNamesForeignMetadata(t *testing.T) {
 		t.Fatalf("ledgers %+v, renamed %v", ls, db.Renamed())
 	}
 }
+
+// TestRefusedLedgerKeepsItsNameAfterMetaRebuild: a ledger refused at the
+// open (its checkpoint file removed: ErrUnsigned) while meta.db is gone
+// (rebuilt from the segments) keeps its name: its NAME file and its
+// genesis event say "acct". Ledger("acct") must say the ledger is
+// unavailable, not that there is none, and CreateLedger("acct") must not
+// make a second ledger under that name (an append by name would then land
+// in a new, empty ledger, and the refused one is renamed acct~ID when it
+// is accepted). A reader's open agrees, and AcceptLedger gives the ledger
+// back its own name.
+func TestRefusedLedgerKeepsItsNameAfterMetaRebuild(t *testing.T) {
+	for _, withNameFile := range []bool{true, false} {
+		t.Run(fmt.Sprintf("NAME=%v", withNameFile), func(t *testing.T) {
+			ctx := context.Background()
+			dir, id := checkpointLedger(t)
+			if err := os.Remove(filepath.Join(dir, "ledgers", id, checkpointFileName)); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(filepath.Join(dir, "meta.db")); err != nil {
+				t.Fatal(err)
+			}
+			if !withNameFile {
+				// A directory written by an older annal: the genesis
+				// event names it.
+				if err := os.Remove(filepath.Join(dir, "ledgers", id, nameFile)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ro, err := OpenReadOnly(dir, &Options{TempDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ro.Ledger("acct"); !errors.Is(err, ErrLedgerUnavailable) || !errors.Is(err, ErrUnsigned) {
+				t.Errorf("read-only Ledger(acct) of the refused ledger %s: %v; want ErrLedgerUnavailable, ErrUnsigned", id, err)
+			}
+			if _, ok := ro.Unavailable()["acct"]; !ok {
+				t.Errorf("read-only Unavailable: %v; want acct", ro.Unavailable())
+			}
+			ro.Close()
+			db, err := Open(dir, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.Ledger("acct"); !errors.Is(err, ErrLedgerUnavailable) || !errors.Is(err, ErrUnsigned) {
+				t.Errorf("Ledger(acct) of the refused ledger %s: %v; want ErrLedgerUnavailable, ErrUnsigned (its NAME file and genesis say acct)", id, err)
+			}
+			if _, ok := db.Unavailable()["acct"]; !ok {
+				t.Errorf("Unavailable: %v; want acct", db.Unavailable())
+			}
+			if info, err := db.CreateLedger(ctx, LedgerSpec{Name: "acct"}); err == nil {
+				t.Errorf("CreateLedger(acct) made ledger %s while the refused ledger %s is named acct", info.ID, id)
+			}
+			if _, err := db.Append(ctx, "acct", []EventInput{order(99)}, nil); !errors.Is(err, ErrLedgerUnavailable) {
+				t.Errorf("Append(acct): %v; want ErrLedgerUnavailable", err)
+			}
+			if len(db.Renamed()) != 0 {
+				t.Errorf("Renamed: %v; want none", db.Renamed())
+			}
+			if _, err := db.AcceptLedger(ctx, "acct"); err != nil {
+				t.Fatalf("AcceptLedger(acct): %v", err)
+			}
+			info, err := db.Ledger("acct")
+			if err != nil || info.ID.String() != id || info.Count != 21 {
+				t.Errorf("Ledger(acct) after AcceptLedger: %+v, %v; want ledger %s of 21 events", info, err, id)
+			}
+		})
+	}
+}

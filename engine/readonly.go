@@ -214,26 +214,22 @@ func (db *DB) openReadOnly() error {
 		db.ro.idxWitness = db.readIndexWitnesses(ids)
 	}
 	var opened []*ledger
+	var refused []openRefusal
 	for _, id := range ids {
-		m, haveMeta := known[id]
-		l, err := db.openLedgerReadOnly(id)
+		var found ledgerMeta
+		l, err := db.openLedgerReadOnly(id, &found)
 		switch {
 		case errors.Is(err, errNotYet):
 			continue
-		case errors.As(err, new(noGenesisError)):
-			db.setBroken(id.String(), id, withPermissionHint(db.dir, fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err)))
-			continue
 		case err != nil:
-			key := id.String()
-			if haveMeta && m.Name != "" {
-				key = m.Name
-			}
-			db.setBroken(key, id, withPermissionHint(db.dir, fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err)))
+			// Under the name the writer's Open gives it (see
+			// registerLedgers).
+			refused = append(refused, openRefusal{id: id, err: withPermissionHint(db.dir, fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err)), found: found})
 			continue
 		}
 		opened = append(opened, l)
 	}
-	db.registerLedgers(opened, known)
+	db.registerLedgers(opened, refused, known)
 	for name, l := range db.byName {
 		if h := l.log.HiddenTail(); h.Why != "" {
 			db.ro.hidden[name] = h
@@ -502,7 +498,7 @@ func (db *DB) discoverLedgers() {
 		if fi, err := db.fs.Stat(db.ledgerDir(id)); err != nil || !fi.IsDir() {
 			continue
 		}
-		l, err := db.openLedgerReadOnly(id)
+		l, err := db.openLedgerReadOnly(id, nil)
 		if errors.Is(err, errNotYet) {
 			continue
 		}
@@ -520,6 +516,9 @@ func (db *DB) discoverLedgers() {
 		l.meta.Name = named
 		db.mu.Lock()
 		_, taken := db.byName[named]
+		if _, refused := db.broken[named]; refused {
+			taken = true // a refused ledger's name is its own
+		}
 		if !taken && !db.closed {
 			db.byName[named], db.byID[id] = l, l
 		}
@@ -549,7 +548,10 @@ func (e noGenesisError) Unwrap() error { return e.error }
 // evidence.go): its durable witness, its checkpoint file, the signer's
 // state. Both are read before the segments: a live writer only moves
 // them forward, and the segments, read after, hold what they say.
-func (db *DB) openLedgerReadOnly(id eventid.LedgerID) (*ledger, error) {
+//
+// found, if not nil, gets the metadata of its genesis event once read,
+// even if the ledger is refused after (its name, for registerLedgers).
+func (db *DB) openLedgerReadOnly(id eventid.LedgerID, found *ledgerMeta) (*ledger, error) {
 	w := db.roWitness(id)
 	ev := db.readEvidence(id)
 	dir := db.ledgerDir(id)
@@ -576,6 +578,9 @@ func (db *DB) openLedgerReadOnly(id eventid.LedgerID) (*ledger, error) {
 	if l.meta, err = metaFromGenesis(log); err != nil {
 		log.Close()
 		return nil, noGenesisError{err}
+	}
+	if found != nil {
+		*found = l.meta
 	}
 	if err := db.checkReaderEvidence(l, ev); err != nil {
 		log.Close()

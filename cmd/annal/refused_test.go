@@ -100,3 +100,36 @@ func TestReadCommandsNameRefusedLedger(t *testing.T) {
 		check(t, dir, id5, "annal checkpoint --accept acct")
 	})
 }
+
+// TestRefusedLedgerFoundByNameWithoutMetaDB: acct's checkpoint file removed
+// (refused: nothing vouches for its events) and meta.db lost. annal
+// ledgers says "ledger <ID> is unavailable", and verify acct finds it by
+// its name (exit 3), but every other command naming acct said `no ledger
+// "acct"` with exit 1 (an environment error, and false: acct's NAME file
+// and genesis event name it), and annal create acct made a second ledger
+// named acct beside the refused one. Each must say why acct is refused,
+// with exit 3, and create must refuse the name.
+func TestRefusedLedgerFoundByNameWithoutMetaDB(t *testing.T) {
+	dir, _, segs := refusedDir(t)
+	if err := os.Remove(filepath.Join(filepath.Dir(segs[0]), "checkpoint")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "meta.db")); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"scan", "acct"}, {"export", "acct"}, {"tail", "acct", "--from-start"}, {"get", "acct#5"}, {"stats", "acct"},
+		{"append", "acct", "--entity", "e", "--key", "k", "--event", "v"},
+	} {
+		code, out, errOut := annal(t, "", append([]string{"--dir", dir}, args...)...)
+		if code != exitVerification || strings.Contains(errOut, "no ledger") || !strings.Contains(errOut, "acct") {
+			t.Errorf("%v: exit %d, want %d naming why acct is refused\nstdout:\n%s\nstderr:\n%s", args, code, exitVerification, out, errOut)
+		}
+	}
+	if code, out, errOut := annal(t, "", "--dir", dir, "create", "acct"); code == 0 {
+		t.Errorf("create acct: exit 0 while the refused ledger is named acct\nstdout:\n%s\nstderr:\n%s", out, errOut)
+	}
+	if code, out, errOut := annal(t, "", "--dir", dir, "ledgers"); !strings.Contains(out+errOut, `"acct"`) && !strings.Contains(out+errOut, "acct ") {
+		t.Errorf("ledgers: exit %d, does not name acct\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+}
