@@ -795,8 +795,9 @@ func TestMerkleRewrittenHistoryRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The metadata is gone: Unavailable names the ledger by its ID.
-	mkRefusedAs(t, dirA, info.ID.String(), []error{ErrRewritten}, filepath.Join(ldirA, checkpointFileName), "signed at size 9")
+	// The metadata is gone: Unavailable names the ledger by the name its
+	// NAME file gives it, which it keeps while it is refused.
+	mkRefusedAs(t, dirA, "shop", []error{ErrRewritten}, filepath.Join(ldirA, checkpointFileName), "signed at size 9")
 }
 
 // TestMerkleImportBuildsTree: an imported ledger has the tree and the

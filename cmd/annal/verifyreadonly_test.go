@@ -134,8 +134,9 @@ func TestVerifyWritesNothing(t *testing.T) {
 		if len(args) > 1 && args[1] == "acct" {
 			want = 0 // other, refused, is not verified
 		} else {
-			// By its ID: meta.db, which held its name, is missing.
-			wants = append(wants, "annal: verify "+ids["other"]+":", "annal checkpoint --accept other")
+			// By its name, though meta.db is missing: its NAME file
+			// gives it, and it keeps it while it is refused.
+			wants = append(wants, "annal: verify other:", "ledger "+ids["other"], "annal checkpoint --accept other")
 		}
 		if code != want {
 			t.Errorf("%v: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", args, code, want, out, errOut)
