@@ -208,7 +208,8 @@ type nameChoice struct {
 	why      string // why name is not found
 	assigned bool   // name is the metadata's: this directory knew the ledger by it
 
-	fromGenesis string // the name in its genesis event, if read
+	fromGenesis string // the name in its genesis event, if read (the metadata's, if it has the ledger)
+	vouched     bool   // name is fromGenesis: not only a NAME file, which nothing signs, says it
 }
 
 // registerLedgers names the ledgers Open recovered and registers them in
@@ -219,8 +220,11 @@ type nameChoice struct {
 // by one derived from it. When two ledgers, or a ledger and one that
 // failed recovery, have the same name, the one that keeps it is, in this
 // order: a ledger whose directory is here but failed recovery, whose
-// metadata holds the name; the one whose metadata holds it; the one
-// created first (its genesis ID, which begins with its time; a refused
+// metadata holds the name; the one whose metadata holds it; the one whose
+// genesis event holds it (the genesis event is covered by the signed
+// checkpoints, the NAME file by nothing: a NAME file edited, or copied
+// from another ledger, cannot take the name of a ledger whose genesis
+// event and NAME file both say it); the one created first (its genesis ID, which begins with its time; a refused
 // ledger whose genesis event could not be read comes after those whose
 // was); the lower ledger ID. The others get derived names.
 //
@@ -312,12 +316,19 @@ func (db *DB) registerLedgers(ls []*ledger, refused []openRefusal, known map[eve
 			c.why = fmt.Sprintf("%s is %q; the metadata said %q", c.source, c.found, c.had)
 		}
 		c.assigned = haveMeta && m.Name == c.name
+		c.vouched = c.name == c.fromGenesis
 		kept = append(kept, c)
 	}
 	choices = kept
 	slices.SortFunc(choices, func(a, b *nameChoice) int {
 		if a.assigned != b.assigned {
 			if a.assigned {
+				return -1
+			}
+			return 1
+		}
+		if a.vouched != b.vouched {
+			if a.vouched {
 				return -1
 			}
 			return 1

@@ -739,3 +739,54 @@ func TestRefusedLedgerKeepsItsNameAfterMetaRebuild(t *testing.T) {
 		})
 	}
 }
+
+// TestNameFileCannotStealAnotherLedgersName: acct's NAME file edited to say
+// "other" and meta.db lost. acct was created first, so the rebuild gave it
+// "other" (its NAME file's) and renamed the real other, whose genesis
+// event and NAME file both say "other", to other~ID: appends to "other"
+// landed in acct. The genesis event is covered by the signed checkpoints,
+// the NAME file by nothing: the ledger both name keeps the name, in the
+// reader's open as in the writer's, and acct gets a derived one.
+func TestNameFileCannotStealAnotherLedgersName(t *testing.T) {
+	ctx := context.Background()
+	dir, acctID := checkpointLedger(t)
+	otherID := readerID(t, dir, "other")
+	// acct was created first: the rebuild takes its NAME file first.
+	thief, victim, victimName := acctID, otherID, "other"
+	if err := os.WriteFile(filepath.Join(dir, "ledgers", thief, nameFile), []byte(victimName), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "meta.db")); err != nil {
+		t.Fatal(err)
+	}
+	if got := readerID(t, dir, victimName); got != victim {
+		t.Errorf("read-only Ledger(%q) is %s; want %s, whose NAME file and genesis say %q", victimName, got, victim, victimName)
+	}
+	db, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	info, err := db.Ledger(victimName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.ID.String() != victim {
+		t.Errorf("Ledger(%q) is %s, whose genesis event names it otherwise (its NAME file was edited); want %s, whose NAME file and genesis say %q (renamed: %v)", victimName, info.ID, victim, victimName, db.Renamed())
+	}
+	r := db.Renamed()
+	if len(r) != 1 || r[0].Ledger.String() != thief || r[0].To == victimName || r[0].From != victimName {
+		t.Errorf("Renamed: %v; want the one rename of %s from %q", r, thief, victimName)
+	}
+	if _, err := db.Append(ctx, victimName, []EventInput{order(99)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := db.Ledger(victimName); err != nil || info.ID.String() != victim || info.Count != 2 {
+		t.Errorf("after an append to %q: %+v, %v; want ledger %s of 2 events", victimName, info, err, victim)
+	}
+	if len(r) == 1 {
+		if info, err := db.Ledger(r[0].To); err != nil || info.ID.String() != thief || info.Count != 21 {
+			t.Errorf("Ledger(%q): %+v, %v; want ledger %s of 21 events", r[0].To, info, err, thief)
+		}
+	}
+}
