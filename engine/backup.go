@@ -87,8 +87,8 @@ const backupTmpMark = ".annal-backup-incomplete-"
 // every event acknowledged before Backup was called, and of each ledger a
 // prefix of its events; it opens with Open (or OpenReadOnly) as it is and
 // passes Verify. Open it with the same signer: the copy holds
-// DIR/signing.key and its state file, but not a key given by
-// Options.Signer.
+// DIR/signing.key, its state file and DIR/signing.pub, but not a key given
+// by Options.Signer.
 //
 // dir must not exist or be an empty directory, and must not be the data
 // directory or inside it (ErrInvalid). Its parent is created if missing.
@@ -390,8 +390,8 @@ func (b *backup) done(path string) error {
 }
 
 // copyCheckpoints copies, with the checkpoint lock of every ledger of ls
-// held, each one's checkpoint file, and the signing key and its state
-// file if the data directory has them. It returns the size of each
+// held, each one's checkpoint file, and the signing key, its state file
+// and its verifier file (DIR/signing.pub) if the data directory has them. It returns the size of each
 // ledger's checkpoint copied (0: none).
 func (b *backup) copyCheckpoints(ls []*ledger) ([]uint64, error) {
 	byID := slices.Clone(ls)
@@ -405,7 +405,7 @@ func (b *backup) copyCheckpoints(ls []*ledger) ([]uint64, error) {
 		}
 	}()
 	db := b.db
-	for _, name := range []string{signingKeyFile, signingKeyFile + ".state"} {
+	for _, name := range []string{signingKeyFile, signingKeyFile + ".state", signingPubFile} {
 		if _, err := b.copyFile(filepath.Join(db.dir, name), filepath.Join(b.tmp, name), -1, true); err != nil {
 			return nil, err
 		}

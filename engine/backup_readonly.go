@@ -24,8 +24,8 @@ import (
 // evidence, so that every piece of evidence copied is at or before the
 // segments copied after it (see "Backups" in docs/engine.md):
 //
-//  1. DIR/signing.key and its state file (the signer writes the state
-//     before each checkpoint file);
+//  1. DIR/signing.key, its state file (the signer writes the state
+//     before each checkpoint file) and DIR/signing.pub;
 //  2. meta.db, a byte copy: read twice in a row, the two reads equal
 //     (no commit of the writer in between: a copy taken during one may
 //     mix pages of two transactions) and the copy passing bbolt's check
@@ -57,7 +57,7 @@ func (b *backup) runReadOnly() error {
 		return err
 	}
 	// 1. The key and the signer's state.
-	for _, name := range []string{signingKeyFile, signingKeyFile + signerStateSuffix} {
+	for _, name := range []string{signingKeyFile, signingKeyFile + signerStateSuffix, signingPubFile} {
 		if _, err := b.copyFile(filepath.Join(db.dir, name), filepath.Join(b.tmp, name), -1, true); err != nil {
 			return err
 		}

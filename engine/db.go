@@ -44,7 +44,7 @@ const (
 // is enough: a directory where some of them were deleted is still annal's,
 // and Open recovers it (rebuilds the index, the metadata). LOCK counts
 // only alone (see hasMarker).
-var dataDirMarkers = [...]string{lockFile, metaFile, indexDir, indexDir + ".broken", ledgersDir, signingKeyFile, signingKeyFile + signerStateSuffix}
+var dataDirMarkers = [...]string{lockFile, metaFile, indexDir, indexDir + ".broken", ledgersDir, signingKeyFile, signingKeyFile + signerStateSuffix, signingKeyFile + signerStateSuffix + signerLockSuffix, signingPubFile}
 
 // ignoredEntries are entries an empty directory may hold: the root of a
 // freshly made ext2/3/4 file system, a common place for a data directory,

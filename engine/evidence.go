@@ -170,10 +170,14 @@ func stateLookup(state map[string]tree.Checkpoint) func(string) (tree.Checkpoint
 // loadReaderKey sets the key with which a read-only DB checks the
 // checkpoints: Options.Signer's, or the key file's (Options.SigningKeyFile,
 // else DIR/signing.key), read and never created; no signer is opened. A
-// key file that is missing or cannot be read leaves none (keyErr says
-// why): every ledger with a checkpoint is then refused, as the writer's
-// Open refuses the directory (ErrSigningKeyMissing). A key file that
-// others can read, or malformed, fails the open, as it fails the writer's.
+// reader needs only the public key: a key file that exists but that this
+// reader may not read (another user's, 0600) gives way to its verifier
+// file, which the writer keeps beside it (verifierFile: DIR/signing.pub).
+// A key file that is missing, or unreadable with no verifier file, leaves
+// none (keyErr says why): every ledger with a checkpoint is then refused
+// (ErrSigningKeyMissing), as the writer's Open refuses the directory. A
+// key file that others can read, or malformed, fails the open, as it
+// fails the writer's; so does a malformed verifier file.
 func (db *DB) loadReaderKey() error {
 	path, _ := db.signerFiles()
 	var k tree.Key
@@ -186,6 +190,18 @@ func (db *DB) loadReaderKey() error {
 		k, err = tree.LoadKey(db.fs, path)
 		if errors.Is(err, tree.ErrKey) {
 			return fmt.Errorf("engine: the signing key %s: %w", path, err)
+		}
+		if errors.Is(err, os.ErrPermission) {
+			text, _, perr := readVerifierFile(db.fs, verifierFile(path))
+			if errors.Is(perr, tree.ErrKey) {
+				return fmt.Errorf("engine: the signing key's verifier file: %w", perr)
+			}
+			if perr == nil {
+				k, err = tree.Key{Verifier: text}, nil
+			} else {
+				db.keyErr = fmt.Errorf("%w; nor its public key %s (%w): the writer writes it at its next open", err, verifierFile(path), perr)
+				return nil
+			}
 		}
 		if err != nil {
 			db.keyErr = err
@@ -383,7 +399,8 @@ func (db *DB) checkReaderEvidence(l *ledger, ev readerEvidence) error {
 	}
 	if db.verifier == nil {
 		if e.Note != nil {
-			return fmt.Errorf("%w: %s: %w: no key to check it with: %s", ErrUnsigned, ev.ckPath, tree.ErrCheckpoint, db.keyMissingText())
+			// Not the data's failure: the same as the writer's Open.
+			return fmt.Errorf("%w: %s: no key to check it with: %s", ErrSigningKeyMissing, ev.ckPath, db.keyMissingText())
 		}
 	} else if ev.state != nil {
 		e.Signed = signedFor(stateLookup(ev.state), db.verifier, id)

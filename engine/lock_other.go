@@ -4,8 +4,11 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -29,4 +32,26 @@ func lockDataDir(dir string) (io.Closer, *os.File, error) {
 // (removeStalePrivateDirs removes nothing).
 func lockDir(dir string) (*os.File, error) {
 	return nil, &os.PathError{Op: "flock", Path: dir, Err: errors.ErrUnsupported}
+}
+
+// lockFileWait takes the lock of vfs.Default on the file at path (Windows:
+// the file opened for no one else to share), waiting up to wait while
+// another holds it. Where the file system has no lock (neither flock nor
+// Windows'), it returns a lock that excludes no other process: the
+// signer's state is then locked within the process only.
+func lockFileWait(path string, wait time.Duration) (io.Closer, error) {
+	deadline := time.Now().Add(wait)
+	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
+		c, err := vfs.Default.Lock(path)
+		if err == nil {
+			return c, nil
+		}
+		if runtime.GOOS != "windows" {
+			return io.NopCloser(nil), nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%s is locked by another signer for more than %v: %w", path, wait, err)
+		}
+		time.Sleep(pause)
+	}
 }

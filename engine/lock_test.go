@@ -623,3 +623,39 @@ func TestLockInfo(t *testing.T) {
 		t.Fatal("readLockInfo read a FIFO")
 	}
 }
+
+// TestSignerStateLockExcludesOtherDescriptors: the signer's state lock
+// (lockFileWait on KEY.state.lock) is a flock, which another descriptor of
+// the same file (another process, or another signer of this one) cannot
+// take while it is held: it waits, then gives up naming the file; once
+// released it is taken at once.
+func TestSignerStateLockExcludesOtherDescriptors(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "k.state.lock")
+	held, err := lockFileWait(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := lockFileWait(path, 20*time.Millisecond); err == nil {
+		c.Close()
+		t.Fatal("a second descriptor took the signer's state lock while the first held it")
+	} else if !strings.Contains(err.Error(), path) {
+		t.Errorf("the refusal does not name %s: %v", path, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		c, err := lockFileWait(path, 10*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		done <- err
+	}()
+	if err := held.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("the lock, released, was not taken by the waiter: %v", err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the lock file: %v, %v; want mode 0600", fi, err)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -227,4 +228,44 @@ func lockDir(dir string) (*os.File, error) {
 		return nil, &os.PathError{Op: "flock", Path: dir, Err: err}
 	}
 	return os.NewFile(uintptr(fd), dir), nil
+}
+
+// lockFileWait takes an exclusive flock on the file at path (created,
+// owner-only, if missing), waiting up to wait while another descriptor
+// (another process, another signer) holds it. Closing what it returns
+// releases the lock; so does the process's death.
+func lockFileWait(path string, wait time.Duration) (io.Closer, error) {
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: describeErrno(err)}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%s is a %v, not a lock file (a regular file): remove it", path, fi.Mode().Type())
+	}
+	deadline := time.Now().Add(wait)
+	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
+		err := flock(fd)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
+			who := ""
+			if fi, serr := f.Stat(); serr == nil && errors.Is(err, unix.EWOULDBLOCK) {
+				if pid := flockHolder(keyOf(fi)); pid > 0 {
+					who = fmt.Sprintf(" (held by process %d %s)", pid, commandOf(pid))
+				}
+			}
+			f.Close()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				return nil, fmt.Errorf("%s is locked by another signer for more than %v%s", path, wait, who)
+			}
+			return nil, &os.PathError{Op: "flock", Path: path, Err: err}
+		}
+		time.Sleep(pause)
+	}
 }

@@ -47,6 +47,8 @@ const (
 	treeFileName       = "tree"
 	checkpointFileName = "checkpoint"
 	signingKeyFile     = "signing.key"
+	// signingPubFile is DIR/signing.key's verifier file (verifierFile).
+	signingPubFile = "signing.pub"
 	// maxCheckpointFile bounds what Open reads of a checkpoint file: a
 	// signed checkpoint is a few hundred bytes.
 	maxCheckpointFile = 64 << 10
@@ -193,8 +195,11 @@ func (db *DB) loadKey() error {
 		if err != nil {
 			return fmt.Errorf("engine: the signing key %s: %w", path, err)
 		}
+		if err := writeVerifierFile(db.fs, verifierFile(path), k.Verifier); err != nil {
+			return fmt.Errorf("engine: the signing key's verifier file: %w", err)
+		}
 	}
-	if db.signer, err = openStateSigner(db.fs, k, statePath); err != nil {
+	if db.signer, err = openStateSigner(db.fs, k, statePath, db.opts.fs == nil); err != nil {
 		return err
 	}
 	db.key = k
@@ -215,6 +220,50 @@ func (db *DB) signerFiles() (keyPath, statePath string) {
 	}
 	keyPath = cmp.Or(db.opts.SigningKeyFile, filepath.Join(db.dir, signingKeyFile))
 	return keyPath, keyPath + signerStateSuffix
+}
+
+// verifierFile returns the public key file of the key file keyPath:
+// keyPath with ".key" replaced by ".pub", or ".pub" appended
+// (DIR/signing.pub for DIR/signing.key). The writer keeps it, so that a
+// reader that may read the data files but not the private key (0600, the
+// writer's) can check the checkpoints.
+func verifierFile(keyPath string) string {
+	return strings.TrimSuffix(keyPath, ".key") + ".pub"
+}
+
+// maxVerifierFile bounds what is read of a verifier file: a verifier key
+// is about 100 bytes.
+const maxVerifierFile = 4096
+
+// writeVerifierFile writes the verifier key v to path (atomically, with
+// the mode of the other data files), unless path holds it already. A file
+// that cannot be read (not a missing one, nor one too large) is an error,
+// as one that cannot be written.
+func writeVerifierFile(fs vfs.FS, path, v string) error {
+	want := []byte(v + "\n")
+	b, err := readSmallFile(fs, path, maxVerifierFile)
+	switch {
+	case err == nil && bytes.Equal(b, want):
+		return nil
+	case err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, tree.ErrCheckpoint):
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	return writeFileAtomic(fs, fs.PathDir(path), fs.PathBase(path), want, true)
+}
+
+// readVerifierFile reads the verifier key in the file at path (written by
+// writeVerifierFile).
+func readVerifierFile(fs vfs.FS, path string) (string, note.Verifier, error) {
+	b, err := readSmallFile(fs, path, maxVerifierFile)
+	if err != nil {
+		return "", nil, err
+	}
+	text := strings.TrimSuffix(string(b), "\n")
+	v, err := tree.NewVerifier(text)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: %s: not a verifier key: %w", tree.ErrKey, path, err)
+	}
+	return text, v, nil
 }
 
 // checkNoSignedCheckpoints returns ErrSigningKeyMissing, naming the keys
@@ -359,19 +408,34 @@ func (l *ledger) issueCheckpoint(limit uint64) (Checkpoint, error) {
 // holds at least body.Size leaves), as an extension of the last checkpoint
 // the signer signed for its origin, or else of latest (the ledger's
 // checkpoint file; nil if none), with the consistency proof from t.
+//
+// A signer whose state file moved on since it last read it (another DB
+// signing with the same key, or a state written whose directory's sync
+// failed) refuses the first try, having merged the file into its memory:
+// the signature is tried once more, extending what it remembers now.
 func (db *DB) sign(t *tree.File, body tree.Checkpoint, latest *Checkpoint) ([]byte, error) {
 	prev, ok := db.signer.Signed(body.Origin)
 	if !ok && latest != nil {
 		prev = tree.Checkpoint{Origin: latest.Origin, Size: latest.Size, Root: latest.Root}
 	}
-	var proof []tree.Hash
-	if prev.Size > 0 && prev.Size < body.Size {
-		var err error
-		if proof, err = t.ConsistencyProof(prev.Size, body.Size); err != nil {
-			return nil, fmt.Errorf("the consistency proof from size %d: %w", prev.Size, err)
+	for try := 0; ; try++ {
+		var proof []tree.Hash
+		if prev.Size > 0 && prev.Size < body.Size {
+			var err error
+			if proof, err = t.ConsistencyProof(prev.Size, body.Size); err != nil {
+				return nil, fmt.Errorf("the consistency proof from size %d: %w", prev.Size, err)
+			}
 		}
+		msg, err := db.signer.SignCheckpoint(prev, body, proof)
+		if !errors.Is(err, ErrSignerRefused) || try > 0 {
+			return msg, err
+		}
+		now, ok := db.signer.Signed(body.Origin)
+		if !ok || now == prev {
+			return msg, err
+		}
+		prev = now
 	}
-	return db.signer.SignCheckpoint(prev, body, proof)
 }
 
 // writeFileAtomic writes data to dir/name through dir/name.tmp: written,

@@ -92,7 +92,12 @@ type Options struct {
 	// directory is signed by another key), with its memory in
 	// SigningKeyFile+".state". Kept outside the data directory, with its
 	// state file, it protects the ledgers against someone who can rewrite
-	// the directory but not read the key.
+	// the directory but not read the key. Several DBs may use it at once
+	// (each signature locks the state: SigningKeyFile+".state.lock"). Open
+	// writes its verifier (public) key beside it, SigningKeyFile with
+	// ".key" replaced by ".pub" (or ".pub" appended), for readers that may
+	// not read the private key (see "The signer's memory" in
+	// docs/engine.md).
 	SigningKeyFile string
 
 	// CheckpointInterval is how often a background writer issues a signed

@@ -17,6 +17,7 @@ import (
 
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/segment"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // readerVerdict opens dir read-only and returns why ledger name (or the
@@ -363,8 +364,10 @@ func TestReadOnlyChecksCheckpoint(t *testing.T) {
 				t.Fatal(err)
 			}
 			// (The writer's Open refuses the whole directory, creating
-			// no key: TestSigningKeyLostCreatesNoKey.)
-		}, tree.ErrCheckpoint, "restore that key", false, true},
+			// no key: TestSigningKeyLostCreatesNoKey; the reader refuses
+			// each ledger with a checkpoint for the same reason, not as
+			// a data failure: TestReaderKeyMissingIsNotDataFailure.)
+		}, ErrSigningKeyMissing, "restore that key", false, true},
 		{"signer state ahead of the checkpoint", func(t *testing.T, dir string) {
 			writeFile(t, filepath.Join(dir, signingKeyFile+".state"), stateLine(readCk(t, dir), 30))
 		}, ErrRewritten, "rolled back", true, false},
@@ -554,4 +557,37 @@ func mustLatest(t *testing.T, db *DB, name string) Checkpoint {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// denyKeyFS is the file system as a reader running as another user sees
+// a data directory whose files it may read: every file but the private
+// signing key (0600, the writer's), whose open is "permission denied".
+type denyKeyFS struct{ vfs.FS }
+
+func (f denyKeyFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	if filepath.Base(name) == signingKeyFile {
+		return nil, &os.PathError{Op: "open", Path: name, Err: os.ErrPermission}
+	}
+	return f.FS.Open(name, opts...)
+}
+
+// TestReaderNeedsNoPrivateKey: a read-only open checks checkpoints with
+// the verifier (public) key, yet it reads it from the private key file
+// (DIR/signing.key, or --signing-key FILE). A reader that may read every
+// file of the directory but, rightly, not the private key (annal tail or
+// annal ledgers run by another user than the writer's) refuses every
+// ledger with a checkpoint, exit 3 ("ledger not covered by a checkpoint
+// its signer stands by ... the key file cannot be read"): an intact
+// directory reported as failed data. Verifying must need only the public
+// key; a reader must not need the power to sign.
+func TestReaderNeedsNoPrivateKey(t *testing.T) {
+	dir, _ := checkpointLedger(t)
+	ro, err := OpenReadOnly(dir, &Options{TempDir: t.TempDir(), fs: denyKeyFS{vfs.Default}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if u := ro.Unavailable(); len(u) > 0 {
+		t.Errorf("a reader that may not read the private key refuses intact ledgers: %v", u)
+	}
 }

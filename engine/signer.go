@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -34,6 +36,18 @@ import (
 // synced) before the signed checkpoint is handed out, so that the state's
 // size for an origin is never below that of any checkpoint file signed by
 // the key.
+//
+// One key may sign for several DBs at once (an outside key file given to
+// two data directories, or to a directory and its copy): every signature
+// takes the state's lock (KEY.state.lock: an exclusive flock, held across
+// processes; LockFileEx on Windows), re-reads the state file under it,
+// judges the checkpoint against what the file and its own memory hold
+// (the larger size of the two for each origin), and writes back the whole
+// merged state before it lets go. So no DB forgets what another signed
+// (its origins are kept), and the key signs no fork: a second DB asked to
+// sign another root at a size the key signed, or a smaller one, is
+// refused (ErrSignerRefused). A test's file system (Options.fs) is locked
+// within the process only.
 
 // ErrSignerRefused: a signer was asked to sign a checkpoint that is not a
 // consistent extension of the last one it signed for that origin (another
@@ -43,6 +57,14 @@ var ErrSignerRefused = errors.New("engine: the signer refused the checkpoint")
 
 // signerStateSuffix: the state file of a key file KEY is KEY.state.
 const signerStateSuffix = ".state"
+
+// signerLockSuffix: the lock file of a state file STATE is STATE.lock (an
+// empty file, kept: it is only ever locked).
+const signerLockSuffix = ".lock"
+
+// signerLockWait is how long a signature waits for another process that
+// holds the signer's state (which it holds for a write and two fsyncs).
+const signerLockWait = 30 * time.Second
 
 // maxSignerState bounds what is read of a state file: a line per ledger
 // signed, about 100 bytes each.
@@ -71,14 +93,15 @@ type CheckpointSigner interface {
 
 // NewKeyFileSigner returns the signer of the key file at path (the note
 // signer format that DIR/signing.key holds; see docs/format.md), with its
-// state in path+".state". A key file that does not exist is an error.
+// state in path+".state" (locked, at each signature, through
+// path+".state.lock"). A key file that does not exist is an error.
 func NewKeyFileSigner(path string) (CheckpointSigner, error) {
 	fs := privateFS{vfs.Default}
 	k, err := tree.LoadKey(fs, path)
 	if err != nil {
 		return nil, err
 	}
-	return openStateSigner(fs, k, path+signerStateSuffix)
+	return openStateSigner(fs, k, path+signerStateSuffix, true)
 }
 
 // NewCryptoSigner returns the signer of a crypto.Signer holding an Ed25519
@@ -92,7 +115,7 @@ func NewCryptoSigner(s crypto.Signer, name, statePath string) (CheckpointSigner,
 	if statePath == "" {
 		return nil, fmt.Errorf("%w: the signer's state file: no path given", ErrInvalid)
 	}
-	return openStateSigner(privateFS{vfs.Default}, k, statePath)
+	return openStateSigner(privateFS{vfs.Default}, k, statePath, true)
 }
 
 // stateSigner is a key with its state file: the CheckpointSigner of both
@@ -101,13 +124,16 @@ type stateSigner struct {
 	key  tree.Key
 	fs   vfs.FS
 	path string // the state file
+	// osLock: the state is locked with the operating system's lock on
+	// path+".lock" (other processes too); else within this process only.
+	osLock bool
 
 	mu    sync.Mutex
 	state map[string]tree.Checkpoint
 }
 
 // openStateSigner reads the state file at path (none yet: an empty state).
-func openStateSigner(fs vfs.FS, k tree.Key, path string) (*stateSigner, error) {
+func openStateSigner(fs vfs.FS, k tree.Key, path string, osLock bool) (*stateSigner, error) {
 	state, err := readSignerState(fs, path)
 	if err != nil {
 		return nil, err
@@ -115,7 +141,54 @@ func openStateSigner(fs vfs.FS, k tree.Key, path string) (*stateSigner, error) {
 	if state == nil {
 		state = map[string]tree.Checkpoint{}
 	}
-	return &stateSigner{key: k, fs: fs, path: path, state: state}, nil
+	return &stateSigner{key: k, fs: fs, path: path, osLock: osLock, state: state}, nil
+}
+
+// stateLocks are the in-process locks of the state files, by path: two
+// signers of one process exclude each other even where the operating
+// system's lock cannot tell them apart.
+var stateLocks sync.Map // string -> *sync.Mutex
+
+// lockState takes the state file's lock (see "The signer's memory") and
+// returns what releases it.
+func (s *stateSigner) lockState() (func(), error) {
+	key := s.path
+	if abs, err := filepath.Abs(key); err == nil {
+		key = abs
+	}
+	m, _ := stateLocks.LoadOrStore(key, new(sync.Mutex))
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	if !s.osLock {
+		return mu.Unlock, nil
+	}
+	c, err := lockFileWait(s.path+signerLockSuffix, signerLockWait)
+	if err != nil {
+		mu.Unlock()
+		return nil, fmt.Errorf("engine: lock the signer's state %s: %w", s.path, err)
+	}
+	return func() {
+		c.Close()
+		mu.Unlock()
+	}, nil
+}
+
+// reloadLocked merges the state file, read again under its lock, into the
+// signer's memory: for each origin the larger size of the two (the file's
+// if equal). Another DB signing with the same key wrote what it signed
+// there; a state file put back from an older copy loses nothing this
+// signer remembers. A malformed file is an error: nothing is signed.
+func (s *stateSigner) reloadLocked() error {
+	file, err := readSignerState(s.fs, s.path)
+	if err != nil {
+		return err
+	}
+	for o, c := range file {
+		if m, ok := s.state[o]; !ok || c.Size >= m.Size {
+			s.state[o] = c
+		}
+	}
+	return nil
 }
 
 func (s *stateSigner) Key() tree.Key { return s.key }
@@ -130,6 +203,14 @@ func (s *stateSigner) Signed(origin string) (tree.Checkpoint, bool) {
 func (s *stateSigner) SignCheckpoint(prev, next tree.Checkpoint, proof []tree.Hash) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	unlock, err := s.lockState()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := s.reloadLocked(); err != nil {
+		return nil, err
+	}
 	refuse := func(format string, a ...any) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s size %d: %s (the signer's state: %s)", ErrSignerRefused, next.Origin, next.Size, fmt.Sprintf(format, a...), s.path)
 	}
@@ -155,11 +236,20 @@ func (s *stateSigner) SignCheckpoint(prev, next tree.Checkpoint, proof []tree.Ha
 func (s *stateSigner) AcceptCheckpoint(next tree.Checkpoint) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	unlock, err := s.lockState()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := s.reloadLocked(); err != nil {
+		return nil, err
+	}
 	return s.signLocked(next)
 }
 
-// signLocked signs next, records it in the state file, and returns the
-// note once the state is durable.
+// signLocked signs next, records it in the state file (the whole merged
+// state, under the state's lock), and returns the note once the state is
+// durable.
 func (s *stateSigner) signLocked(next tree.Checkpoint) ([]byte, error) {
 	msg, err := tree.Sign(next, s.key.Signer)
 	if err != nil {

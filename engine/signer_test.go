@@ -280,3 +280,268 @@ func TestSignerStateFile(t *testing.T) {
 		t.Fatalf("an empty state file: %v %v", s, err)
 	}
 }
+
+// TestSharedSigningKeyKeepsEveryLedgersMemory: one outside key file
+// (Options.SigningKeyFile) signs for two data directories open at once.
+// Each signer must keep what the other signed in the shared state file
+// (it re-reads and merges it under a lock at every signature): a
+// rollback of the first directory's ledger, after the second signed last,
+// is still refused.
+func TestSharedSigningKeyKeepsEveryLedgersMemory(t *testing.T) {
+	ctx := context.Background()
+	key := filepath.Join(t.TempDir(), "k")
+	dir1, dir2 := filepath.Join(t.TempDir(), "d1"), filepath.Join(t.TempDir(), "d2")
+	opts := func() *Options { return &Options{SigningKeyFile: key} }
+	// The key is created by a first Open.
+	db1, err := Open(dir1, opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db2, err := Open(dir2, opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db1.CreateLedger(ctx, LedgerSpec{Name: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, db1, "a", 10)
+	if _, err := db1.Checkpoint(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	older := filepath.Join(t.TempDir(), "older")
+	copyTree(t, dir1, older) // a copy of a's files at 11 events (LOCK and all)
+	appendN(t, db1, "a", 10)
+	if err := db1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// db2 signs after db1's last signature.
+	if _, err := db2.CreateLedger(ctx, LedgerSpec{Name: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	state, err := os.ReadFile(key + ".state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s.state after both closed:\n%s", key, state)
+	// The rollback: dir1's ledger directory put back from the copy at 11.
+	replaceTree(t, filepath.Join(dir1, "ledgers"), filepath.Join(older, "ledgers"))
+	for _, f := range []string{"meta.db"} {
+		b, err := os.ReadFile(filepath.Join(older, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir1, f), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.RemoveAll(filepath.Join(dir1, "index")); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(dir1, opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if u := db.Unavailable()["a"]; !errors.Is(u, ErrUnsigned) {
+		info, _ := db.Ledger("a")
+		t.Errorf("ledger a rolled back from 21 to %d events with the outside key: %v; want it refused (ErrUnsigned): the key signed 21", info.Count, u)
+	}
+}
+
+// TestSharedSigningKeySignsNoFork: a data directory and its copy, both
+// open with the same outside key, append different events to the same
+// ledger: the key must not sign two roots at the same size (a fork under
+// the genuine key): the second checkpoint is refused (ErrSignerRefused).
+func TestSharedSigningKeySignsNoFork(t *testing.T) {
+	ctx := context.Background()
+	key := filepath.Join(t.TempDir(), "k")
+	dir1 := filepath.Join(t.TempDir(), "d1")
+	db, err := Open(dir1, &Options{SigningKeyFile: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "acct"}); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, db, "acct", 5)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dir2 := filepath.Join(t.TempDir(), "d2")
+	copyTree(t, dir1, dir2)
+
+	db1, err := Open(dir1, &Options{SigningKeyFile: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db1.Close()
+	db2, err := Open(dir2, &Options{SigningKeyFile: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	if _, err := db1.Append(ctx, "acct", []EventInput{order(1)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db2.Append(ctx, "acct", []EventInput{order(2)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	c1, err1 := db1.Checkpoint(ctx, "acct")
+	c2, err2 := db2.Checkpoint(ctx, "acct")
+	if err1 == nil && err2 == nil {
+		t.Errorf("the key signed two histories of ledger acct at size %d/%d: roots %s and %s (want the second refused, ErrSignerRefused)", c1.Size, c2.Size, c1.Root, c2.Root)
+	}
+	if err1 != nil {
+		t.Fatalf("the first signature: %v", err1)
+	}
+	if !errors.Is(err2, ErrSignerRefused) {
+		t.Errorf("the second directory's checkpoint at size %d: %v; want ErrSignerRefused", c1.Size, err2)
+	}
+	// The key's memory is the first directory's history.
+	state, err := readSignerState(vfs.Default, key+signerStateSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := state[c1.Origin]; got.Size != c1.Size || got.Root != c1.Root {
+		t.Errorf("the state holds size %d root %s for %s; want the first signature's, size %d root %s", got.Size, got.Root, c1.Origin, c1.Size, c1.Root)
+	}
+}
+
+// TestSharedSigningKeyConcurrentSigners: two DBs signing at the same time
+// with one outside key, each for its own ledger: every signature re-reads
+// and merges the state under its lock, so the state keeps the last
+// checkpoint of both ledgers, and no signature is lost or refused.
+func TestSharedSigningKeyConcurrentSigners(t *testing.T) {
+	ctx := context.Background()
+	key := filepath.Join(t.TempDir(), "k")
+	dbs := []*DB{
+		mkOpen(t, filepath.Join(t.TempDir(), "d1"), &Options{SigningKeyFile: key}),
+		mkOpen(t, filepath.Join(t.TempDir(), "d2"), &Options{SigningKeyFile: key}),
+	}
+	last := make([]Checkpoint, len(dbs))
+	errs := make(chan error, len(dbs))
+	for i, db := range dbs {
+		defer db.Close()
+		if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for j := range 8 {
+				if _, err := db.Append(ctx, "l", []EventInput{order(j)}, nil); err != nil {
+					errs <- err
+					return
+				}
+				c, err := db.Checkpoint(ctx, "l")
+				if err != nil {
+					errs <- err
+					return
+				}
+				last[i] = c
+			}
+			errs <- nil
+		}()
+	}
+	for range dbs {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	state, err := readSignerState(vfs.Default, key+signerStateSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range last {
+		if got := state[c.Origin]; got.Size != c.Size || got.Root != c.Root {
+			t.Errorf("DB %d's ledger: the state holds size %d root %s; its last checkpoint is size %d root %s", i+1, got.Size, got.Root, c.Size, c.Root)
+		}
+	}
+}
+
+// TestWriterKeepsVerifierFile: the writer keeps its key's verifier (public)
+// key in a file readers may read: DIR/signing.pub for DIR/signing.key,
+// KEY.pub (".key" replaced) for Options.SigningKeyFile, rewritten when it
+// does not hold the key's verifier. A reader that may not read the private
+// key checks the checkpoints with it; one that does not match the key that
+// signed them (replaced) refuses the ledgers (ErrUnsigned), as a
+// checkpoint signed by another key is refused.
+func TestWriterKeepsVerifierFile(t *testing.T) {
+	dir, _ := checkpointLedger(t)
+	pub := filepath.Join(dir, signingPubFile)
+	db := mkOpen(t, dir, nil)
+	want := db.VerifierKey() + "\n"
+	db.Close()
+	if b, err := os.ReadFile(pub); err != nil || string(b) != want {
+		t.Fatalf("%s: %q, %v; want %q", pub, b, err, want)
+	}
+	reader := func() (string, map[string]error) {
+		t.Helper()
+		ro, err := OpenReadOnly(dir, &Options{TempDir: t.TempDir(), fs: denyKeyFS{vfs.Default}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ro.Close()
+		return ro.VerifierKey(), ro.Unavailable()
+	}
+	if v, u := reader(); len(u) > 0 || v+"\n" != want {
+		t.Fatalf("a reader without the private key: verifier key %q (want %q), refused %v", v, want, u)
+	}
+	// Another key's verifier put in its place.
+	_, sk, _ := ed25519.GenerateKey(rand.Reader)
+	other, err := tree.SignerKey(sk, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, pub, []byte(other.Verifier+"\n"))
+	if _, u := reader(); !errors.Is(u["acct"], ErrUnsigned) {
+		t.Errorf("a reader with another key's signing.pub: ledger acct %v; want ErrUnsigned", u)
+	}
+	db = mkOpen(t, dir, nil)
+	db.Close()
+	if b, err := os.ReadFile(pub); err != nil || string(b) != want {
+		t.Errorf("%s after the writer's Open: %q, %v; want %q (rewritten)", pub, b, err, want)
+	}
+	if _, u := reader(); len(u) > 0 {
+		t.Errorf("a reader without the private key, signing.pub rewritten: %v", u)
+	}
+	// An outside key: its .pub beside it.
+	key := filepath.Join(t.TempDir(), "outside.key")
+	db = mkOpen(t, t.TempDir(), &Options{SigningKeyFile: key})
+	want = db.VerifierKey() + "\n"
+	db.Close()
+	if b, err := os.ReadFile(filepath.Join(filepath.Dir(key), "outside.pub")); err != nil || string(b) != want {
+		t.Errorf("outside.pub: %q, %v; want %q", b, err, want)
+	}
+}
+
+// TestReaderKeyMissingIsNotDataFailure: with the signing key removed (and
+// its signing.pub still there), a reader refuses every ledger with a
+// checkpoint, as the writer's Open refuses the directory, for the same
+// reason: ErrSigningKeyMissing, saying the cure, and not as data that
+// failed its checks (ErrUnsigned, tree.ErrCheckpoint: annal exits 1, not
+// 3).
+func TestReaderKeyMissingIsNotDataFailure(t *testing.T) {
+	dir, _ := checkpointLedger(t)
+	if err := os.Remove(filepath.Join(dir, signingKeyFile)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, nil); !errors.Is(err, ErrSigningKeyMissing) {
+		t.Fatalf("the writer's Open: %v; want ErrSigningKeyMissing", err)
+	}
+	ro, err := OpenReadOnly(dir, &Options{TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	u := ro.Unavailable()["acct"]
+	switch {
+	case !errors.Is(u, ErrSigningKeyMissing) || !errors.Is(u, ErrLedgerUnavailable):
+		t.Errorf("ledger acct: %v; want ErrLedgerUnavailable, ErrSigningKeyMissing", u)
+	case errors.Is(u, ErrUnsigned) || errors.Is(u, tree.ErrCheckpoint):
+		t.Errorf("ledger acct: %v: a data failure (ErrUnsigned, tree.ErrCheckpoint) for a missing key", u)
+	case !strings.Contains(u.Error(), "restore that key"):
+		t.Errorf("ledger acct: %v: does not say the cure", u)
+	}
+}

@@ -217,7 +217,11 @@ lost: restore it). With --signing-key FILE (or $ANNAL_SIGNING_KEY) the key
 file FILE signs instead, with its memory of what it signed in FILE.state:
 kept outside the data directory, it protects the ledgers against whoever can
 rewrite the directory but not read the key; the key inside the directory
-protects against accidents only.
+protects against accidents only. One key file may sign for several data
+directories at once: each signature locks FILE.state (FILE.state.lock) and
+keeps what the others signed. The writer keeps the public key beside the key
+(DIR/signing.pub; FILE.pub for FILE.key), so that readers (ledgers, scan,
+tail, verify) that may not read the private key still check the checkpoints.
 
 --format json (or ndjson) prints {"name": the key's name, "verifier": the key}.
 

@@ -2,6 +2,8 @@ package main
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -58,5 +60,30 @@ func TestCacheFlagSetsCacheSize(t *testing.T) {
 	var ee *exitErr
 	if _, err := g.options(); !errors.As(err, &ee) || ee.code != exitUsage {
 		t.Errorf("--cache none: options() error %v; want a usage error", err)
+	}
+}
+
+// TestKeyLossSameExitForReadersAndWriter: with DIR/signing.key removed the
+// data is intact: the readers (ledgers, stats, scan, export, get, verify)
+// exit as the writer's append does (1: the key is missing), not 3 (data
+// failed).
+func TestKeyLossSameExitForReadersAndWriter(t *testing.T) {
+	dir, _, _ := refusedDir(t)
+	if err := os.Remove(filepath.Join(dir, "signing.key")); err != nil {
+		t.Fatal(err)
+	}
+	wcode, _, werr := annal(t, "", "--dir", dir, "append", "acct", "--entity", "e", "--key", "k", "--event", "v")
+	if wcode == 0 {
+		t.Fatalf("append without the key: exit 0\n%s", werr)
+	}
+	for _, args := range [][]string{{"ledgers"}, {"stats"}, {"scan", "acct"}, {"export", "acct"}, {"get", "acct#5"}, {"verify"}, {"verify", "--full"}} {
+		code, _, errOut := annal(t, "", append([]string{"--dir", dir}, args...)...)
+		if code != wcode {
+			t.Errorf("%v: exit %d, the writer's append exits %d for the same directory (its key removed)\nstderr:\n%s", args, code, wcode, errOut)
+		}
+		// It says the key is missing, and the cure.
+		if !strings.Contains(errOut, "signing key is missing") || !strings.Contains(errOut, "restore") {
+			t.Errorf("%v: stderr does not say that the signing key is missing and to restore it:\n%s", args, errOut)
+		}
 	}
 }

@@ -240,7 +240,7 @@ Exit codes: 0 success, 1 error, 2 usage, 3 verification failed,
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.dir, "dir", "", "data directory (default $ANNAL_DIR, or ./annal-data)")
 	pf.StringVar(&g.cache, "cache", "", "index memory budget (Pebble's block cache and memtables): bytes or KiB, MiB, GiB (binary; KB, MB, GB and K, M, G mean the same), such as 64MiB, 64MB or 64M (default 128MiB)")
-	pf.StringVar(&g.signingKey, "signing-key", "", "the key file that signs checkpoints, instead of DIR/signing.key (default $ANNAL_SIGNING_KEY); its memory of what it signed is FILE.state, beside it")
+	pf.StringVar(&g.signingKey, "signing-key", "", "the key file that signs checkpoints, instead of DIR/signing.key (default $ANNAL_SIGNING_KEY); its memory of what it signed is FILE.state, beside it (locked through FILE.state.lock, so that several data directories may share the key), its public key FILE.pub (.key replaced), for readers")
 	pf.StringVar(&g.format, "format", "", "output format: table, json or ndjson (default table on a terminal, ndjson otherwise)")
 	root.AddCommand(
 		newCreateCmd(g), newLedgersCmd(g), newAppendCmd(g), newGetCmd(g),

@@ -510,13 +510,15 @@ func (v *verifier) verify(ctx context.Context, l *engine.LedgerInfo) verifyResul
 
 // environmentError reports whether err, a ledger's failure, is an error of
 // the system rather than of the data (exit 1, not 3): a file annal may not
-// open, too many open files, a full or read-only disk, no memory; and not
-// also a data failure (dataFailure).
+// open, too many open files, a full or read-only disk, no memory, the
+// signing key missing (the checkpoints cannot be checked: the writer's
+// Open refuses the directory, exit 1); and not also a data failure
+// (dataFailure).
 func environmentError(err error) bool {
 	if dataFailure(err) {
 		return false
 	}
-	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+	return errors.Is(err, engine.ErrSigningKeyMissing) || errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
 		errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.ENOMEM)
 }
 
