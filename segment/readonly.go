@@ -74,6 +74,11 @@ func OpenReadOnly(dir string, opts Options) (*Log, error) {
 	l := newLog(dir, o)
 	l.ro = &roState{chain: chain{ledger: o.Ledger, id: eventid.Genesis(o.Ledger)}}
 	l.head = Head{ID: l.ro.chain.id}
+	if o.Watch {
+		// The directory's identity before its segments are listed: one
+		// removed or replaced from now on is seen (checkFilesRO).
+		l.files = newFileWatch(dir)
+	}
 	names, err := o.FS.List(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s does not exist", ErrNoLog, dir)
@@ -160,6 +165,12 @@ func (l *Log) follow(known int) (bool, error) {
 		return false, ErrClosed
 	}
 	before := l.head.Seq
+	if err := l.checkFilesRO(); err != nil {
+		// The files it follows are no longer the ledger's: what is
+		// written in their place is not what it was following.
+		l.ro.failed = err
+		return false, err
+	}
 	err := l.followLocked(known)
 	if err != nil && (errors.Is(err, ErrDiverged) || errors.Is(err, ErrCorruption)) {
 		l.ro.failed = err
