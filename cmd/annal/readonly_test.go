@@ -171,10 +171,12 @@ func TestTailEndsWhenLedgerDirectoryRemoved(t *testing.T) {
 	if err := os.RemoveAll(ldirs[0]); err != nil {
 		t.Fatal(err)
 	}
-	for sc.Scan() {
-	}
 	done := make(chan error, 1)
-	go func() { done <- tail.Wait() }()
+	go func() {
+		for sc.Scan() {
+		}
+		done <- tail.Wait()
+	}()
 	select {
 	case err = <-done:
 	case <-time.After(time.Minute):
