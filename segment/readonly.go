@@ -137,7 +137,9 @@ func (l *Log) HiddenTail() Hidden {
 // segment, and the segments the writer started after it. It reports
 // whether the head moved. It returns ErrDiverged if the record at the
 // head, which was shown, is no longer there (see ErrDiverged), and a
-// *CorruptionError for a bad record in a segment that is now sealed; from
+// *CorruptionError for a bad record in a segment that is now sealed, and
+// (with Options.Watch) ErrFileChanged once the Log's directory, or the
+// segment it follows, was removed, moved or replaced (checkFilesRO); from
 // then on every call returns that error. A segment whose size changes
 // while it is read (the writer appends, or its recovery cuts a torn
 // write) is read again at the next call, not reported. It is safe to call
