@@ -15,7 +15,9 @@ import (
 // directory and segments (segment.Log.CheckFiles: removed, moved,
 // replaced, cut, an older copy written over the active segment in
 // place) and the files the engine keeps in it, NAME, tree and
-// checkpoint (ledgerFiles). Once one changed, the whole writer stops
+// checkpoint (ledgerFiles: removed or replaced; the tree and the
+// checkpoint written over in place too, by the tree's header and size
+// and the checkpoint's bytes). Once one changed, the whole writer stops
 // (ErrDirectoryChanged): its appends would be acknowledged and lost. A
 // ledger whose segments changed is stopped too (segment.Log.Fail: its
 // Close writes nothing more into them).
