@@ -95,6 +95,11 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 	if err != nil {
 		return AppendResult{}, err
 	}
+	// A ledger whose checkpoints the signer refused: events appended now
+	// could never be signed.
+	if err := l.refusedErr(); err != nil {
+		return AppendResult{}, err
+	}
 	// Each group is indexed during its fsync (groupWritten) and published
 	// by the goroutine that committed it once both are done (published),
 	// before its appenders are woken: the segment log's hooks, set when

@@ -547,6 +547,9 @@ func (b *backup) linkOrCopy(src, dst string) error {
 // synced. A missing src is no error if optional (found false); with n >= 0
 // a src shorter than n is.
 func (b *backup) copyFile(src, dst string, n int64, optional bool) (found bool, err error) {
+	if err := regularFile(b.db.fs, src); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return false, err // a named pipe would block the open for ever
+	}
 	in, err := b.db.fs.Open(src)
 	if errors.Is(err, os.ErrNotExist) && optional {
 		return false, nil

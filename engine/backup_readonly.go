@@ -179,7 +179,11 @@ func (b *backup) copyLiveMeta() (map[eventid.LedgerID]ledgerMeta, error) {
 			case <-time.After(min(time.Duration(try)*time.Millisecond, metaCopyPause)):
 			}
 		}
-		first, err := os.ReadFile(src)
+		err := regularFile(vfs.Default, src)
+		var first []byte
+		if err == nil {
+			first, err = os.ReadFile(src)
+		}
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("the metadata file %s is missing: a copy without it would lose the consumers' positions; the writer's next Open rebuilds it (with a note), back up after that", src)
 		}

@@ -716,14 +716,20 @@ func TestBackupReadOnlyWaitsForCheckpointAfterState(t *testing.T) {
 		t.Fatalf("the read-only open refused %v", u)
 	}
 	// The signer's second write, a few milliseconds after the backup
-	// copied the state and the metadata.
+	// copied the state and the metadata: a new file renamed over the
+	// checkpoint, as the writer writes it (a write in place would be
+	// read torn, empty, by a read between its cut and its write).
+	staged := filepath.Join(t.TempDir(), checkpointFileName)
+	if err := os.WriteFile(staged, newer, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	wrote := make(chan error, 1)
 	defer func() { backupHook = nil }()
 	backupHook = func(path string) error {
 		if filepath.Base(path) == metaFile {
 			go func() {
 				time.Sleep(20 * time.Millisecond)
-				wrote <- os.WriteFile(ckPath, newer, 0o600)
+				wrote <- os.Rename(staged, ckPath)
 			}()
 		}
 		return nil

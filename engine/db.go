@@ -487,9 +487,11 @@ func (db *DB) segmentOptions(id eventid.LedgerID) segment.Options {
 		SyncInterval:  db.opts.SyncInterval,
 		MaxRecordSize: db.opts.MaxEventSize,
 		Now:           db.opts.Now,
-		// The writer's watch of the ledger's files (watch.go): files of
-		// the operating system's file system only.
-		Watch: db.opts.fs == nil && db.ro == nil,
+		// The writer's watch of the ledger's files (watch.go), and a
+		// read-only follower's (segment.Log.Follow: its directory and the
+		// segment it follows removed or replaced): files of the operating
+		// system's file system only.
+		Watch: db.opts.fs == nil,
 	}
 }
 

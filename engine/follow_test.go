@@ -344,3 +344,84 @@ func TestManyLedgersConcurrently(t *testing.T) {
 		}
 	}
 }
+
+// TestReadOnlySubscribeEndsWhenLedgerFilesReplaced: a read-only follower
+// (annal tail, a service's Subscribe on OpenReadOnly) of a ledger whose
+// directory is removed, or replaced by an older copy (rm -rf + cp -a, a
+// restore), or whose active segment is replaced by an older copy, ends
+// with an error naming what changed (segment.ErrFileChanged), as it does
+// when the segment is cut in place ("the segments no longer hold what a
+// read-only log showed") and as the writer's watch does. It read through
+// the handles it had opened: it waited for ever on the deleted files,
+// silently (annal tail printed nothing and never exited while a writer
+// appended events of another history to the restored ledger).
+func TestReadOnlySubscribeEndsWhenLedgerFilesReplaced(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// change changes the ledger's files (its directory ldir; older
+		// is a copy of it taken before the last appends) and returns
+		// what the error must name.
+		change func(t *testing.T, ldir, older string) string
+	}{
+		{"ledger directory removed", func(t *testing.T, ldir, older string) string {
+			if err := os.RemoveAll(ldir); err != nil {
+				t.Fatal(err)
+			}
+			return ldir
+		}},
+		{"ledger directory replaced by an older copy", func(t *testing.T, ldir, older string) string {
+			if err := os.RemoveAll(ldir); err != nil {
+				t.Fatal(err)
+			}
+			copyTree(t, older, ldir)
+			return ldir
+		}},
+		{"active segment replaced by an older copy", func(t *testing.T, ldir, older string) string {
+			segs, err := filepath.Glob(filepath.Join(ldir, "*.seg"))
+			if err != nil || len(segs) == 0 {
+				t.Fatal(segs, err)
+			}
+			active := segs[len(segs)-1]
+			replace(t, active, readFile(t, filepath.Join(older, filepath.Base(active))))
+			return active
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, id := checkpointLedger(t)
+			ldir := filepath.Join(dir, "ledgers", id)
+			older := filepath.Join(t.TempDir(), "older")
+			copyTree(t, ldir, older)
+			db := openTest(t, dir)
+			appendN(t, db, "acct", 10)
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			ro, err := OpenReadOnly(dir, &Options{TempDir: t.TempDir(), FollowInterval: 5 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ro.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+			defer cancel()
+			n := 0
+			var end error
+			what := ""
+			for _, err := range ro.Subscribe(ctx, "acct", SubscribeOptions{}) {
+				if err != nil {
+					end = err
+					break
+				}
+				n++
+				if n == 31 {
+					what = tc.change(t, ldir, older)
+				}
+			}
+			if n != 31 {
+				t.Errorf("the follower read %d events before the change, want 31", n)
+			}
+			if end == nil || errors.Is(end, context.DeadlineExceeded) || !errors.Is(end, segment.ErrFileChanged) || !strings.Contains(end.Error(), what) {
+				t.Errorf("the follower of a ledger whose files were changed (%s): %v after 1.5 s (follow interval 5 ms); want an error naming the change (segment.ErrFileChanged, naming %s)", tc.name, end, what)
+			}
+		})
+	}
+}

@@ -47,6 +47,11 @@ type ledger struct {
 	// one issued (or found at Open).
 	ckMu   sync.Mutex
 	latest atomic.Pointer[Checkpoint]
+	// refused: the signer refused a checkpoint of the ledger (not a
+	// consistent extension of what its key signed): its evidence is
+	// broken, and its appends, checkpoints and the DB's Close fail with
+	// this error from then on (issueCheckpoint).
+	refused atomic.Pointer[error]
 
 	// Index writes are applied in sequence order, one batch after the
 	// other, so that the index's progress marker always covers a prefix.

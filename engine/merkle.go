@@ -362,6 +362,9 @@ func (l *ledger) issueCheckpoint(limit uint64) (Checkpoint, error) {
 	if err := l.db.watch.fired(); err != nil {
 		return Checkpoint{}, fmt.Errorf("engine: checkpoint of ledger %s: %w", l.meta.Name, err)
 	}
+	if err := l.refusedErr(); err != nil {
+		return Checkpoint{}, err
+	}
 	t, n, err := l.readTree()
 	if err != nil {
 		return Checkpoint{}, err
@@ -391,6 +394,14 @@ func (l *ledger) issueCheckpoint(limit uint64) (Checkpoint, error) {
 	}
 	body := tree.Checkpoint{Origin: tree.Origin(l.db.key.Signer.Name(), uint32(l.meta.ID)), Size: n, Root: root}
 	msg, err := l.db.sign(t, body, l.latest.Load())
+	if errors.Is(err, ErrSignerRefused) {
+		// The tree or the signer's memory is not what this writer
+		// signed from: no later checkpoint of the ledger can be signed
+		// either. Its appends stop; Close reports it.
+		err = fmt.Errorf("engine: checkpoint of ledger %s at size %d: %w; appends to the ledger stop (reads go on): close the DB and reopen it, whose Open checks the ledger's tree and checkpoint against its events (the events appended since its last checkpoint are stored, not signed)", l.meta.Name, n, err)
+		l.refused.CompareAndSwap(nil, &err)
+		return Checkpoint{}, err
+	}
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("engine: checkpoint of ledger %s: sign: %w", l.meta.Name, err)
 	}
@@ -469,8 +480,13 @@ func writeFileAtomic(fs vfs.FS, dir, name string, data []byte, syncDir bool) err
 	return nil
 }
 
-// readSmallFile reads a file of at most max bytes.
+// readSmallFile reads a file of at most max bytes. A path that is not a
+// regular file (a named pipe, a device, a socket, a directory) is refused
+// without being opened (see regularFile).
 func readSmallFile(fs vfs.FS, path string, max int64) ([]byte, error) {
+	if err := regularFile(fs, path); err != nil {
+		return nil, err
+	}
 	f, err := fs.Open(path)
 	if err != nil {
 		return nil, err
@@ -538,6 +554,15 @@ func (db *DB) checkpointLoop() {
 	}
 }
 
+// refusedErr returns the error of the signer's refusal of a checkpoint
+// of the ledger (see ledger.refused), or nil.
+func (l *ledger) refusedErr() error {
+	if p := l.refused.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // closeCheckpoints issues, in Close once the logs are closed (synced), a
 // checkpoint of every ledger that grew since its latest. A ledger whose
 // tree failed gets none, and the failure is reported (the next Open
@@ -545,6 +570,10 @@ func (db *DB) checkpointLoop() {
 func (db *DB) closeCheckpoints(ledgers []*ledger) []error {
 	var errs []error
 	for _, l := range ledgers {
+		if err := l.refusedErr(); err != nil {
+			errs = append(errs, err) // refused during the run
+			continue
+		}
 		n, err := l.treeState()
 		if err != nil {
 			if !errors.Is(err, errTreeClosed) {
@@ -1088,4 +1117,38 @@ func (db *DB) proveConsistency(ctx context.Context, ledgerName string, oldSize, 
 		p.Checkpoint = ck.Note
 	}
 	return p, nil
+}
+
+// regularFile returns an error naming path if it is not a regular file
+// (after symbolic links), or the error of its Stat (os.ErrNotExist for a
+// missing file). The small files of a data directory (a checkpoint, NAME,
+// the signing key and its state, the metadata file) are checked so
+// before they are opened: an open(2) for reading of a named pipe blocks
+// until a writer comes, and would hang the Open for ever.
+func regularFile(fs vfs.FS, path string) error {
+	fi, err := fs.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file (%s): not read", path, fileKind(fi.Mode()))
+	}
+	return nil
+}
+
+// fileKind names the kind of a file that is not a regular file.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "mode " + m.String()
 }

@@ -271,6 +271,10 @@ func openMeta(path, lost string) (db *bolt.DB, err error) {
 	// must fail Open, not crash the process. A panic inside bolt.Open
 	// leaves the file mapped, and so locked, until the process ends:
 	// checkMetaOpen makes it happen on a copy instead.
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		// A named pipe would block the open for ever.
+		return nil, fmt.Errorf("engine: the metadata file %s is not a regular file (%s)", path, fileKind(fi.Mode()))
+	}
 	if err := checkMetaOpen(path); err != nil {
 		return nil, err
 	}

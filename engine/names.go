@@ -157,6 +157,13 @@ func (db *DB) Renamed() []Renamed {
 // readNameFile reads the NAME file of a ledger directory; ok is false if
 // it has none.
 func readNameFile(fs vfs.FS, dir string) (name string, ok bool, err error) {
+	err = regularFile(fs, fs.PathJoin(dir, nameFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
 	f, err := fs.Open(fs.PathJoin(dir, nameFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return "", false, nil

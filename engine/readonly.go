@@ -127,6 +127,11 @@ func OpenReadOnly(dir string, opts *Options) (*DB, error) {
 	} else if !ok && o.fs == nil {
 		return nil, invalid("%s is not an annal data directory (no meta.db, index or ledgers)", dir)
 	}
+	if o.fs == nil {
+		if err := tempOutsideDataDir(dir, o.TempDir); err != nil {
+			return nil, err
+		}
+	}
 	temp, hold, err := makePrivateDir(o.TempDir)
 	if err != nil {
 		return nil, fmt.Errorf("engine: read-only open: a private directory in %q: %w", o.TempDir, err)
@@ -294,6 +299,12 @@ func (db *DB) metaCopyError() error {
 	if db.opts.metaPath != "" {
 		path = db.opts.metaPath
 	}
+	if err := regularFile(vfs.Default, path); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("engine: the metadata file: %w", err)
+	}
 	b, err := os.ReadFile(path)
 	if err != nil || len(b) == 0 {
 		return nil
@@ -358,6 +369,9 @@ func (db *DB) metaSnapshot() (m *bolt.DB) {
 	path := filepath.Join(db.dir, metaFile)
 	if db.opts.metaPath != "" {
 		path = db.opts.metaPath
+	}
+	if regularFile(vfs.Default, path) != nil {
+		return nil // a named pipe would block the read for ever
 	}
 	b, err := os.ReadFile(path)
 	if err != nil || len(b) == 0 {
@@ -711,6 +725,32 @@ const (
 	// flock.
 	privateInitStale = 10 * time.Minute
 )
+
+// tempOutsideDataDir refuses (ErrInvalid, naming both) a directory for
+// the reader's private directory (tempDir, else the system's, TMPDIR)
+// that is the data directory dir or inside it: the reader would create
+// files in the directory it promises not to change (in ledgers/, or in a
+// ledger's own directory), and a reader killed there would leave them.
+// Both are compared with their symbolic links resolved.
+func tempOutsideDataDir(dir, tempDir string) error {
+	if tempDir == "" {
+		tempDir = os.TempDir()
+	}
+	resolve := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			p = r
+		}
+		if a, err := filepath.Abs(p); err == nil {
+			p = a
+		}
+		return filepath.Clean(p)
+	}
+	d, t := resolve(dir), resolve(tempDir)
+	if rel, err := filepath.Rel(d, t); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel) {
+		return invalid("read-only open of %s: the directory for its private files (Options.TempDir, else TMPDIR) %s is inside the data directory, which a reader does not change: give a directory outside it", dir, tempDir)
+	}
+	return nil
+}
 
 // makePrivateDir makes a read-only DB's private directory in tempDir (the
 // system's temporary directory if empty), after removing those that

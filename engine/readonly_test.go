@@ -692,3 +692,44 @@ func TestReadOnlyDiverged(t *testing.T) {
 		t.Errorf("segment %d bytes before, %v after (cut to %d)", before.Size(), after, loc.Offset)
 	}
 }
+
+// TestReadOnlyTempDirNotInsideDataDir: OpenReadOnly "changes no byte in
+// dir: no file created", but with Options.TempDir inside the data
+// directory (TMPDIR=DIR/ledgers or TMPDIR=DIR/ledgers/ID for annal tail,
+// verify) it would make its private directory (an index, a copy of
+// meta.db) there, in the writer's ledgers/ or in a ledger's own
+// directory, and a reader killed meanwhile would leave it there. The
+// read-only open refuses such a TempDir (ErrInvalid, naming it and the
+// data directory), also when reached through a symbolic link, and
+// creates nothing.
+func TestReadOnlyTempDirNotInsideDataDir(t *testing.T) {
+	dir, id := checkpointLedger(t)
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(filepath.Join(dir, "ledgers", id), link); err != nil {
+		t.Fatal(err)
+	}
+	for _, tmp := range []string{dir, filepath.Join(dir, "ledgers"), filepath.Join(dir, "ledgers", id), link} {
+		before := hashTree(t, dir)
+		ro, err := OpenReadOnly(dir, &Options{TempDir: tmp})
+		if err == nil {
+			ro.Close()
+		}
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tmp) || !strings.Contains(err.Error(), dir) {
+			t.Errorf("OpenReadOnly with TempDir %s (inside the data directory): %v, want ErrInvalid naming both", tmp, err)
+		}
+		if created := sameTree(before, hashTree(t, dir)); created != "" {
+			t.Errorf("OpenReadOnly with TempDir %s (inside the data directory) created files in it: %s", tmp, created)
+		}
+	}
+	// A TempDir beside the data directory, whose name begins with its
+	// name, is not inside it.
+	beside := dir + "-tmp"
+	if err := os.Mkdir(beside, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := OpenReadOnly(dir, &Options{TempDir: beside})
+	if err != nil {
+		t.Fatalf("OpenReadOnly with TempDir %s, beside the data directory: %v", beside, err)
+	}
+	ro.Close()
+}

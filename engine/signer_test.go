@@ -545,3 +545,64 @@ func TestReaderKeyMissingIsNotDataFailure(t *testing.T) {
 		t.Errorf("ledger acct: %v: does not say the cure", u)
 	}
 }
+
+// TestSignerRefusalStopsTheLedger: a checkpoint that the signer refuses
+// while the writer runs (not a consistent extension of what its key
+// signed for the ledger: the tree or the signer's memory is not what the
+// writer signed from) is no mere warning at Close. From the refusal on,
+// appends to the ledger fail with ErrSignerRefused (events appended then
+// could never be signed), and so do its checkpoints; other ledgers go
+// on; Close returns the refusal, whether it came during the run or at
+// Close's own checkpoint.
+func TestSignerRefusalStopsTheLedger(t *testing.T) {
+	ctx := context.Background()
+	for _, when := range []string{"during the run", "at Close"} {
+		t.Run(when, func(t *testing.T) {
+			db, err := Open(t.TempDir(), &Options{CheckpointInterval: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			closed := false
+			defer func() {
+				if !closed {
+					db.Close()
+				}
+			}()
+			for _, name := range []string{"acct", "other"} {
+				if _, err := db.CreateLedger(ctx, LedgerSpec{Name: name}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			appendN(t, db, "acct", 3)
+			// The signer remembers, for acct, a checkpoint that this
+			// writer's tree does not extend (another history signed by
+			// the key).
+			l, err := db.ledger("acct")
+			if err != nil {
+				t.Fatal(err)
+			}
+			origin := l.latest.Load().Origin
+			db.signer.mu.Lock()
+			db.signer.state[origin] = tree.Checkpoint{Origin: origin, Size: 2, Root: tree.Hash{1}}
+			db.signer.mu.Unlock()
+			if when == "during the run" {
+				if _, err := db.Checkpoint(ctx, "acct"); !errors.Is(err, ErrSignerRefused) {
+					t.Fatalf("Checkpoint: %v, want ErrSignerRefused", err)
+				}
+				if _, err := db.Append(ctx, "acct", []EventInput{order(1)}, nil); !errors.Is(err, ErrSignerRefused) || !strings.Contains(err.Error(), "acct") {
+					t.Fatalf("append to acct after the refusal: %v, want ErrSignerRefused naming the ledger", err)
+				}
+				if _, err := db.Checkpoint(ctx, "acct"); !errors.Is(err, ErrSignerRefused) {
+					t.Fatalf("second Checkpoint: %v, want ErrSignerRefused", err)
+				}
+			}
+			if _, err := db.Append(ctx, "other", []EventInput{order(1)}, nil); err != nil {
+				t.Fatalf("append to another ledger: %v", err)
+			}
+			closed = true
+			if err := db.Close(); !errors.Is(err, ErrSignerRefused) || !strings.Contains(err.Error(), "acct") {
+				t.Fatalf("Close: %v, want ErrSignerRefused naming ledger acct", err)
+			}
+		})
+	}
+}

@@ -15,7 +15,9 @@ import (
 // directory and segments (segment.Log.CheckFiles: removed, moved,
 // replaced, cut, an older copy written over the active segment in
 // place) and the files the engine keeps in it, NAME, tree and
-// checkpoint (ledgerFiles). Once one changed, the whole writer stops
+// checkpoint (ledgerFiles: removed or replaced; the tree and the
+// checkpoint written over in place too, by the tree's header and size
+// and the checkpoint's bytes). Once one changed, the whole writer stops
 // (ErrDirectoryChanged): its appends would be acknowledged and lost. A
 // ledger whose segments changed is stopped too (segment.Log.Fail: its
 // Close writes nothing more into them).
@@ -27,6 +29,10 @@ import (
 // its identity follows them (checkFiles).
 type ledgerFiles struct {
 	name, tree, checkpoint os.FileInfo
+	// ckBytes: the checkpoint file's bytes as the writer last wrote or
+	// read them (under ckMu): a checkpoint file written over in place
+	// (the same inode) is told by its bytes.
+	ckBytes []byte
 }
 
 // watchFiles records the identity of the ledger's NAME, tree and
@@ -41,6 +47,9 @@ func (l *ledger) watchFiles() {
 	l.files.name, _ = os.Lstat(filepath.Join(dir, nameFile))
 	l.files.tree, _ = os.Lstat(filepath.Join(dir, treeFileName))
 	l.files.checkpoint, _ = os.Lstat(filepath.Join(dir, checkpointFileName))
+	if l.files.checkpoint != nil {
+		l.files.ckBytes, _ = readSmallFile(l.db.fs, filepath.Join(dir, checkpointFileName), maxCheckpointFile)
+	}
 }
 
 // checkFiles reports whether a file of the ledger was removed or
@@ -64,30 +73,38 @@ func (l *ledger) checkFiles() error {
 			return fmt.Errorf("%s %s", path, what)
 		}
 	}
+	if l.files.tree != nil {
+		// Written over in place (the same inode: cp OTHER tree): its
+		// header, and its size against what was written to it.
+		l.idxMu.Lock()
+		t := l.tree
+		l.idxMu.Unlock()
+		if t != nil {
+			if err := t.CheckFile(); err != nil {
+				return err
+			}
+		}
+	}
 	return l.checkCheckpointFile()
 }
 
 // checkCheckpointFile reports whether the checkpoint file was removed,
-// or replaced by another than the ledger's own latest checkpoint. Its
-// own checkpoints replace the file (issueCheckpoint, under ckMu): a file
-// that is not the one recorded is taken for the ledger's if it holds its
-// latest checkpoint, and recorded. While a checkpoint is being written
-// (ckMu held), the file is looked at the next time.
+// replaced by another than the ledger's own latest checkpoint, or
+// written over in place (the same file, other bytes: cp OTHER
+// checkpoint). Its own checkpoints replace the file (issueCheckpoint,
+// under ckMu): a file whose bytes are not those the writer last wrote or
+// read is taken for the ledger's if it holds its latest checkpoint, and
+// recorded. The file is small: its bytes are read at each look. While a
+// checkpoint is being written (ckMu held), the file is looked at the
+// next time.
 func (l *ledger) checkCheckpointFile() error {
 	path := filepath.Join(l.log.Dir(), checkpointFileName)
-	was := l.files.checkpoint
-	now, err := os.Lstat(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist) && was == nil:
-		return nil
-	case err == nil && was != nil && os.SameFile(now, was):
-		return nil
-	}
 	if !l.ckMu.TryLock() {
 		return nil
 	}
 	defer l.ckMu.Unlock()
-	now, err = os.Lstat(path)
+	was := l.files.checkpoint
+	now, err := os.Lstat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist) && was == nil:
 		return nil
@@ -95,13 +112,20 @@ func (l *ledger) checkCheckpointFile() error {
 		return fmt.Errorf("%s was removed or moved", path)
 	case err != nil:
 		return fmt.Errorf("%s cannot be checked (%v)", path, err)
-	case was != nil && os.SameFile(now, was):
+	}
+	same := was != nil && os.SameFile(now, was)
+	b, err := readSmallFile(l.db.fs, path, maxCheckpointFile)
+	if err == nil && same && bytes.Equal(b, l.files.ckBytes) {
 		return nil
 	}
-	b, err := readSmallFile(l.db.fs, path, maxCheckpointFile)
 	if c := l.latest.Load(); err == nil && c != nil && bytes.Equal(b, c.Note) {
-		l.files.checkpoint = now // the ledger's own latest checkpoint
+		// The ledger's own latest checkpoint (a new file whose inode
+		// may be that of one it replaced before).
+		l.files.checkpoint, l.files.ckBytes = now, b
 		return nil
+	}
+	if same {
+		return fmt.Errorf("%s was written over in place (its bytes are not the checkpoint this writer last wrote or read)", path)
 	}
 	return fmt.Errorf("%s was replaced by another file (not the ledger's latest checkpoint)", path)
 }

@@ -439,3 +439,45 @@ func replace(t *testing.T, path string, b []byte) {
 		t.Fatal(err)
 	}
 }
+
+// TestWriterStopsWhenLedgerFileOverwrittenInPlace: as
+// TestWriterStopsWhenLedgerFilesChange ("tree removed", "NAME replaced",
+// "checkpoint rolled back": each by rename or removal), with the file
+// written over in place, as `cp OTHER FILE` does (the same inode): another
+// ledger's tree file over this one's, another ledger's checkpoint, an
+// older checkpoint. The watch sees only a new inode or a missing file, so
+// the writer goes on acknowledging: with the tree overwritten, annal
+// append acknowledged 134,600 events in 11 s while every checkpoint was
+// refused by the signer (not a consistent extension), said only as a
+// warning at Close.
+func TestWriterStopsWhenLedgerFileOverwrittenInPlace(t *testing.T) {
+	for _, file := range []string{treeFileName, checkpointFileName} {
+		t.Run(file+" of another ledger", func(t *testing.T) {
+			f := newWatchFixture(t)
+			if err := f.db.checkDir(true); err != nil {
+				t.Fatal(err)
+			}
+			info, err := f.db.Ledger("other")
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(f.ledgerDir, file)
+			overwrite(t, path, readFile(t, filepath.Join(f.db.ledgerDir(info.ID), file)))
+			f.wantStopped(t, path)
+		})
+	}
+	t.Run("older checkpoint", func(t *testing.T) {
+		f := newWatchFixture(t)
+		path := filepath.Join(f.ledgerDir, checkpointFileName)
+		older := readFile(t, path)
+		f.append(t, 100)
+		if _, err := f.db.Checkpoint(context.Background(), "l"); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.db.checkDir(true); err != nil {
+			t.Fatal(err)
+		}
+		overwrite(t, path, older)
+		f.wantStopped(t, path)
+	})
+}

@@ -72,7 +72,10 @@ type Options struct {
 	// segment files as it creates or opens them, and the first bytes of
 	// the last record it wrote, for CheckFiles. For files of the
 	// operating system's file system only (FS vfs.Default, or an FS
-	// wrapping it); a read-only Log ignores it.
+	// wrapping it). A read-only Log records the identity of its
+	// directory and of the segments it opens, and Follow fails
+	// (ErrFileChanged) once the directory, or the segment it follows,
+	// was removed or replaced.
 	Watch bool
 	// MaxOpenSegments bounds how many sealed segments the Log keeps open
 	// for reads (a descriptor and, where segments are mapped, a memory

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -40,6 +41,9 @@ const FirstOffset = headerSize
 type segFile struct {
 	f    vfs.File
 	path string // for errors
+	// fi is the identity of the file f holds, for the watch of a
+	// read-only Log (checkFilesRO); nil if not watched.
+	fi os.FileInfo
 	// mu is held for reading while the map is read, and for writing by
 	// Close to unmap it.
 	mu sync.RWMutex
@@ -175,6 +179,10 @@ func (l *Log) readFile(n uint64) (*segFile, error) {
 		return nil, ErrClosed
 	}
 	path := l.fs.PathJoin(l.dir, segmentName(n))
+	var before os.FileInfo
+	if l.ro != nil && l.files != nil {
+		before, _ = os.Lstat(path)
+	}
 	f, err := l.fs.Open(path)
 	if err != nil && tooManyFiles(err) {
 		// Fewer files than the bound may be open: the idle ones go.
@@ -185,6 +193,14 @@ func (l *Log) readFile(n uint64) (*segFile, error) {
 		return nil, fmt.Errorf("segment: open %s: %w", path, err)
 	}
 	s = &segFile{f: f, path: path}
+	if before != nil {
+		// The identity of the file the handle holds, for checkFilesRO:
+		// the path's before and after the open, if they agree (a
+		// vfs.File's Stat is not an os.FileInfo of the os package).
+		if after, err := os.Lstat(path); err == nil && os.SameFile(before, after) {
+			s.fi = after
+		}
+	}
 	l.mapFile(n, s)
 	s.refs.Add(1)
 	s.used.Store(l.useClock.Add(1))

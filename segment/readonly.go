@@ -74,6 +74,11 @@ func OpenReadOnly(dir string, opts Options) (*Log, error) {
 	l := newLog(dir, o)
 	l.ro = &roState{chain: chain{ledger: o.Ledger, id: eventid.Genesis(o.Ledger)}}
 	l.head = Head{ID: l.ro.chain.id}
+	if o.Watch {
+		// The directory's identity before its segments are listed: one
+		// removed or replaced from now on is seen (checkFilesRO).
+		l.files = newFileWatch(dir)
+	}
 	names, err := o.FS.List(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s does not exist", ErrNoLog, dir)
@@ -132,7 +137,9 @@ func (l *Log) HiddenTail() Hidden {
 // segment, and the segments the writer started after it. It reports
 // whether the head moved. It returns ErrDiverged if the record at the
 // head, which was shown, is no longer there (see ErrDiverged), and a
-// *CorruptionError for a bad record in a segment that is now sealed; from
+// *CorruptionError for a bad record in a segment that is now sealed, and
+// (with Options.Watch) ErrFileChanged once the Log's directory, or the
+// segment it follows, was removed, moved or replaced (checkFilesRO); from
 // then on every call returns that error. A segment whose size changes
 // while it is read (the writer appends, or its recovery cuts a torn
 // write) is read again at the next call, not reported. It is safe to call
@@ -160,6 +167,12 @@ func (l *Log) follow(known int) (bool, error) {
 		return false, ErrClosed
 	}
 	before := l.head.Seq
+	if err := l.checkFilesRO(); err != nil {
+		// The files it follows are no longer the ledger's: what is
+		// written in their place is not what it was following.
+		l.ro.failed = err
+		return false, err
+	}
 	err := l.followLocked(known)
 	if err != nil && (errors.Is(err, ErrDiverged) || errors.Is(err, ErrCorruption)) {
 		l.ro.failed = err

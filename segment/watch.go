@@ -139,6 +139,48 @@ func (l *Log) CheckFiles() error {
 	return nil
 }
 
+// checkFilesRO is the watch of a read-only Log opened with
+// Options.Watch, at each Follow: it reports (ErrFileChanged, wrapped,
+// saying which file and how) whether the Log's directory, or the segment
+// it reads its new records from (the last shown, and the one it shows
+// the head from), was removed, moved or replaced since the Log opened it.
+// A read-only Log reads through the handles it opened: without it, a
+// follower of a directory removed (rm -rf) would wait for ever on the
+// deleted files, and one restored from an older copy would never see
+// what is appended there. It costs a stat of the directory and of one or
+// two segments. Called with roMu held.
+func (l *Log) checkFilesRO() error {
+	w := l.files
+	if w == nil {
+		return nil
+	}
+	if w.dir != nil {
+		if _, what := changed(l.dir, w.dir); what != "" {
+			return fmt.Errorf("%w: the ledger's directory %s %s while a read-only log followed it", ErrFileChanged, l.dir, what)
+		}
+	}
+	nums := []uint64{l.segNum}
+	if h := l.head.Loc.Segment; h != 0 && h != l.segNum {
+		nums = append(nums, h)
+	}
+	for _, n := range nums {
+		l.readMu.RLock()
+		s, ok := l.readers[n]
+		var fi os.FileInfo
+		if ok {
+			fi = s.fi
+		}
+		l.readMu.RUnlock()
+		if fi == nil {
+			continue
+		}
+		if _, what := changed(s.path, fi); what != "" {
+			return fmt.Errorf("%w: segment %s %s while a read-only log followed it", ErrFileChanged, s.path, what)
+		}
+	}
+	return nil
+}
+
 // checkMark reads the bytes at m again and compares them with it.
 func (l *Log) checkMark(m *mark) error {
 	s, err := l.readFile(m.seg)

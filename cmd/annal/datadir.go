@@ -295,6 +295,11 @@ func closeOutcome(cmdErr, closeErr error, stored, unsure string, stderr io.Write
 	switch {
 	case closeErr == nil || cmdErr != nil:
 		return cmdErr
+	case errors.Is(closeErr, engine.ErrSignerRefused) && stored != "":
+		// The signer refused a ledger's checkpoint: what is stored is
+		// not signed, and cannot be until the ledger is checked. Not a
+		// warning: the command fails, saying what is stored.
+		return &exitErr{code: exitError, err: fmt.Errorf("close: %w (%s, not signed)", closeErr, stored)}
 	case stored != "":
 		fmt.Fprintf(stderr, "annal: warning: closing the data directory failed: %s\nannal: warning: %s\n", errorText(closeErr), stored)
 		return nil

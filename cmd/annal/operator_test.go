@@ -371,6 +371,15 @@ func TestCloseOutcome(t *testing.T) {
 	if err := closeOutcome(nil, nil, "stored", "", io.Discard); err != nil {
 		t.Errorf("a clean close: %v", err)
 	}
+	// A checkpoint the signer refused: the command fails even though
+	// events are stored (they are not signed), and says both.
+	refused := fmt.Errorf("engine: checkpoint of ledger acct at size 5: %w", engine.ErrSignerRefused)
+	var stderr bytes.Buffer
+	err := closeOutcome(nil, refused, "the events whose IDs were printed are stored", "", &stderr)
+	var ee *exitErr
+	if !errors.As(err, &ee) || ee.code != exitError || !errors.Is(err, engine.ErrSignerRefused) || !strings.Contains(err.Error(), "are stored") || stderr.Len() != 0 {
+		t.Errorf("a close whose checkpoint the signer refused: %v (stderr %q); want exit %d, ErrSignerRefused, saying what is stored", err, stderr.String(), exitError)
+	}
 }
 
 // TestPanicIsNotUsage: a panic of a command (a bug; Pebble once panicked

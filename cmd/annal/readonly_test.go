@@ -131,3 +131,61 @@ func TestReadersBesideWriter(t *testing.T) {
 		t.Fatalf("the writer: %v: %s", err, wErr.String())
 	}
 }
+
+// TestTailEndsWhenLedgerDirectoryRemoved: annal tail, following a ledger
+// whose directory is then removed (rm -rf), exits non-zero saying that
+// the ledger's directory was removed, instead of waiting for ever on the
+// deleted files.
+func TestTailEndsWhenLedgerDirectoryRemoved(t *testing.T) {
+	bin, err := exec.LookPath("annal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "data")
+	if code, _, errOut := runAnnal(t, bin, dir, "", "create", "acct"); code != 0 {
+		t.Fatalf("create: exit %d: %s", code, errOut)
+	}
+	ldirs, err := filepath.Glob(filepath.Join(dir, "ledgers", "*"))
+	if err != nil || len(ldirs) != 1 {
+		t.Fatalf("the ledger's directory: %v %v", ldirs, err)
+	}
+	tail := exec.Command(bin, "tail", "acct", "--from-start", "--format", "ndjson", "--dir", dir)
+	tail.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	tout, err := tail.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tErr bytes.Buffer
+	tail.Stderr = &tErr
+	if err := tail.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer tail.Process.Kill()
+	sc := bufio.NewScanner(tout)
+	if !sc.Scan() {
+		tail.Process.Kill()
+		tail.Wait()
+		t.Fatalf("tail printed nothing: %s", tErr.String())
+	}
+	// The genesis event is printed: tail follows. Then the directory goes.
+	if err := os.RemoveAll(ldirs[0]); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		for sc.Scan() {
+		}
+		done <- tail.Wait()
+	}()
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		tail.Process.Kill()
+		<-done
+		t.Fatalf("tail still follows a ledger whose directory was removed; stderr %q", tErr.String())
+	}
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 1 || !strings.Contains(tErr.String(), ldirs[0]) || !strings.Contains(tErr.String(), "removed") {
+		t.Fatalf("tail of a ledger whose directory was removed: %v, stderr %q; want exit 1 naming the directory removed", err, tErr.String())
+	}
+}

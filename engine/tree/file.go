@@ -167,6 +167,37 @@ func open(fs vfs.FS, path string, ledger uint32, file vfs.File) (*File, error) {
 	return f, nil
 }
 
+// CheckFile reports, as an error saying what it found, whether the file
+// this File has open was written over in place (the same file, as `cp`
+// over it leaves it) since it was opened: its header is no longer this
+// ledger's, or it is shorter than what was written to it (the header
+// and every stored hash of Size leaves). It costs a read of the header
+// and a stat: the cheap checks a writer's watch makes at an interval. A
+// file replaced by another (renamed over it, removed) is not seen here:
+// the handle holds the one that was opened. Nil once the File is closed.
+func (f *File) CheckFile() error {
+	// The size before the file's length: a leaf's hashes are written
+	// before Size counts it, and Truncate lowers Size before it cuts.
+	n := f.size.Load()
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.closed {
+		return nil
+	}
+	h := make([]byte, HeaderSize)
+	if k, _ := f.file.ReadAt(h, 0); k < HeaderSize || !bytes.Equal(h, header(f.ledger)) {
+		return fmt.Errorf("%s no longer holds the header of this ledger's tree file (another file, or other bytes, written over it in place)", f.path)
+	}
+	info, err := f.file.Stat()
+	if err != nil {
+		return fmt.Errorf("%s cannot be checked (%v)", f.path, err)
+	}
+	if want := storedLen(n); info.Size() < want {
+		return fmt.Errorf("%s is %d bytes; %d were written to it, %d leaves (cut, or an older copy written over it in place)", f.path, info.Size(), want, n)
+	}
+	return nil
+}
+
 // leavesIn returns the largest n with StoredHashCount(n) <= hashes.
 func leavesIn(hashes int64) uint64 {
 	// StoredHashCount is increasing, and StoredHashCount(n) >= n.

@@ -67,6 +67,9 @@ func LoadKey(fs vfs.FS, path string) (Key, error) {
 		return Key{}, fmt.Errorf("tree: key file %s: %w", path, err)
 	case info.IsDir():
 		return Key{}, fmt.Errorf("%w: %s is a directory", ErrKey, path)
+	case !info.Mode().IsRegular():
+		// A named pipe would block the open for ever.
+		return Key{}, fmt.Errorf("%w: %s is not a regular file (%s)", ErrKey, path, info.Mode().Type())
 	case info.Mode().Perm()&0o077 != 0 && !memFS(fs):
 		return Key{}, fmt.Errorf("%w: %s has mode %04o: others can read the private key (chmod 600 it)", ErrKey, path, info.Mode().Perm())
 	}
