@@ -1247,7 +1247,7 @@ func badCases() []badCase {
 					t.Fatal(err)
 				}
 			}},
-		badCase{name: "meta.db a directory", outcome: badOpenFails, msg: []string{"meta.db: is a directory"},
+		badCase{name: "meta.db a directory", outcome: badOpenFails, msg: []string{"meta.db is not a regular file (a directory)"},
 			damage: func(t *testing.T, dir string, _ *badTemplate) {
 				p := filepath.Join(dir, metaFile)
 				if err := os.Remove(p); err != nil {
