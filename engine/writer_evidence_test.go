@@ -1,0 +1,236 @@
+package engine
+
+// The writer's Open against a reader's, on states where the reader is
+// stricter today: each test states what both should do, and is skipped,
+// saying why, until the writer's Open keeps the same evidence (see
+// docs/badinput.md, "Observed, not changed").
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	mrand "math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// zeroRecordPayload zeroes, in place, the payload of the record of event
+// seq in the segments of the ledger directory ldir (its frame CRC then
+// fails).
+func zeroRecordPayload(t *testing.T, ldir string, seq uint64) {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(ldir, "*.seg"))
+	if err != nil || len(names) == 0 {
+		t.Fatalf("no segment in %s (%v)", ldir, err)
+	}
+	for _, name := range names {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for off := int64(64); off+12 <= int64(len(b)); {
+			n := int64(binary.BigEndian.Uint32(b[off:]))
+			if n == 0 || off+12+n > int64(len(b)) {
+				break
+			}
+			p := b[off+12 : off+12+n]
+			if p[0] == 1 && binary.BigEndian.Uint64(p[16:]) == seq {
+				clear(p)
+				if err := os.WriteFile(name, b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			off += 12 + n
+		}
+	}
+	t.Fatalf("no record #%d in %s", seq, ldir)
+}
+
+// TestRefusedLedgerTreeFileNotCut: the writer's Open must not cut a tree
+// file before it refuses the ledger (docs/badinput.md S10: "nothing is cut
+// or replaced before the ledger is judged"). The state: a checkpoint file
+// and signer state of 21 events put back (both agree, the events give
+// their root), the tree file of 41 leaves, and record #30 damaged in
+// place below the index's progress (the segments' recovery trusts it).
+// Open passes the evidence, cuts the tree file to 21 leaves, then fails to
+// extend it from the segments and refuses the ledger: the leaves of #22 to
+// #41 (the hashes of the events as they were written) are gone. Seen with
+// the command: a restore by `cp -a older/. DIR/` over a running writer,
+// then `annal append` cut a 20 MB tree file to 9,536 bytes and refused the
+// ledger.
+func TestRefusedLedgerTreeFileNotCut(t *testing.T) {
+	t.Skip("known, not yet fixed: the writer's Open may cut the tree file to the checkpoint, and a torn tail, before a later failure refuses the ledger (docs/badinput.md, \"Observed, not changed\")")
+	ctx := context.Background()
+	dir, id := checkpointLedger(t)
+	ldir := filepath.Join(dir, "ledgers", id)
+	keep := func(name string) []byte {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	ck21 := keep(filepath.Join(ldir, checkpointFileName))
+	state21 := keep(filepath.Join(dir, "signing.key.state"))
+	db := openTest(t, dir)
+	for i := range 20 {
+		if _, err := db.Append(ctx, "acct", []EventInput{order(100 + i)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ldir, checkpointFileName), ck21, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "signing.key.state"), state21, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	zeroRecordPayload(t, ldir, 30)
+	treeBefore := keep(filepath.Join(ldir, treeFileName))
+	db, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	refusal, refused := db.Unavailable()["acct"]
+	if !refused {
+		t.Fatalf("ledger acct with record #30 zeroed is not refused")
+	}
+	if after := keep(filepath.Join(ldir, treeFileName)); !bytes.Equal(after, treeBefore) {
+		t.Errorf("the writer's Open changed the tree file of the ledger it refused (%v): %d bytes before, %d after", refusal, len(treeBefore), len(after))
+	}
+}
+
+// TestReaderAndWriterAgreeOnDamageBehindTheIndex: a record in the middle of
+// a ledger's segment damaged in place (its payload zeroed: frame CRC
+// mismatch), behind the index's progress. Issue 25's acceptance: a
+// read-only reader and the writer agree on whether a ledger is whole. The
+// read-only open verifies every record and refuses the ledger (so annal
+// ledgers, scan, export, tail, get and verify exit 3); the writer's Open
+// verifies only after the index's progress, opens it and appends to it
+// (annal append exits 0 and acknowledges events into a ledger that every
+// reader refuses).
+func TestReaderAndWriterAgreeOnDamageBehindTheIndex(t *testing.T) {
+	t.Skip("known, not yet fixed: the writer's Open verifies only what its index does not cover and trusts its tree file up to the checkpoint, where a reader recomputes everything (docs/badinput.md, \"Observed, not changed\")")
+	ctx := context.Background()
+	dir, id := checkpointLedger(t)
+	zeroRecordPayload(t, filepath.Join(dir, "ledgers", id), 10)
+
+	ro, err := OpenReadOnly(dir, &Options{TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readerErr := ro.Unavailable()["acct"]
+	if err := ro.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	writerErr := db.Unavailable()["acct"]
+	var appendErr error
+	if writerErr == nil {
+		_, appendErr = db.Append(ctx, "acct", []EventInput{order(99)}, nil)
+	}
+	if (readerErr == nil) != (writerErr == nil) {
+		t.Errorf("reader and writer disagree on ledger acct with record #10 damaged:\n reader: %v\n writer: %v (an append: %v)", readerErr, writerErr, appendErr)
+	}
+}
+
+// TestWriterRefusesForgedEventAsReaderDoes: an event changed in place with
+// its CRC32C and ID kept (issue 25, finding 1; docs/badinput.md R5). The
+// read-only open refuses the ledger (ErrRewritten), so every read command
+// exits 3; the writer's default Open trusts its tree file up to the
+// checkpoint and never compares it with the segments: it opens the ledger,
+// Get returns the forged amount, and appends go on (annal append exit 0,
+// signing checkpoints on top of the forged segments). Reader and writer
+// must agree on whether the ledger is whole.
+func TestWriterRefusesForgedEventAsReaderDoes(t *testing.T) {
+	t.Skip("known, not yet fixed: the writer's Open verifies only what its index does not cover and trusts its tree file up to the checkpoint, where a reader recomputes everything (docs/badinput.md, \"Observed, not changed\")")
+	ctx := context.Background()
+	dir := t.TempDir()
+	seq, ids := forgeryLedger(t, dir)
+	forgeEvent(t, ledgerSegDir(t, dir, "pay"), seq, `"amount":100`, `"amount":999`, mrand.New(mrand.NewPCG(7, 25)))
+	if bad := readerVerdict(t, dir, "pay", ids[0].Ledger().String()); !errors.Is(bad, ErrRewritten) {
+		t.Fatalf("the read-only open: ledger pay is %v, want ErrRewritten", bad)
+	}
+	db, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if u := db.Unavailable()["pay"]; !errors.Is(u, ErrRewritten) {
+		t.Errorf("the writer's Open: ledger pay is %v, want ErrRewritten as the reader says", u)
+	}
+	if ev, err := db.Get(ctx, ids[seq-1]); err == nil {
+		t.Errorf("the writer's Get of the forged event: %s, no error", ev.Data)
+	}
+}
+
+// TestRefusedLedgerTornTailNotCut: the writer's Open must not cut a torn
+// tail off the last segment of a ledger it then refuses (record #30
+// damaged behind a checkpoint and signer state put back at 21 events):
+// nothing under a refused ledger's directory changes.
+func TestRefusedLedgerTornTailNotCut(t *testing.T) {
+	t.Skip("known, not yet fixed: the writer's Open may cut the tree file to the checkpoint, and a torn tail, before a later failure refuses the ledger (docs/badinput.md, \"Observed, not changed\")")
+	ctx := context.Background()
+	dir, id := checkpointLedger(t)
+	ldir := filepath.Join(dir, "ledgers", id)
+	keep := func(name string) []byte {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	ck21 := keep(filepath.Join(ldir, checkpointFileName))
+	state21 := keep(filepath.Join(dir, "signing.key.state"))
+	db := openTest(t, dir)
+	appendN(t, db, "acct", 20)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ldir, checkpointFileName), ck21, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "signing.key.state"), state21, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	zeroRecordPayload(t, ldir, 30)
+	segs, err := filepath.Glob(filepath.Join(ldir, "*.seg"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("segments: %v %v", segs, err)
+	}
+	last := segs[len(segs)-1]
+	// A torn write: the first half of a frame header claiming 200 bytes.
+	f, err := os.OpenFile(last, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte{0, 0, 0, 200, 1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	before := keep(last)
+	db, err = Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	refusal, refused := db.Unavailable()["acct"]
+	if !refused {
+		_, aerr := db.Append(ctx, "acct", []EventInput{order(1)}, nil)
+		t.Fatalf("ledger acct with record #30 zeroed is not refused (append: %v)", aerr)
+	}
+	if after := keep(last); !bytes.Equal(after, before) {
+		t.Errorf("the writer's Open changed the segment of the ledger it refused (%v): %d bytes before, %d after", refusal, len(before), len(after))
+	}
+}
