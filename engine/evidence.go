@@ -183,8 +183,8 @@ func (db *DB) loadReaderKey() error {
 	var k tree.Key
 	var err error
 	if db.opts.Signer != nil {
-		if k, err = tree.SignerKey(db.opts.Signer, db.opts.SignerName); err != nil {
-			return fmt.Errorf("%w: options: Signer: %w", ErrInvalid, err)
+		if k, err = db.optionsSignerKey(); err != nil {
+			return err
 		}
 	} else {
 		k, err = tree.LoadKey(db.fs, path)
@@ -208,9 +208,8 @@ func (db *DB) loadReaderKey() error {
 			return nil
 		}
 	}
-	db.key = k
-	if db.verifier, err = tree.NewVerifier(k.Verifier); err != nil {
-		return fmt.Errorf("engine: the signing key's verifier %q: %w", k.Verifier, err)
+	if err := db.setKey(k); err != nil {
+		return err
 	}
 	// A malformed state fails the writer's Open (openStateSigner): the
 	// reader's too. Each ledger's look at it (readEvidence) reads it again.

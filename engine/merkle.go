@@ -181,8 +181,8 @@ func (db *DB) loadKey() error {
 	var err error
 	path, statePath := db.signerFiles()
 	if db.opts.Signer != nil {
-		if k, err = tree.SignerKey(db.opts.Signer, db.opts.SignerName); err != nil {
-			return fmt.Errorf("%w: options: Signer: %w", ErrInvalid, err)
+		if k, err = db.optionsSignerKey(); err != nil {
+			return err
 		}
 	} else {
 		k, err = tree.LoadKey(db.fs, path)
@@ -202,6 +202,21 @@ func (db *DB) loadKey() error {
 	if db.signer, err = openStateSigner(db.fs, k, statePath, db.opts.fs == nil); err != nil {
 		return err
 	}
+	return db.setKey(k)
+}
+
+// optionsSignerKey returns the key of Options.Signer.
+func (db *DB) optionsSignerKey() (tree.Key, error) {
+	k, err := tree.SignerKey(db.opts.Signer, db.opts.SignerName)
+	if err != nil {
+		return tree.Key{}, fmt.Errorf("%w: options: Signer: %w", ErrInvalid, err)
+	}
+	return k, nil
+}
+
+// setKey makes k the DB's key, and its verifier the one checkpoints are
+// checked with.
+func (db *DB) setKey(k tree.Key) (err error) {
 	db.key = k
 	if db.verifier, err = tree.NewVerifier(k.Verifier); err != nil {
 		return fmt.Errorf("engine: the signing key's verifier %q: %w", k.Verifier, err)

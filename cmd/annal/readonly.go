@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"slices"
 
 	"github.com/annal-db/annal/engine"
@@ -31,17 +32,7 @@ func (g *globals) openReader(cmd *cobra.Command, dir string, opts *engine.Option
 	if err != nil {
 		return nil, dir, openError(dir, err)
 	}
-	// The names a writer's open will give (written by it, not here).
-	for _, r := range db.Renamed() {
-		fmt.Fprintf(cmd.ErrOrStderr(), "annal: %s\n", safeText(r.String()))
-	}
-	if why := db.MetaRebuilt(); why != nil {
-		fmt.Fprintf(cmd.ErrOrStderr(), "annal: note: %s\n", safeText(errorLine(why)))
-	}
-	for _, h := range db.HiddenTails() {
-		fmt.Fprintf(cmd.ErrOrStderr(), "annal: note: ledger %s: the last %d bytes of its last segment are not shown (a write in progress, or a torn write that the writer's next open cuts): %s\n",
-			safeText(h.Ledger), h.Bytes, safeText(h.Why))
-	}
+	readerNotes(cmd.ErrOrStderr(), db, "not shown")
 	return db, dir, nil
 }
 
@@ -75,7 +66,19 @@ func (g *globals) openVerifier(cmd *cobra.Command) (*engine.DB, string, error) {
 		db.Close()
 		return nil, dir, openError(dir, err)
 	}
-	w := cmd.ErrOrStderr()
+	readerNotes(cmd.ErrOrStderr(), db, "not verified and not cut")
+	for _, p := range db.Pending() {
+		fmt.Fprintf(cmd.ErrOrStderr(), "annal: note: %s\n", safeText(p))
+	}
+	return db, dir, nil
+}
+
+// readerNotes writes to w what a read-only open of db has to say: the
+// names a writer's open will give (written by it, not here), consumer
+// positions lost with a rebuilt meta.db, and each last segment's bytes
+// past what it shows (which are hidden: "not shown", "not verified and
+// not cut").
+func readerNotes(w io.Writer, db *engine.DB, hidden string) {
 	for _, r := range db.Renamed() {
 		fmt.Fprintf(w, "annal: %s\n", safeText(r.String()))
 	}
@@ -83,11 +86,7 @@ func (g *globals) openVerifier(cmd *cobra.Command) (*engine.DB, string, error) {
 		fmt.Fprintf(w, "annal: note: %s\n", safeText(errorLine(why)))
 	}
 	for _, h := range db.HiddenTails() {
-		fmt.Fprintf(w, "annal: note: ledger %s: the last %d bytes of its last segment are not verified and not cut (a write in progress, or a torn write that the writer's next open cuts; verify changes nothing): %s\n",
-			safeText(h.Ledger), h.Bytes, safeText(h.Why))
+		fmt.Fprintf(w, "annal: note: ledger %s: the last %d bytes of its last segment are %s (a write in progress, or a torn write that the writer's next open cuts): %s\n",
+			safeText(h.Ledger), h.Bytes, hidden, safeText(h.Why))
 	}
-	for _, p := range db.Pending() {
-		fmt.Fprintf(w, "annal: note: %s\n", safeText(p))
-	}
-	return db, dir, nil
 }
