@@ -27,3 +27,9 @@ func mmap(fd uintptr, length int64) ([]byte, error) {
 
 // munmap removes a mapping made by mmap.
 func munmap(b []byte) error { return unix.Munmap(b) }
+
+// dontNeed tells the kernel that the process no longer needs the pages
+// of b, a part of a map made by mmap: they leave its resident set. The
+// map is of a file, shared: the pages stay in the page cache, and a later
+// read of them maps them again (a minor fault), with the same bytes.
+func dontNeed(b []byte) { unix.Madvise(b, unix.MADV_DONTNEED) }

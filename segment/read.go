@@ -60,6 +60,36 @@ type segFile struct {
 	// used is the Log's use clock (Log.useClock) when it was last used:
 	// the least recently used sealed segment is evicted first.
 	used atomic.Uint64
+	// dropped is the offset up to which a sequential reader has passed
+	// the map when passed last gave its pages back.
+	dropped atomic.Int64
+}
+
+// dropChunk is how far a sequential reader of a map (the scanner of a
+// read-only Log's Follow) goes before the pages it passed are given back
+// (segFile.passed).
+const dropChunk = 8 << 20
+
+// pageMask rounds an offset down to the start of its page.
+var pageMask = ^int64(os.Getpagesize() - 1)
+
+// passed tells the handle that a sequential reader has read everything
+// before off. Every dropChunk bytes, the pages of the map before off
+// leave the process's resident set (dontNeed): without it, a follower
+// kept resident every page of the active segment it had read, up to the
+// segment size (64 MiB by default), and of a sealed one until it passed
+// its end. Pages that random reads brought in before off go too: they
+// are file pages, still in the page cache, and a read maps them again.
+func (s *segFile) passed(off int64) {
+	d := s.dropped.Load()
+	if off-d < dropChunk || !s.dropped.CompareAndSwap(d, off) {
+		return
+	}
+	s.mu.RLock()
+	if end := min(off, int64(len(s.m))) & pageMask; end > 0 {
+		dontNeed(s.m[:end])
+	}
+	s.mu.RUnlock()
 }
 
 // release ends a use of the handle that readFile began.
@@ -515,6 +545,10 @@ func (b *blockReader) bytes(off, n, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	b.start = off
+	if s, ok := b.f.(*segFile); ok {
+		// What is before off was read.
+		s.passed(off)
+	}
 	return b.buf[:n], nil
 }
 
