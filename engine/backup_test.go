@@ -172,6 +172,25 @@ func runBackupsUnderWriter(t *testing.T, backup func(ctx context.Context, db *DB
 	linked := 0
 	parent := t.TempDir()
 	began := time.Now()
+	// Until a segment has rotated, so that every backup has sealed
+	// segments to link (on a fast machine the backups could otherwise all
+	// be taken before the first rotation).
+	for rotated := false; !rotated; {
+		if time.Since(began) > time.Minute {
+			close(stop)
+			wg.Wait()
+			t.Fatal("no segment rotated in a minute of appends")
+		}
+		time.Sleep(5 * time.Millisecond)
+		for _, n := range names {
+			l, err := db.ledger(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			segs, _ := filepath.Glob(filepath.Join(l.log.Dir(), "*.seg"))
+			rotated = rotated || len(segs) > 1
+		}
+	}
 	for i := 0; i < 20; i++ {
 		time.Sleep(5 * time.Millisecond) // appends between backups
 		mu.Lock()
