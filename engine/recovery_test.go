@@ -15,7 +15,33 @@ import (
 // copyTree copies the files under src to dst.
 func copyTree(t *testing.T, src, dst string) {
 	t.Helper()
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+	if err := copyTreeErr(src, dst); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// copyLiveTree is copyTree of a directory a DB has open: a file that its
+// index removes while the copy runs (a compaction's input) makes it copy
+// again, into an empty dst, as a crash image is the files of one instant.
+func copyLiveTree(t *testing.T, src, dst string) {
+	t.Helper()
+	for try := 0; ; try++ {
+		err := copyTreeErr(src, dst)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, fs.ErrNotExist) || try == 20 {
+			t.Fatal(err)
+		}
+		if err := os.RemoveAll(dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// copyTreeErr copies the files under src to dst.
+func copyTreeErr(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -30,9 +56,6 @@ func copyTree(t *testing.T, src, dst string) {
 		}
 		return os.WriteFile(target, b, 0o600)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func replaceTree(t *testing.T, dst, src string) {
@@ -135,7 +158,7 @@ func TestIndexAheadOfSegments(t *testing.T) {
 		t.Fatal(err)
 	}
 	crashed := t.TempDir()
-	copyTree(t, dir, crashed)
+	copyLiveTree(t, dir, crashed)
 	db.Close()
 	replaceTree(t, segs, old)
 
