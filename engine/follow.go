@@ -320,6 +320,11 @@ func (db *DB) Verify(ctx context.Context, ledgerName string, progress func(recor
 				}
 				return VerifyReport{}, ErrClosed
 			}
+			// So may it have cancelled ctx: Verify then returns ctx's
+			// error, as it does when ctx ends while the checks run.
+			if err := ctx.Err(); err != nil {
+				return VerifyReport{}, err
+			}
 			return res.report, res.err
 		}
 	}
