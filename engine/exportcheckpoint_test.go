@@ -28,7 +28,7 @@ func TestExportCheckpointRefusesForgedEvents(t *testing.T) {
 		t.Fatalf("export with a checkpoint of a forged ledger: %v, want ErrRewritten", err)
 	}
 	if cp.Len() != 0 {
-		t.Fatalf("export wrote a checkpoint for the forged events (#%d %s):\n%s", f.seq, f.id, cp.Bytes())
+		t.Fatalf("export wrote a checkpoint for the forged events (#%d %s):\n%s", f.Seq, f.ID, cp.Bytes())
 	}
 	// Without the forgery, the same export writes the checkpoint.
 	dir2 := t.TempDir()

@@ -26,24 +26,15 @@ import (
 
 const forgeryMemo = "refund approved by desk 7, ticket 4711" // the free-text field
 
-// forgedRecord says what forgeEvent changed.
-type forgedRecord struct {
-	file      string // the segment file
-	offset    int64  // of the record's frame
-	seq       uint64
-	id        eventid.ID
-	old, data []byte // the event's data before and after
-}
-
 // forgeEvent rewrites, in the segment files of the ledger in dir, the
 // event with sequence number seq (forge.Event).
-func forgeEvent(t *testing.T, dir string, seq uint64, from, to string, rng *rand.Rand) forgedRecord {
+func forgeEvent(t *testing.T, dir string, seq uint64, from, to string, rng *rand.Rand) forge.Record {
 	t.Helper()
 	r, err := forge.Event(dir, seq, from, to, rng)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return forgedRecord{file: r.File, offset: r.Offset, seq: r.Seq, id: r.ID, old: r.Old, data: r.Data}
+	return r
 }
 
 // forgeryLedger creates a ledger "pay" in dir with events before and
@@ -93,7 +84,7 @@ func forgeryLedger(t *testing.T, dir string) (seq uint64, ids []eventid.ID) {
 // directory opens, every event has its old ID, Get returns the forged
 // data, the segment log verifies on its own, and an export verifies with
 // ndjson.VerifyAll: everything the CRC32C chain can check passes.
-func assertForgeryUndetectedByCRC(t *testing.T, dir string, f forgedRecord, ids []eventid.ID) {
+func assertForgeryUndetectedByCRC(t *testing.T, dir string, f forge.Record, ids []eventid.ID) {
 	t.Helper()
 	ctx := context.Background()
 	db := openTest(t, dir)
@@ -112,16 +103,16 @@ func assertForgeryUndetectedByCRC(t *testing.T, dir string, f forgedRecord, ids 
 	if !slices.Equal(got, ids) {
 		t.Fatalf("the forgery changed the IDs:\n%v\n%v", got, ids)
 	}
-	ev, err := db.Get(ctx, f.id)
+	ev, err := db.Get(ctx, f.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(ev.Data, f.data) || !strings.Contains(string(ev.Data), `"amount":999`) {
-		t.Fatalf("Get returns %s, the forgery wrote %s", ev.Data, f.data)
+	if !bytes.Equal(ev.Data, f.Data) || !strings.Contains(string(ev.Data), `"amount":999`) {
+		t.Fatalf("Get returns %s, the forgery wrote %s", ev.Data, f.Data)
 	}
 	// The segment log alone, every record verified (frame CRCs, event
 	// checksums, chain).
-	log, _, err := segment.Open(filepath.Dir(f.file), segment.Options{Ledger: info.ID}, segment.Head{})
+	log, _, err := segment.Open(filepath.Dir(f.File), segment.Options{Ledger: info.ID}, segment.Head{})
 	if err != nil {
 		t.Fatalf("segment.Open of the forged segments: %v", err)
 	}
@@ -148,9 +139,9 @@ func TestForgeryKeepsEventIDs(t *testing.T) {
 	dir := t.TempDir()
 	seq, ids := forgeryLedger(t, dir)
 	f := forgeEvent(t, ledgerSegDir(t, dir, "pay"), seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(rand.Uint64(), 14)))
-	t.Logf("forged #%d %s: %s -> %s", f.seq, f.id, f.old, f.data)
-	if f.id != ids[seq-1] {
-		t.Fatalf("forged %s, the payment is %s", f.id, ids[seq-1])
+	t.Logf("forged #%d %s: %s -> %s", f.Seq, f.ID, f.Old, f.Data)
+	if f.ID != ids[seq-1] {
+		t.Fatalf("forged %s, the payment is %s", f.ID, ids[seq-1])
 	}
 	assertForgeryUndetectedByCRC(t, dir, f, ids)
 }
@@ -199,13 +190,13 @@ func TestForgeryFailsVerify(t *testing.T) {
 	db := openTest(t, dir)
 	defer db.Close()
 	_, err := db.Verify(ctx, "pay", nil)
-	want := fmt.Sprintf("event #%d (%s) is not the event the tree committed to", seq, f.id)
+	want := fmt.Sprintf("event #%d (%s) is not the event the tree committed to", seq, f.ID)
 	if !errors.Is(err, ErrRewritten) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "CRC32C") {
 		t.Fatalf("verify of the forged ledger: %v\nwant ErrRewritten saying %q", err, want)
 	}
 	t.Logf("verify: %v", err)
 	err = db.VerifyCheckpoint(ctx, "pay", before.Note, "")
-	if !errors.Is(err, ErrRewritten) || !strings.Contains(err.Error(), fmt.Sprintf("event #%d (%s)", seq, f.id)) {
+	if !errors.Is(err, ErrRewritten) || !strings.Contains(err.Error(), fmt.Sprintf("event #%d (%s)", seq, f.ID)) {
 		t.Fatalf("verify-checkpoint of the forged ledger: %v", err)
 	}
 	t.Logf("verify checkpoint: %v", err)

@@ -201,16 +201,11 @@ func (s *stateSigner) Signed(origin string) (tree.Checkpoint, bool) {
 }
 
 func (s *stateSigner) SignCheckpoint(prev, next tree.Checkpoint, proof []tree.Hash) ([]byte, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	unlock, err := s.lockState()
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if err := s.reloadLocked(); err != nil {
-		return nil, err
-	}
+	return s.withState(func() ([]byte, error) { return s.signExtension(prev, next, proof) })
+}
+
+// signExtension is SignCheckpoint, under withState.
+func (s *stateSigner) signExtension(prev, next tree.Checkpoint, proof []tree.Hash) ([]byte, error) {
 	refuse := func(format string, a ...any) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s size %d: %s (the signer's state: %s)", ErrSignerRefused, next.Origin, next.Size, fmt.Sprintf(format, a...), s.path)
 	}
@@ -234,6 +229,13 @@ func (s *stateSigner) SignCheckpoint(prev, next tree.Checkpoint, proof []tree.Ha
 }
 
 func (s *stateSigner) AcceptCheckpoint(next tree.Checkpoint) ([]byte, error) {
+	return s.withState(func() ([]byte, error) { return s.signLocked(next) })
+}
+
+// withState runs sign with the signer's state locked (in this process and
+// on disk) and read again from its file, so that what another DB sharing
+// the key signed meanwhile is known.
+func (s *stateSigner) withState(sign func() ([]byte, error)) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	unlock, err := s.lockState()
@@ -244,7 +246,7 @@ func (s *stateSigner) AcceptCheckpoint(next tree.Checkpoint) ([]byte, error) {
 	if err := s.reloadLocked(); err != nil {
 		return nil, err
 	}
-	return s.signLocked(next)
+	return sign()
 }
 
 // signLocked signs next, records it in the state file (the whole merged

@@ -111,12 +111,7 @@ func OpenFile(fs vfs.FS, path string, ledger uint32) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tree: open %s: %w", path, err)
 	}
-	f, err := open(fs, path, ledger, file)
-	if err != nil {
-		file.Close()
-		return nil, err
-	}
-	return f, nil
+	return open(fs, path, ledger, file)
 }
 
 // OpenFileReadOnly opens the tree file at path as OpenFile does, but for
@@ -127,15 +122,17 @@ func OpenFileReadOnly(fs vfs.FS, path string, ledger uint32) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tree: open %s: %w", path, err)
 	}
-	f, err := open(fs, path, ledger, file)
-	if err != nil {
-		file.Close()
-		return nil, err
-	}
-	return f, nil
+	return open(fs, path, ledger, file)
 }
 
-func open(fs vfs.FS, path string, ledger uint32, file vfs.File) (*File, error) {
+// open reads the header and size of the tree file at path, open as file,
+// which it closes if it fails.
+func open(fs vfs.FS, path string, ledger uint32, file vfs.File) (f *File, err error) {
+	defer func() {
+		if err != nil {
+			file.Close()
+		}
+	}()
 	info, err := file.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("tree: stat %s: %w", path, err)
@@ -158,7 +155,7 @@ func open(fs vfs.FS, path string, ledger uint32, file vfs.File) (*File, error) {
 	case !bytes.Equal(h[16:], want[16:]):
 		return nil, fmt.Errorf("%w: %s: header bytes 16-31 are %x, want zeros", ErrCorrupt, path, h[16:])
 	}
-	f := &File{fs: fs, path: path, ledger: ledger, file: file, end: end}
+	f = &File{fs: fs, path: path, ledger: ledger, file: file, end: end}
 	n := leavesIn((end - HeaderSize) / 32)
 	if err := f.load(n); err != nil {
 		return nil, err
