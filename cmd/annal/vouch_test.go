@@ -41,7 +41,7 @@ func TestVerifyFileUnvouchedEventsFail(t *testing.T) {
 }
 
 // TestExportCheckpointOfForgedLedgerFails: an event of the ledger changed
-// in place in its segment, its CRC32C and Event ID kept (internal/forge):
+// in place in its segment, its CRC32C and Event ID kept (segment/forge):
 // `annal export -o F --checkpoint C` exits 3, saying that the exported
 // events are not the ones the tree committed to, and leaves neither C nor
 // F (nor a temporary file) behind. (It wrote C, signed, beside the forged
