@@ -512,7 +512,10 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 	// Recovery refuses segments that lost what a witness says was
 	// durable, before it cuts anything.
 	so.Witness = db.witness(id, m, haveMeta)
-	log, _, err := segment.Open(dir, so, checkpoint)
+	// Every record is verified, but those of the sealed segments that
+	// an earlier Open verified and that did not change since (stamps.go).
+	so.VerifySealed, so.Stamps = true, readStamps(db.fs, dir)
+	log, rec, err := segment.Open(dir, so, checkpoint)
 	if errors.Is(err, segment.ErrNoLog) && so.Witness.Seq != 0 {
 		// Not an unfinished creation: a witness (the metadata's, or the
 		// index's when meta.db is gone) says events were durable.
@@ -531,7 +534,7 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 			return nil, err
 		}
 		checkpoint = segment.Head{}
-		log, _, err = segment.Open(dir, so, checkpoint)
+		log, rec, err = segment.Open(dir, so, checkpoint)
 	}
 	if err != nil {
 		return nil, err
@@ -576,10 +579,11 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 		*found = m
 	}
 	// The Merkle tree, once the segments are recovered and indexed.
-	if err := db.recoverTree(l, built); err != nil {
+	if err := db.recoverTree(l, built, rec); err != nil {
 		log.Close()
 		return nil, err
 	}
+	writeStamps(db.fs, dir, so.Stamps, rec.Stamps)
 	return l, nil
 }
 

@@ -674,9 +674,9 @@ func (db *DB) TreeRebuilt() map[string]error {
 // (treeFileName+".tmp") from every record, when the index is rebuilt:
 // the rebuild uses it instead of reading the segments again.
 // recoverTree closes it, or removes it if it does not use it.
-func (db *DB) recoverTree(l *ledger, built *tree.File) error {
+func (db *DB) recoverTree(l *ledger, built *tree.File, rec *segment.Recovery) error {
 	fs, dir, id := db.fs, l.log.Dir(), l.meta.ID
-	p := &treePrep{db: db, l: l, built: built}
+	p := &treePrep{db: db, l: l, built: built, from: rec.VerifiedFrom, at: rec.VerifiedAt}
 	defer p.discard()
 	head := l.log.Head().Seq
 	ckPath := fs.PathJoin(dir, checkpointFileName)
@@ -771,6 +771,14 @@ type treePrep struct {
 	l      *ledger
 	anchor *Checkpoint // the checkpoint file's, if it verifies and fits
 	built  *tree.File  // the temporary file catchUp wrote, if any
+	// from is the first event that the segments' recovery read and
+	// verified at this Open (at is where it is): those before it are in
+	// sealed segments unchanged since an earlier Open verified them
+	// (stamps.go). The tree file is trusted for them; the events from
+	// it to the anchor must give the anchor's root with the tree's
+	// hashes of those before (checkLeaves).
+	from uint64
+	at   segment.Location
 
 	done    bool
 	err     error
@@ -824,6 +832,12 @@ func (p *treePrep) prepare() error {
 					p.why = fmt.Sprintf("the tree file %s is damaged: %v", treePath, err)
 				case root != ck.Root:
 					p.why = fmt.Sprintf("the tree file %s gives the root %s at size %d, the checkpoint signed %s", treePath, root, ck.Size, ck.Root)
+				default:
+					if p.why, err = l.checkLeaves(f, p.from, p.at, ck); err != nil {
+						f.Close()
+						p.err = err
+						return err
+					}
 				}
 			}
 			if p.why == "" {

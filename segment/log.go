@@ -93,6 +93,15 @@ type Options struct {
 	// metadata record that knew only the sequence number and ID) is
 	// checked by those alone. See docs/recovery.md, "The durable witness".
 	Witness Head
+	// VerifySealed, for Open, verifies every record of every segment
+	// whatever the checkpoint says, except the sealed segments of
+	// Stamps whose files are as they were stamped: Open then says in
+	// Recovery.Stamps what it verified, for the caller to keep and give
+	// to the next Open. Without it, Open verifies from the checkpoint.
+	VerifySealed bool
+	// Stamps are the stamps an earlier Open returned (Recovery.Stamps), for
+	// VerifySealed.
+	Stamps []Stamp
 }
 
 const (

@@ -31,6 +31,16 @@ type Recovery struct {
 	// that Open removed; 0 if none.
 	RemovedSegment uint64
 	Head           Head // the ledger's last record after recovery
+	// VerifiedFrom is the sequence number of the first record Open
+	// verified (Head.Seq+1 if none), VerifiedAt where it starts (for
+	// Log.NewIterator).
+	VerifiedFrom uint64
+	VerifiedAt   Location
+	// Stamps, with Options.VerifySealed, are the stamps of the sealed
+	// segments: those given that still match, and one for each sealed
+	// segment verified now (the active segment has none: it is written
+	// again).
+	Stamps []Stamp
 }
 
 // Open opens the segments of an existing ledger in dir, verifying and
@@ -201,6 +211,41 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 	}
 
 	last := len(segs) - 1
+	// With VerifySealed, verification starts at the first segment that
+	// no stamp vouches for (the active one at the latest), if that is
+	// before the checkpoint.
+	stamps := map[uint64]Stamp{}
+	if o.VerifySealed {
+		given := make(map[uint64]Stamp, len(o.Stamps))
+		for _, st := range o.Stamps {
+			given[st.Segment] = st
+		}
+		u := last
+		for i := range last {
+			st, ok := given[segs[i].number]
+			if !ok || !st.matches(segs[i]) {
+				u = i
+				break
+			}
+			stamps[segs[i].number] = st
+		}
+		if u <= first {
+			first, start = u, headerSize
+			s := segs[u]
+			c.id, c.seq = s.hdr.prevID, s.hdr.prevSeq
+			head = Head{ID: c.id, Seq: c.seq}
+			if u > 0 {
+				prev := stamps[segs[u-1].number].Last
+				if prev.ID != c.id || prev.Seq != c.seq {
+					return nil, rec, &CorruptionError{File: s.name, Offset: 24, Problem: "segment does not continue the chain of the segment before",
+						Expected: fmt.Sprintf("%s #%d", prev.ID, prev.Seq), Found: fmt.Sprintf("%s #%d", c.id, c.seq)}
+				}
+				head = prev
+			}
+		}
+	}
+	rec.VerifiedFrom = c.seq + 1
+	rec.VerifiedAt = Location{Segment: segs[first].number, Offset: start}
 	for i := first; i < len(segs); i++ {
 		s := segs[i]
 		if i > first {
@@ -297,8 +342,18 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 		}
 		c = sc.chain
 		s.close()
+		if o.VerifySealed && i != last {
+			stamps[s.number] = Stamp{Segment: s.number, File: s.ident, Prev: Head{ID: s.hdr.prevID, Seq: s.hdr.prevSeq}, Last: head}
+		}
 	}
 	rec.Head = head
+	if o.VerifySealed {
+		for i := range last {
+			if st, ok := stamps[segs[i].number]; ok && st.File.valid() && st.Last.Seq > st.Prev.Seq {
+				rec.Stamps = append(rec.Stamps, st)
+			}
+		}
+	}
 	if w.Seq != 0 && head.Seq < w.Seq {
 		// Reached only by a witness without a location (the checks above
 		// catch the others): the ledger ends before it.

@@ -175,6 +175,7 @@ type segmentFile struct {
 	file   vfs.File
 	size   int64
 	hdr    header
+	ident  FileIdentity // as the file was when its header was read
 }
 
 // reopen opens the segment's file again if close closed it.
@@ -210,7 +211,7 @@ func readHeader(fs vfs.FS, dir string, n uint64, ledger eventid.LedgerID) (*segm
 		f.Close()
 		return nil, fmt.Errorf("segment: stat %s: %w", path, err)
 	}
-	sf := &segmentFile{number: n, name: path, file: f, size: st.Size()}
+	sf := &segmentFile{number: n, name: path, file: f, size: st.Size(), ident: fileIdentity(st)}
 	var b [headerSize]byte
 	if sf.size < headerSize {
 		return sf, errShortHeader

@@ -1,0 +1,9 @@
+package segment
+
+import "syscall"
+
+// statTimes returns the change and modification times of s, in
+// nanoseconds.
+func statTimes(s *syscall.Stat_t) (ctime, mtime int64) {
+	return s.Ctim.Nano(), s.Mtim.Nano()
+}
