@@ -192,8 +192,10 @@ type DB struct {
 }
 
 // Open opens the data directory dir, creating it if needed, and recovers
-// every ledger: it verifies each ledger's segments after the index's
-// checkpoint (all of them with Options.FullVerifyOnOpen), cuts a torn
+// every ledger: it verifies every record of each ledger's segments but
+// those of sealed segments unchanged since an earlier Open verified them
+// (all of them with Options.FullVerifyOnOpen), checks the events it read
+// against the tree and the latest signed checkpoint, cuts a torn
 // write, and brings the index and the metadata up to the tail. A ledger
 // that fails verification is refused (ErrLedgerUnavailable, wrapping the
 // segment.ErrCorruption that says where) and the others open; see
@@ -513,8 +515,12 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 	// durable, before it cuts anything.
 	so.Witness = db.witness(id, m, haveMeta)
 	// Every record is verified, but those of the sealed segments that
-	// an earlier Open verified and that did not change since (stamps.go).
-	so.VerifySealed, so.Stamps = true, readStamps(db.fs, dir)
+	// an earlier Open verified and that did not change since (stamps.go;
+	// none with FullVerifyOnOpen).
+	so.VerifySealed = true
+	if !db.opts.FullVerifyOnOpen {
+		so.Stamps = readStamps(db.fs, dir)
+	}
 	log, rec, err := segment.Open(dir, so, checkpoint)
 	if errors.Is(err, segment.ErrNoLog) && so.Witness.Seq != 0 {
 		// Not an unfinished creation: a witness (the metadata's, or the

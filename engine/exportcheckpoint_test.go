@@ -14,14 +14,16 @@ import (
 // checkpoint compares the exported events' leaf hashes with the tree that
 // the checkpoint signs: ErrRewritten, and not a byte of checkpoint is
 // written. (It wrote the checkpoint beside the forged events, and only an
-// auditor's verify-file noticed.)
+// auditor's verify-file noticed.) The events are forged under the
+// running DB: an Open after the forgery refuses the ledger.
 func TestExportCheckpointRefusesForgedEvents(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	seq, ids := forgeryLedger(t, dir)
-	f := forgeEvent(t, ledgerSegDir(t, dir, "pay"), seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(rand.Uint64(), 14)))
+	segDir := ledgerSegDir(t, dir, "pay")
 	db := openTest(t, dir)
 	defer db.Close()
+	f := forgeEvent(t, segDir, seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(rand.Uint64(), 14)))
 	var out, cp bytes.Buffer
 	_, err := db.Export(ctx, "pay", &out, ExportOptions{Checkpoint: &cp})
 	if !errors.Is(err, ErrRewritten) || !strings.Contains(err.Error(), "the checkpoint is not written") {

@@ -80,15 +80,15 @@ func forgeryLedger(t *testing.T, dir string) (seq uint64, ids []eventid.ID) {
 	return seq, ids
 }
 
-// assertForgeryUndetectedByCRC checks that the forgery is real: the
-// directory opens, every event has its old ID, Get returns the forged
-// data, the segment log verifies on its own, and an export verifies with
-// ndjson.VerifyAll: everything the CRC32C chain can check passes.
-func assertForgeryUndetectedByCRC(t *testing.T, dir string, f forge.Record, ids []eventid.ID) {
+// assertForgeryUndetectedByCRC checks that the forgery is real: on db,
+// open while the segments were forged under it (an Open after the forgery
+// reads the changed segment again and refuses the ledger), every event
+// has its old ID, Get returns the forged data, the segment log verifies
+// on its own, and an export verifies with ndjson.VerifyAll: everything
+// the CRC32C chain can check passes.
+func assertForgeryUndetectedByCRC(t *testing.T, db *DB, f forge.Record, ids []eventid.ID) {
 	t.Helper()
 	ctx := context.Background()
-	db := openTest(t, dir)
-	defer db.Close()
 	info, err := db.Ledger("pay")
 	if err != nil {
 		t.Fatal(err)
@@ -138,12 +138,15 @@ func assertForgeryUndetectedByCRC(t *testing.T, dir string, f forge.Record, ids 
 func TestForgeryKeepsEventIDs(t *testing.T) {
 	dir := t.TempDir()
 	seq, ids := forgeryLedger(t, dir)
-	f := forgeEvent(t, ledgerSegDir(t, dir, "pay"), seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(rand.Uint64(), 14)))
+	segDir := ledgerSegDir(t, dir, "pay")
+	db := openTest(t, dir)
+	defer db.Close()
+	f := forgeEvent(t, segDir, seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(rand.Uint64(), 14)))
 	t.Logf("forged #%d %s: %s -> %s", f.Seq, f.ID, f.Old, f.Data)
 	if f.ID != ids[seq-1] {
 		t.Fatalf("forged %s, the payment is %s", f.ID, ids[seq-1])
 	}
-	assertForgeryUndetectedByCRC(t, dir, f, ids)
+	assertForgeryUndetectedByCRC(t, db, f, ids)
 }
 
 // ledgerSegDir returns the directory of the ledger's segments (and of its
@@ -184,11 +187,12 @@ func TestForgeryFailsVerify(t *testing.T) {
 	if before.Size != uint64(len(ids)) {
 		t.Fatalf("the checkpoint Close issued covers %d events, the ledger has %d", before.Size, len(ids))
 	}
-	f := forgeEvent(t, ledgerSegDir(t, dir, "pay"), seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(rand.Uint64(), 14)))
-	assertForgeryUndetectedByCRC(t, dir, f, ids)
-
+	segDir := ledgerSegDir(t, dir, "pay")
 	db := openTest(t, dir)
 	defer db.Close()
+	f := forgeEvent(t, segDir, seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(rand.Uint64(), 14)))
+	assertForgeryUndetectedByCRC(t, db, f, ids)
+
 	_, err := db.Verify(ctx, "pay", nil)
 	want := fmt.Sprintf("event #%d (%s) is not the event the tree committed to", seq, f.ID)
 	if !errors.Is(err, ErrRewritten) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "CRC32C") {
@@ -200,6 +204,16 @@ func TestForgeryFailsVerify(t *testing.T) {
 		t.Fatalf("verify-checkpoint of the forged ledger: %v", err)
 	}
 	t.Logf("verify checkpoint: %v", err)
+	// Reopened, the writer reads the changed segment again and refuses
+	// the ledger, naming the event.
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = openTest(t, dir)
+	defer db.Close()
+	if err := db.Unavailable()["pay"]; !errors.Is(err, ErrRewritten) {
+		t.Fatalf("reopened after the forgery: ledger pay is %v, want ErrRewritten", err)
+	}
 }
 
 // TestForgeryWithTreeRecomputed: the attacker also recomputes the tree
@@ -293,9 +307,9 @@ func TestForgeryWithTreeRecomputed(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	assertForgeryUndetectedByCRC(t, dir, f, ids)
 	db = openTest(t, dir)
 	defer db.Close()
+	assertForgeryUndetectedByCRC(t, db, f, ids)
 	if _, err := db.Verify(ctx, "pay", nil); err != nil {
 		t.Fatalf("verify with the tree and the checkpoint recomputed by the attacker: %v (nothing in the directory can tell)", err)
 	}

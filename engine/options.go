@@ -54,7 +54,9 @@ type Options struct {
 	// "Memory" in docs/engine.md.
 	CacheSize int64
 	// FullVerifyOnOpen verifies every record of every ledger when the DB
-	// opens, instead of only what follows the index's checkpoint.
+	// opens, and checks every event against the tree, instead of sparing
+	// the sealed segments unchanged since an earlier Open verified them
+	// (docs/recovery.md, "Stamps").
 	FullVerifyOnOpen bool
 	// WitnessInterval is how often a background writer records in the
 	// metadata file the durable head of every ledger whose durable head
