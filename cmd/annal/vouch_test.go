@@ -42,10 +42,12 @@ func TestVerifyFileUnvouchedEventsFail(t *testing.T) {
 
 // TestExportCheckpointOfForgedLedgerFails: an event of the ledger changed
 // in place in its segment, its CRC32C and Event ID kept (segment/forge):
-// `annal export -o F --checkpoint C` exits 3, saying that the exported
-// events are not the ones the tree committed to, and leaves neither C nor
-// F (nor a temporary file) behind. (It wrote C, signed, beside the forged
-// events.)
+// `annal export -o F --checkpoint C` exits 3, saying that the ledger was
+// rewritten (its open reads the changed segment again and refuses the
+// ledger; the export's own comparison of the leaves before it signs is
+// engine's TestExportCheckpointRefusesForgedEvents), and leaves neither C
+// nor F (nor a temporary file) behind. (It wrote C, signed, beside the
+// forged events.)
 func TestExportCheckpointOfForgedLedgerFails(t *testing.T) {
 	dir := newDir(t)
 	var in strings.Builder
@@ -62,7 +64,7 @@ func TestExportCheckpointOfForgedLedgerFails(t *testing.T) {
 	}
 	work := t.TempDir()
 	out, cp := filepath.Join(work, "orders.ndjson"), filepath.Join(work, "orders.checkpoint")
-	wantExit(t, exitVerification, []string{"rewritten", "the checkpoint is not written"}, "--dir", dir, "export", "orders", "-o", out, "--checkpoint", cp)
+	wantExit(t, exitVerification, []string{"rewritten", `ledger "orders" cannot be read`}, "--dir", dir, "export", "orders", "-o", out, "--checkpoint", cp)
 	if left, _ := os.ReadDir(work); len(left) != 0 {
 		t.Fatalf("export of a forged ledger left %v behind", left)
 	}
