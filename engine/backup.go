@@ -40,7 +40,7 @@ import (
 //
 // The index is left out: it is derived from the segments, and the copy's
 // first Open rebuilds it from them, verifying every record from the
-// first (see "Backups" in docs/decisions.md). Everything is written under
+// first (see docs/decisions/backups.md). Everything is written under
 // a temporary name beside the target, synced, and renamed to it last: a
 // backup that fails, is cancelled or is killed leaves no directory under
 // the target's name.

@@ -82,9 +82,8 @@
 // each repeating the ID and location); format 3 writes, for a commit of n
 // events of one stream, about n/64 T and S entries and 3 postings (per
 // distinct stream, entity and name), which is what made appends cheaper
-// (docs/decisions.md, "Issue 15: index format 3"); format 4 put the IDs
-// and locations in the postings ("Issue 15: postings with locations
-// (format 4)").
+// (docs/decisions/index-format-3.md); format 4 put the IDs and
+// locations in the postings (docs/decisions/index-format-4.md).
 //
 // # Order
 //

@@ -882,7 +882,7 @@ var sealHook func()
 // blocks already written and synced inside the file's size commits the
 // data alone, one after a write that grows the file (or fills blocks
 // that fallocate left unwritten) commits their allocation and the new
-// size too, and takes about twice as long (docs/decisions.md, "segments
+// size too, and takes about twice as long (docs/decisions/, "Segments
 // written before use"). When fewer than half a chunk of zeros is left
 // ahead of the records, it writes a chunk more at the zeroed end (never
 // over a record: it runs under ioMu, as the writes of records do), up to
