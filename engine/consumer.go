@@ -27,25 +27,6 @@ import (
 // position always names an event on stable storage (the ledger is synced
 // up to it first), so no crash can leave it past the ledger's end.
 
-var (
-	// ErrConsumerInUse: the consumer name is held by a live Consumer of
-	// this DB (DB.Consumer until Consumer.Close), or DeleteConsumer was
-	// asked to delete a live one.
-	ErrConsumerInUse = errors.New("engine: consumer in use")
-	// ErrConsumerNotFound: no consumer of that name has a stored
-	// position in the ledger (DeleteConsumer).
-	ErrConsumerNotFound = errors.New("engine: consumer not found")
-	// ErrPositionsLost: the metadata file, which alone holds the named
-	// consumers' positions, was missing (or empty) at an Open and was
-	// rebuilt from the segments. The state lasts, recorded in the rebuilt
-	// file, until DB.AcceptLostPositions clears it (annal
-	// accept-lost-positions): until then every consumer call fails with
-	// it, in every process that opens the directory, so that no service
-	// takes a missing position for a new consumer. DB.MetaRebuilt reports
-	// it too.
-	ErrPositionsLost = errors.New("engine: consumer positions lost")
-)
-
 // positionsLost is the error of the lost positions, why (when and how the
 // metadata file was lost) as the marker in the file records it.
 func positionsLost(why string) error {

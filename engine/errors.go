@@ -6,11 +6,15 @@ import (
 	"strings"
 
 	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment/corruption"
 )
 
-// Errors of package engine. Errors from the packages below (canon,
-// segment, index) reach the caller wrapped, so errors.Is still finds them
-// (segment.ErrCorruption, canon.ErrDuplicateKey, …).
+// Errors of package engine, by subject. Errors from the packages below
+// (canon, segment, index, tree) reach the caller wrapped, so errors.Is
+// still finds them (segment.ErrCorruption, canon.ErrDuplicateKey, …).
+// What each means and what to do about it: "Errors" in docs/engine.md.
+
+// Errors of the data directory and the DB.
 var (
 	// ErrLocked: another process (or another DB in this one) has the data
 	// directory open, or holds a lock on one of its files (DIR/LOCK, the
@@ -30,6 +34,14 @@ var (
 	ErrDirectoryChanged = errors.New("engine: data directory changed under the running DB")
 	// ErrClosed: the DB was closed.
 	ErrClosed = errors.New("engine: closed")
+	// ErrReadOnly: a write (Append, CreateLedger, Import, a checkpoint, a
+	// consumer's position) to a DB opened with OpenReadOnly, or a read that
+	// needs what only a writer keeps up to date (the Merkle tree: proofs).
+	ErrReadOnly = errors.New("engine: opened read-only")
+)
+
+// Errors of ledgers.
+var (
 	// ErrLedgerNotFound: no ledger has that name or ID.
 	ErrLedgerNotFound = errors.New("engine: ledger not found")
 	// ErrLedgerExists: CreateLedger or Import was given a name already in
@@ -38,19 +50,13 @@ var (
 	// ErrLedgerUnavailable: the ledger failed verification or recovery
 	// when the DB opened; the wrapped error says why. Other ledgers work.
 	ErrLedgerUnavailable = errors.New("engine: ledger unavailable")
-	// ErrNotFound: no event has that ID, prefix or sequence number.
-	ErrNotFound = errors.New("engine: event not found")
-	// ErrAmbiguous: a hex prefix matches more than one event; the error is
-	// an *AmbiguousError listing them.
-	ErrAmbiguous = errors.New("engine: ambiguous ID prefix")
+)
+
+// Errors of appends and reads.
+var (
 	// ErrInvalid: bad input (a name, a JSON value, an ID, an option); the
 	// message says what and where. Nothing was stored.
 	ErrInvalid = errors.New("engine: invalid input")
-	// ErrIndexDamaged: the index (DIR/index, derived from the segments)
-	// is damaged or disagrees with the segments, which were verified and
-	// are intact: no event is lost. Rebuild the index: open with
-	// Options.RebuildIndex (the command: annal reindex).
-	ErrIndexDamaged = errors.New("engine: the index is damaged")
 	// ErrConditionFailed: a condition of an append did not hold; the
 	// error is a *ConditionError with the current head. Nothing was
 	// appended.
@@ -60,23 +66,93 @@ var (
 	// events). The error is an *IdempotencyMismatchError carrying the
 	// first append's result. Nothing was appended.
 	ErrIdempotencyMismatch = errors.New("engine: idempotency key reused with other events")
-	// ErrRewritten: a ledger's events differ from what its Merkle tree or
-	// a signed checkpoint committed to (an event changed in place, events
-	// removed, a history rewritten); the error names the first event or
-	// the checkpoint that disagrees. The segments' CRCs may all be
-	// intact: this is what only the SHA-256 tree catches.
-	ErrRewritten = errors.New("engine: ledger rewritten")
-	// ErrTreeDamaged: a ledger's tree file (derived from the segments)
-	// is damaged, while the segments agree with the signed checkpoint: no
-	// event is changed. Verify reports it; Open rebuilds a tree file that
-	// is missing, short or whose root disagrees with the checkpoint, and
-	// Options.RebuildIndex (annal reindex) rebuilds every tree file.
-	ErrTreeDamaged = errors.New("engine: the tree file is damaged")
+	// ErrNotFound: no event has that ID, prefix or sequence number.
+	ErrNotFound = errors.New("engine: event not found")
+	// ErrAmbiguous: a hex prefix matches more than one event; the error is
+	// an *AmbiguousError listing them.
+	ErrAmbiguous = errors.New("engine: ambiguous ID prefix")
+)
+
+// Errors of consumers.
+var (
+	// ErrConsumerInUse: the consumer name is held by a live Consumer of
+	// this DB (DB.Consumer until Consumer.Close), or DeleteConsumer was
+	// asked to delete a live one.
+	ErrConsumerInUse = errors.New("engine: consumer in use")
+	// ErrConsumerNotFound: no consumer of that name has a stored
+	// position in the ledger (DeleteConsumer).
+	ErrConsumerNotFound = errors.New("engine: consumer not found")
+	// ErrPositionsLost: the metadata file, which alone holds the named
+	// consumers' positions, was missing (or empty) at an Open and was
+	// rebuilt from the segments. The state lasts, recorded in the rebuilt
+	// file, until DB.AcceptLostPositions clears it (annal
+	// accept-lost-positions): until then every consumer call fails with
+	// it, in every process that opens the directory, so that no service
+	// takes a missing position for a new consumer. DB.MetaRebuilt reports
+	// it too.
+	ErrPositionsLost = errors.New("engine: consumer positions lost")
+)
+
+// Errors of checkpoints and their signing.
+var (
+	// ErrUnsigned: a ledger holds events that no checkpoint its signer stands
+	// by covers: its checkpoint file is missing, older than what the signer
+	// signed for it (rolled back), signed by another key, or not a checkpoint.
+	// The writer refuses the ledger (ErrLedgerUnavailable) and signs nothing
+	// for it until the operator restores the checkpoint (or the key), or
+	// accepts the ledger as it is now: DB.AcceptLedger, annal checkpoint
+	// --accept NAME. It does not match ErrCorruption on its own: a rolled
+	// back or rewritten ledger's error matches ErrRewritten as well.
+	ErrUnsigned = errors.New("engine: ledger not covered by a checkpoint its signer stands by")
+	// ErrSignerRefused: a signer was asked to sign a checkpoint that is not a
+	// consistent extension of the last one it signed for that origin (another
+	// root at a size it signed, a smaller size, a consistency proof that does
+	// not verify against its remembered root). Nothing was signed.
+	ErrSignerRefused = errors.New("engine: the signer refused the checkpoint")
 	// ErrSigningKeyMissing: the signing key file is missing while ledgers
 	// of the directory hold checkpoints signed by a key: Open creates no
 	// new key then (it would refuse every such ledger). Restore the key
 	// file, or give the key (Options.SigningKeyFile, Options.Signer).
 	ErrSigningKeyMissing = errors.New("engine: the signing key is missing")
+)
+
+// Errors of damaged or rewritten data. Each matches ErrCorruption as well
+// as its own name.
+var (
+	// ErrCorruption is matched (errors.Is) by every error that says stored
+	// data is damaged or rewritten, whichever layer found it: the
+	// segments (segment.ErrCorruption, segment.ErrAcknowledgedLost), the
+	// index (index.ErrCorruption, ErrIndexDamaged), the Merkle tree
+	// (tree.ErrCorrupt, ErrTreeDamaged), the events against their tree
+	// or a signed checkpoint (ErrRewritten) and the metadata file
+	// (ErrMetaDamaged). Each of those still matches its own name, which
+	// says what is damaged and what cures it. No error is ErrCorruption
+	// itself. A lock held (ErrLocked), a missing event (ErrNotFound), a
+	// ledger refused for its checkpoint evidence alone (ErrUnsigned), an
+	// I/O or a permission error do not match it.
+	ErrCorruption = corruption.Err
+	// ErrRewritten: a ledger's events differ from what its Merkle tree or
+	// a signed checkpoint committed to (an event changed in place, events
+	// removed, a history rewritten); the error names the first event or
+	// the checkpoint that disagrees. The segments' CRCs may all be
+	// intact: this is what only the SHA-256 tree catches.
+	ErrRewritten = corruption.New("engine: ledger rewritten")
+	// ErrIndexDamaged: the index (DIR/index, derived from the segments)
+	// is damaged or disagrees with the segments, which were verified and
+	// are intact: no event is lost. Rebuild the index: open with
+	// Options.RebuildIndex (the command: annal reindex).
+	ErrIndexDamaged = corruption.New("engine: the index is damaged")
+	// ErrTreeDamaged: a ledger's tree file (derived from the segments)
+	// is damaged, while the segments agree with the signed checkpoint: no
+	// event is changed. Verify reports it; Open rebuilds a tree file that
+	// is missing, short or whose root disagrees with the checkpoint, and
+	// Options.RebuildIndex (annal reindex) rebuilds every tree file.
+	ErrTreeDamaged = corruption.New("engine: the tree file is damaged")
+	// ErrMetaDamaged: the metadata file (meta.db) is damaged: bbolt cannot
+	// read it, or a record in it fails its checks. The error names the file
+	// and the cure (metaCure), and wraps the cause (bbolt's error, or the
+	// check a record failed).
+	ErrMetaDamaged = corruption.New("engine: the metadata file is damaged")
 )
 
 // invalid returns an error matching ErrInvalid.

@@ -14,15 +14,6 @@ import (
 	"golang.org/x/mod/sumdb/note"
 )
 
-// ErrUnsigned: a ledger holds events that no checkpoint its signer stands
-// by covers: its checkpoint file is missing, older than what the signer
-// signed for it (rolled back), signed by another key, or not a checkpoint.
-// The writer refuses the ledger (ErrLedgerUnavailable) and signs nothing
-// for it until the operator restores the checkpoint (or the key), or
-// accepts the ledger as it is now: DB.AcceptLedger, annal checkpoint
-// --accept NAME.
-var ErrUnsigned = errors.New("engine: ledger not covered by a checkpoint its signer stands by")
-
 // ledgerEvidence is what judgeEvidence weighs for one ledger.
 type ledgerEvidence struct {
 	Ledger eventid.LedgerID

@@ -187,11 +187,6 @@ func decodeMeta(v []byte) (ledgerMeta, error) {
 	return m, nil
 }
 
-// ErrMetaDamaged: the metadata file (meta.db) is damaged: bbolt cannot
-// read it, or a record in it fails its checks. The error names the file
-// and the cure (metaCure).
-var ErrMetaDamaged = errors.New("engine: the metadata file is damaged")
-
 // metaCure says what to do about a damaged metadata file at path: it is
 // derived from the segments, except for the named consumers' positions.
 func metaCure(path string) string {
@@ -210,12 +205,13 @@ func damagedMeta(path string, why any) error {
 }
 
 // metaDamagedError is an error about a damaged metadata file: its message
-// as it is, matching ErrMetaDamaged and what it wraps.
+// as it is, matching ErrMetaDamaged (and what that matches, ErrCorruption)
+// and what it wraps.
 type metaDamagedError struct{ err error }
 
 func (e *metaDamagedError) Error() string        { return e.err.Error() }
 func (e *metaDamagedError) Unwrap() error        { return e.err }
-func (e *metaDamagedError) Is(target error) bool { return target == ErrMetaDamaged }
+func (e *metaDamagedError) Is(target error) bool { return errors.Is(ErrMetaDamaged, target) }
 
 // metaOpenErr is the error of a failed bolt.Open of the metadata file at
 // path: a file bbolt finds damaged is ErrMetaDamaged with the cure. (One

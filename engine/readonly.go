@@ -22,11 +22,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// ErrReadOnly: a write (Append, CreateLedger, Import, a checkpoint, a
-// consumer's position) to a DB opened with OpenReadOnly, or a read that
-// needs what only a writer keeps up to date (the Merkle tree: proofs).
-var ErrReadOnly = errors.New("engine: opened read-only")
-
 // The range of Options.FollowInterval.
 const (
 	defaultFollowInterval                = 50 * time.Millisecond

@@ -49,12 +49,6 @@ import (
 // refused (ErrSignerRefused). A test's file system (Options.fs) is locked
 // within the process only.
 
-// ErrSignerRefused: a signer was asked to sign a checkpoint that is not a
-// consistent extension of the last one it signed for that origin (another
-// root at a size it signed, a smaller size, a consistency proof that does
-// not verify against its remembered root). Nothing was signed.
-var ErrSignerRefused = errors.New("engine: the signer refused the checkpoint")
-
 // signerStateSuffix: the state file of a key file KEY is KEY.state.
 const signerStateSuffix = ".state"
 

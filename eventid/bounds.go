@@ -1,7 +1,6 @@
 package eventid
 
 import (
-	"errors"
 	"math"
 	"time"
 )
@@ -16,11 +15,6 @@ const MaxMicros uint64 = 253402300799999999
 
 // MaxTime is [MaxMicros] as a time.Time.
 var MaxTime = time.UnixMicro(int64(MaxMicros)).UTC()
-
-// ErrTimeLimit: an event would get a time after [MaxMicros] (a clock past
-// the year 9999, or a ledger whose last event is at MaxMicros, after which
-// no time is left). Nothing is stored.
-var ErrTimeLimit = errors.New("eventid: time after 9999-12-31T23:59:59.999999Z, the last an event can have")
 
 // MaxForLedger returns the highest ID of ledger l: the upper bound of a
 // scan of the whole ledger, whatever its events' times. Every ID of l,

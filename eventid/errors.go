@@ -7,8 +7,8 @@ import (
 	"unicode/utf8"
 )
 
-// Errors returned by this package. Match them with errors.Is; text parsing
-// errors are *ParseError values that wrap one of the first three.
+// Errors of parsing and scanning an ID. Match them with errors.Is; text
+// parsing errors are *ParseError values that wrap one of the first three.
 var (
 	// ErrLength is returned when a text or binary ID has a length that no
 	// form has: 32 (hex), 36 (UUID), 22 (base64) or 26 (base32) characters,
@@ -34,6 +34,14 @@ var (
 	// ErrScanType is returned when a database value of a type other than
 	// string, []byte or nil is scanned into an ID.
 	ErrScanType = errors.New("eventid: cannot scan into an ID a value of type")
+)
+
+// Errors of an event's time.
+var (
+	// ErrTimeLimit: an event would get a time after [MaxMicros] (a clock past
+	// the year 9999, or a ledger whose last event is at MaxMicros, after which
+	// no time is left). Nothing is stored.
+	ErrTimeLimit = errors.New("eventid: time after 9999-12-31T23:59:59.999999Z, the last an event can have")
 )
 
 // ParseError describes a text ID or ledger ID that could not be parsed.

@@ -4,10 +4,23 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/annal-db/annal/segment/corruption"
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// Errors of package index.
+// Errors of package index, by subject.
+
+// Damaged data. It also matches corruption.Err, which is
+// engine.ErrCorruption.
+var (
+	// ErrCorruption: a stored key or value could not be decoded (wrong
+	// size, out-of-range field) or the format version key is missing from
+	// an index that holds data. The error names the key, the expected and
+	// the found values. The index can be rebuilt from the segments.
+	ErrCorruption = corruption.New("index: corruption")
+)
+
+// Errors of opening an Index.
 var (
 	// ErrFormatVersion: Open found an index written with a format version
 	// this package does not know (a newer one, or 0). The error says which.
@@ -18,17 +31,25 @@ var (
 	// the digest of their events). Nothing in it is lost data: rebuild
 	// it from the segments (the engine does so on Open).
 	ErrOldFormat = errors.New("index: older format version")
-	// ErrCorruption: a stored key or value could not be decoded (wrong
-	// size, out-of-range field) or the format version key is missing from
-	// an index that holds data. The error names the key, the expected and
-	// the found values. The index can be rebuilt from the segments.
-	ErrCorruption = errors.New("index: corruption")
 	// ErrNotWritable: Open (not ReadOnly) cannot create a file in the
 	// index directory: no permission (EACCES, EPERM) or a read-only file
 	// system (EROFS). The error names the directory; nothing was changed.
 	ErrNotWritable = errors.New("index: the index directory is not writable")
+)
+
+// Errors of an Index that refuses calls.
+var (
 	// ErrClosed: the Index was used after Close.
 	ErrClosed = errors.New("index: closed")
+	// ErrFailed: Pebble met an error it treats as fatal (it panicked, or
+	// called Logger.Fatalf: a failed write or sync of its MANIFEST, say). The
+	// Index then refuses every call; reopening the engine rebuilds it from the
+	// segments.
+	ErrFailed = errors.New("index: failed")
+)
+
+// Errors of an argument.
+var (
 	// ErrInvalid: an argument cannot be indexed: a location with a negative
 	// offset or a size above 2^32-1, a record added under a ledger other
 	// than its ID's, an idempotency key with a batch length of 0 or a

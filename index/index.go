@@ -283,12 +283,6 @@ func firstLine(err error) string {
 	return msg
 }
 
-// ErrFailed: Pebble met an error it treats as fatal (it panicked, or
-// called Logger.Fatalf: a failed write or sync of its MANIFEST, say). The
-// Index then refuses every call; reopening the engine rebuilds it from the
-// segments.
-var ErrFailed = errors.New("index: failed")
-
 // fatalLogger turns Pebble's Logger.Fatalf, which by default exits the
 // process, into a panic that the Index's calls recover (recoverFatal), so
 // that a full disk or an I/O error fails the index, not the program. A

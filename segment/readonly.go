@@ -11,19 +11,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// Errors of a read-only Log.
-var (
-	// ErrReadOnly: a write (Append, Sync) to a Log opened with
-	// OpenReadOnly.
-	ErrReadOnly = errors.New("segment: log opened read-only")
-	// ErrDiverged: a read-only Log found that the segments no longer hold
-	// what it had already shown: the record at its head was replaced, or
-	// the file was cut before it (the writer's recovery cut records the
-	// reader had seen, or the files were changed by hand). What was shown
-	// stays valid for what it was; the Log shows nothing more.
-	ErrDiverged = errors.New("segment: the segments no longer hold what a read-only log showed")
-)
-
 // Hidden describes the tail of the last segment that a read-only Log does
 // not show: records not yet completely written, or that do not verify.
 type Hidden struct {

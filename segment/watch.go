@@ -8,12 +8,6 @@ import (
 	"sync"
 )
 
-// ErrFileChanged: a file of the Log (its directory, a sealed segment, the
-// active segment) was removed, moved, replaced, cut or overwritten since
-// the Log created or opened it (CheckFiles). The Log's appends would go
-// to a file that is no longer the ledger's.
-var ErrFileChanged = errors.New("segment: a file of the log was removed or replaced")
-
 // markLen is how many bytes of the last record's frame (or of the
 // header, in a segment without records) the Log keeps, to look at them
 // again in the file (CheckFiles): its length, CRC, sequence number and

@@ -14,7 +14,6 @@ package peer
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"time"
 
@@ -44,11 +43,6 @@ func ParseMode(s string) (Mode, error) {
 	}
 	return 0, fmt.Errorf("peer: unknown durability mode %q (want sync, interval or none)", s)
 }
-
-// ErrUnsupported is returned by a store for an operation or a mode it does
-// not offer (tidwall/wal has no secondary index and no interval sync; bbolt
-// has no interval sync). The harness reports it as "n/a".
-var ErrUnsupported = errors.New("peer: not supported by this store")
 
 // ID is an event's ID: annal's Event ID for annal, and for the peers 8
 // bytes of big-endian Unix microseconds then 8 bytes of a big-endian

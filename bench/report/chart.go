@@ -2,7 +2,6 @@ package report
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"image/color"
 	"math"
@@ -17,10 +16,6 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 )
-
-// ErrNothingToChart is returned by Chart and ChartPNG when no summary has
-// a ratio of annal to a peer.
-var ErrNothingToChart = errors.New("report: nothing to chart: no ratio of annal to a peer")
 
 // The chart's layout, in points.
 const (

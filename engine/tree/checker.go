@@ -132,8 +132,9 @@ func (e *MismatchError) Error() string {
 		offset(tlog.StoredHashIndex(e.Level, int64(e.Leaf>>uint(e.Level)))), e.Stored[:], e.Computed[:])
 }
 
-// Is makes a MismatchError match ErrCorrupt.
-func (e *MismatchError) Is(target error) bool { return target == ErrCorrupt }
+// Is makes a MismatchError match ErrCorrupt (and what it matches,
+// corruption.Err).
+func (e *MismatchError) Is(target error) bool { return errors.Is(ErrCorrupt, target) }
 
 // Builder computes the root of a tree from its leaves, in memory (O(log n)
 // hashes), for a rebuild or for an auditor recomputing a tree. The zero

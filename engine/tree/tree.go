@@ -14,23 +14,6 @@ type Hash = tlog.Hash
 // HeaderSize is the size of a tree file's header.
 const HeaderSize = 32
 
-// Sentinel errors.
-var (
-	// ErrCorrupt: a tree file whose header is wrong (magic, version,
-	// ledger), or whose hashes disagree with each other or with what they
-	// were checked against.
-	ErrCorrupt = errors.New("tree: corrupt tree file")
-	// ErrProof: a proof that does not verify.
-	ErrProof = errors.New("tree: proof does not verify")
-	// ErrCheckpoint: a checkpoint that is malformed or whose signature
-	// does not verify with the key given.
-	ErrCheckpoint = errors.New("tree: bad checkpoint")
-	// ErrRange: a leaf index or tree size out of range.
-	ErrRange = errors.New("tree: out of range")
-	// ErrKey: a key file that is malformed, or readable by others.
-	ErrKey = errors.New("tree: bad signing key")
-)
-
 // LeafHash returns the leaf hash of an event: SHA-256(0x00 ‖ line), line
 // being the event's export line without its newline.
 func LeafHash(line []byte) Hash { return tlog.RecordHash(line) }

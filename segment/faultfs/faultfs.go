@@ -59,7 +59,6 @@
 package faultfs
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -69,10 +68,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
-
-// ErrInjected is matched (errors.Is) by every error that faultfs injects, in
-// addition to the syscall.Errno of the fault (see [Fault]).
-var ErrInjected = errors.New("faultfs: injected fault")
 
 // OpKind is the kind of an operation. The zero value is no kind.
 type OpKind int
