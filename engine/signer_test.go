@@ -3,13 +3,17 @@ package engine
 import (
 	"bytes"
 	"context"
+	"crypto"
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -604,5 +608,63 @@ func TestSignerRefusalStopsTheLedger(t *testing.T) {
 				t.Fatalf("Close: %v, want ErrSignerRefused naming ledger acct", err)
 			}
 		})
+	}
+}
+
+// failSigner is an Ed25519 crypto.Signer whose Sign fails while fail is set.
+type failSigner struct {
+	k    ed25519.PrivateKey
+	fail atomic.Bool
+}
+
+func (s *failSigner) Public() crypto.PublicKey { return s.k.Public() }
+
+func (s *failSigner) Sign(r io.Reader, d []byte, o crypto.SignerOpts) ([]byte, error) {
+	if s.fail.Load() {
+		return nil, errors.New("kms unavailable")
+	}
+	return s.k.Sign(r, d, o)
+}
+
+// TestFailingSigner: an Options.Signer that fails makes Checkpoint
+// fail with its error (appends go on, the latest checkpoint stays the old
+// one), a tiny CheckpointInterval with the failing signer does not stop
+// appends or Close, and checkpoints work again once the signer does.
+func TestFailingSigner(t *testing.T) {
+	ctx := context.Background()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &failSigner{k: priv}
+	db, err := Open(t.TempDir(), &Options{Signer: s, CheckpointInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mkLedger(t, db, "a", 5)
+	c1, err := db.Checkpoint(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.fail.Store(true)
+	mkAppend(t, db, "a", 5, 5)
+	if _, err := db.Checkpoint(ctx, "a"); err == nil || !strings.Contains(err.Error(), "kms unavailable") {
+		t.Errorf("Checkpoint with a failing signer: %v", err)
+	}
+	time.Sleep(250 * time.Millisecond)
+	mkAppend(t, db, "a", 10, 5)
+	if ck, err := db.LatestCheckpoint("a"); err != nil || ck.Size != c1.Size {
+		t.Errorf("latest after failures: size %d (want %d), %v", ck.Size, c1.Size, err)
+	}
+	s.fail.Store(false)
+	c2, err := db.Checkpoint(ctx, "a")
+	if err != nil || c2.Size <= c1.Size {
+		t.Fatalf("Checkpoint after recovery: %+v %v", c2.Size, err)
+	}
+	if err := db.VerifyCheckpoint(ctx, "a", c1.Note, db.VerifierKey()); err != nil {
+		t.Errorf("old checkpoint: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Errorf("Close: %v", err)
 	}
 }
