@@ -20,7 +20,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// The in-place forgery of issue 14 (package segment/forge): an event's
+// The in-place forgery (package segment/forge): an event's
 // amount is changed from 100 to 999 in its segment file, with its CRC32C
 // checksum kept.
 

@@ -22,7 +22,7 @@ import (
 
 // Tests of ledger names: the rule every name follows, and names that stay
 // unique and the ledger's own through a lost metadata file, a killed
-// import and a rebuild that meets a duplicate (issue 12, findings 3 and 8).
+// import and a rebuild that meets a duplicate.
 
 // namesTime is the creation time of the genesis events the tests write.
 var namesTime = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -56,7 +56,7 @@ func exportLedger(t *testing.T, db *DB, ledger string) []byte {
 	return buf.Bytes()
 }
 
-// TestNamesSurviveLostMetadata is finding 3: "orders" created in two
+// TestNamesSurviveLostMetadata: "orders" created in two
 // directories, one exported and imported into the other under another
 // name, then meta.db removed. Both ledgers must come back under their own
 // names, and a name must lead to its own ledger.
@@ -259,7 +259,8 @@ func TestNamesImportKillChild(t *testing.T) {
 	os.Exit(3)
 }
 
-// TestNamesImportKilledInCommit is finding 3's second case: an import
+// TestNamesImportKilledInCommit is TestNamesSurviveLostMetadata's
+// second case: an import
 // under a chosen name killed after its segments are in place and before
 // its metadata is written. The genesis event names the ledger "preview",
 // the name of a live ledger: after the kill, Open must list the imported

@@ -101,7 +101,7 @@ func writerVerdict(t *testing.T, dir, name, id string) error {
 	return u[id]
 }
 
-// TestReadOnlyRefusesLostTail is finding 1 of issue 25: the lost tails of
+// TestReadOnlyRefusesLostTail: the read-only open refuses the lost tails of
 // the operator catalogue (O16-O22, O58-O60: a segment removed, cut at a
 // record boundary, zeroed, with meta.db removed or older, every segment
 // removed), which the writer's Open refuses as "acknowledged events lost",
@@ -303,8 +303,8 @@ func readerID(t *testing.T, dir, name string) string {
 	return info.ID.String()
 }
 
-// TestReadOnlyChecksCheckpoint: the checkpoint evidence (rules 2 to 4 of
-// issue 25): a checkpoint file of another key, garbage, of more events
+// TestReadOnlyChecksCheckpoint: the checkpoint evidence a reader
+// checks: a checkpoint file of another key, garbage, of more events
 // than the segments hold, missing on a ledger of more than its genesis
 // event, older than the signer's state, and the key file lost: each is a
 // refusal by the read-only open (the same refusal as the writer's Open

@@ -50,8 +50,8 @@ func refusedDir(t *testing.T) (dir string, id5 eventid.ID, segs []string) {
 	return dir, ev.ID, segs
 }
 
-// TestReadCommandsNameRefusedLedger is finding 1 of issue 25 for the
-// command: with acct's last segment removed (a restore from an older
+// TestReadCommandsNameRefusedLedger: the read commands on a ledger a
+// read-only open refuses: with acct's last segment removed (a restore from an older
 // copy), "annal verify" exits 3, but ledgers, stats, scan, export, tail
 // and get (read-only opens) served the shorter ledger with exit 0 and
 // nothing on standard error. Each now names acct on standard error with
