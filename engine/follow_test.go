@@ -392,7 +392,7 @@ func TestReadOnlySubscribeEndsWhenLedgerFilesReplaced(t *testing.T) {
 			older := filepath.Join(t.TempDir(), "older")
 			copyTree(t, ldir, older)
 			db := openTest(t, dir)
-			appendN(t, db, "acct", 10)
+			appendEvents(t, db, "acct", 10, appendSpec{Event: placed, Batch: batchesOf(7)})
 			if err := db.Close(); err != nil {
 				t.Fatal(err)
 			}

@@ -203,19 +203,8 @@ func TestReadOnlyRefusesRestoredOlderFolder(t *testing.T) {
 	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "other"}); err != nil {
 		t.Fatal(err)
 	}
-	appendN := func(db *DB, n int) {
-		batch := make([]EventInput, 0, 100)
-		for i := range n {
-			batch = append(batch, order(i))
-			if len(batch) == cap(batch) {
-				if _, err := db.Append(ctx, "acct", batch, &AppendOptions{Durability: Sync}); err != nil {
-					t.Fatal(err)
-				}
-				batch = batch[:0]
-			}
-		}
-	}
-	appendN(db, 999)
+	synced := appendSpec{Batch: batchesOf(100), Options: &AppendOptions{Durability: Sync}}
+	appendEvents(t, db, "acct", 900, synced)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +212,7 @@ func TestReadOnlyRefusesRestoredOlderFolder(t *testing.T) {
 	saved := t.TempDir()
 	copyTree(t, folder, saved)
 	db = openTest(t, dir)
-	appendN(db, 500)
+	appendEvents(t, db, "acct", 500, synced)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
