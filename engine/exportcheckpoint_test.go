@@ -19,7 +19,7 @@ func TestExportCheckpointRefusesForgedEvents(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	seq, ids := forgeryLedger(t, dir)
-	f := forgeEvent(t, ledgerSegDir(t, dir, "pay"), seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(rand.Uint64(), 14)))
+	f := forgeEvent(t, ledgerSegDir(t, dir, "pay"), seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(testSeed(t), 14)))
 	db := openTest(t, dir)
 	defer db.Close()
 	var out, cp bytes.Buffer

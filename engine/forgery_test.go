@@ -138,7 +138,7 @@ func assertForgeryUndetectedByCRC(t *testing.T, dir string, f forge.Record, ids 
 func TestForgeryKeepsEventIDs(t *testing.T) {
 	dir := t.TempDir()
 	seq, ids := forgeryLedger(t, dir)
-	f := forgeEvent(t, ledgerSegDir(t, dir, "pay"), seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(rand.Uint64(), 14)))
+	f := forgeEvent(t, ledgerSegDir(t, dir, "pay"), seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(testSeed(t), 14)))
 	t.Logf("forged #%d %s: %s -> %s", f.Seq, f.ID, f.Old, f.Data)
 	if f.ID != ids[seq-1] {
 		t.Fatalf("forged %s, the payment is %s", f.ID, ids[seq-1])
@@ -184,7 +184,7 @@ func TestForgeryFailsVerify(t *testing.T) {
 	if before.Size != uint64(len(ids)) {
 		t.Fatalf("the checkpoint Close issued covers %d events, the ledger has %d", before.Size, len(ids))
 	}
-	f := forgeEvent(t, ledgerSegDir(t, dir, "pay"), seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(rand.Uint64(), 14)))
+	f := forgeEvent(t, ledgerSegDir(t, dir, "pay"), seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(testSeed(t), 14)))
 	assertForgeryUndetectedByCRC(t, dir, f, ids)
 
 	db := openTest(t, dir)
@@ -220,7 +220,7 @@ func TestForgeryWithTreeRecomputed(t *testing.T) {
 	segDir := ledgerSegDir(t, dir, "pay")
 
 	db := openTest(t, dir)
-	f := forgeEvent(t, segDir, seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(rand.Uint64(), 15)))
+	f := forgeEvent(t, segDir, seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(testSeed(t), 15)))
 	// The tree of the forged events, written over the tree file in place.
 	info, err := db.Ledger("pay")
 	if err != nil {

@@ -237,7 +237,7 @@ func TestReadOnlyRefusesRestoredOlderFolder(t *testing.T) {
 func TestReadOnlyRefusesForgedEvent(t *testing.T) {
 	dir := t.TempDir()
 	seq, ids := forgeryLedger(t, dir)
-	forgeEvent(t, ledgerSegDir(t, dir, "pay"), seq, `"amount":100`, `"amount":999`, mrand.New(mrand.NewPCG(mrand.Uint64(), 25)))
+	forgeEvent(t, ledgerSegDir(t, dir, "pay"), seq, `"amount":100`, `"amount":999`, mrand.New(mrand.NewPCG(testSeed(t), 25)))
 	bad := readerVerdict(t, dir, "pay", ids[0].Ledger().String())
 	if !errors.Is(bad, ErrRewritten) {
 		t.Fatalf("the read-only open: ledger pay is %v, want ErrRewritten", bad)
