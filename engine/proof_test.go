@@ -13,9 +13,9 @@ import (
 	"github.com/annal-db/annal/eventid"
 )
 
-// TestProofsRefuseBadArguments: the proof API refuses sizes beyond the head, an
-// old size of 0 or above the new size, and an ID of a ledger that does not
-// exist; bad proof JSON gives ErrInvalid, never a panic.
+// TestProofsRefuseBadArguments: the proof API refuses sizes beyond the
+// head, an old size of 0 or above the new size, and an ID of a ledger that
+// does not exist; bad proof JSON gives ErrInvalid, never a panic.
 func TestProofsRefuseBadArguments(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
@@ -77,9 +77,9 @@ func TestProofsRefuseBadArguments(t *testing.T) {
 	}
 }
 
-// TestVerifyCheckpointRefusesOddCheckpoints: checkpoints signed with the DB's own key but
-// of a huge size, of size 0, of another ledger, or with a wrong root, are
-// refused by VerifyCheckpoint (an error, no panic).
+// TestVerifyCheckpointRefusesOddCheckpoints: checkpoints signed with the
+// DB's own key but of a huge size, of size 0, of another ledger, or with a
+// wrong root, are refused by VerifyCheckpoint (an error, no panic).
 func TestVerifyCheckpointRefusesOddCheckpoints(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())

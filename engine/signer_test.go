@@ -626,10 +626,11 @@ func (s *failSigner) Sign(r io.Reader, d []byte, o crypto.SignerOpts) ([]byte, e
 	return s.k.Sign(r, d, o)
 }
 
-// TestFailingSignerFailsOnlyCheckpoints: an Options.Signer that fails
-// makes Checkpoint fail with its error (appends go on, the latest
-// checkpoint stays the old one), a tiny CheckpointInterval with the failing signer does not stop
-// appends or Close, and checkpoints work again once the signer does.
+// TestFailingSignerFailsOnlyCheckpoints: an Options.Signer that fails makes
+// Checkpoint fail with its error (appends go on, the latest checkpoint
+// stays the old one), a tiny CheckpointInterval with the failing signer
+// does not stop appends or Close, and checkpoints work again once the
+// signer does.
 func TestFailingSignerFailsOnlyCheckpoints(t *testing.T) {
 	ctx := context.Background()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
