@@ -11,7 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// Engine-level workloads (issue 4): annal's engine against Pebble alone
+// Engine-level workloads: annal's engine against Pebble alone
 // storing the same events as values keyed by their IDs. Both on real
 // files. The Pebble value is the event's entity, key, event name, meta
 // and data concatenated: the same bytes annal stores, without annal's

@@ -14,7 +14,7 @@ import (
 	"github.com/tidwall/wal"
 )
 
-// The segment benchmarks (issue 3) run on the real file system
+// The segment benchmarks run on the real file system
 // (vfs.Default) in b.TempDir(), because the cost of fsync is the point.
 //
 //	go test -run='^$' -bench=. -benchtime=2s ./...

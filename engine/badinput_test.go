@@ -787,7 +787,7 @@ func badCases() []badCase {
 			is: []error{ErrInvalid, canon.ErrNotObject}, msg: []string{`event 1: meta: canon: JSON value is not an object at offset 0`}},
 		badCase{name: "empty data", do: badAppendCase(badData(``)),
 			is: []error{ErrInvalid, canon.ErrSyntax}, msg: []string{`event 1: data: canon: expected a JSON value, found end of input at offset 0`}},
-		// Empty (or nil) meta means {} (issue 13); only whitespace is not empty.
+		// Empty (or nil) meta means {}; only whitespace is not empty.
 		badCase{name: "empty meta (accepted: {})", do: badAppendCase(badMeta(``)), stores: 2},
 		badCase{name: "meta only whitespace", do: badAppendCase(badMeta(" \n")),
 			is: []error{ErrInvalid, canon.ErrSyntax}, msg: []string{`event 1: meta: canon: expected a JSON value, found end of input at offset 2`}},

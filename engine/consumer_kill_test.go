@@ -126,6 +126,7 @@ func TestConsumerKillLoop(t *testing.T) {
 	if s := os.Getenv(consumerKillsEnv); s != "" {
 		kills, _ = strconv.Atoi(s)
 	}
+	rng := rand.New(rand.NewPCG(testSeed(t), 1)) // the kills' moments
 	ctx := context.Background()
 	dir := t.TempDir()
 	type life struct {
@@ -169,7 +170,7 @@ func TestConsumerKillLoop(t *testing.T) {
 		case <-started:
 		case <-done:
 		}
-		time.Sleep(time.Duration(20+rand.IntN(200)) * time.Millisecond)
+		time.Sleep(time.Duration(20+rng.IntN(200)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		<-done
 		cmd.Wait()

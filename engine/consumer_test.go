@@ -64,7 +64,7 @@ func TestConsumerResumesAfterAck(t *testing.T) {
 	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
 		t.Fatal(err)
 	}
-	appendMany(t, db, "l", 20, func(i int) EventInput { return ev("order", fmt.Sprintf("k%d", i%2), "placed") })
+	appendEvents(t, db, "l", 20, appendSpec{Event: func(i int) EventInput { return ev("order", fmt.Sprintf("k%d", i%2), "placed") }, Options: unsynced})
 	c, err := db.Consumer("l", "billing", ConsumerOptions{Entity: "order", Keys: []string{"k0"}})
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +123,7 @@ func TestConsumerAckRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := appendMany(t, db, "l", 10, func(i int) EventInput { return ev("order", "k", []string{"placed", "paid"}[i%2]) })
+	ids := appendEvents(t, db, "l", 10, appendSpec{Event: func(i int) EventInput { return ev("order", "k", []string{"placed", "paid"}[i%2]) }, Options: unsynced})
 	c, err := db.Consumer("l", "c", ConsumerOptions{Events: []string{"paid"}})
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +242,7 @@ func TestConsumerDurability(t *testing.T) {
 	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
 		t.Fatal(err)
 	}
-	appendMany(t, db, "l", 10, order)
+	appendEvents(t, db, "l", 10, appendSpec{Options: unsynced})
 	iv, err := db.Consumer("l", "interval", ConsumerOptions{Durability: Interval, Interval: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -300,7 +300,7 @@ func TestConsumerCloseDB(t *testing.T) {
 	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
 		t.Fatal(err)
 	}
-	appendMany(t, db, "l", 1000, order)
+	appendEvents(t, db, "l", 1000, appendSpec{Options: unsynced})
 	results := make(chan []error, 2)
 	caughtUp, inBody, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	for i, o := range []ConsumerOptions{{}, {Entity: "order"}} {
@@ -358,7 +358,7 @@ func TestConsumerMetaLost(t *testing.T) {
 	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
 		t.Fatal(err)
 	}
-	appendMany(t, db, "l", 5, order)
+	appendEvents(t, db, "l", 5, appendSpec{Options: unsynced})
 	c, err := db.Consumer("l", "c", ConsumerOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -601,7 +601,7 @@ func TestConsumerPositionNeverPastDurableLedger(t *testing.T) {
 	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
 		t.Fatal(err)
 	}
-	appendMany(t, db, "l", 10, order) // None: not synced
+	appendEvents(t, db, "l", 10, appendSpec{Options: unsynced}) // None: not synced
 	c, err := db.Consumer("l", "c", ConsumerOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -648,7 +648,7 @@ func TestSetConsumerPosition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := appendMany(t, db, "l", 10, order)
+	ids := appendEvents(t, db, "l", 10, appendSpec{Options: unsynced})
 	if err := db.SetConsumerPosition("l", "new", ids[9]); err != nil {
 		t.Fatal(err)
 	}
@@ -659,7 +659,7 @@ func TestSetConsumerPosition(t *testing.T) {
 	if err := db.SetConsumerPosition("l", "new", eventid.ID{}); !errors.Is(err, ErrConsumerInUse) {
 		t.Fatalf("live: %v", err)
 	}
-	late := appendMany(t, db, "l", 1, order)
+	late := appendEvents(t, db, "l", 1, appendSpec{Options: unsynced})
 	if got, err := take(ctx, t, c, 1, nil); err != nil || got[0].ID != late[0] {
 		t.Fatalf("after the head: %v %v, want %s", idsOfEvents(got), err, late[0])
 	}
@@ -693,7 +693,7 @@ func TestConsumerUnavailableLedger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	appendMany(t, db, "l", 5, order)
+	appendEvents(t, db, "l", 5, appendSpec{Options: unsynced})
 	c, err := db.Consumer("l", "c", ConsumerOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -742,7 +742,7 @@ func TestConsumerCloseInLoop(t *testing.T) {
 	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
 		t.Fatal(err)
 	}
-	appendMany(t, db, "l", 200, order)
+	appendEvents(t, db, "l", 200, appendSpec{Options: unsynced})
 	c, err := db.Consumer("l", "c", ConsumerOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -90,8 +90,7 @@ func TestEngineCrashPoints(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		runs = 1
 	}
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
+	seed := testSeed(t)
 	points, partial, found := 0, 0, 0
 	for run := range runs {
 		rng := rand.New(rand.NewPCG(seed, uint64(run)))
@@ -558,7 +557,7 @@ func TestCrashAtEveryOperation(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	ffs := faultfs.Wrap(mem)
 	metaPath := filepath.Join(t.TempDir(), metaFile)
-	rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
+	rng := rand.New(rand.NewPCG(testSeed(t), 1))
 
 	// What was acknowledged, as of each crash.
 	type progress struct {

@@ -73,7 +73,7 @@ func TestLostTailNamesCure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	appendMany(t, db, "l", 3, order)
+	appendEvents(t, db, "l", 3, appendSpec{Options: unsynced})
 	db.Close()
 	seg := filepath.Join(dir, ledgersDir, info.ID.String(), "00000000000000000001.seg")
 	older, err := os.ReadFile(seg)
@@ -81,7 +81,7 @@ func TestLostTailNamesCure(t *testing.T) {
 		t.Fatalf("the segment: %v", err)
 	}
 	db = openTest(t, dir)
-	appendMany(t, db, "l", 3, order)
+	appendEvents(t, db, "l", 3, appendSpec{Options: unsynced})
 	db.Close()
 	if err := os.WriteFile(seg, older, 0o600); err != nil {
 		t.Fatal(err)

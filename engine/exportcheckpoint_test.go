@@ -23,7 +23,7 @@ func TestExportCheckpointRefusesForgedEvents(t *testing.T) {
 	segDir := ledgerSegDir(t, dir, "pay")
 	db := openTest(t, dir)
 	defer db.Close()
-	f := forgeEvent(t, segDir, seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(rand.Uint64(), 14)))
+	f := forgeEvent(t, segDir, seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(testSeed(t), 14)))
 	var out, cp bytes.Buffer
 	_, err := db.Export(ctx, "pay", &out, ExportOptions{Checkpoint: &cp})
 	if !errors.Is(err, ErrRewritten) || !strings.Contains(err.Error(), "the checkpoint is not written") {

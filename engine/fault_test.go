@@ -932,7 +932,7 @@ func TestEngineFaultAtEveryOperation(t *testing.T) {
 	}
 	// Sampled, from a random operation among the first ones, so that
 	// runs cover different operations.
-	first := rand.Int64N(every)
+	first := rand.New(rand.NewPCG(testSeed(t), 1)).Int64N(every)
 	var trials []faultTrial
 	if only := os.Getenv("ANNAL_FAULT_ONLY"); only != "" {
 		// Debugging: one trial, "index:fault", e.g. "132:ENOSPC".

@@ -20,7 +20,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// The in-place forgery of issue 14 (package segment/forge): an event's
+// The in-place forgery (package segment/forge): an event's
 // amount is changed from 100 to 999 in its segment file, with its CRC32C
 // checksum kept.
 
@@ -141,7 +141,7 @@ func TestForgeryKeepsEventIDs(t *testing.T) {
 	segDir := ledgerSegDir(t, dir, "pay")
 	db := openTest(t, dir)
 	defer db.Close()
-	f := forgeEvent(t, segDir, seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(rand.Uint64(), 14)))
+	f := forgeEvent(t, segDir, seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(testSeed(t), 14)))
 	t.Logf("forged #%d %s: %s -> %s", f.Seq, f.ID, f.Old, f.Data)
 	if f.ID != ids[seq-1] {
 		t.Fatalf("forged %s, the payment is %s", f.ID, ids[seq-1])
@@ -190,7 +190,7 @@ func TestForgeryFailsVerify(t *testing.T) {
 	segDir := ledgerSegDir(t, dir, "pay")
 	db := openTest(t, dir)
 	defer db.Close()
-	f := forgeEvent(t, segDir, seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(rand.Uint64(), 14)))
+	f := forgeEvent(t, segDir, seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(testSeed(t), 14)))
 	assertForgeryUndetectedByCRC(t, db, f, ids)
 
 	_, err := db.Verify(ctx, "pay", nil)
@@ -234,7 +234,7 @@ func TestForgeryWithTreeRecomputed(t *testing.T) {
 	segDir := ledgerSegDir(t, dir, "pay")
 
 	db := openTest(t, dir)
-	f := forgeEvent(t, segDir, seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(rand.Uint64(), 15)))
+	f := forgeEvent(t, segDir, seq, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(testSeed(t), 15)))
 	// The tree of the forged events, written over the tree file in place.
 	info, err := db.Ledger("pay")
 	if err != nil {

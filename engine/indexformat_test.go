@@ -18,10 +18,11 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// writeFormat2Index replaces the index of dir with one of format version
-// 2, as annal wrote it before issue 15: five entries an event (T, S, E, A,
-// N, each with the event's ID and location) and a 44-byte progress marker
-// of each ledger. positions and events are a ledger's, in ledger order.
+// writeFormat2Index replaces the index of dir with one of format version 2,
+// as annal wrote it before blocks and postings: five entries an event (T,
+// S, E, A, N, each with the event's ID and location) and a 44-byte progress
+// marker of each ledger. positions and events are a ledger's, in ledger
+// order.
 func writeFormat2Index(t *testing.T, dir string, ledger eventid.LedgerID, positions []index.Position, events []Event) {
 	t.Helper()
 	set, done := oldIndexWriter(t, dir)

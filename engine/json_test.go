@@ -7,6 +7,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/annal-db/annal/eventid"
 )
 
 // TestEventJSONIsTheExportLine: encoding/json writes an Event as the line
@@ -131,5 +133,30 @@ func TestLedgerInfoJSON(t *testing.T) {
 	}
 	if b, err := json.Marshal(LedgerInfo{}); err != nil || !strings.Contains(string(b), `"first":null`) {
 		t.Errorf("zero LedgerInfo: %s, %v", b, err)
+	}
+}
+
+// TestEventUnmarshalJSONNull: JSON null for an Event is a no-op, as
+// encoding/json's convention (and eventid.ID's, LedgerID's, LedgerInfo's)
+// has it: a struct with an Event member reads {"event":null}.
+func TestEventUnmarshalJSONNull(t *testing.T) {
+	var v struct {
+		Ev Event      `json:"ev"`
+		In LedgerInfo `json:"in"`
+		ID eventid.ID `json:"id"`
+		Ls []Event    `json:"ls"`
+	}
+	v.Ev.Entity = "kept"
+	if err := json.Unmarshal([]byte(`{"ev":null,"in":null,"id":null,"ls":null}`), &v); err != nil {
+		t.Fatalf("null members: %v", err)
+	}
+	if v.Ev.Entity != "kept" {
+		t.Errorf("null changed the event: %+v", v.Ev)
+	}
+	var ev Event
+	for _, bad := range []string{`""`, `{}`, `[]`, `1`, `{"entity":"a"}`, "nul"} {
+		if err := json.Unmarshal([]byte(bad), &ev); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
 	}
 }

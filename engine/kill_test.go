@@ -195,8 +195,8 @@ func killCount(t *testing.T, env string, def, short int) int {
 // directory after each kill.
 func TestEngineKillLoop(t *testing.T) {
 	kills := killCount(t, engineKillsEnv, 10, 3)
-	seed := rand.Uint64()
-	t.Logf("seed %d, %d kills", seed, kills)
+	seed := testSeed(t)
+	t.Logf("%d kills", kills)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	ctx := context.Background()
 	var dir string

@@ -17,8 +17,8 @@ import (
 	"time"
 )
 
-// The lifecycle tests: cancel and Close at every point of every iterator
-// (issue 13, finding 3). Each row of lifeRows is an iterator, or a loop of
+// The lifecycle tests: cancel and Close at every point of every iterator.
+// Each row of lifeRows is an iterator, or a loop of
 // reads, run on a ledger "l" of lifeEvents events; each case stops it at
 // some point and checks how it ends: at most checkEvery (64) events after
 // the point, exactly one error (ctx's, or ErrClosed: the engine's, never

@@ -543,8 +543,7 @@ func TestLinearizable(t *testing.T) {
 	if os.Getenv("ANNAL_LINEARIZE") == "long" {
 		runs, rounds, clients, budget = 100, 6, 8, 200
 	}
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
+	seed := testSeed(t)
 	histories, total, crashes, present, absent := 0, 0, 0, 0, 0
 	for run := range runs {
 		rng := rand.New(rand.NewPCG(seed, uint64(run)))

@@ -23,7 +23,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// The lock tests: one writer whatever is deleted (issue 12, finding 1).
+// The lock tests: one writer whatever is deleted.
 //
 // Environment, set by the parent test for its child process (the test
 // binary again):

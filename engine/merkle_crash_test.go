@@ -217,7 +217,7 @@ func TestTreeCrashAtEveryOperation(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	ffs := faultfs.Wrap(mem)
 	metaPath := filepath.Join(t.TempDir(), metaFile)
-	rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
+	rng := rand.New(rand.NewPCG(testSeed(t), 1))
 	var (
 		mu       sync.Mutex
 		db       *DB
@@ -369,8 +369,7 @@ func TestTreeCrashRandom(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		runs = 1
 	}
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
+	seed := testSeed(t)
 	points := 0
 	for run := range runs {
 		rng := rand.New(rand.NewPCG(seed, uint64(run)))
@@ -561,8 +560,8 @@ func treeKillChild(dir string, seed uint64) error {
 // this and earlier lives.
 func TestTreeKillLoop(t *testing.T) {
 	kills := killCount(t, treeKillsEnv, 3, 2)
-	seed := rand.Uint64()
-	t.Logf("seed %d, %d kills", seed, kills)
+	seed := testSeed(t)
+	t.Logf("%d kills", kills)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	dir := t.TempDir()
 	var seen seenCheckpoints

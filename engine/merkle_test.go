@@ -65,23 +65,8 @@ func mkLedger(t *testing.T, db *DB, name string, n int) LedgerInfo {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mkAppend(t, db, name, 0, n)
+	appendEvents(t, db, name, n, appendSpec{From: 0, Batch: mixedBatches})
 	return info
-}
-
-func mkAppend(t *testing.T, db *DB, name string, from, n int) {
-	t.Helper()
-	for i := from; i < from+n; {
-		k := min(1+i%5, from+n-i)
-		evs := make([]EventInput, k)
-		for j := range evs {
-			evs[j] = order(i + j)
-		}
-		if _, err := db.Append(context.Background(), name, evs, nil); err != nil {
-			t.Fatal(err)
-		}
-		i += k
-	}
 }
 
 func mkVerifier(t *testing.T, db *DB) note.Verifier {
@@ -209,7 +194,7 @@ func TestMerkleConsistencyBetweenCheckpoints(t *testing.T) {
 	}
 	take()
 	for i := 0; i < 40; i++ {
-		mkAppend(t, db, "shop", i*3, 1+i%4)
+		appendEvents(t, db, "shop", 1+i%4, appendSpec{From: i * 3, Batch: mixedBatches})
 		take()
 	}
 	check := func(db *DB) {
@@ -243,7 +228,7 @@ func TestMerkleConsistencyBetweenCheckpoints(t *testing.T) {
 		t.Fatalf("latest checkpoint after reopen: %v %+v", err, last)
 	}
 	check(db)
-	mkAppend(t, db, "shop", 1000, 17)
+	appendEvents(t, db, "shop", 17, appendSpec{From: 1000, Batch: mixedBatches})
 	take()
 	check(db)
 	// Against the latest checkpoint (newSize 0).
@@ -450,7 +435,7 @@ func TestMerkleTreeFileRebuilt(t *testing.T) {
 				t.Fatalf("TreeRebuilt: %v, want a reason with %q", db.TreeRebuilt(), tc.why)
 			}
 			mkProveAll(t, db, "shop", want.Root)
-			mkAppend(t, db, "shop", 100, 9)
+			appendEvents(t, db, "shop", 9, appendSpec{From: 100, Batch: mixedBatches})
 			c, err := db.Checkpoint(context.Background(), "shop")
 			if err != nil || c.Size != 34 {
 				t.Fatalf("%v %+v", err, c)
@@ -502,7 +487,7 @@ func TestMerkleUnsyncedTailRecovered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mkAppend(t, db, "shop", 50, 10)
+	appendEvents(t, db, "shop", 10, appendSpec{From: 50, Batch: mixedBatches})
 	db.Close()
 	// Close signed 21; put the checkpoint of 11 back, and the signer's
 	// state of then (a crash before Close's), and damage the leaves after
@@ -701,7 +686,7 @@ func TestMerkleForgedCheckpointRefused(t *testing.T) {
 			if latest, err := db.LatestCheckpoint("shop"); err != nil || latest.Size != 10 || !bytes.Equal(latest.Note, got.Note) {
 				t.Fatalf("LatestCheckpoint after AcceptLedger: %v %+v", err, latest)
 			}
-			mkAppend(t, db, "shop", 100, 2)
+			appendEvents(t, db, "shop", 2, appendSpec{From: 100, Batch: mixedBatches})
 		})
 	}
 }
@@ -756,7 +741,7 @@ func TestMerkleRewrittenHistoryRefused(t *testing.T) {
 	info := mkLedger(t, a, "shop", 0)
 	mkLedger(t, a, "other", 2)
 	genesis, _ := exportBytes(t, a, "shop", ExportOptions{})
-	mkAppend(t, a, "shop", 0, 8)
+	appendEvents(t, a, "shop", 8, appendSpec{From: 0, Batch: mixedBatches})
 	if _, err := a.Checkpoint(ctx, "shop"); err != nil {
 		t.Fatal(err)
 	}

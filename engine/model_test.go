@@ -60,8 +60,8 @@ func TestModel(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		n = 20
 	}
-	seed := rand.Uint64()
-	t.Logf("seed %d, %d sequences", seed, n)
+	seed := testSeed(t)
+	t.Logf("%d sequences", n)
 	for s := range n {
 		rng := rand.New(rand.NewPCG(seed, uint64(s)))
 		runModel(t, rng, s)

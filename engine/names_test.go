@@ -22,20 +22,10 @@ import (
 
 // Tests of ledger names: the rule every name follows, and names that stay
 // unique and the ledger's own through a lost metadata file, a killed
-// import and a rebuild that meets a duplicate (issue 12, findings 3 and 8).
+// import and a rebuild that meets a duplicate.
 
 // namesTime is the creation time of the genesis events the tests write.
 var namesTime = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-
-// appendTo appends one event to a ledger and returns its ID's ledger.
-func appendTo(t *testing.T, db *DB, ledger string) eventid.LedgerID {
-	t.Helper()
-	ids, err := idsOf(db.Append(context.Background(), ledger, []EventInput{order(1)}, nil))
-	if err != nil {
-		t.Fatalf("append to %q: %v", ledger, err)
-	}
-	return ids[0].Ledger()
-}
 
 // ledgerNames returns the names Ledgers lists, with their IDs.
 func ledgerNames(db *DB) map[string]eventid.LedgerID {
@@ -56,7 +46,7 @@ func exportLedger(t *testing.T, db *DB, ledger string) []byte {
 	return buf.Bytes()
 }
 
-// TestNamesSurviveLostMetadata is finding 3: "orders" created in two
+// TestNamesSurviveLostMetadata: "orders" created in two
 // directories, one exported and imported into the other under another
 // name, then meta.db removed. Both ledgers must come back under their own
 // names, and a name must lead to its own ledger.
@@ -68,7 +58,7 @@ func TestNamesSurviveLostMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	appendTo(t, a, "orders")
+	appendEvents(t, a, "orders", 1, appendSpec{From: 1})[0].Ledger()
 	exported := exportLedger(t, a, "orders")
 	a.Close()
 
@@ -80,7 +70,7 @@ func TestNamesSurviveLostMetadata(t *testing.T) {
 	if infoA.ID == infoB.ID {
 		t.Fatalf("both ledgers have the ID %s", infoA.ID)
 	}
-	appendTo(t, b, "orders")
+	appendEvents(t, b, "orders", 1, appendSpec{From: 1})[0].Ledger()
 	imported := importBytes(t, b, exported, ImportOptions{Name: "orders-from-shop-a"})
 	if imported.ID != infoA.ID {
 		t.Fatalf("imported %s, want %s", imported.ID, infoA.ID)
@@ -103,7 +93,7 @@ func TestNamesSurviveLostMetadata(t *testing.T) {
 		if info, err := b.Ledger(name); err != nil || info.ID != id {
 			t.Fatalf("Ledger(%q) = %s %v, want %s", name, info.ID, err, id)
 		}
-		if got := appendTo(t, b, name); got != id {
+		if got := appendEvents(t, b, name, 1, appendSpec{From: 1})[0].Ledger(); got != id {
 			t.Fatalf("an append to %q went to ledger %s, want %s", name, got, id)
 		}
 	}
@@ -159,7 +149,7 @@ func TestNamesRebuildMeetsDuplicate(t *testing.T) {
 			t.Fatalf("second open: renamed %v again", r)
 		}
 		for name, id := range want {
-			if got := appendTo(t, b, name); got != id {
+			if got := appendEvents(t, b, name, 1, appendSpec{From: 1})[0].Ledger(); got != id {
 				t.Fatalf("an append to %q went to ledger %s, want %s", name, got, id)
 			}
 		}
@@ -204,7 +194,7 @@ func TestNamesCopiedLedgerDirectory(t *testing.T) {
 	if r := h.Renamed(); len(r) != 1 || r[0].Ledger != infoO.ID || r[0].To != derived {
 		t.Fatalf("renamed %v", r)
 	}
-	if got := appendTo(t, h, "orders"); got != infoH.ID {
+	if got := appendEvents(t, h, "orders", 1, appendSpec{From: 1})[0].Ledger(); got != infoH.ID {
 		t.Fatalf("an append to orders went to %s, want %s", got, infoH.ID)
 	}
 }
@@ -259,7 +249,8 @@ func TestNamesImportKillChild(t *testing.T) {
 	os.Exit(3)
 }
 
-// TestNamesImportKilledInCommit is finding 3's second case: an import
+// TestNamesImportKilledInCommit is TestNamesSurviveLostMetadata's
+// second case: an import
 // under a chosen name killed after its segments are in place and before
 // its metadata is written. The genesis event names the ledger "preview",
 // the name of a live ledger: after the kill, Open must list the imported
@@ -292,7 +283,7 @@ func TestNamesImportKilledInCommit(t *testing.T) {
 			if info, err := db.Ledger("imp"); err != nil || info.Count != 11550 {
 				t.Fatalf("imp: %+v %v", info, err)
 			}
-			if got := appendTo(t, db, "preview"); got != live.ID {
+			if got := appendEvents(t, db, "preview", 1, appendSpec{From: 1})[0].Ledger(); got != live.ID {
 				t.Fatalf("an append to preview went to %s, want %s", got, live.ID)
 			}
 			if _, err := db.Verify(context.Background(), "imp", nil); err != nil {
@@ -507,7 +498,7 @@ func TestNamesRebuiltGenesisBreaksRule(t *testing.T) {
 		if !ok || r.From != tc.genesis || r.To != tc.want || !strings.Contains(r.Why, why) {
 			t.Errorf("genesis %.20q: renamed %+v", tc.genesis, r)
 		}
-		if got := appendTo(t, db, tc.want); got != tc.id {
+		if got := appendEvents(t, db, tc.want, 1, appendSpec{From: 1})[0].Ledger(); got != tc.id {
 			t.Errorf("append to %.40q went to %s", tc.want, got)
 		}
 	}

@@ -93,6 +93,7 @@ func TestReadsHoldBoundedSegments(t *testing.T) {
 	}
 	n := segment.DefaultMaxOpenSegments + 40
 	dir, ids := manySegmentsLedger(t, n)
+	rng := rand.New(rand.NewPCG(testSeed(t), 1)) // the order of the Gets
 	db, err := Open(dir, &Options{SegmentSize: manySegmentsSize, CheckpointInterval: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +122,7 @@ func TestReadsHoldBoundedSegments(t *testing.T) {
 		t.Fatalf("scan: %d events, want %d", i, n)
 	}
 	check("Scan")
-	for _, k := range rand.Perm(n) {
+	for _, k := range rng.Perm(n) {
 		ev, err := db.Get(ctx, ids[k])
 		if err != nil || ev.ID != ids[k] || ev.Seq != uint64(k+1) {
 			t.Fatalf("get %s: %+v %v", ids[k], ev, err)
@@ -137,7 +138,7 @@ func TestReadsHoldBoundedSegments(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	for _, k := range rand.Perm(n) {
+	for _, k := range rng.Perm(n) {
 		if ev, err := ro.Get(ctx, ids[k]); err != nil || ev.ID != ids[k] {
 			t.Fatalf("read-only get %s: %+v %v", ids[k], ev, err)
 		}

@@ -13,7 +13,7 @@ import (
 	"github.com/annal-db/annal/eventid"
 )
 
-// Replay's bounds and cursors (issue 13, finding 6): From, To, After,
+// Replay's bounds and cursors: From, To, After,
 // AfterSeq, Reverse and Limit, checked against a model (a filter over the
 // whole ledger), and paging with Limit and either cursor.
 

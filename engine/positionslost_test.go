@@ -24,7 +24,7 @@ func TestLostPositionsLastUntilAccepted(t *testing.T) {
 	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
 		t.Fatal(err)
 	}
-	appendMany(t, db, "l", 5, order)
+	appendEvents(t, db, "l", 5, appendSpec{Options: unsynced})
 	c, err := db.Consumer("l", "c", ConsumerOptions{})
 	if err != nil {
 		t.Fatal(err)

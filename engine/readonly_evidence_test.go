@@ -101,7 +101,7 @@ func writerVerdict(t *testing.T, dir, name, id string) error {
 	return u[id]
 }
 
-// TestReadOnlyRefusesLostTail is finding 1 of issue 25: the lost tails of
+// TestReadOnlyRefusesLostTail: the read-only open refuses the lost tails of
 // the operator catalogue (O16-O22, O58-O60: a segment removed, cut at a
 // record boundary, zeroed, with meta.db removed or older, every segment
 // removed), which the writer's Open refuses as "acknowledged events lost",
@@ -203,19 +203,8 @@ func TestReadOnlyRefusesRestoredOlderFolder(t *testing.T) {
 	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "other"}); err != nil {
 		t.Fatal(err)
 	}
-	appendN := func(db *DB, n int) {
-		batch := make([]EventInput, 0, 100)
-		for i := range n {
-			batch = append(batch, order(i))
-			if len(batch) == cap(batch) {
-				if _, err := db.Append(ctx, "acct", batch, &AppendOptions{Durability: Sync}); err != nil {
-					t.Fatal(err)
-				}
-				batch = batch[:0]
-			}
-		}
-	}
-	appendN(db, 999)
+	synced := appendSpec{Batch: batchesOf(100), Options: &AppendOptions{Durability: Sync}}
+	appendEvents(t, db, "acct", 900, synced)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +212,7 @@ func TestReadOnlyRefusesRestoredOlderFolder(t *testing.T) {
 	saved := t.TempDir()
 	copyTree(t, folder, saved)
 	db = openTest(t, dir)
-	appendN(db, 500)
+	appendEvents(t, db, "acct", 500, synced)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +237,7 @@ func TestReadOnlyRefusesRestoredOlderFolder(t *testing.T) {
 func TestReadOnlyRefusesForgedEvent(t *testing.T) {
 	dir := t.TempDir()
 	seq, ids := forgeryLedger(t, dir)
-	forgeEvent(t, ledgerSegDir(t, dir, "pay"), seq, `"amount":100`, `"amount":999`, mrand.New(mrand.NewPCG(mrand.Uint64(), 25)))
+	forgeEvent(t, ledgerSegDir(t, dir, "pay"), seq, `"amount":100`, `"amount":999`, mrand.New(mrand.NewPCG(testSeed(t), 25)))
 	bad := readerVerdict(t, dir, "pay", ids[0].Ledger().String())
 	if !errors.Is(bad, ErrRewritten) {
 		t.Fatalf("the read-only open: ledger pay is %v, want ErrRewritten", bad)
@@ -303,8 +292,8 @@ func readerID(t *testing.T, dir, name string) string {
 	return info.ID.String()
 }
 
-// TestReadOnlyChecksCheckpoint: the checkpoint evidence (rules 2 to 4 of
-// issue 25): a checkpoint file of another key, garbage, of more events
+// TestReadOnlyChecksCheckpoint: the checkpoint evidence a reader
+// checks: a checkpoint file of another key, garbage, of more events
 // than the segments hold, missing on a ledger of more than its genesis
 // event, older than the signer's state, and the key file lost: each is a
 // refusal by the read-only open (the same refusal as the writer's Open

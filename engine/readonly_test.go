@@ -305,8 +305,8 @@ const roKillsEnv = "ANNAL_RO_KILLS"
 
 func TestReadOnlyKillLoop(t *testing.T) {
 	kills := killCount(t, roKillsEnv, 5, 2)
-	seed := rand.Uint64()
-	t.Logf("seed %d, %d kills", seed, kills)
+	seed := testSeed(t)
+	t.Logf("%d kills", kills)
 	rng := rand.New(rand.NewPCG(seed, 2))
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -3,13 +3,17 @@ package engine
 import (
 	"bytes"
 	"context"
+	"crypto"
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -52,7 +56,7 @@ func TestSignerRefusesRollbackAndRewrite(t *testing.T) {
 	}
 	copyTree(t, genuine, forged) // the forger's starting point: a copy at size 6
 	db = mkOpen(t, genuine, withKey)
-	mkAppend(t, db, "pay", 100, 5)
+	appendEvents(t, db, "pay", 5, appendSpec{From: 100, Batch: mixedBatches})
 	c2, err := db.Checkpoint(ctx, "pay")
 	if err != nil || c2.Size != 11 {
 		t.Fatal(err, c2.Size)
@@ -74,7 +78,7 @@ func TestSignerRefusesRollbackAndRewrite(t *testing.T) {
 	if _, err := f.AcceptLedger(ctx, "pay"); err != nil {
 		t.Fatal(err)
 	}
-	mkAppend(t, f, "pay", 900, 5)
+	appendEvents(t, f, "pay", 5, appendSpec{From: 900, Batch: mixedBatches})
 	fc, err := f.Checkpoint(ctx, "pay")
 	if err != nil || fc.Size != 11 || fc.Root == c2.Root {
 		t.Fatalf("forged: %v, size %d, root %s (genuine %s)", err, fc.Size, fc.Root, c2.Root)
@@ -136,7 +140,7 @@ func TestSignerRefusesRollbackAndRewrite(t *testing.T) {
 	// The genuine ledger goes on.
 	db = mkOpen(t, genuine, withKey)
 	defer db.Close()
-	mkAppend(t, db, "pay", 200, 2)
+	appendEvents(t, db, "pay", 2, appendSpec{From: 200, Batch: mixedBatches})
 	if c3, err := db.Checkpoint(ctx, "pay"); err != nil || c3.Size != 13 {
 		t.Fatal(err, c3.Size)
 	}
@@ -161,7 +165,7 @@ func TestCryptoSignerKeepsItsState(t *testing.T) {
 	db.Close() // signs size 4
 	copyTree(t, dir, backup)
 	db = mkOpen(t, dir, opts)
-	mkAppend(t, db, "pay", 10, 3)
+	appendEvents(t, db, "pay", 3, appendSpec{From: 10, Batch: mixedBatches})
 	db.Close() // signs size 7
 
 	db = mkOpen(t, backup, opts)
@@ -223,7 +227,7 @@ func TestSignerStateFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mkAppend(t, db, "shop", 10, 2)
+	appendEvents(t, db, "shop", 2, appendSpec{From: 10, Batch: mixedBatches})
 	db.Close() // signs size 6
 	path := filepath.Join(dir, signingKeyFile+signerStateSuffix)
 	state, err := readSignerState(vfs.Default, path)
@@ -304,13 +308,13 @@ func TestSharedSigningKeyKeepsEveryLedgersMemory(t *testing.T) {
 	if _, err := db1.CreateLedger(ctx, LedgerSpec{Name: "a"}); err != nil {
 		t.Fatal(err)
 	}
-	appendN(t, db1, "a", 10)
+	appendEvents(t, db1, "a", 10, appendSpec{Event: placed, Batch: batchesOf(7)})
 	if _, err := db1.Checkpoint(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
 	older := filepath.Join(t.TempDir(), "older")
 	copyTree(t, dir1, older) // a copy of a's files at 11 events (LOCK and all)
-	appendN(t, db1, "a", 10)
+	appendEvents(t, db1, "a", 10, appendSpec{Event: placed, Batch: batchesOf(7)})
 	if err := db1.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +370,7 @@ func TestSharedSigningKeySignsNoFork(t *testing.T) {
 	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "acct"}); err != nil {
 		t.Fatal(err)
 	}
-	appendN(t, db, "acct", 5)
+	appendEvents(t, db, "acct", 5, appendSpec{Event: placed, Batch: batchesOf(7)})
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -573,7 +577,7 @@ func TestSignerRefusalStopsTheLedger(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			appendN(t, db, "acct", 3)
+			appendEvents(t, db, "acct", 3, appendSpec{Event: placed, Batch: batchesOf(7)})
 			// The signer remembers, for acct, a checkpoint that this
 			// writer's tree does not extend (another history signed by
 			// the key).
@@ -604,5 +608,64 @@ func TestSignerRefusalStopsTheLedger(t *testing.T) {
 				t.Fatalf("Close: %v, want ErrSignerRefused naming ledger acct", err)
 			}
 		})
+	}
+}
+
+// failSigner is an Ed25519 crypto.Signer whose Sign fails while fail is set.
+type failSigner struct {
+	k    ed25519.PrivateKey
+	fail atomic.Bool
+}
+
+func (s *failSigner) Public() crypto.PublicKey { return s.k.Public() }
+
+func (s *failSigner) Sign(r io.Reader, d []byte, o crypto.SignerOpts) ([]byte, error) {
+	if s.fail.Load() {
+		return nil, errors.New("kms unavailable")
+	}
+	return s.k.Sign(r, d, o)
+}
+
+// TestFailingSignerFailsOnlyCheckpoints: an Options.Signer that fails makes
+// Checkpoint fail with its error (appends go on, the latest checkpoint
+// stays the old one), a tiny CheckpointInterval with the failing signer
+// does not stop appends or Close, and checkpoints work again once the
+// signer does.
+func TestFailingSignerFailsOnlyCheckpoints(t *testing.T) {
+	ctx := context.Background()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &failSigner{k: priv}
+	db, err := Open(t.TempDir(), &Options{Signer: s, CheckpointInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mkLedger(t, db, "a", 5)
+	c1, err := db.Checkpoint(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.fail.Store(true)
+	appendEvents(t, db, "a", 5, appendSpec{From: 5, Batch: mixedBatches})
+	if _, err := db.Checkpoint(ctx, "a"); err == nil || !strings.Contains(err.Error(), "kms unavailable") {
+		t.Errorf("Checkpoint with a failing signer: %v", err)
+	}
+	time.Sleep(250 * time.Millisecond)
+	appendEvents(t, db, "a", 5, appendSpec{From: 10, Batch: mixedBatches})
+	if ck, err := db.LatestCheckpoint("a"); err != nil || ck.Size != c1.Size {
+		t.Errorf("latest after failures: size %d (want %d), %v", ck.Size, c1.Size, err)
+	}
+	s.fail.Store(false)
+	c2, err := db.Checkpoint(ctx, "a")
+	if err != nil || c2.Size <= c1.Size {
+		t.Fatalf("Checkpoint after recovery: %+v %v", c2.Size, err)
+	}
+	if err := db.VerifyCheckpoint(ctx, "a", c1.Note, db.VerifierKey()); err != nil {
+		t.Errorf("old checkpoint: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Errorf("Close: %v", err)
 	}
 }

@@ -10,25 +10,6 @@ import (
 	"github.com/annal-db/annal/eventid"
 )
 
-// appendMany appends n events to ledger name in batches (None durability),
-// event i made by mk(i), and returns their IDs.
-func appendMany(t *testing.T, db *DB, name string, n int, mk func(i int) EventInput) []eventid.ID {
-	t.Helper()
-	var ids []eventid.ID
-	for i := 0; i < n; {
-		batch := make([]EventInput, 0, 500)
-		for ; i < n && len(batch) < cap(batch); i++ {
-			batch = append(batch, mk(i))
-		}
-		r, err := db.Append(context.Background(), name, batch, &AppendOptions{Durability: None})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, r.IDs...)
-	}
-	return ids
-}
-
 // subCollect takes events from a subscription until it has n, or an error.
 func subCollect(ctx context.Context, db *DB, name string, o SubscribeOptions, n int) ([]Event, error) {
 	var out []Event
@@ -169,12 +150,12 @@ func TestSubscribeCancelDuringCatchUp(t *testing.T) {
 	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
 		t.Fatal(err)
 	}
-	appendMany(t, db, "l", 3000, func(i int) EventInput {
+	appendEvents(t, db, "l", 3000, appendSpec{Event: func(i int) EventInput {
 		if i%500 == 0 {
 			return ev("order", "k", "rare")
 		}
 		return order(i)
-	})
+	}, Options: unsynced})
 	for _, o := range []SubscribeOptions{{}, {Events: []string{"rare"}}} {
 		sctx, cancel := context.WithCancel(ctx)
 		n, after := 0, 0
@@ -213,7 +194,7 @@ func TestSubscribeCloseEndsSubscribers(t *testing.T) {
 	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
 		t.Fatal(err)
 	}
-	appendMany(t, db, "l", 2000, order)
+	appendEvents(t, db, "l", 2000, appendSpec{Options: unsynced})
 	type result struct {
 		name   string
 		events int

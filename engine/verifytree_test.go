@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,24 +29,8 @@ func treeTestDB(t *testing.T, dir string, n int) *DB {
 			t.Fatal(err)
 		}
 	}
-	appendN(t, db, "t", n-1)
+	appendEvents(t, db, "t", n-1, appendSpec{Event: placed, Batch: batchesOf(7)})
 	return db
-}
-
-// appendN appends n events to the ledger, in batches of up to 7.
-func appendN(t *testing.T, db *DB, ledger string, n int) {
-	t.Helper()
-	for n > 0 {
-		k := min(n, 7)
-		evs := make([]EventInput, k)
-		for j := range evs {
-			evs[j] = EventInput{Entity: "order", Key: fmt.Sprintf("o%d", j), Event: "placed", Meta: []byte(`{"by":"tree-test"}`), Data: []byte(fmt.Sprintf(`{"n":%d,"j":%d}`, n, j))}
-		}
-		if _, err := db.Append(context.Background(), ledger, evs, nil); err != nil {
-			t.Fatal(err)
-		}
-		n -= k
-	}
 }
 
 // treeFilePath returns the path of a ledger's tree file.
@@ -120,7 +103,7 @@ func TestVerifyTreeReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	appendN(t, db, "t", 5)
+	appendEvents(t, db, "t", 5, appendSpec{Event: placed, Batch: batchesOf(7)})
 	rep, err := db.Verify(ctx, "t", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +158,7 @@ func TestVerifyTreeLeafBeyondCheckpoint(t *testing.T) {
 		if _, err := db.Checkpoint(ctx, "t"); err != nil {
 			t.Fatal(err)
 		}
-		appendN(t, db, "t", 6)
+		appendEvents(t, db, "t", 6, appendSpec{Event: placed, Batch: batchesOf(7)})
 		damageTreeHash(t, db, "t", 0, 12)
 		_, err := db.Verify(ctx, "t", nil)
 		if !errors.Is(err, ErrRewritten) || !strings.Contains(err.Error(), "event #13 (") || !strings.Contains(err.Error(), "covers events #1 to #10 only") {
@@ -215,7 +198,7 @@ func TestVerifyCheckpointOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	appendN(t, db, "t", 9)
+	appendEvents(t, db, "t", 9, appendSpec{Event: placed, Batch: batchesOf(7)})
 
 	// Extended: the checkpoint verifies, with the DB's key named or not.
 	if err := db.VerifyCheckpoint(ctx, "t", cp.Note, ""); err != nil {
@@ -242,7 +225,7 @@ func TestVerifyCheckpointOutcomes(t *testing.T) {
 	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "u"}); err != nil {
 		t.Fatal(err)
 	}
-	appendN(t, db, "u", 30)
+	appendEvents(t, db, "u", 30, appendSpec{Event: placed, Batch: batchesOf(7)})
 	cpU, err := db.Checkpoint(ctx, "u")
 	if err != nil {
 		t.Fatal(err)
@@ -282,7 +265,7 @@ func TestVerifyCheckpointRollback(t *testing.T) {
 		t.Fatal(err)
 	}
 	db = treeTestDB(t, dir, 0)
-	appendN(t, db, "t", 8)
+	appendEvents(t, db, "t", 8, appendSpec{Event: placed, Batch: batchesOf(7)})
 	cp, err := db.Checkpoint(ctx, "t")
 	if err != nil {
 		t.Fatal(err)

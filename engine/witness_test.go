@@ -133,7 +133,7 @@ func sameTree(a, b map[string][32]byte) string {
 	return strings.Join(d, "; ")
 }
 
-// lostTailCases are the six lost tails of issue 12, finding 2.
+// lostTailCases are six ways to lose a ledger's tail after a clean close.
 func lostTailCases() []struct {
 	name   string
 	damage func(t *testing.T, lt *lostTailLedger, dir string)
@@ -182,7 +182,7 @@ func lostTailCases() []struct {
 	}
 }
 
-// TestLostTailAfterCleanClose is finding 2 of issue 12: a ledger of 300
+// TestLostTailAfterCleanClose: a ledger of 300
 // Sync events in 4 KiB segments, closed cleanly, then its tail lost in
 // six ways. Open (with and without FullVerifyOnOpen) refuses the ledger as
 // corruption naming it, with what was expected and what was found; the

@@ -192,7 +192,7 @@ func TestRefusedLedgerTornTailNotCut(t *testing.T) {
 	ck21 := keep(filepath.Join(ldir, checkpointFileName))
 	state21 := keep(filepath.Join(dir, "signing.key.state"))
 	db := openTest(t, dir)
-	appendN(t, db, "acct", 20)
+	appendEvents(t, db, "acct", 20, appendSpec{Event: placed, Batch: batchesOf(7)})
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}

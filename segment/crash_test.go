@@ -39,8 +39,7 @@ func TestCrashPoints(t *testing.T) {
 	if testing.Short() {
 		runs = 4
 	}
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d (rerun with the same seed by editing the test)", seed)
+	seed := testSeed(t)
 	points, torn, records := 0, 0, 0
 	for run := range runs {
 		rng := rand.New(rand.NewPCG(seed, uint64(run)))

@@ -40,15 +40,14 @@ import (
 //	ANNAL_KILL_ITERATIONS=<n>       kills of TestKillMidAppend: default 20,
 //	                                5 with -short; e.g. 200 for a long run:
 //	                                ANNAL_KILL_ITERATIONS=200 go test -run TestKillMidAppend ./segment/
-//	ANNAL_KILL_SEED=<n>             the parent's seed (kill times, child
-//	                                seeds), to replay a run's schedule; the
-//	                                interleaving with the child is not
-//	                                reproducible, the schedule is
+//
+// The parent's seed (kill times, child seeds) is testSeed's: -seed=<n>
+// replays a run's schedule; the interleaving with the child is not
+// reproducible, the schedule is.
 const (
 	killChildEnv     = "ANNAL_SEGMENT_KILL_CHILD"
 	killChildSeedEnv = "ANNAL_SEGMENT_KILL_SEED"
 	killItersEnv     = "ANNAL_KILL_ITERATIONS"
-	killSeedEnv      = "ANNAL_KILL_SEED"
 
 	killSegmentSize = 64 << 10 // small, so that segments rotate often
 	killWriters     = 4        // appending goroutines of the child
@@ -162,15 +161,8 @@ func TestKillMidAppend(t *testing.T) {
 		}
 		iterations = n
 	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv(killSeedEnv); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", killSeedEnv, s, err)
-		}
-		seed = n
-	}
-	t.Logf("seed %d (replay the schedule with %s=%d), %d iterations", seed, killSeedEnv, seed, iterations)
+	seed := testSeed(t)
+	t.Logf("%d iterations", iterations)
 	r := rand.New(rand.NewPCG(seed, 0x6b696c6c))
 
 	base := t.TempDir()

@@ -91,8 +91,8 @@ func TestBackupCommandBesideHeldDirectory(t *testing.T) {
 	}
 }
 
-// TestBackupCommandBesideAppendProcess is the acceptance of issue 25,
-// finding 9, with real processes: annal append runs in a child process,
+// TestBackupCommandBesideAppendProcess: a backup of a directory a writer
+// is appending to, with real processes: annal append runs in a child process,
 // fed events without pause, while annal backup (another child) copies its
 // directory a few times. Every copy opens with no refusal and no note,
 // verifies, is a prefix of the ledger, and holds every event whose ID

@@ -126,7 +126,7 @@ func payments(t *testing.T) string {
 	return dir
 }
 
-// TestRechainedForgery is the acceptance test of issue 14: an amount
+// TestRechainedForgery: an amount
 // changed in an export and every Event ID from it on recomputed passes
 // every check the CRC32C chain can make (verify-file, import), and fails
 // verify-file --checkpoint against a checkpoint issued before the edit,

@@ -388,7 +388,7 @@ func TestFollow(t *testing.T) {
 
 // TestVerifyProgress checks that verify --full moves its progress bar over
 // the ledger's bytes, in IEC units, and then shows the check of the index
-// as a phase of its own (issue 13, finding 8: the bar stalled at 70-82%
+// as a phase of its own (the bar once stalled at 70-82%
 // while the index was checked).
 func TestVerifyProgress(t *testing.T) {
 	dir := newDir(t)
@@ -425,9 +425,9 @@ func TestVerifyProgress(t *testing.T) {
 }
 
 // TestVerifyQuickSaysWhatItChecked: each result says which events it read
-// and points to --full, in the table and in JSON (finding 7 of issue 13:
-// it said "ok" after a byte of the checkpointed part was flipped, and not
-// that it had not read it). Since issue 25 verify opens the directory
+// and points to --full, in the table and in JSON (it once
+// said "ok" after a byte of the checkpointed part was flipped, and not
+// that it had not read it). Verify opens the directory
 // read-only, and the quick check reads every record, as every read-only
 // open does; on a copy of a live directory (what a crash leaves) it
 // changes no byte: the second run sees what the first saw (it used to
@@ -483,7 +483,7 @@ func TestVerifyQuickSaysWhatItChecked(t *testing.T) {
 }
 
 // TestUsageErrorNamesItsHelp: a usage error points to the help of the
-// command that was run (issue 13, finding 8: it said "Run 'annal --help'"
+// command that was run (it once said "Run 'annal --help'"
 // for every command), and a malformed argument of get is one (it exited 1).
 func TestUsageErrorNamesItsHelp(t *testing.T) {
 	dir := newDir(t)
@@ -508,7 +508,7 @@ func TestUsageErrorNamesItsHelp(t *testing.T) {
 }
 
 // TestIDFormatTable: id takes --format table (the listing) and ndjson (the
-// JSON lines), as the other commands do (issue 13, finding 8).
+// JSON lines), as the other commands do.
 func TestIDFormatTable(t *testing.T) {
 	const hex = "0005d5813bf9c44943545b8f9e961c04"
 	_, text, _ := annal(t, "", "id", hex)
@@ -523,8 +523,8 @@ func TestIDFormatTable(t *testing.T) {
 	}
 }
 
-// TestErrorsSayEachThingOnce: an error names each thing once (issue 13,
-// finding 8: "engine: append to l: engine: condition failed", and verify's
+// TestErrorsSayEachThingOnce: an error names each thing once (errors
+// once read "engine: append to l: engine: condition failed", and verify's
 // "verify orders: engine: verify orders: segment: …"), and the sentinels
 // still match.
 func TestErrorsSayEachThingOnce(t *testing.T) {
@@ -572,7 +572,7 @@ func TestErrorsSayEachThingOnce(t *testing.T) {
 }
 
 // TestTailTableLinesUp: every row of tail's table lines up with the header
-// above it (issue 13, finding 8: the header was as wide as the column
+// above it (the header once was as wide as the column
 // names, and the first key longer than "KEY" pushed every row off it). The
 // columns start as wide as the last events need; a wider cell later widens
 // its column and writes the header again.
@@ -655,7 +655,7 @@ func TestTailTableLinesUp(t *testing.T) {
 }
 
 // TestStatsRate: the rate is given per the largest unit the span covers,
-// never extrapolated from seconds to a day (issue 13, finding 8: 10^6
+// never extrapolated from seconds to a day (10^6
 // events in 7 seconds showed "1000001.0" events a day).
 func TestStatsRate(t *testing.T) {
 	first := time.Date(2026, 11, 23, 11, 18, 20, 0, time.UTC)

@@ -25,7 +25,7 @@ func TestParseSize(t *testing.T) {
 		{"2G", 2 << 30},
 		{"100B", 100},
 		{"1024GiB", 1 << 40},
-		// issue 13, finding 8: --cache 32MB was refused. Sizes are
+		// --cache 32MB was once refused. Sizes are
 		// binary, whatever the unit's spelling.
 		{"32MB", 32 << 20},
 		{"32mb", 32 << 20},

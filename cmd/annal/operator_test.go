@@ -25,7 +25,7 @@ import (
 
 // TestProtectIDArgsLeavesValues: a flag's value, and a positional argument
 // of a command that does not take IDs, are never rewritten, though each
-// reads as a base64 ID (issue 12, finding 4); the positional IDs of id and
+// reads as a base64 ID; the positional IDs of id and
 // get are, wherever the flags put them. idargs.txtar runs the same cases
 // end to end.
 func TestProtectIDArgsLeavesValues(t *testing.T) {
@@ -80,7 +80,7 @@ func TestProtectIDArgsLeavesValues(t *testing.T) {
 }
 
 // TestEscape: what a table or a message shows of a name or a value that
-// would act on a terminal, forge a row or hide itself (issue 12, finding 8).
+// would act on a terminal, forge a row or hide itself.
 func TestEscape(t *testing.T) {
 	cases := []struct{ in, name, text, json string }{
 		{"orders", "orders", "orders", "orders"},
@@ -127,7 +127,7 @@ var hostile = engine.EventInput{Entity: "order\u202e", Key: "k\u200b-1\ufeff", E
 
 // TestTablesEscape: scan, get, tail and stats tables of a ledger whose
 // event has bidirectional, zero-width and separator characters in its
-// names and data show them escaped, one row an event (issue 12, finding 8).
+// names and data show them escaped, one row an event.
 func TestTablesEscape(t *testing.T) {
 	dir := newDir(t)
 	db, err := engine.Open(dir, nil)
@@ -216,7 +216,7 @@ func (s *syncBuffer) String() string {
 // checkpoint or the metadata's write at close fails). Those IDs are
 // stored: with --durability sync append exits 0 and warns that the close
 // failed and that the events are stored, so that nobody appends them again
-// (issue 12, finding 7: it exited 1); with --durability none it exits 1 and
+// (it once exited 1); with --durability none it exits 1 and
 // says the events may not be on stable storage. Either way the events are
 // there once space is back. A real full disk: a small tmpfs (root only).
 func TestCloseFailsAfterAppend(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 
 // TestMeterShowsNoRateBeforeHalfASecond: the bar draws nothing, and so no
 // rate, before the operation has run for half a second, and its first rate
-// is the bytes over the whole run (issue 13, finding 8: the first sample
+// is the bytes over the whole run (the first sample once
 // showed "602-869 GB/s", the bytes of a first burst over the microseconds
 // since the bar was first drawn). Sizes are in IEC units.
 func TestMeterShowsNoRateBeforeHalfASecond(t *testing.T) {
@@ -70,7 +70,7 @@ func TestMeterPhase(t *testing.T) {
 }
 
 // TestImportShowsItsLastPhase: once the input is read, import says that it
-// writes, syncs and indexes the ledger (issue 13, finding 8: the bar
+// writes, syncs and indexes the ledger (the bar once
 // vanished at 92% for the 6 s that takes for a large ledger).
 func TestImportShowsItsLastPhase(t *testing.T) {
 	defer func(f func(w io.Writer) io.Writer) { progressTo = f }(progressTo)

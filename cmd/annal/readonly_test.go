@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// TestReadersBesideWriter (issue 15): while "annal append acct" has the
+// TestReadersBesideWriter: while "annal append acct" has the
 // directory open, another process lists, scans, gets and tails the
 // ledger; tail prints the events the writer appends after it started;
 // a second writer still refuses.

@@ -50,14 +50,14 @@ func refusedDir(t *testing.T) (dir string, id5 eventid.ID, segs []string) {
 	return dir, ev.ID, segs
 }
 
-// TestReadCommandsNameRefusedLedger is finding 1 of issue 25 for the
-// command: with acct's last segment removed (a restore from an older
-// copy), "annal verify" exits 3, but ledgers, stats, scan, export, tail
-// and get (read-only opens) served the shorter ledger with exit 0 and
-// nothing on standard error. Each now names acct on standard error with
-// why ("acknowledged events lost") and exits 3, printing none of its
-// events; ledgers and stats still show the other ledger. Then the same
-// for a checkpoint file removed (nothing vouches for the events).
+// TestReadCommandsNameRefusedLedger: the read commands on a ledger a
+// read-only open refuses: with acct's last segment removed (a restore from
+// an older copy), "annal verify" exits 3, but ledgers, stats, scan, export,
+// tail and get (read-only opens) served the shorter ledger with exit 0 and
+// nothing on standard error. Each now names acct on standard error with why
+// ("acknowledged events lost") and exits 3, printing none of its events;
+// ledgers and stats still show the other ledger. Then the same for a
+// checkpoint file removed (nothing vouches for the events).
 func TestReadCommandsNameRefusedLedger(t *testing.T) {
 	dir, id5, segs := refusedDir(t)
 	if err := os.Remove(segs[len(segs)-1]); err != nil {

@@ -53,8 +53,8 @@ func startAppend(t *testing.T, bin, dir, ledger string) (cmd *exec.Cmd, stdin io
 	return cmd, stdin, stdout, stderr
 }
 
-// TestSecondWriterNeverGetsIn is the second-writer sequence of issue 12,
-// finding 1, with two real annal processes: process 1 runs "annal append
+// TestSecondWriterNeverGetsIn is a second writer started while
+// the first runs, with two real annal processes: process 1 runs "annal append
 // acct" reading NDJSON from a pipe; with DIR/LOCK removed, and then
 // DIR/meta.db too, process 2's "annal append acct --entity e --key k
 // --event B…" must fail, print no ID and name process 1. Process 1 then

@@ -56,8 +56,8 @@ func diffHashes(a, b map[string][32]byte) string {
 	return strings.Join(d, "; ")
 }
 
-// TestVerifyWritesNothing is the first point of finding 3 of issue 25:
-// verify opened the directory read-write, so it cut a torn tail, rebuilt
+// TestVerifyWritesNothing: verify changes nothing in the directory. When
+// it opened the directory read-write, it cut a torn tail, rebuilt
 // a missing index, metadata file and tree file, and signed a checkpoint
 // for a ledger whose checkpoint file was missing, then reported that it
 // had checked "the latest signed checkpoint" (the one it had just made).

@@ -59,7 +59,7 @@ func TestExportCheckpointOfForgedLedgerFails(t *testing.T) {
 	if err != nil || len(entries) != 1 {
 		t.Fatalf("ledgers: %v %v", entries, err)
 	}
-	if _, err := forge.Event(filepath.Join(dir, "ledgers", entries[0].Name()), 3, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(rand.Uint64(), 5))); err != nil {
+	if _, err := forge.Event(filepath.Join(dir, "ledgers", entries[0].Name()), 3, `"amount":100`, `"amount":999`, rand.New(rand.NewPCG(testSeed(t), 5))); err != nil {
 		t.Fatal(err)
 	}
 	work := t.TempDir()

@@ -54,7 +54,7 @@ func TestParseTime(t *testing.T) {
 		{id.UUID(), id.Time()},
 		{id.Base64(), id.Time()}, // starts with "--": not a relative time
 		{id.Base32(), id.Time()},
-		// issue 13, finding 8: relative times without a sign (that long
+		// Relative times without a sign (that long
 		// ago), a date and time with a space, Unix seconds.
 		{"1h", now.Add(-time.Hour)},
 		{"90m", now.Add(-90 * time.Minute)},

@@ -13,8 +13,8 @@ import (
 	"github.com/annal-db/annal/eventid"
 )
 
-// TestTrialAccounts is the workload of the trial that found issue 13's
-// findings 1 and 2: 16 goroutines, 4 accounts (streams), 40 withdrawals or
+// TestAccountsUnderConflicts is an account service as an adopter writes
+// one: 16 goroutines, 4 accounts (streams), 40 withdrawals or
 // deposits each, every one an append conditional on the account's stream
 // head (ExpectedStreams), read from StreamHead and Replay; a withdrawal
 // that would overdraw the account is a deposit instead. On a
@@ -24,7 +24,7 @@ import (
 // conflict always sees something new (the stream head moved), and that
 // the balances are right and never negative. It logs the conflicts per
 // successful append.
-func TestTrialAccounts(t *testing.T) {
+func TestAccountsUnderConflicts(t *testing.T) {
 	const goroutines, accounts, perGoroutine = 16, 4, 40
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())

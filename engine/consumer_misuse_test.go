@@ -12,9 +12,9 @@ import (
 	"github.com/annal-db/annal/eventid"
 )
 
-// TestHarshConsumerEdges: a named consumer used as a careless adopter
+// TestConsumerMisuse: a named consumer used as a careless adopter
 // would.
-func TestHarshConsumerEdges(t *testing.T) {
+func TestConsumerMisuse(t *testing.T) {
 	dir := t.TempDir()
 	db := openTest(t, dir)
 	ctx := context.Background()
@@ -204,122 +204,4 @@ func TestHarshConsumerEdges(t *testing.T) {
 		}
 		break
 	}
-}
-
-// TestHarshConflictsReadableAllConditions: read-your-conflicts for
-// ExpectedHead and IfNoneSince, not only ExpectedStreams: 8 goroutines
-// append on conditions; on each conflict, the Found event is readable by
-// Get at once and a Replay after the caller's position sees something new.
-func TestHarshConflictsReadableAllConditions(t *testing.T) {
-	db := openTest(t, t.TempDir())
-	defer db.Close()
-	ctx := context.Background()
-	info, err := db.CreateLedger(ctx, LedgerSpec{Name: "r"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 30
-	if raceEnabled {
-		n = 10
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	conflicts := map[string]int{}
-	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			useHead := g%2 == 0
-			last := info.Genesis
-			var lastSeq uint64 = 1
-			for done := 0; done < n; {
-				o := &AppendOptions{Durability: None}
-				if useHead {
-					o.ExpectedHead = last
-				} else {
-					o.IfNoneSince = &Selector{Entity: "acc", After: last}
-				}
-				r, err := db.Append(ctx, "r", []EventInput{{Entity: "acc", Key: "k", Event: "e", Data: []byte("1")}}, o)
-				var ce *ConditionError
-				switch {
-				case err == nil:
-					last, lastSeq = r.IDs[0], r.FirstSeq
-					done++
-					continue
-				case errors.As(err, &ce):
-				default:
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				conflicts[map[bool]string{true: "head", false: "since"}[useHead]]++
-				mu.Unlock()
-				ev, err := db.Get(ctx, ce.Found)
-				if err != nil {
-					t.Errorf("conflict (%s): Found %s not readable: %v", ce.Condition, ce.Found, err)
-					return
-				}
-				if _, err := db.Get(ctx, ce.Head); err != nil {
-					t.Errorf("conflict (%s): Head %s not readable: %v", ce.Condition, ce.Head, err)
-					return
-				}
-				if ev.Seq <= lastSeq {
-					t.Errorf("conflict (%s): Found #%d is not after #%d", ce.Condition, ev.Seq, lastSeq)
-				}
-				evs := collect(t, db.Replay(ctx, "r", ReplayOptions{Entity: "acc", AfterSeq: lastSeq}))
-				if len(evs) == 0 {
-					t.Errorf("conflict (%s): a replay after #%d sees nothing new", ce.Condition, lastSeq)
-					return
-				}
-				if useHead {
-					h := collect(t, db.Scan(ctx, "r", ScanOptions{Reverse: true, Limit: 1}))
-					last, lastSeq = h[0].ID, h[0].Seq
-				} else {
-					last, lastSeq = evs[len(evs)-1].ID, evs[len(evs)-1].Seq
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	t.Logf("conflicts: %v", conflicts)
-}
-
-// TestLedgersAfterClose: after Close no ledger is open: Ledgers returns
-// none (it has no error to return ErrClosed with), as Ledger fails with
-// ErrClosed.
-func TestLedgersAfterClose(t *testing.T) {
-	db := openTest(t, t.TempDir())
-	if _, err := db.CreateLedger(context.Background(), LedgerSpec{Name: "a"}); err != nil {
-		t.Fatal(err)
-	}
-	if n := len(db.Ledgers()); n != 1 {
-		t.Fatalf("%d ledgers", n)
-	}
-	db.Close()
-	if ls := db.Ledgers(); len(ls) != 0 {
-		t.Errorf("Ledgers after Close: %d ledgers (%s)", len(ls), ls[0].Name)
-	}
-	if _, err := db.Ledger("a"); !errors.Is(err, ErrClosed) {
-		t.Errorf("Ledger after Close: %v", err)
-	}
-}
-
-// TestConsumersRacingCloseIsErrClosed: DB.Consumers that passed the DB's
-// closed check when Close closed the consumers and meta.db (forced here
-// by running those steps of Close) fails with ErrClosed, not bbolt's
-// "database not open".
-func TestConsumersRacingCloseIsErrClosed(t *testing.T) {
-	db := openTest(t, t.TempDir())
-	ctx := context.Background()
-	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "a"}); err != nil {
-		t.Fatal(err)
-	}
-	db.closeConsumers()
-	if err := db.meta.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Consumers("a"); !errors.Is(err, ErrClosed) {
-		t.Errorf("Consumers: %v, want ErrClosed", err)
-	}
-	db.Close()
 }

@@ -10,9 +10,9 @@ import (
 	"github.com/annal-db/annal/eventid"
 )
 
-// TestHarshCursorEdges: the cursors at the edges of a ledger, for Scan
+// TestCursorsAtLedgerEdges: the cursors at the edges of a ledger, for Scan
 // and Replay, forwards and backwards.
-func TestHarshCursorEdges(t *testing.T) {
+func TestCursorsAtLedgerEdges(t *testing.T) {
 	db := openTest(t, t.TempDir())
 	defer db.Close()
 	ctx := context.Background()

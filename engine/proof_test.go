@@ -2,15 +2,10 @@ package engine
 
 import (
 	"context"
-	"crypto"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"io"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,10 +13,10 @@ import (
 	"github.com/annal-db/annal/eventid"
 )
 
-// TestReview14ProofEdges: the proof API refuses sizes beyond the head, an
-// old size of 0 or above the new size, and an ID of a ledger that does not
-// exist; bad proof JSON gives ErrInvalid, never a panic.
-func TestReview14ProofEdges(t *testing.T) {
+// TestProofsRefuseBadArguments: the proof API refuses sizes beyond the
+// head, an old size of 0 or above the new size, and an ID of a ledger that
+// does not exist; bad proof JSON gives ErrInvalid, never a panic.
+func TestProofsRefuseBadArguments(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -82,10 +77,10 @@ func TestReview14ProofEdges(t *testing.T) {
 	}
 }
 
-// TestReview14OddCheckpoints: checkpoints signed with the DB's own key but
-// of a huge size, of size 0, of another ledger, or with a wrong root, are
-// refused by VerifyCheckpoint (an error, no panic).
-func TestReview14OddCheckpoints(t *testing.T) {
+// TestVerifyCheckpointRefusesOddCheckpoints: checkpoints signed with the
+// DB's own key but of a huge size, of size 0, of another ledger, or with a
+// wrong root, are refused by VerifyCheckpoint (an error, no panic).
+func TestVerifyCheckpointRefusesOddCheckpoints(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -134,11 +129,11 @@ func TestReview14OddCheckpoints(t *testing.T) {
 	}
 }
 
-// TestReview14ConcurrentProofsAndClose: appenders, checkpoints, proofs and
+// TestProofsRacingClose: appenders, checkpoints, proofs and
 // VerifyCheckpoint race with each other and with Close; every call either
 // succeeds with a proof that verifies or fails with an error (no panic, no
 // race), and after Close calls fail with ErrClosed.
-func TestReview14ConcurrentProofsAndClose(t *testing.T) {
+func TestProofsRacingClose(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	mkLedger(t, db, "a", 5)
@@ -227,68 +222,11 @@ func TestReview14ConcurrentProofsAndClose(t *testing.T) {
 	}
 }
 
-// failSigner is an Ed25519 crypto.Signer whose Sign fails while fail is set.
-type failSigner struct {
-	k    ed25519.PrivateKey
-	fail atomic.Bool
-}
-
-func (s *failSigner) Public() crypto.PublicKey { return s.k.Public() }
-func (s *failSigner) Sign(r io.Reader, d []byte, o crypto.SignerOpts) ([]byte, error) {
-	if s.fail.Load() {
-		return nil, errors.New("kms unavailable")
-	}
-	return s.k.Sign(r, d, o)
-}
-
-// TestReview14FailingSigner: an Options.Signer that fails makes Checkpoint
-// fail with its error (appends go on, the latest checkpoint stays the old
-// one), a tiny CheckpointInterval with the failing signer does not stop
-// appends or Close, and checkpoints work again once the signer does.
-func TestReview14FailingSigner(t *testing.T) {
-	ctx := context.Background()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &failSigner{k: priv}
-	db, err := Open(t.TempDir(), &Options{Signer: s, CheckpointInterval: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mkLedger(t, db, "a", 5)
-	c1, err := db.Checkpoint(ctx, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.fail.Store(true)
-	mkAppend(t, db, "a", 5, 5)
-	if _, err := db.Checkpoint(ctx, "a"); err == nil || !strings.Contains(err.Error(), "kms unavailable") {
-		t.Errorf("Checkpoint with a failing signer: %v", err)
-	}
-	time.Sleep(250 * time.Millisecond)
-	mkAppend(t, db, "a", 10, 5)
-	if ck, err := db.LatestCheckpoint("a"); err != nil || ck.Size != c1.Size {
-		t.Errorf("latest after failures: size %d (want %d), %v", ck.Size, c1.Size, err)
-	}
-	s.fail.Store(false)
-	c2, err := db.Checkpoint(ctx, "a")
-	if err != nil || c2.Size <= c1.Size {
-		t.Fatalf("Checkpoint after recovery: %+v %v", c2.Size, err)
-	}
-	if err := db.VerifyCheckpoint(ctx, "a", c1.Note, db.VerifierKey()); err != nil {
-		t.Errorf("old checkpoint: %v", err)
-	}
-	if err := db.Close(); err != nil {
-		t.Errorf("Close: %v", err)
-	}
-}
-
-// TestReview14ProofJSONSizes: proof JSON that no proof can have is
-// refused on reading, for both kinds alike (the review found the
-// consistency side accepting an old size of 0 or above the new one, and
-// the inclusion side an eventId of another ledger than its "ledger").
-func TestReview14ProofJSONSizes(t *testing.T) {
+// TestProofJSONRefusesImpossibleSizes: proof JSON that no proof can have is
+// refused on reading, for both kinds alike: a consistency proof with an
+// old size of 0 or above the new one, and an inclusion proof whose eventId
+// is of another ledger than its "ledger".
+func TestProofJSONRefusesImpossibleSizes(t *testing.T) {
 	const id = "0005d5814ce488843dc5de3ee95bff80"
 	for _, c := range []struct{ name, json string }{
 		{"inclusion, another ledger's event", `{"ledger":"9e961c04","eventId":"` + id + `","seq":2,"leafIndex":1,"treeSize":2,"leafHash":"5XmICHN0kdEtuk89uZwmqOFx4mAg61SrOS6YlLfJXzY=","inclusionPath":[]}`},

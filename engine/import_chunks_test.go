@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/annal-db/annal/engine/ndjson"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment/faultfs"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -122,5 +125,65 @@ func TestImportWriteFaultInLaterChunk(t *testing.T) {
 			db = checkNothingImported(t, db, dir, eventid.LedgerID(0x9e961c04))
 			db.Close()
 		})
+	}
+}
+
+// TestImportBadLineInLaterChunk imports inputs whose bad line falls in a
+// later chunk of the parallel parser (chunks of a few KB): the error names
+// the right line of the whole input and nothing is stored.
+func TestImportBadLineInLaterChunk(t *testing.T) {
+	smallBatches(t, 32<<10)
+	in := vector(t, examplesFile)
+	lines := splitLines(in)
+	with := func(i int, line []byte) []byte {
+		ls := append([][]byte(nil), lines...)
+		ls[i-1] = line
+		return bytes.Join(ls, nil)
+	}
+	tampered := bytes.Clone(lines[8999])
+	at := bytes.Index(tampered, []byte(`"data":`)) + len(`"data":`)
+	for tampered[at] < 'a' || tampered[at] > 'y' {
+		at++
+	}
+	tampered[at]++
+	for _, chunk := range []int{1, 777, 8 << 10} {
+		old := importChunkBytes
+		importChunkBytes = chunk
+		t.Cleanup(func() { importChunkBytes = old })
+		for _, tc := range []struct {
+			name string
+			in   []byte
+			line int
+			is   error
+		}{
+			{"data changed in line 9000", with(9000, tampered), 9000, ndjson.ErrMismatch},
+			{"not JSON at line 6000", with(6000, []byte("hello\n")), 6000, nil},
+			{"unknown member at line 11000", with(11000, bytes.Replace(lines[10999], []byte(`{"entity"`), []byte(`{"x":1,"entity"`), 1)), 11000, ndjson.ErrUnknownField},
+			{"empty line 4321", with(4321, []byte("\r\n")), 4321, ndjson.ErrEmptyLine},
+			{"meta not canonical and bad at line 7777", with(7777, bytes.Replace(lines[7776], []byte(`"meta":{`), []byte(`"meta": {"a":01,`), 1)), 7777, nil},
+		} {
+			t.Run(fmt.Sprintf("%s, chunks of %d", tc.name, chunk), func(t *testing.T) {
+				dir := t.TempDir()
+				db := openTest(t, dir)
+				_, err := db.Import(context.Background(), bytes.NewReader(tc.in), ImportOptions{})
+				var le *ndjson.LineError
+				if !errors.Is(err, ErrInvalid) || tc.is != nil && !errors.Is(err, tc.is) || !errors.As(err, &le) || le.Line != tc.line {
+					t.Fatalf("got %v, want ErrInvalid (%v) at line %d", err, tc.is, tc.line)
+				}
+				if want := "line " + strconv.Itoa(tc.line) + ":"; !strings.Contains(err.Error(), want) {
+					t.Fatalf("error %q does not say %q", err, want)
+				}
+				db = checkNothingImported(t, db, dir, eventid.LedgerID(0x9e961c04))
+				db.Close()
+			})
+		}
+	}
+	// The same input without the bad line imports whole, in small chunks.
+	importChunkBytes = 777
+	dir := t.TempDir()
+	db := openTest(t, dir)
+	defer db.Close()
+	if info := importBytes(t, db, in, ImportOptions{}); info.Count != uint64(len(lines)) {
+		t.Fatalf("imported %d events, want %d", info.Count, len(lines))
 	}
 }
