@@ -81,9 +81,32 @@ func (r AppendResult) Last() (eventid.ID, uint64) {
 // durable as asked and in the index, so a read that follows sees them. Bad input fails with
 // ErrInvalid and an error that says which event and what; nothing is
 // stored then.
+//
+// ctx ends every wait of Append, which then returns an error matching
+// ctx.Err() (errors.Is(err, context.Canceled), or
+// context.DeadlineExceeded) whose message says which of these it was:
+//   - while the batch waits for its turn behind another append's commit
+//     (or before): "nothing was appended";
+//   - while another append commits the group the batch is in (its write,
+//     and its fsync with Sync durability): "it may have been appended".
+//     The commit goes on without the caller, and the events may be in
+//     the ledger (and readable) or not. To learn which, append them again
+//     with the same IdempotencyKey: that returns the first one's result
+//     if it was appended, and appends them if not. Without a key, only a
+//     read (Replay, Scan) can tell;
+//   - while a retry with an IdempotencyKey waits for the outcome of the
+//     first append with the key, still being committed: this append
+//     appended nothing, and the first one's outcome is not known yet;
+//   - while a failed condition waits for the index to show what it saw:
+//     the error matches ErrConditionFailed too (a *ConditionError), and
+//     nothing was appended, but a read may not see Found yet.
+//
+// An append that commits its group itself (the one that found no commit
+// under way) is not interrupted during its write and fsync: it returns
+// its result.
 func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput, opts *AppendOptions) (AppendResult, error) {
 	if err := ctx.Err(); err != nil {
-		return AppendResult{}, err
+		return AppendResult{}, fmt.Errorf("engine: append to %s: %w: nothing was appended", ledgerName, err)
 	}
 	// At most every watchInterval, a look at the directory's and the
 	// ledgers' files (lock.go, watch.go): a writer whose files were
@@ -132,10 +155,10 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 		b.Prepared = func(b *segment.Batch) { l.preparedDigest(b, &digest) }
 	}
 	for {
-		err := l.log.Append(b)
+		err := l.log.AppendContext(ctx, b)
 		var d *duplicate
 		if errors.As(err, &d) {
-			res, found, err := l.awaitFirst(o.IdempotencyKey, d)
+			res, found, err := l.awaitFirst(ctx, o.IdempotencyKey, d)
 			switch {
 			case errors.Is(err, index.ErrClosed):
 				// Close closed the index while this retry waited for the
@@ -163,7 +186,9 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 		if ce, ok := err.(*ConditionError); ok {
 			// Read-your-conflicts: what the condition saw is readable
 			// once the error is returned.
-			l.awaitIndexed(ce.seq)
+			if cerr := l.awaitIndexed(ctx, ce.seq); cerr != nil {
+				return AppendResult{}, fmt.Errorf("engine: append to %s: %w (%w while waiting for the index to show what the condition saw: it may not be readable yet)", l.meta.Name, err, cerr)
+			}
 		}
 		if err != nil {
 			return AppendResult{}, fmt.Errorf("engine: append to %s: %w", l.meta.Name, err)

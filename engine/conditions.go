@@ -143,10 +143,24 @@ func (l *ledger) inFlight(key string, seq uint64) bool {
 // awaitFirst waits for the outcome of the first append with an
 // idempotency key, then returns its result, or found false if it was not
 // committed after all (its group failed). It sets d.digest to the digest
-// the index holds for it, which the caller compares its own with.
-func (l *ledger) awaitFirst(key string, d *duplicate) (res AppendResult, found bool, err error) {
+// the index holds for it, which the caller compares its own with. If ctx
+// ends first, it returns an error matching ctx.Err(): the caller's append,
+// which found the key used, appended nothing.
+func (l *ledger) awaitFirst(ctx context.Context, key string, d *duplicate) (res AppendResult, found bool, err error) {
+	// The end of ctx wakes the wait: a broadcast under idxMu, so that it
+	// cannot come between the wait's look at ctx and its cond.Wait.
+	stop := context.AfterFunc(ctx, func() {
+		l.idxMu.Lock()
+		l.cond.Broadcast()
+		l.idxMu.Unlock()
+	})
+	defer stop()
 	l.idxMu.Lock()
 	for l.indexed < d.firstSeq+uint64(d.count)-1 && l.inFlight(key, d.firstSeq) {
+		if err := ctx.Err(); err != nil {
+			l.idxMu.Unlock()
+			return res, false, fmt.Errorf("engine: ledger %s: idempotency key %q: %w while waiting for the outcome of the first append with the key (#%d): this append appended nothing; append again with the key to learn it", l.meta.Name, key, err, d.firstSeq)
+		}
 		l.cond.Wait()
 	}
 	idxErr, published := l.idxErr, l.indexed

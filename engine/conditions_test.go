@@ -259,7 +259,7 @@ func TestInFlightViews(t *testing.T) {
 	if d, err := l.idempotent("k", after); err != nil || d != nil {
 		t.Fatalf("idempotency key after the batch aborted: %+v %v", d, err)
 	}
-	if res, found, err := l.awaitFirst("k", &duplicate{firstSeq: head.Seq + 1, count: 1}); err != nil || found || res.IDs != nil {
+	if res, found, err := l.awaitFirst(ctx, "k", &duplicate{firstSeq: head.Seq + 1, count: 1}); err != nil || found || res.IDs != nil {
 		t.Fatalf("waiting for an aborted first append: %v %v %v", res.IDs, found, err)
 	}
 }

@@ -152,7 +152,7 @@ type Consumer struct {
 	iterating atomic.Bool
 	done      chan struct{} // closed by Close or DB.Close
 
-	mu                       sync.Mutex
+	mu                       waitLock
 	closed                   bool
 	delivered, acked, stored ConsumerPosition
 	timer                    *time.Timer // the Interval write due, if any
@@ -166,9 +166,49 @@ type consumerKey struct {
 
 // consumerSet is the DB's live consumers.
 type consumerSet struct {
-	mu     sync.Mutex
+	mu     waitLock
 	closed bool // DB.Close has begun: no new consumer
 	live   map[consumerKey]*Consumer
+}
+
+// waitLock is a mutex whose wait a context can end (lockContext): the
+// consumer writes' locks, held during a write of meta.db and an fsync. It
+// is a channel with one slot, full while the lock is held; the zero value
+// is unlocked.
+type waitLock struct {
+	once sync.Once
+	slot chan struct{}
+}
+
+func (m *waitLock) ch() chan struct{} {
+	m.once.Do(func() { m.slot = make(chan struct{}, 1) })
+	return m.slot
+}
+
+// Lock locks m, waiting as long as it takes.
+func (m *waitLock) Lock() { m.ch() <- struct{}{} }
+
+// lockContext locks m, or returns ctx's error, not holding m, if ctx
+// ends first.
+func (m *waitLock) lockContext(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case m.ch() <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Unlock unlocks m, which must be locked.
+func (m *waitLock) Unlock() {
+	select {
+	case <-m.ch():
+	default:
+		panic("engine: unlock of an unlocked waitLock")
+	}
 }
 
 // errConsumerClosed is the cause of an Events context cancelled by Close.
@@ -348,6 +388,13 @@ func (c *Consumer) closedErr() error {
 // position never goes back. Since Ack is cumulative, handlers running
 // concurrently must acknowledge an event only once every event before it
 // is handled.
+//
+// If ctx ends before the position is written (with Sync durability) or
+// recorded (Interval, None), Ack returns an error matching ctx.Err() and
+// the position does not move: ctx ends its wait for another write of the
+// consumer's position (an Ack, Flush, or the Interval write), and is
+// looked at again before the ledger's fsync and before the write of
+// meta.db, neither of which it interrupts once begun.
 func (c *Consumer) Ack(ctx context.Context, id eventid.ID) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -355,7 +402,9 @@ func (c *Consumer) Ack(ctx context.Context, id eventid.ID) error {
 	if err := c.db.positionsErr(); err != nil {
 		return err
 	}
-	c.mu.Lock()
+	if err := c.mu.lockContext(ctx); err != nil {
+		return fmt.Errorf("engine: consumer %q of ledger %s: ack %s: %w: the position did not move", c.key.name, c.l.meta.Name, id, err)
+	}
 	defer c.mu.Unlock()
 	if c.closed {
 		return c.closedErr()
@@ -396,7 +445,7 @@ func (c *Consumer) Ack(ctx context.Context, id eventid.ID) error {
 	c.acked = ConsumerPosition{ID: id, Seq: seq}
 	switch c.opts.Durability {
 	case Sync:
-		if err := c.store(); err != nil {
+		if err := c.store(ctx); err != nil {
 			c.acked = prev // not acknowledged: Ack may be called again
 			return err
 		}
@@ -414,18 +463,22 @@ func (c *Consumer) Ack(ctx context.Context, id eventid.ID) error {
 
 // Flush writes the acknowledged position to meta.db now, and returns once
 // it is on stable storage (for Interval and None durability; with Sync
-// it is there already).
+// it is there already). If ctx ends first, as for Ack, Flush returns an
+// error matching ctx.Err() and the stored position is as it was (the
+// acknowledged one is kept, and written later as its durability says).
 func (c *Consumer) Flush(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c.mu.Lock()
+	if err := c.mu.lockContext(ctx); err != nil {
+		return fmt.Errorf("engine: consumer %q of ledger %s: flush: %w: the position was not written", c.key.name, c.l.meta.Name, err)
+	}
 	defer c.mu.Unlock()
 	if c.closed {
 		return c.closedErr()
 	}
 	c.flushErr = nil
-	return c.store()
+	return c.store(ctx)
 }
 
 // Position returns where the consumer is: the last event delivered,
@@ -449,7 +502,7 @@ func (c *Consumer) Close() error {
 		c.timer.Stop()
 		c.timer = nil
 	}
-	err := c.store()
+	err := c.store(context.Background())
 	c.closed = true
 	close(c.done)
 	c.mu.Unlock()
@@ -470,7 +523,7 @@ func (c *Consumer) flushDue() {
 	if c.closed {
 		return
 	}
-	if err := c.store(); err != nil {
+	if err := c.store(context.Background()); err != nil {
 		c.flushErr = err
 		c.timer = time.AfterFunc(c.opts.Interval, c.flushDue) // try again
 	}
@@ -479,8 +532,10 @@ func (c *Consumer) flushDue() {
 // store writes the acknowledged position, if it moved, to meta.db, after
 // making the ledger durable up to it: a stored position is never past
 // the ledger's end after a crash. Called with c.mu held; DB.Close takes
-// c.mu (closeAll) before it closes the ledgers' logs and meta.db.
-func (c *Consumer) store() error {
+// c.mu (closeAll) before it closes the ledgers' logs and meta.db. If ctx
+// has ended before the fsync or before the write, it returns an error
+// matching ctx.Err() and writes nothing.
+func (c *Consumer) store(ctx context.Context) error {
 	pos := c.acked
 	if pos == c.stored {
 		return nil
@@ -490,9 +545,15 @@ func (c *Consumer) store() error {
 		return fmt.Errorf("engine: %s: %w", where, err)
 	}
 	if c.l.log.Durable().Seq < pos.Seq {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("engine: %s: %w: not stored", where, err)
+		}
 		if err := c.l.log.Sync(); err != nil {
 			return fmt.Errorf("engine: %s: sync the ledger up to it first: %w", where, err)
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("engine: %s: %w: not stored", where, err)
 	}
 	if err := putConsumers(c.db.meta, c.record(pos)); err != nil {
 		return fmt.Errorf("engine: %s: %w", where, err)
@@ -602,8 +663,14 @@ func (db *DB) Consumers(ledgerName string) ([]ConsumerInfo, error) {
 // DeleteConsumer removes the stored position of a consumer: the next
 // DB.Consumer of that name starts at the ledger's first event. A live
 // consumer is ErrConsumerInUse; a name with no stored position,
-// ErrConsumerNotFound.
-func (db *DB) DeleteConsumer(ledgerName, name string) error {
+// ErrConsumerNotFound. If ctx ends before the position is removed (while
+// DeleteConsumer waits for another write of the consumers' positions to
+// end), it returns an error matching ctx.Err() and the position stays;
+// the write of meta.db is not interrupted once begun.
+func (db *DB) DeleteConsumer(ctx context.Context, ledgerName, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if err := db.positionsErr(); err != nil {
 		return err
 	}
@@ -612,7 +679,9 @@ func (db *DB) DeleteConsumer(ledgerName, name string) error {
 		return err
 	}
 	s := &db.consumers
-	s.mu.Lock()
+	if err := s.mu.lockContext(ctx); err != nil {
+		return fmt.Errorf("engine: delete consumer %q of ledger %s: %w: not deleted", name, l.meta.Name, err)
+	}
 	defer s.mu.Unlock()
 	if s.closed {
 		return ErrClosed
@@ -622,6 +691,9 @@ func (db *DB) DeleteConsumer(ledgerName, name string) error {
 	}
 	if err := db.checkDir(false); err != nil {
 		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("engine: delete consumer %q of ledger %s: %w: not deleted", name, l.meta.Name, err)
 	}
 	found, err := deleteConsumer(db.meta, l.meta.ID, name)
 	if err != nil {
@@ -642,8 +714,14 @@ func (db *DB) DeleteConsumer(ledgerName, name string) error {
 // ledger's head, for instance); Ack never does. An event of another
 // ledger, or one the ledger does not have, is ErrInvalid; a live
 // consumer, ErrConsumerInUse. The ledger is synced up to the event and
-// the position written and synced before it returns.
-func (db *DB) SetConsumerPosition(ledgerName, name string, after eventid.ID) error {
+// the position written and synced before it returns. If ctx ends before
+// the position is written, as for Consumer.Ack, SetConsumerPosition
+// returns an error matching ctx.Err() and the stored position is as it
+// was.
+func (db *DB) SetConsumerPosition(ctx context.Context, ledgerName, name string, after eventid.ID) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if err := db.readOnlyErr("SetConsumerPosition"); err != nil {
 		return err
 	}
@@ -673,7 +751,9 @@ func (db *DB) SetConsumerPosition(ledgerName, name string, after eventid.ID) err
 		pos = ConsumerPosition{ID: after, Seq: e.seq}
 	}
 	s := &db.consumers
-	s.mu.Lock()
+	if err := s.mu.lockContext(ctx); err != nil {
+		return fmt.Errorf("engine: %s: %w: not stored", where, err)
+	}
 	defer s.mu.Unlock()
 	if s.closed {
 		return ErrClosed
@@ -687,7 +767,7 @@ func (db *DB) SetConsumerPosition(ledgerName, name string, after eventid.ID) err
 	if r, found, err := getConsumer(db.meta, l.meta.ID, name); err == nil && found {
 		c.sel = Selector{Entity: r.Entity, Keys: r.Keys, Events: r.Events}
 	}
-	if err := c.store(); err != nil {
+	if err := c.store(ctx); err != nil {
 		return err
 	}
 	return nil

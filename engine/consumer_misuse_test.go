@@ -92,10 +92,10 @@ func TestConsumerMisuse(t *testing.T) {
 		t.Errorf("position %+v", p)
 	}
 	// DeleteConsumer and SetConsumerPosition of a live consumer.
-	if err := db.DeleteConsumer("a", "c"); !errors.Is(err, ErrConsumerInUse) {
+	if err := db.DeleteConsumer(ctx, "a", "c"); !errors.Is(err, ErrConsumerInUse) {
 		t.Errorf("delete a live consumer: %v", err)
 	}
-	if err := db.SetConsumerPosition("a", "c", ids[1]); !errors.Is(err, ErrConsumerInUse) {
+	if err := db.SetConsumerPosition(ctx, "a", "c", ids[1]); !errors.Is(err, ErrConsumerInUse) {
 		t.Errorf("set the position of a live consumer: %v", err)
 	}
 	if _, err := db.Consumer("a", "c", ConsumerOptions{}); !errors.Is(err, ErrConsumerInUse) {
@@ -119,14 +119,14 @@ func TestConsumerMisuse(t *testing.T) {
 		break
 	}
 	// SetConsumerPosition: another ledger's ID, an ID the ledger lacks.
-	if err := db.SetConsumerPosition("a", "c", rb.IDs[0]); !errors.Is(err, ErrInvalid) {
+	if err := db.SetConsumerPosition(ctx, "a", "c", rb.IDs[0]); !errors.Is(err, ErrInvalid) {
 		t.Errorf("position in another ledger: %v", err)
 	}
 	future := eventid.New(ids[9].Micros()+1_000_000, 7, ids[9].Ledger())
-	if err := db.SetConsumerPosition("a", "c", future); !errors.Is(err, ErrInvalid) {
+	if err := db.SetConsumerPosition(ctx, "a", "c", future); !errors.Is(err, ErrInvalid) {
 		t.Errorf("position at an ID the ledger lacks: %v", err)
 	}
-	if err := db.DeleteConsumer("a", "nobody"); !errors.Is(err, ErrConsumerNotFound) {
+	if err := db.DeleteConsumer(ctx, "a", "nobody"); !errors.Is(err, ErrConsumerNotFound) {
 		t.Errorf("delete an unknown consumer: %v", err)
 	}
 	// Events after DB.Close; Consumer.Close after DB.Close.
@@ -160,10 +160,10 @@ func TestConsumerMisuse(t *testing.T) {
 	if _, err := db.Consumers("a"); !errors.Is(err, ErrClosed) {
 		t.Errorf("Consumers after Close: %v", err)
 	}
-	if err := db.DeleteConsumer("a", "c"); !errors.Is(err, ErrClosed) {
+	if err := db.DeleteConsumer(ctx, "a", "c"); !errors.Is(err, ErrClosed) {
 		t.Errorf("DeleteConsumer after Close: %v", err)
 	}
-	if err := db.SetConsumerPosition("a", "c", eventid.ID{}); !errors.Is(err, ErrClosed) {
+	if err := db.SetConsumerPosition(ctx, "a", "c", eventid.ID{}); !errors.Is(err, ErrClosed) {
 		t.Errorf("SetConsumerPosition after Close: %v", err)
 	}
 	// Reopen: c resumes after ids[4], c2 (None) after #3, written by DB.Close.

@@ -172,7 +172,7 @@ func TestConsumerAckRules(t *testing.T) {
 	if _, err := db.Consumer("l", "c", ConsumerOptions{}); !errors.Is(err, ErrConsumerInUse) {
 		t.Fatalf("second Consumer: %v", err)
 	}
-	if err := db.DeleteConsumer("l", "c"); !errors.Is(err, ErrConsumerInUse) {
+	if err := db.DeleteConsumer(ctx, "l", "c"); !errors.Is(err, ErrConsumerInUse) {
 		t.Fatalf("DeleteConsumer of a live one: %v", err)
 	}
 	sctx, cancel := context.WithCancel(ctx)
@@ -209,7 +209,7 @@ func TestConsumerAckRules(t *testing.T) {
 			t.Fatalf("Consumer(%q, %q, %+v): %v, want %v", tc.ledger, tc.name, tc.o, err, tc.want)
 		}
 	}
-	if err := db.DeleteConsumer("l", "never"); !errors.Is(err, ErrConsumerNotFound) {
+	if err := db.DeleteConsumer(ctx, "l", "never"); !errors.Is(err, ErrConsumerNotFound) {
 		t.Fatalf("DeleteConsumer of an unknown name: %v", err)
 	}
 	// Closed: the name is free, and its stored position can be deleted.
@@ -219,7 +219,7 @@ func TestConsumerAckRules(t *testing.T) {
 	if err := c.Ack(ctx, ids[3]); !errors.Is(err, ErrClosed) {
 		t.Fatalf("ack after Close: %v", err)
 	}
-	if err := db.DeleteConsumer("l", "c"); err != nil {
+	if err := db.DeleteConsumer(ctx, "l", "c"); err != nil {
 		t.Fatal(err)
 	}
 	c2, err := db.Consumer("l", "c", ConsumerOptions{})
@@ -387,7 +387,7 @@ func TestConsumerMetaLost(t *testing.T) {
 	if _, err := db.Consumer("l", "c", ConsumerOptions{}); err == nil || !strings.Contains(err.Error(), "unreadable") {
 		t.Fatalf("damaged record: %v", err)
 	}
-	if err := db.DeleteConsumer("l", "c"); err != nil {
+	if err := db.DeleteConsumer(ctx, "l", "c"); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
@@ -649,14 +649,14 @@ func TestSetConsumerPosition(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := appendEvents(t, db, "l", 10, appendSpec{Options: unsynced})
-	if err := db.SetConsumerPosition("l", "new", ids[9]); err != nil {
+	if err := db.SetConsumerPosition(ctx, "l", "new", ids[9]); err != nil {
 		t.Fatal(err)
 	}
 	c, err := db.Consumer("l", "new", ConsumerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.SetConsumerPosition("l", "new", eventid.ID{}); !errors.Is(err, ErrConsumerInUse) {
+	if err := db.SetConsumerPosition(ctx, "l", "new", eventid.ID{}); !errors.Is(err, ErrConsumerInUse) {
 		t.Fatalf("live: %v", err)
 	}
 	late := appendEvents(t, db, "l", 1, appendSpec{Options: unsynced})
@@ -664,7 +664,7 @@ func TestSetConsumerPosition(t *testing.T) {
 		t.Fatalf("after the head: %v %v, want %s", idsOfEvents(got), err, late[0])
 	}
 	c.Close()
-	if err := db.SetConsumerPosition("l", "new", eventid.ID{}); err != nil {
+	if err := db.SetConsumerPosition(ctx, "l", "new", eventid.ID{}); err != nil {
 		t.Fatal(err)
 	}
 	c, err = db.Consumer("l", "new", ConsumerOptions{})
@@ -676,7 +676,7 @@ func TestSetConsumerPosition(t *testing.T) {
 	}
 	c.Close()
 	for _, id := range []eventid.ID{other.Genesis, eventid.New(ids[9].Micros()+3, 1, ids[0].Ledger())} {
-		if err := db.SetConsumerPosition("l", "new", id); !errors.Is(err, ErrInvalid) {
+		if err := db.SetConsumerPosition(ctx, "l", "new", id); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("SetConsumerPosition(%s): %v, want ErrInvalid", id, err)
 		}
 	}

@@ -636,8 +636,9 @@ func (l *ledger) visible() segment.Head {
 // seq, and the appender indexes it before its own Append returns. So the
 // wait ends: when the index reaches seq, when the batch was aborted (the
 // log's head is below seq: there is no such event to see), when the index
-// failed (reads fail too), or when Close begins.
-func (l *ledger) awaitIndexed(seq uint64) {
+// failed (reads fail too), or when Close begins; or when ctx ends, whose
+// error it then returns.
+func (l *ledger) awaitIndexed(ctx context.Context, seq uint64) error {
 	for {
 		l.idxMu.Lock()
 		done := l.indexed >= seq || l.idxErr != nil
@@ -647,12 +648,14 @@ func (l *ledger) awaitIndexed(seq uint64) {
 		next := l.notify
 		l.idxMu.Unlock()
 		if done || l.log.Head().Seq < seq {
-			return
+			return nil
 		}
 		select {
 		case <-next:
 		case <-l.db.readers.closingCh():
-			return
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 }

@@ -37,7 +37,7 @@ func metaCutTemplate(t *testing.T) (dir string, hwm int64) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := db.SetConsumerPosition(name, fmt.Sprintf("c%d", round), res.IDs[3]); err != nil {
+			if err := db.SetConsumerPosition(ctx, name, fmt.Sprintf("c%d", round), res.IDs[3]); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -64,10 +64,10 @@ func TestLostPositionsLastUntilAccepted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := db.SetConsumerPosition("l", "new", info.Head); !errors.Is(err, ErrPositionsLost) {
+		if err := db.SetConsumerPosition(ctx, "l", "new", info.Head); !errors.Is(err, ErrPositionsLost) {
 			t.Fatalf("SetConsumerPosition: %v, want ErrPositionsLost", err)
 		}
-		if err := db.DeleteConsumer("l", "c"); !errors.Is(err, ErrPositionsLost) {
+		if err := db.DeleteConsumer(ctx, "l", "c"); !errors.Is(err, ErrPositionsLost) {
 			t.Fatalf("DeleteConsumer: %v, want ErrPositionsLost", err)
 		}
 		if err := db.Close(); err != nil {

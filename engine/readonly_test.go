@@ -80,7 +80,7 @@ func refusesWrites(t *testing.T, db *DB, ledger string) {
 	_, e3 := db.Import(ctx, strings.NewReader(""), ImportOptions{})
 	_, e4 := db.Checkpoint(ctx, ledger)
 	_, e5 := db.Consumer(ledger, "c", ConsumerOptions{})
-	e6 := db.DeleteConsumer(ledger, "c")
+	e6 := db.DeleteConsumer(ctx, ledger, "c")
 	for i, err := range []error{e1, e2, e3, e4, e5, e6} {
 		if !errors.Is(err, ErrReadOnly) {
 			t.Errorf("write %d: %v, want ErrReadOnly", i+1, err)

@@ -118,7 +118,7 @@ func TestAwaitIndexedEnds(t *testing.T) {
 	}
 	wait := func(seq uint64) chan struct{} {
 		ended := make(chan struct{})
-		go func() { l.awaitIndexed(seq); close(ended) }()
+		go func() { l.awaitIndexed(context.Background(), seq); close(ended) }()
 		return ended
 	}
 	expect := func(what string, ended chan struct{}) {

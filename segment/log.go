@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -583,12 +584,29 @@ func (l *Log) SetCommitted(f func(group []*Batch)) {
 // FirstSeq are set. An error fails this batch alone, except for a failed
 // write or sync, which fails every batch of its group; after a failed sync
 // the Log refuses all further appends (ErrFailed).
-func (l *Log) Append(b *Batch) error {
+func (l *Log) Append(b *Batch) error { return l.AppendContext(context.Background(), b) }
+
+// AppendContext is Append, whose waits ctx ends. An append waits while
+// another commits a group (and the group's sync, when it is in that
+// group): if ctx ends while the batch waits its turn, it leaves the queue
+// and AppendContext returns an error matching ctx.Err() that says nothing
+// was appended; if ctx ends once the batch is in a group being committed
+// by another append, AppendContext returns at once with an error matching
+// ctx.Err() that says the batch may have been appended: its group's
+// commit goes on, and calls the batch's Prepared, Aborted and the Log's
+// hooks as for any other. An append that commits its group itself (the
+// one that found no commit under way) is not interrupted: it returns its
+// result. The batch must not be used again before the Log's hooks have
+// seen it (or the Log is closed).
+func (l *Log) AppendContext(ctx context.Context, b *Batch) error {
 	if l.ro != nil {
 		return ErrReadOnly
 	}
 	if err := l.validate(b); err != nil {
 		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return notAppended(err)
 	}
 	p := &pending{b: b, wake: make(chan struct{}, 1)}
 	l.mu.Lock()
@@ -605,7 +623,11 @@ func (l *Log) Append(b *Batch) error {
 		// group, or to be handed the lead.
 		l.queue = append(l.queue, p)
 		l.mu.Unlock()
-		<-p.wake
+		select {
+		case <-p.wake:
+		case <-ctx.Done():
+			return l.abandon(p, ctx.Err())
+		}
 		if !p.lead {
 			return p.err
 		}
@@ -614,6 +636,42 @@ func (l *Log) Append(b *Batch) error {
 	l.leading = true
 	l.lead(p)
 	return p.err
+}
+
+// abandon ends the wait of a queued append whose context ended (with
+// err): it takes the batch out of the queue if no group took it yet, and
+// hands the lead on if the batch was handed it and did not take it (no
+// group of its own then either). Otherwise the batch is in a group being
+// committed: its outcome is p.err if the group is done, else unknown.
+func (l *Log) abandon(p *pending, err error) error {
+	l.mu.Lock()
+	if i := slices.Index(l.queue, p); i >= 0 {
+		l.queue = slices.Delete(l.queue, i, i+1)
+		l.mu.Unlock()
+		return notAppended(err)
+	}
+	if p.lead {
+		// Its wake is sent, or will be, into its channel's free slot.
+		next := l.passLead()
+		l.mu.Unlock()
+		if next != nil {
+			next.wake <- struct{}{}
+		}
+		return notAppended(err)
+	}
+	l.mu.Unlock()
+	select {
+	case <-p.wake:
+		return p.err
+	default:
+		return fmt.Errorf("segment: append: %w while its batch was being committed: it may have been appended", err)
+	}
+}
+
+// notAppended is the error of an append whose context ended (err) before
+// its batch was committed.
+func notAppended(err error) error {
+	return fmt.Errorf("segment: append: %w before its batch was committed: nothing was appended", err)
 }
 
 // lead commits p and everything queued behind it as one group, then hands
@@ -639,15 +697,7 @@ func (l *Log) lead(p *pending) {
 	}
 
 	l.mu.Lock()
-	var next *pending
-	if len(l.queue) > 0 {
-		next = l.queue[0]
-		l.queue = l.queue[1:]
-		next.lead = true
-	} else {
-		l.leading = false
-		l.idle.Broadcast()
-	}
+	next := l.passLead()
 	l.mu.Unlock()
 	for _, q := range group[1:] {
 		q.wake <- struct{}{}
@@ -655,6 +705,21 @@ func (l *Log) lead(p *pending) {
 	if next != nil {
 		next.wake <- struct{}{}
 	}
+}
+
+// passLead hands the lead to the first batch queued, and returns it for
+// the caller to wake once mu is released; with none queued, the Log is
+// idle. Called with mu held and leading set.
+func (l *Log) passLead() *pending {
+	if len(l.queue) == 0 {
+		l.leading = false
+		l.idle.Broadcast()
+		return nil
+	}
+	next := l.queue[0]
+	l.queue = l.queue[1:]
+	next.lead = true
+	return next
 }
 
 // idemOf returns the idempotency key that entry i of b carries: the
