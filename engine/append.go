@@ -102,8 +102,8 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 	}
 	// Each group is indexed during its fsync (groupWritten) and published
 	// by the goroutine that committed it once both are done (published),
-	// before its appenders are woken: the segment log's hooks, set when
-	// the ledger became reachable (setHooks).
+	// before its appenders are woken: the segment log's hooks, given when
+	// the log was opened (writerOptions).
 	if len(events) == 0 {
 		return AppendResult{}, invalid("no events to append")
 	}
@@ -121,15 +121,14 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 	if b.Check, err = l.conditions(&o); err != nil {
 		return AppendResult{}, err
 	}
-	b.Prepared, b.Aborted = l.prepared, l.aborted
 	// With an idempotency key, the digest of the events, which a retry's
 	// is compared with (see idemDigest), kept with the in-flight batch
-	// and then in the index.
+	// (the prepared hook takes it from Tag) and then in the index.
 	var digest [index.DigestSize]byte
 	if o.IdempotencyKey != "" {
 		b.IdempotencyKey = []byte(o.IdempotencyKey)
 		digest = digestOfEntries(b.Entries)
-		b.Prepared = func(b *segment.Batch) { l.preparedDigest(b, &digest) }
+		b.Tag = &digest
 	}
 	for {
 		err := l.log.Append(b)

@@ -508,7 +508,9 @@ func (db *DB) ledgerDir(id eventid.LedgerID) string {
 // the name it has (see registerLedgers).
 func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, checkpoint segment.Head, found *ledgerMeta) (*ledger, error) {
 	dir := db.ledgerDir(id)
-	so := db.segmentOptions(id)
+	// Its metadata is set below, once the segments are read.
+	l := newLedger(db, ledgerMeta{ID: id})
+	so := l.writerOptions()
 	// Recovery refuses segments that lost what a witness says was
 	// durable, before it cuts anything.
 	so.Witness = db.witness(id, m, haveMeta)
@@ -543,8 +545,7 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 		}
 		return nil, fmt.Errorf("%w: ledger %s (%q) has lost its genesis event: its segments hold no event", segment.ErrCorruption, id, m.Name)
 	}
-	l := &ledger{db: db, log: log}
-	l.cond.L = &l.idxMu
+	l.log = log
 	name := m.Name
 	if name == "" {
 		name = id.String()

@@ -775,13 +775,13 @@ func (im *importer) commit(head segment.Head, meta ledgerMeta) (LedgerInfo, erro
 	}
 	// The checkpoint is the head just written and synced: nothing needs
 	// verifying again (every ID was computed by the Log and compared).
-	log, _, err := segment.Open(final, db.segmentOptions(im.id), head)
+	l := newLedger(db, meta)
+	log, _, err := segment.Open(final, l.writerOptions(), head)
 	if err != nil {
 		db.mu.RUnlock()
 		return undo(nil, err)
 	}
-	l := &ledger{db: db, log: log, meta: meta}
-	l.cond.L = &l.idxMu
+	l.log = log
 	err = l.markImported()
 	if err == nil {
 		// The tree written and synced in the temporary directory, with

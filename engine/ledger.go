@@ -248,7 +248,10 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 		return LedgerInfo{}, ErrClosed
 	}
 	dir := db.ledgerDir(id)
-	log, err := segment.Create(dir, db.segmentOptions(id))
+	l := newLedger(db, ledgerMeta{Name: spec.Name, ID: id, Description: spec.Description, Actor: spec.Actor, Created: created})
+	// With the hooks from the first append: the genesis event is indexed
+	// and published by them, as every append is.
+	log, err := segment.Create(dir, l.writerOptions())
 	if err != nil {
 		db.mu.RUnlock()
 		if !errors.Is(err, segment.ErrExists) {
@@ -258,8 +261,7 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 		}
 		return LedgerInfo{}, fmt.Errorf("engine: create ledger %q: %w", spec.Name, err)
 	}
-	l := &ledger{db: db, log: log, meta: ledgerMeta{Name: spec.Name, ID: id, Description: spec.Description, Actor: spec.Actor, Created: created}}
-	l.cond.L = &l.idxMu
+	l.log = log
 	// The name is in the ledger's directory before the ledger exists (its
 	// genesis event durable): a lost metadata file cannot lose it.
 	err = writeNameFile(db.fs, dir, spec.Name)
@@ -274,7 +276,9 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 	}
 	if err == nil {
 		l.meta.Genesis = b.IDs[0]
-		err = l.index(b, batchLeaves(b))
+		// Indexed and published by the hooks (published): an index
+		// failure is kept in idxErr.
+		err = l.indexFailure()
 	}
 	if err == nil {
 		// The first signed checkpoint (size 1), the tree synced.
@@ -311,25 +315,43 @@ func (db *DB) register(l *ledger, name string, id eventid.LedgerID) (LedgerInfo,
 		err := l.log.Close()
 		return info, errors.Join(err, l.closeTree())
 	}
-	l.setHooks()
+	l.watchFiles()
 	db.byName[name] = l
 	db.byID[id] = l
 	db.mu.Unlock()
 	return l.info(), nil
 }
 
-// setHooks sets the segment log's hooks of a ledger (groupWritten,
-// published), which every append through the DB relies on to be indexed
-// and published. It is called where a writable ledger becomes reachable
-// (register: CreateLedger, Import; registerLedgers: Open), before any
-// Append can find it, once what the log holds is indexed and published
-// (its genesis event, the imported events, what recovery indexed): the
-// hooks take the groups that follow. It records the identity of the
-// ledger's files for the writer's watch too (watchFiles).
-func (l *ledger) setHooks() {
-	l.log.SetWritten(l.groupWritten)
-	l.log.SetCommitted(l.published)
-	l.watchFiles()
+// newLedger returns ledger meta of db, its log not open yet: the caller
+// opens it (with writerOptions, for a writable ledger, whose hooks need
+// the ledger) and sets log before the ledger is used. Every ledger is
+// made here, so that what must be set is set once: the condition of
+// idxMu, which Append's waits (awaitFirst) use.
+func newLedger(db *DB, meta ledgerMeta) *ledger {
+	l := &ledger{db: db, meta: meta}
+	l.cond.L = &l.idxMu
+	return l
+}
+
+// writerOptions returns the options of the segment log of a writable
+// ledger: the DB's, with the ledger's part of every commit (Hooks), which
+// every append relies on to be checked, indexed and published. The log
+// calls them from its first append on: the genesis event's (CreateLedger)
+// and the DB's appends once the ledger is reachable; Open's recovery and
+// Import append nothing to the log they open.
+func (l *ledger) writerOptions() segment.Options {
+	so := l.db.segmentOptions(l.meta.ID)
+	so.Hooks = l.hooks()
+	return so
+}
+
+// hooks returns the ledger's part of every commit of its segment log (see
+// segment.Hooks for the order and the locks): prepared and aborted keep
+// the in-flight events that conditions see (conditions.go), groupWritten
+// indexes a group during its fsync, and published adds its leaves to the
+// tree and makes it visible.
+func (l *ledger) hooks() segment.Hooks {
+	return segment.Hooks{Prepared: l.prepared, Aborted: l.aborted, Written: l.groupWritten, Committed: l.published}
 }
 
 func (db *DB) ledgerIDTaken(id eventid.LedgerID) bool {
@@ -417,15 +439,12 @@ func (l *ledger) info() LedgerInfo {
 	return info
 }
 
-// index publishes a batch committed without the segment log's hooks:
-// the genesis event, which CreateLedger appends and publishes before the
-// ledger can be reached (appends are published by published). Its leaves
-// (the leaf hashes of its events) go to the tree before its head is
-// published (visible): every event a reader sees has its leaf.
-func (l *ledger) index(b *segment.Batch, leaves []tree.Hash) error {
+// indexFailure returns the failure of the ledger's index (idxErr), if it
+// failed.
+func (l *ledger) indexFailure() error {
 	l.idxMu.Lock()
 	defer l.idxMu.Unlock()
-	return l.publishNextLocked([]*segment.Batch{b}, leaves)
+	return l.idxErr
 }
 
 // publishNextLocked publishes a group of committed batches whose leaves
@@ -462,9 +481,8 @@ func (l *ledger) publishLocked(group []*segment.Batch) error {
 		return l.idxErr
 	}
 	// What the segment log's hook wrote during the fsync is in the index
-	// already: only the rest (batches committed before the hook was set,
-	// or that the hook left because a batch before them was not written
-	// yet) is written here.
+	// already: only the rest (what the hook left because a batch before
+	// it was not written yet) is written here.
 	todo := group
 	for len(todo) > 0 && todo[0].FirstSeq <= max(l.idxWritten, l.indexed) {
 		todo = todo[1:]
@@ -483,7 +501,7 @@ func (l *ledger) publishLocked(group []*segment.Batch) error {
 	return nil
 }
 
-// groupWritten is the segment log's SetWritten hook: while a group's
+// groupWritten is the segment log's Written hook: while a group's
 // fsync runs, it indexes the group (indexWritten) and computes the leaf
 // hashes of its events, which published adds to the tree once the group
 // is committed.
@@ -526,14 +544,14 @@ func (l *ledger) groupWritten(group []*segment.Batch) {
 // goroutine costs about what the overlap saves.
 const parallelHookMin = 32
 
-// published is the segment log's SetCommitted hook: the committing
+// published is the segment log's Committed hook: the committing
 // goroutine calls it once a group is durable as asked, before it wakes
 // any of the group's appenders, and before the next group is committed.
 // It publishes the whole group (extendTree, publishLocked), so that each
 // appender, woken once by the segment log with its own result, returns at
 // once: no appender waits for another's batch to be published, and no
 // broadcast wakes them all on each group. An index failure is kept in
-// idxErr, as in index: the events are stored all the same.
+// idxErr, as in publishLocked: the events are stored all the same.
 func (l *ledger) published(group []*segment.Batch) {
 	l.idxMu.Lock()
 	defer l.idxMu.Unlock()
@@ -565,17 +583,17 @@ func groupLen(group []*segment.Batch) int {
 	return n
 }
 
-// indexWritten is the segment log's hook (segment.Log.SetWritten): it
+// indexWritten is the segment log's hook (segment.Hooks.Written): it
 // writes a group of batches to the index once they are written to the
 // segment, while their fsync runs, so that a Sync append costs the longer
 // of the two rather than their sum. Nothing is published here: readers see
 // the group once its fsync is done and index moves idxHead past it
 // (visible), so the index may hold records that readers do not see yet,
 // and every read is bounded by visible (or by the log's head, which moves
-// after the fsync). A failed index write is kept in idxErr, as in index.
-// The index's tail takes records in sequence order: a group that does not
-// follow what is written (a batch before it, committed before the hook was
-// set, is not indexed yet) is left to index.
+// after the fsync). A failed index write is kept in idxErr, as in
+// publishLocked. The index's tail takes records in sequence order: a group
+// that does not follow what is written (a batch before it is not indexed
+// yet) is left to publishLocked.
 func (l *ledger) indexWritten(group []*segment.Batch) {
 	lg := group[len(group)-1]
 	last := lg.FirstSeq + uint64(len(lg.IDs)) - 1

@@ -226,19 +226,21 @@ func TestDiskFullThenFreed(t *testing.T) {
 	checkExactly(t, "after a full disk", inner, acked)
 }
 
-// TestPreparedAndAborted: Prepared runs for each batch after its IDs are
-// set and before the next batch's Check; when the write fails, Aborted
-// runs for the prepared batches and the Log goes on.
+// TestPreparedAndAborted: Hooks.Prepared runs for each batch after its
+// IDs are set and before the next batch's Check; when the write fails,
+// Hooks.Aborted runs for the prepared batches and the Log goes on.
 func TestPreparedAndAborted(t *testing.T) {
 	fs := faultfs.Wrap(vfs.NewMem())
-	l := newTestLog(t, fs, "led", Options{})
-	defer l.Close()
 	var events []string
+	l := newTestLog(t, fs, "led", Options{Hooks: Hooks{
+		Prepared: func(b *Batch) {
+			events = append(events, fmt.Sprintf("prepared #%d %v", b.FirstSeq, !b.IDs[0].IsZero()))
+		},
+		Aborted: func(b *Batch) { events = append(events, fmt.Sprintf("aborted #%d", b.FirstSeq)) },
+	}})
+	defer l.Close()
+	events = events[:0] // the genesis batch's
 	b := &Batch{Entries: []Entry{entry(1)}}
-	b.Prepared = func(b *Batch) {
-		events = append(events, fmt.Sprintf("prepared #%d %v", b.FirstSeq, !b.IDs[0].IsZero()))
-	}
-	b.Aborted = func(b *Batch) { events = append(events, fmt.Sprintf("aborted #%d", b.FirstSeq)) }
 	if err := l.Append(b); err != nil {
 		t.Fatal(err)
 	}

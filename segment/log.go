@@ -93,6 +93,9 @@ type Options struct {
 	// metadata record that knew only the sequence number and ID) is
 	// checked by those alone. See docs/recovery.md, "The durable witness".
 	Witness Head
+	// Hooks are the owner's part of every commit (see Hooks): given
+	// once, for the Log's life. A read-only Log calls none.
+	Hooks Hooks
 }
 
 const (
@@ -182,23 +185,18 @@ type Batch struct {
 	// (with the batch's length), outside the event checksum, so that an
 	// index of idempotency keys can be rebuilt from the segments. At most
 	// MaxNameLen bytes. The Log does not check it for duplicates: Check
-	// can, and Prepared can record it.
+	// can, and Hooks.Prepared can record it.
 	IdempotencyKey []byte
 	// Check, if not nil, is called in commit order with the head that the
 	// batch would follow, before any of its IDs is computed; an error
 	// rejects this batch alone and Append returns it. It must be quick:
-	// other appends wait while it runs.
+	// other appends wait while it runs. It is the batch's own (the
+	// conditions of one append), not the Log's: see Hooks for the
+	// contract it runs under.
 	Check func(head Head) error
-	// Prepared, if not nil, is called in commit order right after the
-	// batch's IDs, FirstSeq and (group-relative) Locations are set, before
-	// the group is written: the next batch's Check runs after it. With
-	// Aborted, it lets a caller keep state that Check needs about batches
-	// not yet committed (the heads of streams, say).
-	Prepared func(b *Batch)
-	// Aborted, if not nil, is called for a prepared batch that will not be
-	// committed (its group's write or sync failed), in reverse commit
-	// order, before any later batch is checked.
-	Aborted func(b *Batch)
+	// Tag is the caller's data about the batch, which the Log neither
+	// reads nor keeps: for its Hooks, which get the batch.
+	Tag any
 	// Verified says that every entry's ID is set and was computed by the
 	// caller, from the entry's content and Micros, the Log's ledger and
 	// the ID before it (the Log's head for the first entry), as
@@ -293,13 +291,8 @@ type Log struct {
 	stopSync chan struct{}
 	syncDone chan struct{}
 
-	// written is the hook of SetWritten (guarded by mu; the leader reads
-	// it when it takes a group).
-	written func(group []*Batch)
-	// onCommit is the hook of SetCommitted (guarded by mu, as written).
-	onCommit func(group []*Batch)
 	// group is the leader's scratch list of a group's batches for
-	// written and committed (guarded by ioMu).
+	// Hooks.Written and Hooks.Committed (guarded by ioMu).
 	group []*Batch
 
 	stats struct {
@@ -529,44 +522,6 @@ func (l *Log) publish() {
 	l.committed.Store(&position{head: l.head, segNum: l.segNum, end: l.size, mark: l.last})
 }
 
-// SetWritten sets a hook that the committing goroutine calls with every
-// group of batches once their records are written to the segment, their
-// IDs, FirstSeq and Locations (absolute) set, and before any of them is
-// durable or published (Head), and before Append returns for any of them.
-// In a group that asks for Sync, it runs on another goroutine while the
-// committing one runs the segment's fsync, in parallel with it: a caller that must do work per group (an index
-// commit) does it during the fsync instead of after it. Groups are
-// passed in commit order, one call at a time; the slice is reused after
-// the call returns. The hook must not call the Log's Append, Sync or
-// Close. If the group's fsync then fails, its batches are Aborted (and
-// the Log fails, ErrFailed): whatever the hook did for them is for
-// records that are not in the log. The hook applies to the groups whose
-// commit begins after SetWritten returns.
-func (l *Log) SetWritten(f func(group []*Batch)) {
-	l.mu.Lock()
-	l.written = f
-	l.mu.Unlock()
-}
-
-// SetCommitted sets a hook that the committing goroutine calls with every
-// group of batches once it is committed: written, as durable as its
-// batches ask (synced, for a group that holds a Sync batch), and
-// published (Head is at its last record), before Append returns for any
-// of them and before the next group's commit begins. Groups are passed in
-// commit order, one call at a time, and each committed batch is in
-// exactly one call; the slice is reused after the call returns. A group
-// whose write or sync failed is not passed (its batches are Aborted). The
-// hook lets a caller finish a group's work for all its appenders at once
-// (publish it to readers), so that each appender is woken once, with
-// nothing left to wait for. It must be quick (the next group waits for
-// it) and must not call the Log's Append, Sync or Close. It applies to
-// the groups whose commit begins after SetCommitted returns.
-func (l *Log) SetCommitted(f func(group []*Batch)) {
-	l.mu.Lock()
-	l.onCommit = f
-	l.mu.Unlock()
-}
-
 // Append appends the batch's entries, all or nothing, and returns when
 // they are as durable as the batch's durability asks. Concurrent appends
 // are committed together: one write and one sync serve all the batches
@@ -614,7 +569,6 @@ func (l *Log) Append(b *Batch) error {
 func (l *Log) lead(p *pending) {
 	group := append([]*pending{p}, l.queue...)
 	l.queue = l.queue[:0]
-	written, onCommit := l.written, l.onCommit
 	failed := l.failed
 	if l.closed {
 		failed = ErrClosed
@@ -626,7 +580,7 @@ func (l *Log) lead(p *pending) {
 			q.err = failed
 		}
 	} else {
-		l.commit(group, written, onCommit)
+		l.commit(group)
 	}
 
 	l.mu.Lock()
@@ -691,10 +645,9 @@ func (l *Log) validate(b *Batch) error {
 }
 
 // commit writes a group of batches with one write and at most one sync,
-// calling written (if not nil) after the write, during the sync, and
-// onCommit (if not nil) once the group is committed and published. It is
+// calling the Log's Hooks as their contract says (see Hooks). It is
 // called by the leader only, so it runs alone.
-func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
+func (l *Log) commit(group []*pending) {
 	l.ioMu.Lock()
 	defer l.ioMu.Unlock()
 	// The interval syncer's fsync may have failed since lead looked: no
@@ -739,8 +692,8 @@ func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
 			continue
 		}
 		accepted = append(accepted, p)
-		if p.b.Prepared != nil {
-			p.b.Prepared(p.b)
+		if h := l.opts.Hooks.Prepared; h != nil {
+			h(p.b)
 		}
 		switch l.durability(p.b) {
 		case Sync:
@@ -763,7 +716,7 @@ func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
 	}
 	if err := writeFull(l.file, l.buf, base); err != nil {
 		err = l.undo(base, fmt.Errorf("segment: write %d bytes to %s at %d: %w", len(l.buf), segmentName(l.segNum), base, err))
-		abort(accepted, err)
+		l.abort(accepted, err)
 		return
 	}
 	l.size += int64(len(l.buf))
@@ -788,7 +741,7 @@ func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
 	// The hook, with the batches complete: during the fsync if there is
 	// one, else now.
 	var hook func()
-	if written != nil {
+	if written := l.opts.Hooks.Written; written != nil {
 		hook = func() { l.callHook(written, accepted) }
 	}
 	if sync {
@@ -798,7 +751,7 @@ func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
 		if err := l.fsyncWith(hook); err != nil {
 			l.last = prevLast
 			l.undo(base, err)
-			abort(accepted, err)
+			l.abort(accepted, err)
 			return
 		}
 	} else {
@@ -822,8 +775,8 @@ func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
 		l.stats.records.Add(int64(len(p.b.IDs)))
 	}
 	l.publish()
-	if onCommit != nil {
-		l.callHook(onCommit, accepted)
+	if committed := l.opts.Hooks.Committed; committed != nil {
+		l.callHook(committed, accepted)
 	}
 }
 
@@ -960,29 +913,6 @@ func (l *Log) sealEnd() error {
 	}
 	l.readMu.RUnlock()
 	return nil
-}
-
-// callHook calls a hook of the Log (written, onCommit) with the batches
-// of the accepted pending appends. Called by the leader, with ioMu held.
-func (l *Log) callHook(hook func([]*Batch), accepted []*pending) {
-	l.group = l.group[:0]
-	for _, p := range accepted {
-		l.group = append(l.group, p.b)
-	}
-	hook(l.group)
-	clear(l.group)
-}
-
-// abort fails the accepted batches of a group with err, telling each
-// prepared one, last first.
-func abort(accepted []*pending, err error) {
-	for i := len(accepted) - 1; i >= 0; i-- {
-		p := accepted[i]
-		p.err = err
-		if p.b.Aborted != nil {
-			p.b.Aborted(p.b)
-		}
-	}
 }
 
 func (l *Log) durability(b *Batch) Durability {
