@@ -136,6 +136,11 @@ type DB struct {
 	meta *bolt.DB
 	idx  *index.Index
 
+	// mu guards closed and the maps of ledgers. Lock order (see "Locks"
+	// in doc.go): creating → mu → a ledger's segment log (ioMu: CreateLedger
+	// and Import append and open logs under the read lock) → its idxMu →
+	// its pendMu. Appends take mu only to find the ledger (db.ledger), and
+	// none of the log's hooks takes it.
 	mu     sync.RWMutex
 	closed bool
 	byName map[string]*ledger
@@ -149,11 +154,11 @@ type DB struct {
 	// the loss of the consumers' positions is not accepted
 	// (ErrPositionsLost; AcceptLostPositions clears it). Guarded by lostMu.
 	metaRebuilt error
-	lostMu      sync.RWMutex
+	lostMu      sync.RWMutex // taken alone: no other lock is taken under it
 	// watch: the identity of the files the DB holds by path (nil with
 	// Options.fs); see checkDir.
 	watch    *dirWatch
-	creating sync.Mutex // serializes CreateLedger
+	creating sync.Mutex // serializes CreateLedger; taken before mu
 	renamed  []Renamed  // the ledgers Open renamed (see registerLedgers)
 
 	// The witness writer (witness.go), started by Open and stopped by

@@ -44,7 +44,9 @@ type ledger struct {
 	// until a reopen recovers it from the segments.
 	treeErr error
 	// ckMu serializes the ledger's signed checkpoints; latest is the last
-	// one issued (or found at Open).
+	// one issued (or found at Open). Lock order: ckMu → idxMu (readTree),
+	// let go of before the signer's lock is taken; never taken under the
+	// segment log's ioMu.
 	ckMu   sync.Mutex
 	latest atomic.Pointer[Checkpoint]
 	// refused: the signer refused a checkpoint of the ledger (not a
@@ -57,6 +59,12 @@ type ledger struct {
 	// other, so that the index's progress marker always covers a prefix.
 	// Invariant: indexed <= log.Head().Seq; every record up to indexed is
 	// in the index.
+	//
+	// idxMu guards the fields below up to pendMu, and the tree fields
+	// above. Lock order: the segment log's ioMu → idxMu → pendMu. The
+	// log's hooks (hooks: groupWritten, published, aborted) take idxMu
+	// with ioMu held, so nothing may call the log's Append, Sync or Close
+	// with idxMu held; published takes pendMu under idxMu (indexedUpTo).
 	idxMu   sync.Mutex
 	cond    sync.Cond
 	indexed uint64
@@ -92,6 +100,9 @@ type ledger struct {
 
 	// pending holds the events prepared by the segment log but not yet
 	// indexed, in sequence order, for conditions checked in the commit.
+	// pendMu is the last of the ledger's locks: taken alone (the
+	// prepared and aborted hooks, a batch's Check, under ioMu) or under
+	// idxMu, and no lock is taken under it.
 	pendMu  sync.Mutex
 	pending []inflight
 }

@@ -221,6 +221,15 @@ type Log struct {
 	ledger eventid.LedgerID
 	clock  *eventid.Clock
 
+	// Lock order: ioMu → fsyncMu → mu; ioMu → readMu; ioMu → the
+	// fileWatch's mu (files); roMu → mu (a read-only Log). mu is the
+	// last: it is held alone, or under the others, and no lock is taken
+	// under it. The Hooks run with ioMu held (see Hooks), so the owner's
+	// locks they take come after ioMu: the engine's order is ioMu → its
+	// ledger's idxMu → pendMu.
+
+	// mu guards the queue of appends and the Log's state (closed,
+	// failed); the leader lets go of it before it takes ioMu.
 	mu      sync.Mutex
 	idle    sync.Cond // signalled when leading turns false (Close waits on it)
 	queue   []*pending
@@ -273,6 +282,7 @@ type Log struct {
 	// durable only moves forward.
 	durable atomic.Pointer[Head]
 
+	// readMu guards readers; sealEnd takes it under ioMu.
 	readMu  sync.RWMutex
 	readers map[uint64]*segFile // open read handles by segment; nil once closed
 	mapped  bool                // segments are read from memory maps (segFile)
