@@ -71,7 +71,13 @@ type Index struct {
 	closed   atomic.Bool
 	bgErr    chan error // Pebble's background errors (EventListener)
 	tails    sync.Map   // eventid.LedgerID -> *Tail
-	tailN    int        // Options.TailSize
+	// flushHook, when set (tests), runs in each flush of a tail before
+	// its Pebble commit (committed false) and after it, before the
+	// snapshot without the flushed part is published (committed true).
+	// An atomic pointer: a flush started by an idle timer may run while
+	// a test sets it.
+	flushHook atomic.Pointer[func(committed bool)]
+	tailN     int // Options.TailSize
 }
 
 // health is what Pebble's event listener and logger tell the Index about

@@ -16,8 +16,8 @@ import (
 // in Sync and None mode across several segment rotations, close, reopen,
 // append more. It returns the IDs of every acknowledged append, in order,
 // and the errors it saw. It stops at the first failed create or open.
-func faultWorkload(fs vfs.FS) (acked []eventid.ID, errs []error) {
-	o := Options{FS: fs, Ledger: testLedger(), SegmentSize: 2 << 10}
+func faultWorkload(fs vfs.FS, test testHooks) (acked []eventid.ID, errs []error) {
+	o := Options{FS: fs, Ledger: testLedger(), SegmentSize: 2 << 10, test: test}
 	l, err := Create("led", o)
 	if err != nil {
 		return nil, []error{err}
@@ -65,9 +65,7 @@ func TestFaultAtEveryOperation(t *testing.T) {
 	// The writes of zeros ahead of the records (zeroFill), by index: a
 	// failed one is ignored by design.
 	zeroWrites := map[int64]bool{}
-	zeroFillHook = func(off, n int64) { zeroWrites[clean.Count()] = true }
-	acked, errs := faultWorkload(clean)
-	zeroFillHook = nil
+	acked, errs := faultWorkload(clean, testHooks{zeroFill: func(off, n int64) { zeroWrites[clean.Count()] = true }})
 	if len(zeroWrites) == 0 {
 		t.Fatal("the workload writes no zeros ahead of its records")
 	}
@@ -83,7 +81,7 @@ func TestFaultAtEveryOperation(t *testing.T) {
 			inner := vfs.NewMem()
 			fs := faultfs.Wrap(inner)
 			fs.SetInjector(faultfs.AtIndex(i, fault))
-			acked, errs := faultWorkload(fs)
+			acked, errs := faultWorkload(fs, testHooks{})
 			hit := fs.Injected()
 			if len(hit) == 0 {
 				continue // the workload took another path and ended earlier

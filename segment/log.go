@@ -96,6 +96,28 @@ type Options struct {
 	// Hooks are the owner's part of every commit (see Hooks): given
 	// once, for the Log's life. A read-only Log calls none.
 	Hooks Hooks
+
+	// test holds the calls this package's tests make the Log do; zero
+	// outside them.
+	test testHooks
+}
+
+// testHooks are calls that this package's tests make a Log do where
+// they interfere with it. They are the Log's own (Options.test, set
+// before Create or Open, or l.opts.test, set on an open Log before the
+// calls they race with), so that tests share no package state. Each is
+// nil unless a test sets it.
+type testHooks struct {
+	// zeroFill is called before each write of zeros (writeZeros) with
+	// its offset and length.
+	zeroFill func(off, n int64)
+	// seal is called before sealEnd cuts the zeros.
+	seal func()
+	// afterSize is called by a read-only Log between the Stat that
+	// gives a segment's size and the reads of its records.
+	afterSize func(seg uint64)
+	// judge is called by judgeTail before it judges.
+	judge func()
 }
 
 const (
@@ -824,13 +846,6 @@ const (
 	zeroGroupMax = 64 << 10
 )
 
-// zeroFillHook, if set (tests), is called before each write of zeros
-// (writeZeros) with its offset and length.
-var zeroFillHook func(off, n int64)
-
-// sealHook, if set (tests), is called before sealEnd cuts the zeros.
-var sealHook func()
-
 // zeroFill keeps the active segment written with zeros ahead of its
 // records, for Sync appends: an fsync after a write that overwrites
 // blocks already written and synced inside the file's size commits the
@@ -858,7 +873,7 @@ func (l *Log) zeroFill() {
 	if to <= from {
 		return
 	}
-	writeZeros(l.file, from, to-from)
+	writeZeros(l.file, from, to-from, l.opts.test.zeroFill)
 	l.zeroed = to
 }
 
@@ -870,15 +885,16 @@ const zeroPiece = 256 << 10
 // ledgers would be MiBs each).
 var zeroPool = sync.Pool{New: func() any { b := make([]byte, zeroPiece); return &b }}
 
-// writeZeros writes n zeros at offset off of f, in pieces of zeroPiece.
-func writeZeros(f vfs.File, off, n int64) error {
+// writeZeros writes n zeros at offset off of f, in pieces of zeroPiece,
+// calling hook (if not nil: tests) before each piece.
+func writeZeros(f vfs.File, off, n int64, hook func(off, n int64)) error {
 	bp := zeroPool.Get().(*[]byte)
 	defer zeroPool.Put(bp)
 	b := *bp
 	for n > 0 {
 		k := min(n, int64(len(b)))
-		if zeroFillHook != nil {
-			zeroFillHook(off, k)
+		if hook != nil {
+			hook(off, k)
 		}
 		err := writeFull(f, b[:k], off)
 		// A file system may scribble on the bytes it was given (Pebble's
@@ -902,8 +918,8 @@ func (l *Log) sealEnd() error {
 	if l.zeroed <= l.size {
 		return nil
 	}
-	if sealHook != nil {
-		sealHook()
+	if h := l.opts.test.seal; h != nil {
+		h()
 	}
 	l.fsyncMu.Lock()
 	err := truncate(l.fs, l.fs.PathJoin(l.dir, segmentName(l.segNum)), &l.file, l.size)

@@ -14,7 +14,7 @@ import (
 // a writer appends other records in their place, as after a crash that
 // lost what the reader had shown, or an operator restoring an older copy,
 // between the reader's look at the segment's size and its reads of what
-// follows its head (afterSizeHook). The segment had a
+// follows its head (testHooks.afterSize). The segment had a
 // successor when the reader looked (sealed), so what the reader then
 // reads past its head, the writer's new records, does not continue its
 // chain. That is not corruption: the segments no longer hold what the
@@ -46,7 +46,7 @@ func TestReadOnlyCutWhileScanned(t *testing.T) {
 	}
 	seg1 := filepath.Join(dir, segmentName(1))
 	hooked := 0
-	afterSizeHook = func(seg uint64) {
+	r.opts.test.afterSize = func(seg uint64) {
 		if seg != 1 || hooked > 0 {
 			return
 		}
@@ -75,9 +75,8 @@ func TestReadOnlyCutWhileScanned(t *testing.T) {
 			}
 		}
 	}
-	defer func() { afterSizeHook = nil }()
 	_, err = r.Follow()
-	afterSizeHook = nil
+	r.opts.test.afterSize = nil
 	if hooked == 0 {
 		t.Fatal("the hook did not run")
 	}

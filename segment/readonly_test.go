@@ -195,7 +195,7 @@ func TestReadOnlyFollow(t *testing.T) {
 
 // TestReadOnlySizeChangesWhileRead: the last segment, holding a torn
 // write, is cut by the writer's recovery between the reader's Stat and its
-// reads (afterSizeHook). The reader must not report corruption or an
+// reads (testHooks.afterSize). The reader must not report corruption or an
 // error, and must show what the writer appends after its recovery.
 func TestReadOnlySizeChangesWhileRead(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "led")
@@ -233,15 +233,14 @@ func TestReadOnlySizeChangesWhileRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	hooked := 0
-	afterSizeHook = func(uint64) {
+	r.opts.test.afterSize = func(uint64) {
 		hooked++
 		if err := os.Truncate(path, good.Loc.End()); err != nil {
 			t.Error(err)
 		}
 	}
-	defer func() { afterSizeHook = nil }()
 	moved, err := r.Follow()
-	afterSizeHook = nil
+	r.opts.test.afterSize = nil
 	if err != nil || moved || hooked == 0 {
 		t.Fatalf("Follow during the cut: moved %v, %v (hook ran %d times)", moved, err, hooked)
 	}
