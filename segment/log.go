@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment/invariants"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -807,9 +808,34 @@ func (l *Log) commit(group []*pending) {
 		l.stats.records.Add(int64(len(p.b.IDs)))
 	}
 	l.publish()
+	if invariants.Enabled {
+		l.checkInvariants()
+	}
 	if committed := l.opts.Hooks.Committed; committed != nil {
 		l.callHook(committed, accepted)
 	}
+}
+
+// checkInvariants panics if the Log's state after a commit breaks what
+// its fields' comments state (size, synced, head, durable, committed).
+// Called by the leader at the end of a commit, with ioMu held, under the
+// invariants build tag only (see package invariants).
+func (l *Log) checkInvariants() {
+	var problem string
+	pos := l.committed.Load()
+	switch d := l.Durable(); {
+	case l.synced > l.size:
+		problem = fmt.Sprintf("synced %d past size %d", l.synced, l.size)
+	case d.Seq > l.head.Seq:
+		problem = fmt.Sprintf("durable #%d past head #%d", d.Seq, l.head.Seq)
+	case l.head.Loc.Segment != l.segNum || l.head.Loc.End() != l.size:
+		problem = fmt.Sprintf("head #%d at %+v, not the last record of segment %d (size %d)", l.head.Seq, l.head.Loc, l.segNum, l.size)
+	case pos.head != l.head || pos.segNum != l.segNum || pos.end != l.size:
+		problem = fmt.Sprintf("published #%d, segment %d at %d; written #%d, segment %d at %d", pos.head.Seq, pos.segNum, pos.end, l.head.Seq, l.segNum, l.size)
+	default:
+		return
+	}
+	panic(fmt.Sprintf("segment: invariant broken after a commit of ledger %s: %s", l.ledger, problem))
 }
 
 // preallocChunk is how far ahead of its end the active segment's blocks
