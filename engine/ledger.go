@@ -18,6 +18,7 @@ import (
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
 	"github.com/annal-db/annal/segment"
+	"github.com/annal-db/annal/segment/invariants"
 )
 
 // ledger is one open ledger.
@@ -568,21 +569,56 @@ func (l *ledger) published(group []*segment.Batch) {
 	defer l.idxMu.Unlock()
 	leaves := l.hookLeaves
 	if l.hookFirst != group[0].FirstSeq || len(leaves) != groupLen(group) {
-		// Not expected: both hooks are set together before any append
-		// can reach the log (setHooks), and groupWritten runs for every
-		// group before this. The leaves go to the Merkle tree, so they
-		// are computed here rather than taken from another group.
+		// Not expected: the log calls groupWritten for every group
+		// before this, with the same batches (segment.Hooks), from its
+		// first append on (writerOptions). Under the invariants build
+		// tag it is a bug that fails here. Without it, the leaves are
+		// computed again from the group itself, which gives the right
+		// ones at the cost of hashing twice: recording an error instead
+		// would fail the ledger's proofs (treeErr) or reads (idxErr)
+		// until a reopen, for a tree that is right.
+		if invariants.Enabled {
+			panic(fmt.Sprintf("engine: invariant broken: ledger %s: the written hook hashed %d leaves from #%d, the committed group has %d from #%d", l.meta.Name, len(leaves), l.hookFirst, groupLen(group), group[0].FirstSeq))
+		}
 		leaves = leaves[:0]
 		for _, b := range group {
 			leaves = append(leaves, batchLeaves(b)...)
 		}
 	}
+	if invariants.Enabled && group[0].FirstSeq != l.indexed+1 {
+		// publishNextLocked would keep it as the index's failure.
+		panic(fmt.Sprintf("engine: invariant broken: ledger %s: group from #%d committed after #%d was published", l.meta.Name, group[0].FirstSeq, l.indexed))
+	}
 	l.publishNextLocked(group, leaves)
+	if invariants.Enabled {
+		l.checkInvariantsLocked()
+	}
 	if cap(leaves) > 4*treeFlushLeaves {
 		l.hookLeaves = nil // a large group's: not kept
 	} else {
 		l.hookLeaves = leaves[:0]
 	}
+}
+
+// checkInvariantsLocked panics if the ledger's state once a group is
+// published breaks what its fields state: what readers see (indexed,
+// idxHead) is the log's head, and the tree (its file and the leaves
+// waiting in treePend) holds a leaf for each of those events, unless a
+// tree write failed. Called by published, with idxMu held, under the
+// invariants build tag only (see package segment/invariants).
+func (l *ledger) checkInvariantsLocked() {
+	var problem string
+	switch head := l.log.Head(); {
+	case l.indexed != head.Seq || l.idxHead != head:
+		problem = fmt.Sprintf("published #%d (head %+v), the log's head is #%d (%+v)", l.indexed, l.idxHead, head.Seq, head)
+	case l.idxWritten > l.indexed && !l.idxAhead:
+		problem = fmt.Sprintf("indexed up to #%d during the fsync, published #%d", l.idxWritten, l.indexed)
+	case l.treeErr == nil && l.tree != nil && l.tree.Size()+uint64(len(l.treePend)) != l.indexed:
+		problem = fmt.Sprintf("the tree holds %d leaves and %d wait, %d events are published", l.tree.Size(), len(l.treePend), l.indexed)
+	default:
+		return
+	}
+	panic(fmt.Sprintf("engine: invariant broken after a commit of ledger %s: %s", l.meta.Name, problem))
 }
 
 // groupLen returns the number of records of a group of batches.

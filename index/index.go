@@ -181,13 +181,16 @@ func Open(dir string, opts Options) (*Index, error) {
 	// Compactions wait for Open to return (see compactionGate).
 	gate := newCompactionGate()
 	po.Experimental.CompactionScheduler = gate
-	cache := pebble.NewCache(size)
-	po.Cache = cache
 	if !opts.ReadOnly {
 		if err := checkWritable(fs, dir); err != nil {
 			return nil, err
 		}
 	}
+	// After the last return before the DB takes its reference: a cache
+	// dropped with a reference held is a leak that Pebble's invariant
+	// checks (-tags invariants, without -race) end the process for.
+	cache := pebble.NewCache(size)
+	po.Cache = cache
 	var db *pebble.DB
 	err := openPebble(dir, po, h, &db)
 	cache.Unref() // the DB holds its own reference
