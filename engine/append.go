@@ -169,8 +169,8 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 		}
 		break
 	}
-	if appendedHook != nil {
-		appendedHook()
+	if h := db.test.appended; h != nil {
+		h()
 	}
 	// At most every watchInterval again, after the group's fsync and
 	// before the append is acknowledged: a group written into a file
@@ -187,10 +187,6 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 	// index from the segments.
 	return AppendResult{IDs: b.IDs, FirstSeq: b.FirstSeq}, nil
 }
-
-// appendedHook, if set (tests), is called by Append once the segment log
-// has stored a batch, before the watch's second look.
-var appendedHook func()
 
 // parallelCanonMin is the smallest batch whose second half entries
 // canonicalizes on another goroutine, in parallel with the first: below

@@ -194,6 +194,29 @@ type DB struct {
 	consumers consumerSet
 	// ro: set by OpenReadOnly (readonly.go).
 	ro *roDB
+
+	// test holds the calls this package's tests make the DB do; zero
+	// outside them.
+	test testHooks
+}
+
+// testHooks are calls that this package's tests make a DB do where they
+// interfere with it (kill the process, fail a write, change the
+// directory). They are the DB's own, set on an open DB before the calls
+// they race with, so that tests share no package state. Each is nil
+// unless a test sets it.
+type testHooks struct {
+	// importCommit is called by an import's commit at its steps
+	// ("renamed": the segments in place, nothing else written;
+	// "indexed": indexed, the metadata not yet written).
+	importCommit func(step string)
+	// appended is called by Append once the segment log has stored a
+	// batch, before the watch's second look.
+	appended func()
+	// backup is called after each file a backup writes, with its path in
+	// the temporary directory; an error it returns fails the backup as a
+	// failed write would.
+	backup func(path string) error
 }
 
 // Open opens the data directory dir, creating it if needed, and recovers
