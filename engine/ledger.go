@@ -334,11 +334,12 @@ func (db *DB) register(l *ledger, name string, id eventid.LedgerID) (LedgerInfo,
 	return l.info(), nil
 }
 
-// newLedger returns ledger meta of db, its log not open yet: the caller
-// opens it (with writerOptions, for a writable ledger, whose hooks need
-// the ledger) and sets log before the ledger is used. Every ledger is
-// made here, so that what must be set is set once: the condition of
-// idxMu, which Append's waits (awaitFirst) use.
+// newLedger returns the ledger of db that meta describes, its log not
+// open yet: the caller opens it (with writerOptions, for a writable
+// ledger, whose hooks need the ledger) and sets log before the ledger is
+// used. Every ledger is made here (CreateLedger, Open's recovery, Import,
+// a read-only open), so that what must be set is set once: the
+// condition of idxMu, which Append's waits (awaitFirst) use.
 func newLedger(db *DB, meta ledgerMeta) *ledger {
 	l := &ledger{db: db, meta: meta}
 	l.cond.L = &l.idxMu
