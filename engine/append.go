@@ -125,8 +125,8 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 	}
 	// Each group is indexed during its fsync (groupWritten) and published
 	// by the goroutine that committed it once both are done (published),
-	// before its appenders are woken: the segment log's hooks, set when
-	// the ledger became reachable (setHooks).
+	// before its appenders are woken: the segment log's hooks, given when
+	// the log was opened (writerOptions).
 	if len(events) == 0 {
 		return AppendResult{}, invalid("no events to append")
 	}
@@ -144,15 +144,14 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 	if b.Check, err = l.conditions(&o); err != nil {
 		return AppendResult{}, err
 	}
-	b.Prepared, b.Aborted = l.prepared, l.aborted
 	// With an idempotency key, the digest of the events, which a retry's
 	// is compared with (see idemDigest), kept with the in-flight batch
-	// and then in the index.
+	// (the prepared hook takes it from Tag) and then in the index.
 	var digest [index.DigestSize]byte
 	if o.IdempotencyKey != "" {
 		b.IdempotencyKey = []byte(o.IdempotencyKey)
 		digest = digestOfEntries(b.Entries)
-		b.Prepared = func(b *segment.Batch) { l.preparedDigest(b, &digest) }
+		b.Tag = &digest
 	}
 	for {
 		err := l.log.AppendContext(ctx, b)
@@ -195,8 +194,8 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 		}
 		break
 	}
-	if appendedHook != nil {
-		appendedHook()
+	if h := db.test.appended; h != nil {
+		h()
 	}
 	// At most every watchInterval again, after the group's fsync and
 	// before the append is acknowledged: a group written into a file
@@ -213,10 +212,6 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 	// index from the segments.
 	return AppendResult{IDs: b.IDs, FirstSeq: b.FirstSeq}, nil
 }
-
-// appendedHook, if set (tests), is called by Append once the segment log
-// has stored a batch, before the watch's second look.
-var appendedHook func()
 
 // parallelCanonMin is the smallest batch whose second half entries
 // canonicalizes on another goroutine, in parallel with the first: below

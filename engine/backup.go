@@ -69,11 +69,6 @@ type BackupLedger struct {
 	Checkpoint uint64
 }
 
-// backupHook, if set (by tests), is called after each file the backup
-// writes, with its path in the temporary directory; an error it returns
-// fails the backup as a failed write would.
-var backupHook func(path string) error
-
 // linkFile makes a hard link (os.Link; a test's stands for another file
 // system).
 var linkFile = os.Link
@@ -381,8 +376,8 @@ func (b *backup) finishFile(f vfs.File, path string, n int64, err error) error {
 // done is called after each file is written: the backup stops there if
 // its context ended or Close began.
 func (b *backup) done(path string) error {
-	if backupHook != nil {
-		if err := backupHook(path); err != nil {
+	if h := b.db.test.backup; h != nil {
+		if err := h(path); err != nil {
 			return err
 		}
 	}

@@ -429,7 +429,6 @@ func TestBackupInterruptedLeavesNoDirectory(t *testing.T) {
 	}
 	errDisk := errors.New("injected write failure")
 	parent := t.TempDir()
-	defer func() { backupHook = nil }()
 	for _, tc := range []struct {
 		name  string
 		after int // files written before the interruption
@@ -443,7 +442,7 @@ func TestBackupInterruptedLeavesNoDirectory(t *testing.T) {
 			cctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			n := 0
-			backupHook = func(string) error {
+			db.test.backup = func(string) error {
 				if n++; n < tc.after {
 					return nil
 				}
@@ -466,7 +465,7 @@ func TestBackupInterruptedLeavesNoDirectory(t *testing.T) {
 			}
 		})
 	}
-	backupHook = nil
+	db.test.backup = nil
 	if _, err := db.Append(ctx, "orders", []EventInput{order(1000)}, nil); err != nil {
 		t.Fatalf("append after the interrupted backups: %v", err)
 	}
@@ -522,10 +521,9 @@ func TestBackupInterruptedByClose(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	defer func() { backupHook = nil }()
 	closed := make(chan error, 1)
 	n := 0
-	backupHook = func(string) error {
+	db.test.backup = func(string) error {
 		if n++; n == 3 {
 			go func() { closed <- db.Close() }()
 			<-db.readers.closingCh() // Close has begun: it waits for the backup
@@ -743,8 +741,7 @@ func TestBackupReadOnlyWaitsForCheckpointAfterState(t *testing.T) {
 		t.Fatal(err)
 	}
 	wrote := make(chan error, 1)
-	defer func() { backupHook = nil }()
-	backupHook = func(path string) error {
+	ro.test.backup = func(path string) error {
 		if filepath.Base(path) == metaFile {
 			go func() {
 				time.Sleep(20 * time.Millisecond)

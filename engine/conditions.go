@@ -49,7 +49,10 @@ type inflight struct {
 
 // prepared records the events of a batch the log has prepared. Called in
 // commit order.
-func (l *ledger) prepared(b *segment.Batch) { l.preparedDigest(b, nil) }
+func (l *ledger) prepared(b *segment.Batch) {
+	digest, _ := b.Tag.(*[index.DigestSize]byte) // set by Append with an idempotency key
+	l.preparedDigest(b, digest)
+}
 
 // preparedDigest is prepared with the digest of the batch's events, if the
 // append computed it already (nil: computed here, if the batch has an

@@ -136,6 +136,11 @@ type DB struct {
 	meta *bolt.DB
 	idx  *index.Index
 
+	// mu guards closed and the maps of ledgers. Lock order (see "Locks"
+	// in doc.go): creating → mu → a ledger's segment log (ioMu: CreateLedger
+	// and Import append and open logs under the read lock) → its idxMu →
+	// its pendMu. Appends take mu only to find the ledger (db.ledger), and
+	// none of the log's hooks takes it.
 	mu     sync.RWMutex
 	closed bool
 	byName map[string]*ledger
@@ -149,11 +154,11 @@ type DB struct {
 	// the loss of the consumers' positions is not accepted
 	// (ErrPositionsLost; AcceptLostPositions clears it). Guarded by lostMu.
 	metaRebuilt error
-	lostMu      sync.RWMutex
+	lostMu      sync.RWMutex // taken alone: no other lock is taken under it
 	// watch: the identity of the files the DB holds by path (nil with
 	// Options.fs); see checkDir.
 	watch    *dirWatch
-	creating sync.Mutex // serializes CreateLedger
+	creating sync.Mutex // serializes CreateLedger; taken before mu
 	renamed  []Renamed  // the ledgers Open renamed (see registerLedgers)
 
 	// The witness writer (witness.go), started by Open and stopped by
@@ -189,6 +194,29 @@ type DB struct {
 	consumers consumerSet
 	// ro: set by OpenReadOnly (readonly.go).
 	ro *roDB
+
+	// test holds the calls this package's tests make the DB do; zero
+	// outside them.
+	test testHooks
+}
+
+// testHooks are calls that this package's tests make a DB do where they
+// interfere with it (kill the process, fail a write, change the
+// directory). They are the DB's own, set on an open DB before the calls
+// they race with, so that tests share no package state. Each is nil
+// unless a test sets it.
+type testHooks struct {
+	// importCommit is called by an import's commit at its steps
+	// ("renamed": the segments in place, nothing else written;
+	// "indexed": indexed, the metadata not yet written).
+	importCommit func(step string)
+	// appended is called by Append once the segment log has stored a
+	// batch, before the watch's second look.
+	appended func()
+	// backup is called after each file a backup writes, with its path in
+	// the temporary directory; an error it returns fails the backup as a
+	// failed write would.
+	backup func(path string) error
 }
 
 // Open opens the data directory dir, creating it if needed, and recovers
@@ -510,7 +538,9 @@ func (db *DB) ledgerDir(id eventid.LedgerID) string {
 // the name it has (see registerLedgers).
 func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, checkpoint segment.Head, found *ledgerMeta) (*ledger, error) {
 	dir := db.ledgerDir(id)
-	so := db.segmentOptions(id)
+	// Its metadata is set below, once the segments are read.
+	l := newLedger(db, ledgerMeta{ID: id})
+	so := l.writerOptions()
 	// Recovery refuses segments that lost what a witness says was
 	// durable, before it cuts anything.
 	so.Witness = db.witness(id, m, haveMeta)
@@ -552,8 +582,7 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 		}
 		return nil, fmt.Errorf("%w: ledger %s (%q) has lost its genesis event: its segments hold no event", segment.ErrCorruption, id, m.Name)
 	}
-	l := &ledger{db: db, log: log}
-	l.cond.L = &l.idxMu
+	l.log = log
 	name := m.Name
 	if name == "" {
 		name = id.String()

@@ -11,11 +11,35 @@
 //	ev, err := db.Get(ctx, res.IDs[0]) // res.FirstSeq: the first event's sequence number
 //	for ev, err := range db.Scan(ctx, "orders", engine.ScanOptions{From: time.Now().Add(-time.Hour)}) { … }
 //
-// The path of an append is one straight line: canonical JSON (package
-// canon), then the segment log (package segment: timestamp, chain,
-// checksum, group commit, fsync), then the index (package index, Pebble,
-// not synced: it is rebuilt from the segments), and the metadata (bbolt)
-// only on CreateLedger and Close.
+// An append is made canonical JSON (package canon) and handed to the
+// ledger's segment log (package segment), which commits concurrent
+// appends in groups: one goroutine, the leader, timestamps, chains and
+// checksums each group, writes it and fsyncs it. The ledger takes part in
+// each commit through the log's hooks (segment.Hooks, given when the log
+// is opened): the append's conditions are checked, and its events kept in
+// flight for the conditions that follow, as the group is assembled; the
+// group is added to the index (package index, Pebble, not synced: it is
+// rebuilt from the segments) and its Merkle leaves hashed during its
+// fsync; once it is durable, its leaves go to the tree and it is
+// published to readers, before any of its appenders returns.
+//
+// The metadata file (meta.db, bbolt) is never written on an append's
+// path. It is written by Open (the records recovery changed), CreateLedger,
+// Import and AcceptLedger, by the witness writer every
+// Options.WitnessInterval (the ledgers whose durable head advanced: see
+// witness.go), by a consumer storing its position and DeleteConsumer, by
+// AcceptLostPositions, and by Close.
+//
+// # Locks
+//
+// The locks of a write are taken in one order: DB.creating → DB.mu →
+// a ledger's segment log (its ioMu, held by the commit's leader while
+// the hooks run) → the ledger's idxMu → its pendMu; the segment log's
+// own order is ioMu → fsyncMu → mu (see segment/log.go). A lock taken by a
+// hook comes after ioMu, so none may be held while calling the log's
+// Append, Sync or Close; a Consumer's mu is taken before them (it syncs
+// the log before it stores a position). A ledger's ckMu (its signed
+// checkpoints) is taken before its idxMu and never under ioMu.
 //
 // Open recovers every ledger: it verifies the segments after the index's
 // checkpoint, cuts a torn write, refuses a corrupt ledger (the others

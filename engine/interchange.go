@@ -35,12 +35,6 @@ import (
 // removeImportLeftovers.
 const importDirPrefix = ".import-"
 
-// importCommitHook, if not nil, is called by an import's commit at its
-// steps ("renamed": the segments in place, nothing else written;
-// "indexed": indexed, the metadata not yet written). For tests, which
-// kill the process there.
-var importCommitHook func(step string)
-
 // importBatchBytes is how much event data (canonical meta and data) an
 // import gathers into one segment append. A variable for tests.
 var importBatchBytes = 4 << 20
@@ -761,8 +755,8 @@ func (im *importer) commit(head segment.Head, meta ledgerMeta) (LedgerInfo, erro
 	if err := segment.SyncDir(db.fs, parent); err != nil {
 		return undo(nil, err)
 	}
-	if importCommitHook != nil {
-		importCommitHook("renamed")
+	if h := db.test.importCommit; h != nil {
+		h("renamed")
 	}
 
 	// Its events are indexed (im.index): the progress marker makes the
@@ -775,13 +769,13 @@ func (im *importer) commit(head segment.Head, meta ledgerMeta) (LedgerInfo, erro
 	}
 	// The checkpoint is the head just written and synced: nothing needs
 	// verifying again (every ID was computed by the Log and compared).
-	log, _, err := segment.Open(final, db.segmentOptions(im.id), head)
+	l := newLedger(db, meta)
+	log, _, err := segment.Open(final, l.writerOptions(), head)
 	if err != nil {
 		db.mu.RUnlock()
 		return undo(nil, err)
 	}
-	l := &ledger{db: db, log: log, meta: meta}
-	l.cond.L = &l.idxMu
+	l.log = log
 	err = l.markImported()
 	if err == nil {
 		// The tree written and synced in the temporary directory, with
@@ -793,8 +787,8 @@ func (im *importer) commit(head segment.Head, meta ledgerMeta) (LedgerInfo, erro
 		ck := im.ck
 		l.latest.Store(&ck)
 	}
-	if err == nil && importCommitHook != nil {
-		importCommitHook("indexed")
+	if h := db.test.importCommit; err == nil && h != nil {
+		h("indexed")
 	}
 	if err == nil {
 		err = putMeta(db.meta, l.checkpointMeta())

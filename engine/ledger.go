@@ -18,6 +18,7 @@ import (
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
 	"github.com/annal-db/annal/segment"
+	"github.com/annal-db/annal/segment/invariants"
 )
 
 // ledger is one open ledger.
@@ -44,7 +45,9 @@ type ledger struct {
 	// until a reopen recovers it from the segments.
 	treeErr error
 	// ckMu serializes the ledger's signed checkpoints; latest is the last
-	// one issued (or found at Open).
+	// one issued (or found at Open). Lock order: ckMu → idxMu (readTree),
+	// let go of before the signer's lock is taken; never taken under the
+	// segment log's ioMu.
 	ckMu   sync.Mutex
 	latest atomic.Pointer[Checkpoint]
 	// refused: the signer refused a checkpoint of the ledger (not a
@@ -57,6 +60,12 @@ type ledger struct {
 	// other, so that the index's progress marker always covers a prefix.
 	// Invariant: indexed <= log.Head().Seq; every record up to indexed is
 	// in the index.
+	//
+	// idxMu guards the fields below up to pendMu, and the tree fields
+	// above. Lock order: the segment log's ioMu → idxMu → pendMu. The
+	// log's hooks (hooks: groupWritten, published, aborted) take idxMu
+	// with ioMu held, so nothing may call the log's Append, Sync or Close
+	// with idxMu held; published takes pendMu under idxMu (indexedUpTo).
 	idxMu   sync.Mutex
 	cond    sync.Cond
 	indexed uint64
@@ -92,6 +101,9 @@ type ledger struct {
 
 	// pending holds the events prepared by the segment log but not yet
 	// indexed, in sequence order, for conditions checked in the commit.
+	// pendMu is the last of the ledger's locks: taken alone (the
+	// prepared and aborted hooks, a batch's Check, under ioMu) or under
+	// idxMu, and no lock is taken under it.
 	pendMu  sync.Mutex
 	pending []inflight
 }
@@ -248,7 +260,10 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 		return LedgerInfo{}, ErrClosed
 	}
 	dir := db.ledgerDir(id)
-	log, err := segment.Create(dir, db.segmentOptions(id))
+	l := newLedger(db, ledgerMeta{Name: spec.Name, ID: id, Description: spec.Description, Actor: spec.Actor, Created: created})
+	// With the hooks from the first append: the genesis event is indexed
+	// and published by them, as every append is.
+	log, err := segment.Create(dir, l.writerOptions())
 	if err != nil {
 		db.mu.RUnlock()
 		if !errors.Is(err, segment.ErrExists) {
@@ -258,8 +273,7 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 		}
 		return LedgerInfo{}, fmt.Errorf("engine: create ledger %q: %w", spec.Name, err)
 	}
-	l := &ledger{db: db, log: log, meta: ledgerMeta{Name: spec.Name, ID: id, Description: spec.Description, Actor: spec.Actor, Created: created}}
-	l.cond.L = &l.idxMu
+	l.log = log
 	// The name is in the ledger's directory before the ledger exists (its
 	// genesis event durable): a lost metadata file cannot lose it.
 	err = writeNameFile(db.fs, dir, spec.Name)
@@ -274,7 +288,9 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 	}
 	if err == nil {
 		l.meta.Genesis = b.IDs[0]
-		err = l.index(b, batchLeaves(b))
+		// Indexed and published by the hooks (published): an index
+		// failure is kept in idxErr.
+		err = l.indexFailure()
 	}
 	if err == nil {
 		// The first signed checkpoint (size 1), the tree synced.
@@ -311,25 +327,44 @@ func (db *DB) register(l *ledger, name string, id eventid.LedgerID) (LedgerInfo,
 		err := l.log.Close()
 		return info, errors.Join(err, l.closeTree())
 	}
-	l.setHooks()
+	l.watchFiles()
 	db.byName[name] = l
 	db.byID[id] = l
 	db.mu.Unlock()
 	return l.info(), nil
 }
 
-// setHooks sets the segment log's hooks of a ledger (groupWritten,
-// published), which every append through the DB relies on to be indexed
-// and published. It is called where a writable ledger becomes reachable
-// (register: CreateLedger, Import; registerLedgers: Open), before any
-// Append can find it, once what the log holds is indexed and published
-// (its genesis event, the imported events, what recovery indexed): the
-// hooks take the groups that follow. It records the identity of the
-// ledger's files for the writer's watch too (watchFiles).
-func (l *ledger) setHooks() {
-	l.log.SetWritten(l.groupWritten)
-	l.log.SetCommitted(l.published)
-	l.watchFiles()
+// newLedger returns the ledger of db that meta describes, its log not
+// open yet: the caller opens it (with writerOptions, for a writable
+// ledger, whose hooks need the ledger) and sets log before the ledger is
+// used. Every ledger is made here (CreateLedger, Open's recovery, Import,
+// a read-only open), so that what must be set is set once: the
+// condition of idxMu, which Append's waits (awaitFirst) use.
+func newLedger(db *DB, meta ledgerMeta) *ledger {
+	l := &ledger{db: db, meta: meta}
+	l.cond.L = &l.idxMu
+	return l
+}
+
+// writerOptions returns the options of the segment log of a writable
+// ledger: the DB's, with the ledger's part of every commit (Hooks), which
+// every append relies on to be checked, indexed and published. The log
+// calls them from its first append on: the genesis event's (CreateLedger)
+// and the DB's appends once the ledger is reachable; Open's recovery and
+// Import append nothing to the log they open.
+func (l *ledger) writerOptions() segment.Options {
+	so := l.db.segmentOptions(l.meta.ID)
+	so.Hooks = l.hooks()
+	return so
+}
+
+// hooks returns the ledger's part of every commit of its segment log (see
+// segment.Hooks for the order and the locks): prepared and aborted keep
+// the in-flight events that conditions see (conditions.go), groupWritten
+// indexes a group during its fsync, and published adds its leaves to the
+// tree and makes it visible.
+func (l *ledger) hooks() segment.Hooks {
+	return segment.Hooks{Prepared: l.prepared, Aborted: l.aborted, Written: l.groupWritten, Committed: l.published}
 }
 
 func (db *DB) ledgerIDTaken(id eventid.LedgerID) bool {
@@ -417,15 +452,12 @@ func (l *ledger) info() LedgerInfo {
 	return info
 }
 
-// index publishes a batch committed without the segment log's hooks:
-// the genesis event, which CreateLedger appends and publishes before the
-// ledger can be reached (appends are published by published). Its leaves
-// (the leaf hashes of its events) go to the tree before its head is
-// published (visible): every event a reader sees has its leaf.
-func (l *ledger) index(b *segment.Batch, leaves []tree.Hash) error {
+// indexFailure returns the failure of the ledger's index (idxErr), if it
+// failed.
+func (l *ledger) indexFailure() error {
 	l.idxMu.Lock()
 	defer l.idxMu.Unlock()
-	return l.publishNextLocked([]*segment.Batch{b}, leaves)
+	return l.idxErr
 }
 
 // publishNextLocked publishes a group of committed batches whose leaves
@@ -462,9 +494,8 @@ func (l *ledger) publishLocked(group []*segment.Batch) error {
 		return l.idxErr
 	}
 	// What the segment log's hook wrote during the fsync is in the index
-	// already: only the rest (batches committed before the hook was set,
-	// or that the hook left because a batch before them was not written
-	// yet) is written here.
+	// already: only the rest (what the hook left because a batch before
+	// it was not written yet) is written here.
 	todo := group
 	for len(todo) > 0 && todo[0].FirstSeq <= max(l.idxWritten, l.indexed) {
 		todo = todo[1:]
@@ -483,7 +514,7 @@ func (l *ledger) publishLocked(group []*segment.Batch) error {
 	return nil
 }
 
-// groupWritten is the segment log's SetWritten hook: while a group's
+// groupWritten is the segment log's Written hook: while a group's
 // fsync runs, it indexes the group (indexWritten) and computes the leaf
 // hashes of its events, which published adds to the tree once the group
 // is committed.
@@ -526,34 +557,69 @@ func (l *ledger) groupWritten(group []*segment.Batch) {
 // goroutine costs about what the overlap saves.
 const parallelHookMin = 32
 
-// published is the segment log's SetCommitted hook: the committing
+// published is the segment log's Committed hook: the committing
 // goroutine calls it once a group is durable as asked, before it wakes
 // any of the group's appenders, and before the next group is committed.
 // It publishes the whole group (extendTree, publishLocked), so that each
 // appender, woken once by the segment log with its own result, returns at
 // once: no appender waits for another's batch to be published, and no
 // broadcast wakes them all on each group. An index failure is kept in
-// idxErr, as in index: the events are stored all the same.
+// idxErr, as in publishLocked: the events are stored all the same.
 func (l *ledger) published(group []*segment.Batch) {
 	l.idxMu.Lock()
 	defer l.idxMu.Unlock()
 	leaves := l.hookLeaves
 	if l.hookFirst != group[0].FirstSeq || len(leaves) != groupLen(group) {
-		// Not expected: both hooks are set together before any append
-		// can reach the log (setHooks), and groupWritten runs for every
-		// group before this. The leaves go to the Merkle tree, so they
-		// are computed here rather than taken from another group.
+		// Not expected: the log calls groupWritten for every group
+		// before this, with the same batches (segment.Hooks), from its
+		// first append on (writerOptions). Under the invariants build
+		// tag it is a bug that fails here. Without it, the leaves are
+		// computed again from the group itself, which gives the right
+		// ones at the cost of hashing twice: recording an error instead
+		// would fail the ledger's proofs (treeErr) or reads (idxErr)
+		// until a reopen, for a tree that is right.
+		if invariants.Enabled {
+			panic(fmt.Sprintf("engine: invariant broken: ledger %s: the written hook hashed %d leaves from #%d, the committed group has %d from #%d", l.meta.Name, len(leaves), l.hookFirst, groupLen(group), group[0].FirstSeq))
+		}
 		leaves = leaves[:0]
 		for _, b := range group {
 			leaves = append(leaves, batchLeaves(b)...)
 		}
 	}
+	if invariants.Enabled && group[0].FirstSeq != l.indexed+1 {
+		// publishNextLocked would keep it as the index's failure.
+		panic(fmt.Sprintf("engine: invariant broken: ledger %s: group from #%d committed after #%d was published", l.meta.Name, group[0].FirstSeq, l.indexed))
+	}
 	l.publishNextLocked(group, leaves)
+	if invariants.Enabled {
+		l.checkInvariantsLocked()
+	}
 	if cap(leaves) > 4*treeFlushLeaves {
 		l.hookLeaves = nil // a large group's: not kept
 	} else {
 		l.hookLeaves = leaves[:0]
 	}
+}
+
+// checkInvariantsLocked panics if the ledger's state once a group is
+// published breaks what its fields state: what readers see (indexed,
+// idxHead) is the log's head, and the tree (its file and the leaves
+// waiting in treePend) holds a leaf for each of those events, unless a
+// tree write failed. Called by published, with idxMu held, under the
+// invariants build tag only (see package segment/invariants).
+func (l *ledger) checkInvariantsLocked() {
+	var problem string
+	switch head := l.log.Head(); {
+	case l.indexed != head.Seq || l.idxHead != head:
+		problem = fmt.Sprintf("published #%d (head %+v), the log's head is #%d (%+v)", l.indexed, l.idxHead, head.Seq, head)
+	case l.idxWritten > l.indexed && !l.idxAhead:
+		problem = fmt.Sprintf("indexed up to #%d during the fsync, published #%d", l.idxWritten, l.indexed)
+	case l.treeErr == nil && l.tree != nil && l.tree.Size()+uint64(len(l.treePend)) != l.indexed:
+		problem = fmt.Sprintf("the tree holds %d leaves and %d wait, %d events are published", l.tree.Size(), len(l.treePend), l.indexed)
+	default:
+		return
+	}
+	panic(fmt.Sprintf("engine: invariant broken after a commit of ledger %s: %s", l.meta.Name, problem))
 }
 
 // groupLen returns the number of records of a group of batches.
@@ -565,17 +631,17 @@ func groupLen(group []*segment.Batch) int {
 	return n
 }
 
-// indexWritten is the segment log's hook (segment.Log.SetWritten): it
+// indexWritten is the segment log's hook (segment.Hooks.Written): it
 // writes a group of batches to the index once they are written to the
 // segment, while their fsync runs, so that a Sync append costs the longer
 // of the two rather than their sum. Nothing is published here: readers see
 // the group once its fsync is done and index moves idxHead past it
 // (visible), so the index may hold records that readers do not see yet,
 // and every read is bounded by visible (or by the log's head, which moves
-// after the fsync). A failed index write is kept in idxErr, as in index.
-// The index's tail takes records in sequence order: a group that does not
-// follow what is written (a batch before it, committed before the hook was
-// set, is not indexed yet) is left to index.
+// after the fsync). A failed index write is kept in idxErr, as in
+// publishLocked. The index's tail takes records in sequence order: a group
+// that does not follow what is written (a batch before it is not indexed
+// yet) is left to publishLocked.
 func (l *ledger) indexWritten(group []*segment.Batch) {
 	lg := group[len(group)-1]
 	last := lg.FirstSeq + uint64(len(lg.IDs)) - 1

@@ -392,7 +392,7 @@ func (db *DB) registerLedgers(ls []*ledger, refused []openRefusal, known map[eve
 			db.renamed = append(db.renamed, Renamed{Ledger: id, From: c.had, To: c.name, Why: c.why})
 		}
 		if db.ro == nil {
-			l.setHooks()
+			l.watchFiles()
 		}
 		db.byName[c.name] = l
 		db.byID[id] = l

@@ -230,12 +230,6 @@ func TestNamesImportKillChild(t *testing.T) {
 		return
 	}
 	step := os.Getenv(namesKillStepEnv)
-	importCommitHook = func(s string) {
-		if s == step {
-			syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {}
-		}
-	}
 	in, err := os.ReadFile(os.Getenv(namesKillInputEnv))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
@@ -243,6 +237,12 @@ func TestNamesImportKillChild(t *testing.T) {
 	}
 	db, err := Open(dir, nil)
 	if err == nil {
+		db.test.importCommit = func(s string) {
+			if s == step {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {}
+			}
+		}
 		_, err = db.Import(context.Background(), bytes.NewReader(in), ImportOptions{Name: "imp"})
 	}
 	fmt.Fprintln(os.Stderr, "child: not killed:", err)

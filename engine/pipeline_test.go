@@ -72,7 +72,7 @@ func openGated(t *testing.T) (*DB, *gateFS) {
 }
 
 // TestIndexDuringFsync: a Sync append's group is written to the index
-// while its segment fsync runs (segment.Log.SetWritten, indexWritten), and
+// while its segment fsync runs (segment.Hooks.Written, indexWritten), and
 // no read sees any of it until the fsync is done and Append returns: not
 // Scan, GetSeq, Get, StreamHead, LedgerInfo, nor a Subscribe.
 func TestIndexDuringFsync(t *testing.T) {

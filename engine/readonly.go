@@ -582,8 +582,8 @@ func (db *DB) openLedgerReadOnly(id eventid.LedgerID, found *ledgerMeta) (*ledge
 		log.Close()
 		return nil, errNotYet
 	}
-	l := &ledger{db: db, log: log}
-	l.cond.L = &l.idxMu
+	l := newLedger(db, ledgerMeta{})
+	l.log = log // read-only: no hooks, the log commits nothing
 	if l.meta, err = metaFromGenesis(log); err != nil {
 		log.Close()
 		return nil, noGenesisError{err}

@@ -37,7 +37,7 @@ type ledgerFiles struct {
 
 // watchFiles records the identity of the ledger's NAME, tree and
 // checkpoint files, for checkFiles. Called where the ledger becomes
-// reachable as a writable ledger (setHooks), when its files are as the
+// reachable as a writable ledger (register, registerLedgers), when its files are as the
 // writer made or found them.
 func (l *ledger) watchFiles() {
 	if l.db.opts.fs != nil || l.db.ro != nil {

@@ -277,7 +277,7 @@ func TestWriterStopsWhenLedgerFilesChange(t *testing.T) {
 func TestWriterDoesNotAcknowledgeAfterTheWatchFired(t *testing.T) {
 	f := newWatchFixture(t)
 	fired := false
-	appendedHook = func() {
+	f.db.test.appended = func() {
 		if fired {
 			return
 		}
@@ -290,7 +290,6 @@ func TestWriterDoesNotAcknowledgeAfterTheWatchFired(t *testing.T) {
 			t.Errorf("forced check: %v, want ErrDirectoryChanged", err)
 		}
 	}
-	defer func() { appendedHook = nil }()
 	res, err := f.db.Append(context.Background(), "l", []EventInput{order(1)}, &AppendOptions{Durability: Sync})
 	if !errors.Is(err, ErrDirectoryChanged) {
 		t.Fatalf("append stored in a removed segment once the watch knew: %+v, %v; want ErrDirectoryChanged", res, err)

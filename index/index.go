@@ -71,7 +71,13 @@ type Index struct {
 	closed   atomic.Bool
 	bgErr    chan error // Pebble's background errors (EventListener)
 	tails    sync.Map   // eventid.LedgerID -> *Tail
-	tailN    int        // Options.TailSize
+	// flushHook, when set (tests), runs in each flush of a tail before
+	// its Pebble commit (committed false) and after it, before the
+	// snapshot without the flushed part is published (committed true).
+	// An atomic pointer: a flush started by an idle timer may run while
+	// a test sets it.
+	flushHook atomic.Pointer[func(committed bool)]
+	tailN     int // Options.TailSize
 }
 
 // health is what Pebble's event listener and logger tell the Index about
@@ -175,13 +181,16 @@ func Open(dir string, opts Options) (*Index, error) {
 	// Compactions wait for Open to return (see compactionGate).
 	gate := newCompactionGate()
 	po.Experimental.CompactionScheduler = gate
-	cache := pebble.NewCache(size)
-	po.Cache = cache
 	if !opts.ReadOnly {
 		if err := checkWritable(fs, dir); err != nil {
 			return nil, err
 		}
 	}
+	// After the last return before the DB takes its reference: a cache
+	// dropped with a reference held is a leak that Pebble's invariant
+	// checks (-tags invariants, without -race) end the process for.
+	cache := pebble.NewCache(size)
+	po.Cache = cache
 	var db *pebble.DB
 	err := openPebble(dir, po, h, &db)
 	cache.Unref() // the DB holds its own reference

@@ -261,20 +261,13 @@ func (t *Tail) freezeLocked(full bool) error {
 	return nil
 }
 
-// flushHook, when set (tests), runs in a flush before its Pebble commit
-// (committed false) and after it, before the snapshot without the flushed
-// part is published (committed true).
-// An atomic pointer: a flush started by an idle timer may outlive the
-// test that set it.
-var flushHook atomic.Pointer[func(committed bool)]
-
 // flush writes a frozen part to Pebble, then drops it from the tail.
 func (t *Tail) flush(b *tailBuf, done chan struct{}) {
-	if h := flushHook.Load(); h != nil {
+	if h := t.x.flushHook.Load(); h != nil {
 		(*h)(false)
 	}
 	err := t.write(b)
-	if h := flushHook.Load(); err == nil && h != nil {
+	if h := t.x.flushHook.Load(); err == nil && h != nil {
 		(*h)(true)
 	}
 	t.mu.Lock()

@@ -335,10 +335,10 @@ func diffReads(t testing.TB, what string, got, want []string) {
 	}
 }
 
-// blockFlush makes the next flush of a tail stop before its Pebble commit
+// blockFlush makes the next flush of a tail of x stop before its Pebble commit
 // (committed false) or after it, before the tail drops the part
 // (committed true), until release is called.
-func blockFlush(committed bool) (stopped <-chan struct{}, release func()) {
+func blockFlush(x *Index, committed bool) (stopped <-chan struct{}, release func()) {
 	stop, cont := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	hook := func(c bool) {
@@ -349,7 +349,7 @@ func blockFlush(committed bool) (stopped <-chan struct{}, release func()) {
 			})
 		}
 	}
-	flushHook.Store(&hook)
+	x.flushHook.Store(&hook)
 	return stop, func() { close(cont) }
 }
 
@@ -360,7 +360,6 @@ func blockFlush(committed bool) (stopped <-chan struct{}, release func()) {
 // compares every read function with an index that holds them all in
 // Pebble, and with the model.
 func TestTailReadsAgree(t *testing.T) {
-	defer func() { flushHook.Store(nil) }()
 	rng := rand.New(rand.NewPCG(7, 7))
 	const n = 240
 	evs := randomEvents(rng, 1, n)
@@ -377,7 +376,6 @@ func TestTailReadsAgree(t *testing.T) {
 			}
 			name := fmt.Sprintf("pebble %d, frozen %d (%s), active %d", cut[0], cut[1], mode, n-cut[0]-cut[1])
 			t.Run(name, func(t *testing.T) {
-				flushHook.Store(nil)
 				x := openAt(t, "x", Options{FS: vfs.NewMem(), TailSize: 10 * n})
 				add(t, x, ledgerB, randomEvents(rand.New(rand.NewPCG(7, 7)), 1, 30)...)
 				tailAdd(t, x, ledgerB, event{seq: 31, entity: "ent0", key: "k0", event: "name0"})
@@ -391,7 +389,7 @@ func TestTailReadsAgree(t *testing.T) {
 				release := func() {}
 				if mode != "none" {
 					var stopped <-chan struct{}
-					stopped, release = blockFlush(mode == "written")
+					stopped, release = blockFlush(x, mode == "written")
 					flushed = make(chan error, 1)
 					go func() { flushed <- tl.Flush() }()
 					<-stopped
@@ -665,12 +663,11 @@ func TestTailRace(t *testing.T) {
 // for the next one, so records published meanwhile are written too.
 func TestTailIdleDuringFlush(t *testing.T) {
 	defer func(d time.Duration) { tailIdle = d }(tailIdle)
-	defer func() { flushHook.Store(nil) }()
 	tailIdle = 10 * time.Millisecond
 	x := openAt(t, "x", Options{FS: vfs.NewMem()})
 	evs := randomEvents(rand.New(rand.NewPCG(1, 4)), 1, 6)
 	tailAdd(t, x, ledgerA, evs[:3]...)
-	stopped, release := blockFlush(false)
+	stopped, release := blockFlush(x, false)
 	flushed := make(chan error, 1)
 	go func() { flushed <- x.Tail(ledgerA).Flush() }()
 	<-stopped

@@ -10,20 +10,18 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// TestCommittedHookOncePerBatch: with 64 concurrent appenders, the hook of
-// SetCommitted sees every committed batch exactly once, in commit order
+// TestCommittedHookOncePerBatch: with 64 concurrent appenders,
+// Hooks.Committed sees every committed batch exactly once, in commit order
 // (each group follows the one before it without a gap), and before that
 // batch's Append returns: the committing goroutine finishes a group's
 // work for all its appenders before it wakes them.
 func TestCommittedHookOncePerBatch(t *testing.T) {
-	l := newTestLog(t, vfs.Default, t.TempDir(), Options{SegmentSize: 64 << 10})
-	defer l.Close()
 	var mu sync.Mutex
 	seen := map[*Batch]int{}
-	next := l.Head().Seq + 1
+	next := uint64(1) // the genesis batch's, which the hook sees first
 	var order error
 	groups, multi := 0, 0
-	l.SetCommitted(func(group []*Batch) {
+	committed := func(group []*Batch) {
 		mu.Lock()
 		defer mu.Unlock()
 		groups++
@@ -37,7 +35,9 @@ func TestCommittedHookOncePerBatch(t *testing.T) {
 			}
 			next = b.FirstSeq + uint64(len(b.IDs))
 		}
-	})
+	}
+	l := newTestLog(t, vfs.Default, t.TempDir(), Options{SegmentSize: 64 << 10, Hooks: Hooks{Committed: committed}})
+	defer l.Close()
 	const writers, each = 64, 20
 	var wg sync.WaitGroup
 	for w := range writers {
@@ -66,7 +66,7 @@ func TestCommittedHookOncePerBatch(t *testing.T) {
 	if order != nil {
 		t.Fatal(order)
 	}
-	if len(seen) != writers*each || next != l.Head().Seq+1 {
+	if len(seen) != 1+writers*each || next != l.Head().Seq+1 {
 		t.Fatalf("the hook saw %d batches up to #%d, %d were appended (head #%d)", len(seen), next-1, writers*each, l.Head().Seq)
 	}
 	if multi == 0 {
@@ -79,24 +79,27 @@ func TestCommittedHookOncePerBatch(t *testing.T) {
 // the group committed before it was passed, and its appender succeeded.
 func TestCommittedHookNotForFailedGroup(t *testing.T) {
 	fs := faultfs.Wrap(vfs.NewMem())
-	l := newTestLog(t, fs, "led", Options{})
-	defer l.Close()
 	var mu sync.Mutex
 	var hooked []*Batch
-	l.SetCommitted(func(group []*Batch) {
-		mu.Lock()
-		hooked = append(hooked, group...)
-		mu.Unlock()
-	})
 	// The first group (a) is held in its fsync, by the written hook, until
 	// b and c wait behind it; their group's fsync then fails.
 	hold, holding := make(chan struct{}), make(chan struct{})
-	l.SetWritten(func(group []*Batch) {
-		if len(group) == 1 && group[0].FirstSeq == 2 {
-			close(holding)
-			<-hold
-		}
-	})
+	l := newTestLog(t, fs, "led", Options{Hooks: Hooks{
+		Committed: func(group []*Batch) {
+			mu.Lock()
+			if group[0].FirstSeq > 1 { // not the genesis batch
+				hooked = append(hooked, group...)
+			}
+			mu.Unlock()
+		},
+		Written: func(group []*Batch) {
+			if len(group) == 1 && group[0].FirstSeq == 2 {
+				close(holding)
+				<-hold
+			}
+		},
+	}})
+	defer l.Close()
 	fs.SetInjector(faultfs.OnKind(faultfs.Sync, 1, faultfs.EIO))
 	a := &Batch{Entries: []Entry{entry(1)}, Durability: Sync}
 	aErr := make(chan error, 1)

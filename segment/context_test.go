@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,15 +51,19 @@ func result(t *testing.T, what string, errc <-chan error) error {
 // and appends it. No goroutine is left behind.
 func TestAppendContextEndsWaits(t *testing.T) {
 	before := runtime.NumGoroutine()
-	l := newTestLog(t, vfs.Default, t.TempDir(), Options{})
-	defer l.Close()
-	// Each group waits in the written hook (during its fsync) for a
-	// token of release: the committing append holds the lead meanwhile.
+	// Each group (after the genesis) waits in the written hook (during
+	// its fsync) for a token of release: the committing append holds the
+	// lead meanwhile.
 	entered, release := make(chan struct{}, 4), make(chan struct{})
-	l.SetWritten(func([]*Batch) {
-		entered <- struct{}{}
-		<-release
-	})
+	var hold atomic.Bool
+	l := newTestLog(t, vfs.Default, t.TempDir(), Options{Hooks: Hooks{Written: func([]*Batch) {
+		if hold.Load() {
+			entered <- struct{}{}
+			<-release
+		}
+	}}})
+	defer l.Close()
+	hold.Store(true)
 	start := func(ctx context.Context, b *Batch) <-chan error {
 		errc := make(chan error, 1)
 		go func() { errc <- l.AppendContext(ctx, b) }()
@@ -105,7 +110,7 @@ func TestAppendContextEndsWaits(t *testing.T) {
 	if h := l.Head(); h.Seq != genesis+3 || c2batch.FirstSeq != genesis+3 {
 		t.Fatalf("head #%d, the cancelled group member at #%d: want #%d for both", h.Seq, c2batch.FirstSeq, genesis+3)
 	}
-	l.SetWritten(nil)
+	hold.Store(false)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}

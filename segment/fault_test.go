@@ -16,8 +16,8 @@ import (
 // in Sync and None mode across several segment rotations, close, reopen,
 // append more. It returns the IDs of every acknowledged append, in order,
 // and the errors it saw. It stops at the first failed create or open.
-func faultWorkload(fs vfs.FS) (acked []eventid.ID, errs []error) {
-	o := Options{FS: fs, Ledger: testLedger(), SegmentSize: 2 << 10}
+func faultWorkload(fs vfs.FS, test testHooks) (acked []eventid.ID, errs []error) {
+	o := Options{FS: fs, Ledger: testLedger(), SegmentSize: 2 << 10, test: test}
 	l, err := Create("led", o)
 	if err != nil {
 		return nil, []error{err}
@@ -65,9 +65,7 @@ func TestFaultAtEveryOperation(t *testing.T) {
 	// The writes of zeros ahead of the records (zeroFill), by index: a
 	// failed one is ignored by design.
 	zeroWrites := map[int64]bool{}
-	zeroFillHook = func(off, n int64) { zeroWrites[clean.Count()] = true }
-	acked, errs := faultWorkload(clean)
-	zeroFillHook = nil
+	acked, errs := faultWorkload(clean, testHooks{zeroFill: func(off, n int64) { zeroWrites[clean.Count()] = true }})
 	if len(zeroWrites) == 0 {
 		t.Fatal("the workload writes no zeros ahead of its records")
 	}
@@ -83,7 +81,7 @@ func TestFaultAtEveryOperation(t *testing.T) {
 			inner := vfs.NewMem()
 			fs := faultfs.Wrap(inner)
 			fs.SetInjector(faultfs.AtIndex(i, fault))
-			acked, errs := faultWorkload(fs)
+			acked, errs := faultWorkload(fs, testHooks{})
 			hit := fs.Injected()
 			if len(hit) == 0 {
 				continue // the workload took another path and ended earlier
@@ -226,19 +224,21 @@ func TestDiskFullThenFreed(t *testing.T) {
 	checkExactly(t, "after a full disk", inner, acked)
 }
 
-// TestPreparedAndAborted: Prepared runs for each batch after its IDs are
-// set and before the next batch's Check; when the write fails, Aborted
-// runs for the prepared batches and the Log goes on.
+// TestPreparedAndAborted: Hooks.Prepared runs for each batch after its
+// IDs are set and before the next batch's Check; when the write fails,
+// Hooks.Aborted runs for the prepared batches and the Log goes on.
 func TestPreparedAndAborted(t *testing.T) {
 	fs := faultfs.Wrap(vfs.NewMem())
-	l := newTestLog(t, fs, "led", Options{})
-	defer l.Close()
 	var events []string
+	l := newTestLog(t, fs, "led", Options{Hooks: Hooks{
+		Prepared: func(b *Batch) {
+			events = append(events, fmt.Sprintf("prepared #%d %v", b.FirstSeq, !b.IDs[0].IsZero()))
+		},
+		Aborted: func(b *Batch) { events = append(events, fmt.Sprintf("aborted #%d", b.FirstSeq)) },
+	}})
+	defer l.Close()
+	events = events[:0] // the genesis batch's
 	b := &Batch{Entries: []Entry{entry(1)}}
-	b.Prepared = func(b *Batch) {
-		events = append(events, fmt.Sprintf("prepared #%d %v", b.FirstSeq, !b.IDs[0].IsZero()))
-	}
-	b.Aborted = func(b *Batch) { events = append(events, fmt.Sprintf("aborted #%d", b.FirstSeq)) }
 	if err := l.Append(b); err != nil {
 		t.Fatal(err)
 	}

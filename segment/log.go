@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment/invariants"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -103,6 +104,31 @@ type Options struct {
 	// Stamps are the stamps an earlier Open returned (Recovery.Stamps), for
 	// VerifySealed.
 	Stamps []Stamp
+	// Hooks are the owner's part of every commit (see Hooks): given
+	// once, for the Log's life. A read-only Log calls none.
+	Hooks Hooks
+
+	// test holds the calls this package's tests make the Log do; zero
+	// outside them.
+	test testHooks
+}
+
+// testHooks are calls that this package's tests make a Log do where
+// they interfere with it. They are the Log's own (Options.test, set
+// before Create or Open, or l.opts.test, set on an open Log before the
+// calls they race with), so that tests share no package state. Each is
+// nil unless a test sets it.
+type testHooks struct {
+	// zeroFill is called before each write of zeros (writeZeros) with
+	// its offset and length.
+	zeroFill func(off, n int64)
+	// seal is called before sealEnd cuts the zeros.
+	seal func()
+	// afterSize is called by a read-only Log between the Stat that
+	// gives a segment's size and the reads of its records.
+	afterSize func(seg uint64)
+	// judge is called by judgeTail before it judges.
+	judge func()
 }
 
 const (
@@ -192,23 +218,18 @@ type Batch struct {
 	// (with the batch's length), outside the event checksum, so that an
 	// index of idempotency keys can be rebuilt from the segments. At most
 	// MaxNameLen bytes. The Log does not check it for duplicates: Check
-	// can, and Prepared can record it.
+	// can, and Hooks.Prepared can record it.
 	IdempotencyKey []byte
 	// Check, if not nil, is called in commit order with the head that the
 	// batch would follow, before any of its IDs is computed; an error
 	// rejects this batch alone and Append returns it. It must be quick:
-	// other appends wait while it runs.
+	// other appends wait while it runs. It is the batch's own (the
+	// conditions of one append), not the Log's: see Hooks for the
+	// contract it runs under.
 	Check func(head Head) error
-	// Prepared, if not nil, is called in commit order right after the
-	// batch's IDs, FirstSeq and (group-relative) Locations are set, before
-	// the group is written: the next batch's Check runs after it. With
-	// Aborted, it lets a caller keep state that Check needs about batches
-	// not yet committed (the heads of streams, say).
-	Prepared func(b *Batch)
-	// Aborted, if not nil, is called for a prepared batch that will not be
-	// committed (its group's write or sync failed), in reverse commit
-	// order, before any later batch is checked.
-	Aborted func(b *Batch)
+	// Tag is the caller's data about the batch, which the Log neither
+	// reads nor keeps: for its Hooks, which get the batch.
+	Tag any
 	// Verified says that every entry's ID is set and was computed by the
 	// caller, from the entry's content and Micros, the Log's ledger and
 	// the ID before it (the Log's head for the first entry), as
@@ -233,6 +254,15 @@ type Log struct {
 	ledger eventid.LedgerID
 	clock  *eventid.Clock
 
+	// Lock order: ioMu → fsyncMu → mu; ioMu → readMu; ioMu → the
+	// fileWatch's mu (files); roMu → mu (a read-only Log). mu is the
+	// last: it is held alone, or under the others, and no lock is taken
+	// under it. The Hooks run with ioMu held (see Hooks), so the owner's
+	// locks they take come after ioMu: the engine's order is ioMu → its
+	// ledger's idxMu → pendMu.
+
+	// mu guards the queue of appends and the Log's state (closed,
+	// failed); the leader lets go of it before it takes ioMu.
 	mu      sync.Mutex
 	idle    sync.Cond // signalled when leading turns false (Close waits on it)
 	queue   []*pending
@@ -285,6 +315,7 @@ type Log struct {
 	// durable only moves forward.
 	durable atomic.Pointer[Head]
 
+	// readMu guards readers; sealEnd takes it under ioMu.
 	readMu  sync.RWMutex
 	readers map[uint64]*segFile // open read handles by segment; nil once closed
 	mapped  bool                // segments are read from memory maps (segFile)
@@ -303,13 +334,8 @@ type Log struct {
 	stopSync chan struct{}
 	syncDone chan struct{}
 
-	// written is the hook of SetWritten (guarded by mu; the leader reads
-	// it when it takes a group).
-	written func(group []*Batch)
-	// onCommit is the hook of SetCommitted (guarded by mu, as written).
-	onCommit func(group []*Batch)
 	// group is the leader's scratch list of a group's batches for
-	// written and committed (guarded by ioMu).
+	// Hooks.Written and Hooks.Committed (guarded by ioMu).
 	group []*Batch
 
 	stats struct {
@@ -539,44 +565,6 @@ func (l *Log) publish() {
 	l.committed.Store(&position{head: l.head, segNum: l.segNum, end: l.size, mark: l.last})
 }
 
-// SetWritten sets a hook that the committing goroutine calls with every
-// group of batches once their records are written to the segment, their
-// IDs, FirstSeq and Locations (absolute) set, and before any of them is
-// durable or published (Head), and before Append returns for any of them.
-// In a group that asks for Sync, it runs on another goroutine while the
-// committing one runs the segment's fsync, in parallel with it: a caller that must do work per group (an index
-// commit) does it during the fsync instead of after it. Groups are
-// passed in commit order, one call at a time; the slice is reused after
-// the call returns. The hook must not call the Log's Append, Sync or
-// Close. If the group's fsync then fails, its batches are Aborted (and
-// the Log fails, ErrFailed): whatever the hook did for them is for
-// records that are not in the log. The hook applies to the groups whose
-// commit begins after SetWritten returns.
-func (l *Log) SetWritten(f func(group []*Batch)) {
-	l.mu.Lock()
-	l.written = f
-	l.mu.Unlock()
-}
-
-// SetCommitted sets a hook that the committing goroutine calls with every
-// group of batches once it is committed: written, as durable as its
-// batches ask (synced, for a group that holds a Sync batch), and
-// published (Head is at its last record), before Append returns for any
-// of them and before the next group's commit begins. Groups are passed in
-// commit order, one call at a time, and each committed batch is in
-// exactly one call; the slice is reused after the call returns. A group
-// whose write or sync failed is not passed (its batches are Aborted). The
-// hook lets a caller finish a group's work for all its appenders at once
-// (publish it to readers), so that each appender is woken once, with
-// nothing left to wait for. It must be quick (the next group waits for
-// it) and must not call the Log's Append, Sync or Close. It applies to
-// the groups whose commit begins after SetCommitted returns.
-func (l *Log) SetCommitted(f func(group []*Batch)) {
-	l.mu.Lock()
-	l.onCommit = f
-	l.mu.Unlock()
-}
-
 // Append appends the batch's entries, all or nothing, and returns when
 // they are as durable as the batch's durability asks. Concurrent appends
 // are committed together: one write and one sync serve all the batches
@@ -681,7 +669,6 @@ func notAppended(err error) error {
 func (l *Log) lead(p *pending) {
 	group := append([]*pending{p}, l.queue...)
 	l.queue = l.queue[:0]
-	written, onCommit := l.written, l.onCommit
 	failed := l.failed
 	if l.closed {
 		failed = ErrClosed
@@ -693,7 +680,7 @@ func (l *Log) lead(p *pending) {
 			q.err = failed
 		}
 	} else {
-		l.commit(group, written, onCommit)
+		l.commit(group)
 	}
 
 	l.mu.Lock()
@@ -765,10 +752,9 @@ func (l *Log) validate(b *Batch) error {
 }
 
 // commit writes a group of batches with one write and at most one sync,
-// calling written (if not nil) after the write, during the sync, and
-// onCommit (if not nil) once the group is committed and published. It is
+// calling the Log's Hooks as their contract says (see Hooks). It is
 // called by the leader only, so it runs alone.
-func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
+func (l *Log) commit(group []*pending) {
 	l.ioMu.Lock()
 	defer l.ioMu.Unlock()
 	// The interval syncer's fsync may have failed since lead looked: no
@@ -813,8 +799,8 @@ func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
 			continue
 		}
 		accepted = append(accepted, p)
-		if p.b.Prepared != nil {
-			p.b.Prepared(p.b)
+		if h := l.opts.Hooks.Prepared; h != nil {
+			h(p.b)
 		}
 		switch l.durability(p.b) {
 		case Sync:
@@ -837,7 +823,7 @@ func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
 	}
 	if err := writeFull(l.file, l.buf, base); err != nil {
 		err = l.undo(base, fmt.Errorf("segment: write %d bytes to %s at %d: %w", len(l.buf), segmentName(l.segNum), base, err))
-		abort(accepted, err)
+		l.abort(accepted, err)
 		return
 	}
 	l.size += int64(len(l.buf))
@@ -862,7 +848,7 @@ func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
 	// The hook, with the batches complete: during the fsync if there is
 	// one, else now.
 	var hook func()
-	if written != nil {
+	if written := l.opts.Hooks.Written; written != nil {
 		hook = func() { l.callHook(written, accepted) }
 	}
 	if sync {
@@ -872,7 +858,7 @@ func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
 		if err := l.fsyncWith(hook); err != nil {
 			l.last = prevLast
 			l.undo(base, err)
-			abort(accepted, err)
+			l.abort(accepted, err)
 			return
 		}
 	} else {
@@ -896,9 +882,34 @@ func (l *Log) commit(group []*pending, written, onCommit func([]*Batch)) {
 		l.stats.records.Add(int64(len(p.b.IDs)))
 	}
 	l.publish()
-	if onCommit != nil {
-		l.callHook(onCommit, accepted)
+	if invariants.Enabled {
+		l.checkInvariants()
 	}
+	if committed := l.opts.Hooks.Committed; committed != nil {
+		l.callHook(committed, accepted)
+	}
+}
+
+// checkInvariants panics if the Log's state after a commit breaks what
+// its fields' comments state (size, synced, head, durable, committed).
+// Called by the leader at the end of a commit, with ioMu held, under the
+// invariants build tag only (see package invariants).
+func (l *Log) checkInvariants() {
+	var problem string
+	pos := l.committed.Load()
+	switch d := l.Durable(); {
+	case l.synced > l.size:
+		problem = fmt.Sprintf("synced %d past size %d", l.synced, l.size)
+	case d.Seq > l.head.Seq:
+		problem = fmt.Sprintf("durable #%d past head #%d", d.Seq, l.head.Seq)
+	case l.head.Loc.Segment != l.segNum || l.head.Loc.End() != l.size:
+		problem = fmt.Sprintf("head #%d at %+v, not the last record of segment %d (size %d)", l.head.Seq, l.head.Loc, l.segNum, l.size)
+	case pos.head != l.head || pos.segNum != l.segNum || pos.end != l.size:
+		problem = fmt.Sprintf("published #%d, segment %d at %d; written #%d, segment %d at %d", pos.head.Seq, pos.segNum, pos.end, l.head.Seq, l.segNum, l.size)
+	default:
+		return
+	}
+	panic(fmt.Sprintf("segment: invariant broken after a commit of ledger %s: %s", l.ledger, problem))
 }
 
 // preallocChunk is how far ahead of its end the active segment's blocks
@@ -935,13 +946,6 @@ const (
 	zeroGroupMax = 64 << 10
 )
 
-// zeroFillHook, if set (tests), is called before each write of zeros
-// (writeZeros) with its offset and length.
-var zeroFillHook func(off, n int64)
-
-// sealHook, if set (tests), is called before sealEnd cuts the zeros.
-var sealHook func()
-
 // zeroFill keeps the active segment written with zeros ahead of its
 // records, for Sync appends: an fsync after a write that overwrites
 // blocks already written and synced inside the file's size commits the
@@ -969,7 +973,7 @@ func (l *Log) zeroFill() {
 	if to <= from {
 		return
 	}
-	writeZeros(l.file, from, to-from)
+	writeZeros(l.file, from, to-from, l.opts.test.zeroFill)
 	l.zeroed = to
 }
 
@@ -981,15 +985,16 @@ const zeroPiece = 256 << 10
 // ledgers would be MiBs each).
 var zeroPool = sync.Pool{New: func() any { b := make([]byte, zeroPiece); return &b }}
 
-// writeZeros writes n zeros at offset off of f, in pieces of zeroPiece.
-func writeZeros(f vfs.File, off, n int64) error {
+// writeZeros writes n zeros at offset off of f, in pieces of zeroPiece,
+// calling hook (if not nil: tests) before each piece.
+func writeZeros(f vfs.File, off, n int64, hook func(off, n int64)) error {
 	bp := zeroPool.Get().(*[]byte)
 	defer zeroPool.Put(bp)
 	b := *bp
 	for n > 0 {
 		k := min(n, int64(len(b)))
-		if zeroFillHook != nil {
-			zeroFillHook(off, k)
+		if hook != nil {
+			hook(off, k)
 		}
 		err := writeFull(f, b[:k], off)
 		// A file system may scribble on the bytes it was given (Pebble's
@@ -1013,8 +1018,8 @@ func (l *Log) sealEnd() error {
 	if l.zeroed <= l.size {
 		return nil
 	}
-	if sealHook != nil {
-		sealHook()
+	if h := l.opts.test.seal; h != nil {
+		h()
 	}
 	l.fsyncMu.Lock()
 	err := truncate(l.fs, l.fs.PathJoin(l.dir, segmentName(l.segNum)), &l.file, l.size)
@@ -1034,29 +1039,6 @@ func (l *Log) sealEnd() error {
 	}
 	l.readMu.RUnlock()
 	return nil
-}
-
-// callHook calls a hook of the Log (written, onCommit) with the batches
-// of the accepted pending appends. Called by the leader, with ioMu held.
-func (l *Log) callHook(hook func([]*Batch), accepted []*pending) {
-	l.group = l.group[:0]
-	for _, p := range accepted {
-		l.group = append(l.group, p.b)
-	}
-	hook(l.group)
-	clear(l.group)
-}
-
-// abort fails the accepted batches of a group with err, telling each
-// prepared one, last first.
-func abort(accepted []*pending, err error) {
-	for i := len(accepted) - 1; i >= 0; i-- {
-		p := accepted[i]
-		p.err = err
-		if p.b.Aborted != nil {
-			p.b.Aborted(p.b)
-		}
-	}
 }
 
 func (l *Log) durability(b *Batch) Durability {

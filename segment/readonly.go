@@ -29,10 +29,6 @@ type roState struct {
 	opening bool
 }
 
-// afterSizeHook, if set (tests), is called by a read-only Log between
-// the Stat that gives a segment's size and the reads of its records.
-var afterSizeHook func(seg uint64)
-
 // OpenReadOnly opens the segments of a ledger in dir to read them while a
 // writer may have them open, in this process or another. It takes no lock
 // and writes nothing: no recovery, no cut, no file created or removed.
@@ -304,8 +300,8 @@ func (l *Log) scanActive(sealed bool) (done bool, err error) {
 			size = min(size, pst.Size())
 		}
 	}
-	if afterSizeHook != nil {
-		afterSizeHook(l.segNum)
+	if h := l.opts.test.afterSize; h != nil {
+		h(l.segNum)
 	}
 	if size < l.size {
 		// Cut before what was shown: checkHead said the head is there,
@@ -433,8 +429,8 @@ func (l *Log) judgeTail(f vfs.File, name string, size int64, bad *badRecord, sc 
 	if st, err := f.Stat(); err != nil || st.Size() != size {
 		return bad.zero, nil
 	}
-	if judgeHook != nil {
-		judgeHook()
+	if h := l.opts.test.judge; h != nil {
+		h()
 	}
 	s := &segmentFile{number: l.segNum, name: name, file: f, size: size}
 	if zeros, err := zeroTail(s, bad, sc.synced); err == nil && zeros {
@@ -449,9 +445,6 @@ func (l *Log) judgeTail(f vfs.File, name string, size int64, bad *badRecord, sc 
 	}
 	return false, cerr
 }
-
-// judgeHook, if set (tests), is called by judgeTail before it judges.
-var judgeHook func()
 
 // rewritten reports whether the record at bad.offset (after chain c)
 // no longer fails as the scan found it failing: a writer wrote there.

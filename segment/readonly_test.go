@@ -195,7 +195,7 @@ func TestReadOnlyFollow(t *testing.T) {
 
 // TestReadOnlySizeChangesWhileRead: the last segment, holding a torn
 // write, is cut by the writer's recovery between the reader's Stat and its
-// reads (afterSizeHook). The reader must not report corruption or an
+// reads (testHooks.afterSize). The reader must not report corruption or an
 // error, and must show what the writer appends after its recovery.
 func TestReadOnlySizeChangesWhileRead(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "led")
@@ -233,15 +233,14 @@ func TestReadOnlySizeChangesWhileRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	hooked := 0
-	afterSizeHook = func(uint64) {
+	r.opts.test.afterSize = func(uint64) {
 		hooked++
 		if err := os.Truncate(path, good.Loc.End()); err != nil {
 			t.Error(err)
 		}
 	}
-	defer func() { afterSizeHook = nil }()
 	moved, err := r.Follow()
-	afterSizeHook = nil
+	r.opts.test.afterSize = nil
 	if err != nil || moved || hooked == 0 {
 		t.Fatalf("Follow during the cut: moved %v, %v (hook ran %d times)", moved, err, hooked)
 	}
@@ -293,7 +292,7 @@ func TestReadOnlyDiverged(t *testing.T) {
 // a writer appends other records in their place, as after a crash that
 // lost what the reader had shown, or an operator restoring an older copy,
 // between the reader's look at the segment's size and its reads of what
-// follows its head (afterSizeHook). The segment had a
+// follows its head (testHooks.afterSize). The segment had a
 // successor when the reader looked (sealed), so what the reader then
 // reads past its head, the writer's new records, does not continue its
 // chain. That is not corruption: the segments no longer hold what the
@@ -325,7 +324,7 @@ func TestReadOnlyCutWhileScanned(t *testing.T) {
 	}
 	seg1 := filepath.Join(dir, segmentName(1))
 	hooked := 0
-	afterSizeHook = func(seg uint64) {
+	r.opts.test.afterSize = func(seg uint64) {
 		if seg != 1 || hooked > 0 {
 			return
 		}
@@ -354,9 +353,8 @@ func TestReadOnlyCutWhileScanned(t *testing.T) {
 			}
 		}
 	}
-	defer func() { afterSizeHook = nil }()
 	_, err = r.Follow()
-	afterSizeHook = nil
+	r.opts.test.afterSize = nil
 	if hooked == 0 {
 		t.Fatal("the hook did not run")
 	}

@@ -119,7 +119,7 @@ func TestZeroFillAhead(t *testing.T) {
 // after its records (synced with them). Open keeps every acknowledged
 // record, cuts the zeros silently (no torn write), and a read-only open
 // before it shows every record and hides nothing. The same after a crash
-// between the writing of zeros and the cut of a rotation (sealHook).
+// between the writing of zeros and the cut of a rotation (testHooks.seal).
 func TestZeroTailAfterCrash(t *testing.T) {
 	check := func(t *testing.T, fs vfs.FS, acked []eventid.ID, want Head) {
 		t.Helper()
@@ -163,12 +163,11 @@ func TestZeroTailAfterCrash(t *testing.T) {
 		acked := []eventid.ID{l.Head().ID}
 		var crashed *vfs.MemFS
 		var at Head
-		sealHook = func() {
+		l.opts.test.seal = func() {
 			if crashed == nil {
 				crashed, at = mem.CrashClone(vfs.CrashCloneCfg{}), l.head
 			}
 		}
-		defer func() { sealHook = nil }()
 		for i := 0; crashed == nil; i++ {
 			if i == 1000 {
 				t.Fatal("no rotation cut zeros after the records")
@@ -242,12 +241,11 @@ func TestZeroFillFaults(t *testing.T) {
 			fs := faultfs.Wrap(inner)
 			var mu sync.Mutex
 			zeros := map[[2]int64]bool{}
-			zeroFillHook = func(off, n int64) {
+			zeroFill := func(off, n int64) {
 				mu.Lock()
 				zeros[[2]int64{off, n}] = true
 				mu.Unlock()
 			}
-			defer func() { zeroFillHook = nil }()
 			failed := 0
 			fs.SetInjector(faultfs.InjectorFunc(func(op faultfs.Op) faultfs.Fault {
 				mu.Lock()
@@ -258,7 +256,7 @@ func TestZeroFillFaults(t *testing.T) {
 				}
 				return faultfs.NoFault
 			}))
-			l := newTestLog(t, fs, "led", Options{SegmentSize: 8 << 10})
+			l := newTestLog(t, fs, "led", Options{SegmentSize: 8 << 10, test: testHooks{zeroFill: zeroFill}})
 			acked := []eventid.ID{l.Head().ID}
 			ids, _ := appendN(t, l, 0, 60, 2)
 			acked = append(acked, ids...)
@@ -347,7 +345,7 @@ func TestReadOnlyFollowsZeroFill(t *testing.T) {
 
 // TestReadOnlyOpenBesideWriterInZeros: a writer appends records into
 // the zeros ahead of its records (the file's size does not change) while
-// a read-only open judges the end of what it scanned (judgeHook): what
+// a read-only open judges the end of what it scanned (testHooks.judge): what
 // it finds there then (good records, some vouching that the zeros it saw
 // were synced) is a writer at work, not corruption.
 func TestReadOnlyOpenBesideWriterInZeros(t *testing.T) {
@@ -357,12 +355,15 @@ func TestReadOnlyOpenBesideWriterInZeros(t *testing.T) {
 	appendN(t, w, 0, 5, 2)
 	name, _ := w.Active()
 	before := len(fileBytes(t, fs, fs.PathJoin("led", name)))
-	judgeHook = func() {
-		judgeHook = nil
+	judged := false
+	judge := func() {
+		if judged {
+			return
+		}
+		judged = true
 		appendN(t, w, 100, 3, 2) // three Sync groups: the later ones vouch for the first
 	}
-	defer func() { judgeHook = nil }()
-	r, err := OpenReadOnly("led", Options{FS: fs, Ledger: testLedger()})
+	r, err := OpenReadOnly("led", Options{FS: fs, Ledger: testLedger(), test: testHooks{judge: judge}})
 	if err != nil {
 		t.Fatalf("read-only open while the writer appends into its zeros: %v", err)
 	}
