@@ -25,6 +25,7 @@ import (
 // the balances are right and never negative. It logs the conflicts per
 // successful append.
 func TestAccountsUnderConflicts(t *testing.T) {
+	t.Parallel()
 	const goroutines, accounts, perGoroutine = 16, 4, 40
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())

@@ -66,6 +66,7 @@ func checkCopyOpensClean(t *testing.T, dir string) map[string][]eventid.ID {
 // acknowledged before its backup began. Ledgers are created meanwhile:
 // each copy has them or not, whole.
 func TestBackupUnderRunningWriter(t *testing.T) {
+	t.Parallel()
 	runBackupsUnderWriter(t, func(ctx context.Context, db *DB, _, target string) (BackupResult, error) {
 		return db.Backup(ctx, target)
 	})
@@ -76,6 +77,7 @@ func TestBackupUnderRunningWriter(t *testing.T) {
 // a running writer): a DB of its own opened with OpenReadOnly on the same
 // directory, which neither blocks the writer nor uses anything of it.
 func TestBackupReadOnlyUnderRunningWriter(t *testing.T) {
+	t.Parallel()
 	runBackupsUnderWriter(t, func(ctx context.Context, _ *DB, dir, target string) (BackupResult, error) {
 		ro, err := OpenReadOnly(dir, &Options{TempDir: t.TempDir()})
 		if err != nil {
@@ -255,6 +257,7 @@ func runBackupsUnderWriter(t *testing.T, backup func(ctx context.Context, db *DB
 // TestBackupKeepsConsumerPosition: a named consumer's stored position is
 // in the backup, and resumes there.
 func TestBackupKeepsConsumerPosition(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := openTest(t, dir)
 	defer db.Close()
@@ -332,6 +335,7 @@ func listNames(t *testing.T, dir string) []string {
 // TestBackupRefusesNonEmptyTarget: a backup is never written over a
 // directory that holds something, nor over a file.
 func TestBackupRefusesNonEmptyTarget(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
 	ctx := context.Background()
@@ -377,6 +381,7 @@ func TestBackupRefusesNonEmptyTarget(t *testing.T) {
 // TestBackupRefusesTargetInsideDataDir: the data directory itself, or any
 // directory inside it (by any path), is no target.
 func TestBackupRefusesTargetInsideDataDir(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := openTest(t, dir)
 	defer db.Close()
@@ -411,6 +416,7 @@ func TestBackupRefusesTargetInsideDataDir(t *testing.T) {
 // write fails) or whose context ends leaves no directory under the
 // target's name, nor its temporary one; the DB goes on.
 func TestBackupInterruptedLeavesNoDirectory(t *testing.T) {
+	t.Parallel()
 	db, err := Open(t.TempDir(), &Options{SegmentSize: 4 << 10})
 	if err != nil {
 		t.Fatal(err)
@@ -514,6 +520,7 @@ func TestBackupToAnotherFileSystemCopies(t *testing.T) {
 // TestBackupInterruptedByClose: Close during a backup stops it (ErrClosed)
 // and leaves nothing under the target's name.
 func TestBackupInterruptedByClose(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, t.TempDir())
 	ctx := context.Background()
 	for _, n := range []string{"orders", "payments"} {
@@ -547,6 +554,7 @@ func TestBackupInterruptedByClose(t *testing.T) {
 // writer had it open (its segments copied before they rotated, meta.db
 // after) is refused, and the refusal names annal backup.
 func TestLiveCopyRefusalNamesBackup(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
 	db, err := Open(dir, &Options{SegmentSize: 4 << 10})
@@ -610,6 +618,7 @@ func TestLiveCopyRefusalNamesBackup(t *testing.T) {
 // the whole ledger opens and verifies. Before the read-only backup, this
 // failed with ErrReadOnly.
 func TestBackupReadOnlyCopiesRefusedLedgerAsItIs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := openTest(t, dir)
 	ctx := context.Background()
@@ -684,6 +693,7 @@ func TestBackupReadOnlyCopiesRefusedLedgerAsItIs(t *testing.T) {
 // crash between the two writes, with its tree rebuilt beyond it and a
 // note: that is how this test fails without the second read.)
 func TestBackupReadOnlyWaitsForCheckpointAfterState(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := openTest(t, dir)
 	ctx := context.Background()
@@ -771,6 +781,7 @@ func TestBackupReadOnlyWaitsForCheckpointAfterState(t *testing.T) {
 // fail the check is logged (none, so far: a read of a small file takes
 // microseconds; the second read closes that window).
 func TestBackupReadOnlyMetaCopyUnderCommits(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db, err := Open(dir, &Options{WitnessInterval: time.Millisecond, CheckpointInterval: 100 * time.Millisecond})
 	if err != nil {

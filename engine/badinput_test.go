@@ -142,6 +142,7 @@ func (tpl *badTemplate) recordAt(n uint64, off int64) int64 {
 }
 
 func TestBadInputCatalogue(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newBadFixture(t)
 	defer f.db.Close()

@@ -332,6 +332,7 @@ func closeMidWorkloadRound(t *testing.T, dir string, round int, delivered map[st
 // package's "log closed" as its only cause. Seen in
 // TestCloseMidWorkload: "engine: append to h: segment: log closed".
 func TestAppendRacingCloseIsErrClosed(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, t.TempDir())
 	ctx := context.Background()
 	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "h"}); err != nil {
@@ -359,6 +360,7 @@ func TestAppendRacingCloseIsErrClosed(t *testing.T) {
 // engine.ErrClosed, not the index package's "index: closed" alone. The
 // state is forced here by closing the index first.
 func TestAppendMeetingClosedIndexIsErrClosed(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, t.TempDir())
 	ctx := context.Background()
 	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "h"}); err != nil {
@@ -383,6 +385,7 @@ func TestAppendMeetingClosedIndexIsErrClosed(t *testing.T) {
 // none (it has no error to return ErrClosed with), as Ledger fails with
 // ErrClosed.
 func TestLedgersAfterClose(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, t.TempDir())
 	if _, err := db.CreateLedger(context.Background(), LedgerSpec{Name: "a"}); err != nil {
 		t.Fatal(err)
@@ -404,6 +407,7 @@ func TestLedgersAfterClose(t *testing.T) {
 // by running those steps of Close) fails with ErrClosed, not bbolt's
 // "database not open".
 func TestConsumersRacingCloseIsErrClosed(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, t.TempDir())
 	ctx := context.Background()
 	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "a"}); err != nil {
@@ -445,6 +449,7 @@ func (f *blockNameFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, er
 // writes in the directory once Close has returned, as with Import), and
 // a ledger it reports created is there, whole, after a reopen.
 func TestCreateLedgerRacesClose(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	metaPath := filepath.Join(dir, "meta.db")
 	fs := &blockNameFS{FS: vfs.Default, blocked: make(chan struct{}), release: make(chan struct{})}
@@ -502,6 +507,7 @@ func TestCreateLedgerRacesClose(t *testing.T) {
 // unavailable, every acknowledged event and ledger is there, and every
 // ledger verifies. Run it with -race.
 func TestAppendCreateImportRaceClose(t *testing.T) {
+	t.Parallel()
 	for round := 0; round < 2; round++ {
 		dir := t.TempDir()
 		ctx := context.Background()

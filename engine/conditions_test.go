@@ -19,6 +19,7 @@ func ev(entity, key, event string) EventInput {
 }
 
 func TestStreamAndSelectorConditions(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -98,6 +99,7 @@ func TestStreamAndSelectorConditions(t *testing.T) {
 // ever extend the same head, even when their appends are committed in one
 // group, before either is indexed.
 func TestOptimisticConcurrencyOnOneStream(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -151,6 +153,7 @@ func TestOptimisticConcurrencyOnOneStream(t *testing.T) {
 // append's IDs; concurrent appends with one key append once; the keys
 // survive a rebuild of the index from the segments.
 func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := openTest(t, dir)
@@ -229,6 +232,7 @@ func TestIdempotencyKey(t *testing.T) {
 // heads, its idempotency key and its events for selectors; and that an
 // aborted batch leaves no trace.
 func TestInFlightViews(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -269,6 +273,7 @@ func TestInFlightViews(t *testing.T) {
 // append on conditions; on each conflict, the Found event is readable by
 // Get at once and a Replay after the caller's position sees something new.
 func TestConflictsReadableForEveryCondition(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
 	ctx := context.Background()

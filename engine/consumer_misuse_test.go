@@ -15,6 +15,7 @@ import (
 // TestConsumerMisuse: a named consumer used as a careless adopter
 // would.
 func TestConsumerMisuse(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := openTest(t, dir)
 	ctx := context.Background()

@@ -58,6 +58,7 @@ func seqs(evs []Event) []uint64 {
 // after the DB is reopened; what it was given and did not acknowledge
 // comes again.
 func TestConsumerResumesAfterAck(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := openTest(t, dir)
@@ -112,6 +113,7 @@ func TestConsumerResumesAfterAck(t *testing.T) {
 // ledger's, the zero ID) and leaves the position; an older event is a
 // no-op; a name is held by one live Consumer; bad options and names fail.
 func TestConsumerAckRules(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -236,6 +238,7 @@ func TestConsumerAckRules(t *testing.T) {
 // within the interval; with None only by Flush, Close and DB.Close; and
 // what DB.Close wrote is where the consumer resumes.
 func TestConsumerDurability(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := openTest(t, dir)
@@ -295,6 +298,7 @@ func TestConsumerDurability(t *testing.T) {
 // commit, one in the catch-up suspended in its loop body) returns; each
 // Events ends with one ErrClosed.
 func TestConsumerCloseDB(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
@@ -352,6 +356,7 @@ func TestConsumerCloseDB(t *testing.T) {
 // the first event. A damaged
 // position record fails DB.Consumer, saying so; DeleteConsumer removes it.
 func TestConsumerMetaLost(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := openTest(t, dir)
@@ -427,6 +432,7 @@ func TestConsumerMetaLost(t *testing.T) {
 // and not yielded), and across its lives it receives every matching
 // event, in order, none skipped.
 func TestConsumerRareSelectorConcurrentCommits(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -510,6 +516,7 @@ func TestConsumerRareSelectorConcurrentCommits(t *testing.T) {
 // append, and another goroutine per name tries to take it (refused while
 // it is live); run with -race.
 func TestConsumersConcurrent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -591,6 +598,7 @@ func TestConsumersConcurrent(t *testing.T) {
 // event before it stored the position, so after the crash the position
 // is an event of the ledger and the consumer resumes after it.
 func TestConsumerPositionNeverPastDurableLedger(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	mem := vfs.NewCrashableMem()
 	metaPath := filepath.Join(t.TempDir(), metaFile)
@@ -638,6 +646,7 @@ func TestConsumerPositionNeverPastDurableLedger(t *testing.T) {
 // head, a reset to the start) is where the next Consumer resumes; a live
 // consumer, another ledger's event and an unknown event are refused.
 func TestSetConsumerPosition(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -686,6 +695,7 @@ func TestSetConsumerPosition(t *testing.T) {
 // (a flipped byte in its segment) fails with ErrLedgerUnavailable, and
 // its stored position is kept for when the ledger is repaired.
 func TestConsumerUnavailableLedger(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := openTest(t, dir)
@@ -736,6 +746,7 @@ func TestConsumerUnavailableLedger(t *testing.T) {
 // TestConsumerCloseInLoop: Consumer.Close from the loop body ends Events
 // with one ErrClosed, and no event after it; the name is free again.
 func TestConsumerCloseInLoop(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()

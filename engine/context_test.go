@@ -292,6 +292,7 @@ func TestAppendCancelledWaitingForCommit(t *testing.T) {
 // TestAwaitIndexedEndsWithContext: the wait of a failed condition for
 // the index to show what it saw ends with its context's error.
 func TestAwaitIndexedEndsWithContext(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -332,6 +333,7 @@ func lockUntilDone(mu sync.Locker) (unlock func()) {
 // while it waits for another write of positions returns an error matching
 // context.Canceled, and the stored position is as it was.
 func TestConsumerWritesCancelled(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()

@@ -27,6 +27,7 @@ import (
 // permission, a ledger refused for its checkpoint evidence alone) does
 // not. Each error comes from a real store, damaged as the case says.
 func TestErrCorruptionMatchesEveryLayer(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name    string
 		err     func(t *testing.T) error

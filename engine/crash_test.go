@@ -86,6 +86,7 @@ type engineCrash struct {
 // index and the metadata agree with the segments, Verify passes, and
 // appends go on.
 func TestEngineCrashPoints(t *testing.T) {
+	t.Parallel()
 	runs := *engineCrashRuns
 	if testing.Short() || raceEnabled {
 		runs = 1
@@ -553,6 +554,7 @@ func checkMetaFile(t *testing.T, path string, want map[string]LedgerInfo) {
 // the history appended, and every ledger verifies (segments, and every
 // index family against them).
 func TestCrashAtEveryOperation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	mem := vfs.NewCrashableMem()
 	ffs := faultfs.Wrap(mem)

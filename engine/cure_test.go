@@ -20,6 +20,7 @@ import (
 // (%w), so that it can be matched. (The message was "CRC mismatch" and no
 // cure; the cause was formatted with %v.)
 func TestMetaDamageNamesCure(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := openTest(t, dir)
@@ -66,6 +67,7 @@ func TestMetaDamageNamesCure(t *testing.T) {
 // lost, segment.ErrAcknowledgedLost), and the message now names the cure:
 // restore the segment files from a backup (annal backup).
 func TestLostTailNamesCure(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := openTest(t, dir)

@@ -13,6 +13,7 @@ import (
 // TestCursorsAtLedgerEdges: the cursors at the edges of a ledger, for Scan
 // and Replay, forwards and backwards.
 func TestCursorsAtLedgerEdges(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
 	ctx := context.Background()

@@ -47,6 +47,7 @@ func collect(t *testing.T, seq func(func(Event, error) bool)) []Event {
 }
 
 func TestLedgerAppendReadReopen(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := openTest(t, dir)
@@ -166,6 +167,7 @@ func TestLedgerAppendReadReopen(t *testing.T) {
 }
 
 func TestBadInputStoresNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -203,6 +205,7 @@ func TestBadInputStoresNothing(t *testing.T) {
 }
 
 func TestSecondOpenIsRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := openTest(t, dir)
 	defer db.Close()
@@ -212,6 +215,7 @@ func TestSecondOpenIsRefused(t *testing.T) {
 }
 
 func TestFilesAreOwnerOnly(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := openTest(t, dir)
 	if _, err := db.CreateLedger(context.Background(), LedgerSpec{Name: "l"}); err != nil {
@@ -237,6 +241,7 @@ func TestFilesAreOwnerOnly(t *testing.T) {
 // name differs, so IDs differ; then it checks the retry path directly by
 // occupying the first ID's directory.
 func TestLedgerIDCollision(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	fixed := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
@@ -264,6 +269,7 @@ func TestLedgerIDCollision(t *testing.T) {
 // TestRecoveryRebuildsIndexAndMeta deletes the index and the metadata
 // file of a closed directory: Open rebuilds both from the segments.
 func TestRecoveryRebuildsIndexAndMeta(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := openTest(t, dir)
@@ -297,6 +303,7 @@ func TestRecoveryRebuildsIndexAndMeta(t *testing.T) {
 // ledger: that ledger is unavailable with the segment's corruption error,
 // the other opens.
 func TestCorruptLedgerRefusedOthersOpen(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db, err := Open(dir, &Options{FullVerifyOnOpen: true})
@@ -342,6 +349,7 @@ func TestCorruptLedgerRefusedOthersOpen(t *testing.T) {
 // other ledgers, malformed selectors and keys, and malformed IDs and
 // prefixes each get a typed error, and the ledger is unchanged.
 func TestBadConditionsAndIDs(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -414,6 +422,7 @@ func TestBadConditionsAndIDs(t *testing.T) {
 // TestIndexMemory: the index's memory is reported, within the budget
 // CacheSize sets, and zero after Close.
 func TestIndexMemory(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const budget = 8 << 20
 	db, err := Open(filepath.Join(t.TempDir(), "d"), &Options{CacheSize: budget, Durability: None})

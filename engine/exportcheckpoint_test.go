@@ -17,6 +17,7 @@ import (
 // auditor's verify-file noticed.) The events are forged under the
 // running DB: an Open after the forgery refuses the ledger.
 func TestExportCheckpointRefusesForgedEvents(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	seq, ids := forgeryLedger(t, dir)

@@ -884,6 +884,7 @@ func runFaultTrial(tr faultTrial, dir string, vec []byte, vecIDs []eventid.ID, v
 // as it starts; ANNAL_FAULT_ONLY=132:EIO runs that one trial and prints
 // what each call returned.
 func TestEngineFaultAtEveryOperation(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	vec := vector(t, twoEventFile)
 	_, vecIDs := rewrite(t, vec)

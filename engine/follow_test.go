@@ -19,6 +19,7 @@ import (
 // receives every later event exactly once, in order, while 8 writers
 // append concurrently.
 func TestSubscribeSeesEveryCommitOnceInOrder(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -83,6 +84,7 @@ func TestSubscribeSeesEveryCommitOnceInOrder(t *testing.T) {
 }
 
 func TestVerifyLedgerAndIndex(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -120,6 +122,7 @@ func TestVerifyLedgerAndIndex(t *testing.T) {
 // does not have (or, after a rebuild, under one more idempotency key)
 // fails Verify, which names the families.
 func TestVerifyStreamEntries(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := openTest(t, dir)
@@ -206,6 +209,7 @@ func TestVerifyStreamEntries(t *testing.T) {
 // always see a gap-free prefix of the ledger (sequence numbers 1..k), and
 // every ID an append returned is readable at once.
 func TestScansSeeAPrefix(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -272,6 +276,7 @@ func TestScansSeeAPrefix(t *testing.T) {
 // exactly its own ledger's events, once, in order, and each ledger
 // verifies.
 func TestManyLedgersConcurrently(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -356,6 +361,7 @@ func TestManyLedgersConcurrently(t *testing.T) {
 // silently (annal tail printed nothing and never exited while a writer
 // appended events of another history to the restored ledger).
 func TestReadOnlySubscribeEndsWhenLedgerFilesReplaced(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		// change changes the ledger's files (its directory ldir; older
@@ -431,6 +437,7 @@ func TestReadOnlySubscribeEndsWhenLedgerFilesReplaced(t *testing.T) {
 // committed but not yet indexed (the index follows a moment later), and
 // Verify compares the index with the segments only once it covers them.
 func TestVerifyDuringAppends(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
 	ctx := context.Background()

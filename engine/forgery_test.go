@@ -136,6 +136,7 @@ func assertForgeryUndetectedByCRC(t *testing.T, db *DB, f forge.Record, ids []ev
 // every Event ID and passes every CRC-based check (it must, or the tests
 // below prove nothing).
 func TestForgeryKeepsEventIDs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	seq, ids := forgeryLedger(t, dir)
 	segDir := ledgerSegDir(t, dir, "pay")
@@ -180,6 +181,7 @@ func savedCheckpoint(t *testing.T, dir, ledger string) Checkpoint {
 // ErrRewritten naming the event (#seq and ID), and fails VerifyCheckpoint
 // of a checkpoint saved before it.
 func TestForgeryFailsVerify(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	seq, ids := forgeryLedger(t, dir)
@@ -227,6 +229,7 @@ func TestForgeryFailsVerify(t *testing.T) {
 // model: someone with the files is caught only by checkpoints kept
 // elsewhere), and the checkpoint saved before still catches the forgery.
 func TestForgeryWithTreeRecomputed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	seq, ids := forgeryLedger(t, dir)

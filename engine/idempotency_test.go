@@ -48,6 +48,7 @@ func checkMismatch(t *testing.T, what string, err error, first AppendResult, eve
 // deleted and rebuilt from the segments, and after a rebuild asked for.
 // Verify agrees with the digests the appends stored.
 func TestIdempotencyComparesEvents(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := openTest(t, dir)
@@ -155,6 +156,7 @@ func TestIdempotencyComparesEvents(t *testing.T) {
 // batch is appended; every goroutine with its payload gets its result,
 // every other one ErrIdempotencyMismatch naming it. Run with -race.
 func TestIdempotencyConcurrentRetries(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -233,6 +235,7 @@ func TestIdempotencyConcurrentRetries(t *testing.T) {
 // the batch from the segments, its digest included: the same events get
 // the first result, other events ErrIdempotencyMismatch.
 func TestIdempotencyAfterCrash(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	mem := vfs.NewCrashableMem()
 	metaPath := filepath.Join(t.TempDir(), metaFile)
@@ -307,6 +310,7 @@ func storedEntries(t *testing.T, db *DB, ids []eventid.ID) []segment.Entry {
 // without a digest) is rebuilt from the segments when the DB opens, and
 // the keys work, digests included.
 func TestIdempotencyOldIndexRebuilt(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := openTest(t, dir)
@@ -343,6 +347,7 @@ func TestIdempotencyOldIndexRebuilt(t *testing.T) {
 // same event as one with Meta {} (same content, same checksum); only
 // whitespace is ErrInvalid, and a nil Data too.
 func TestNilMetaIsEmptyObject(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()

@@ -149,6 +149,7 @@ func TestImportKilledIndexDeleted(t *testing.T) {
 // is rebuilt (with the root its checkpoint signed, or Open would refuse
 // the ledger) and that no temporary tree file is left.
 func TestRebuildAcrossCatchUpBatches(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := openTest(t, dir)
@@ -246,6 +247,7 @@ func syntheticExport(n int) []byte {
 // compactEarly flushes after it) stores what a rebuild of the index from
 // its segments gives, and segments and tree that verify.
 func TestImportFlushesDuringImport(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	n := 250_000
 	if testing.Short() {

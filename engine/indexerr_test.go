@@ -27,6 +27,7 @@ import (
 // back. Each must return, within a bound, an error that matches
 // syscall.ENOSPC; once space is back, everything is there.
 func TestIndexDiskFullNoHang(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		cache int64
@@ -208,6 +209,7 @@ func TestIndexNotWritable(t *testing.T) {
 // of verified events; Options.RebuildIndex then rebuilds the index, with
 // progress, and Verify passes.
 func TestVerifyIndexDamaged(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db, err := Open(dir, nil)
@@ -357,6 +359,7 @@ func TestVerifyIndexDamaged(t *testing.T) {
 // index.broken to rebuild it (which the full disk would refuse too). Once
 // space is back, the same index opens with every event.
 func TestIndexOpenDiskFullMovesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	metaPath := filepath.Join(t.TempDir(), "meta.db")

@@ -309,6 +309,7 @@ func TestImportExportExamplesLedger(t *testing.T) {
 }
 
 func TestImportExportTwoEvents(t *testing.T) {
+	t.Parallel()
 	in := vector(t, twoEventFile)
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -457,6 +458,7 @@ func TestImportRefusesBadInput(t *testing.T) {
 }
 
 func TestImportEmptyAndUnreadable(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := openTest(t, dir)
 	_, err := db.Import(context.Background(), strings.NewReader(""), ImportOptions{})
@@ -484,6 +486,7 @@ func (f *failingReader) Read(p []byte) (int, error) {
 }
 
 func TestImportExistingLedger(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	in := vector(t, examplesFile)
 	dir := t.TempDir()
@@ -602,6 +605,7 @@ func TestImportCancelled(t *testing.T) {
 // TestImportName checks the name of an imported ledger, and what a rebuild
 // of the metadata from the segments makes of it.
 func TestImportName(t *testing.T) {
+	t.Parallel()
 	in := vector(t, examplesFile)
 	for _, tc := range []struct{ opt, want, rebuilt string }{
 		{"", "preview", "preview"},
@@ -635,6 +639,7 @@ func TestImportName(t *testing.T) {
 // interrupted import (with a segment in it) in ledgers/: Open ignores it,
 // and removeImportLeftovers removes it.
 func TestImportLeftoverDirectory(t *testing.T) {
+	t.Parallel()
 	in := vector(t, twoEventFile)
 	dir := t.TempDir()
 	db := openTest(t, dir)
@@ -677,6 +682,7 @@ func TestImportLeftoverDirectory(t *testing.T) {
 }
 
 func TestExportAfterAndFrom(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	in := vector(t, examplesFile)
 	db := openTest(t, t.TempDir())
@@ -767,6 +773,7 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 }
 
 func TestExportErrors(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
 	importBytes(t, db, vector(t, examplesFile), ImportOptions{})
@@ -857,6 +864,7 @@ func TestExportStreams(t *testing.T) {
 // timestamps: strictly increasing, as the Verifier does. (The reference
 // ledgers have no two events at the same microsecond.)
 func TestImportTimestamps(t *testing.T) {
+	t.Parallel()
 	_, ids := rewrite(t, vector(t, examplesFile))
 	for i := 1; i < len(ids); i++ {
 		if ids[i].Micros() <= ids[i-1].Micros() {

@@ -20,6 +20,7 @@ import (
 // (checkInvariantsLocked). Neither state changes anything before
 // the panic, and the ledger goes on once it is repaired.
 func TestInvariantBrokenPanics(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()

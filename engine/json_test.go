@@ -15,6 +15,7 @@ import (
 // Export writes for it, byte for byte (with an Encoder that does not
 // escape HTML; json.Marshal gives the same JSON value), and reads it back.
 func TestEventJSONIsTheExportLine(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -98,6 +99,7 @@ func TestEventJSONIsTheExportLine(t *testing.T) {
 // TestLedgerInfoJSON: a LedgerInfo is written with hex IDs and RFC 3339
 // times (µs, UTC), as the command's ledgers --format json, and read back.
 func TestLedgerInfoJSON(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -140,6 +142,7 @@ func TestLedgerInfoJSON(t *testing.T) {
 // encoding/json's convention (and eventid.ID's, LedgerID's, LedgerInfo's)
 // has it: a struct with an Event member reads {"event":null}.
 func TestEventUnmarshalJSONNull(t *testing.T) {
+	t.Parallel()
 	var v struct {
 		Ev Event      `json:"ev"`
 		In LedgerInfo `json:"in"`

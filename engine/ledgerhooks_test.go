@@ -15,6 +15,7 @@ import (
 // the committing goroutine, so that readers see it when the commit
 // returns, with no Append through the DB before it.
 func TestHooksSetWhenReachable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, path := range []string{"create", "open", "import"} {
 		t.Run(path, func(t *testing.T) {

@@ -536,6 +536,7 @@ func (r *linRun) resolve(ctx context.Context, db *DB, crashEnd int64) (present, 
 // against a sequential model with porcupine, over rounds separated by a
 // clean close or a crash (see the comment at the top of this file).
 func TestLinearizable(t *testing.T) {
+	t.Parallel()
 	runs, rounds, clients, budget := 4, 4, 8, 160
 	if raceEnabled {
 		runs, budget = 1, 100

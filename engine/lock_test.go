@@ -458,6 +458,7 @@ func TestLockOlderAnnal(t *testing.T) {
 // TestLockDirectoryMoved: a data directory moved aside (and another made
 // in its place) under a running writer stops its appends.
 func TestLockDirectoryMoved(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	dir := filepath.Join(base, "data")
 	db := openTest(t, dir)
@@ -509,6 +510,7 @@ func TestLockIndexConflictIsNotDamage(t *testing.T) {
 // TestLockMetaConflict: a lock on meta.db (bbolt's flock) held elsewhere
 // is ErrLocked, not damage.
 func TestLockMetaConflict(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	openTest(t, dir).Close()
 	b, err := bolt.Open(filepath.Join(dir, metaFile), 0o600, nil)
@@ -522,6 +524,7 @@ func TestLockMetaConflict(t *testing.T) {
 // TestLockFileKinds: DIR/LOCK a directory or a symbolic link is a clear
 // error, not "in use", and Open follows no link. (These work as root.)
 func TestLockFileKinds(t *testing.T) {
+	t.Parallel()
 	t.Run("directory", func(t *testing.T) {
 		dir := t.TempDir()
 		if err := os.Mkdir(filepath.Join(dir, lockFile), 0o700); err != nil {
@@ -553,6 +556,7 @@ func TestLockFileKinds(t *testing.T) {
 // TestLockPermissions: a LOCK file or a directory this user may not
 // write is a permission error, not "in use".
 func TestLockPermissions(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() == 0 {
 		t.Skip("running as root, which file permissions do not stop: chmod cannot make the case (TestLockFileKinds covers LOCK's other failures as root)")
 	}
@@ -630,6 +634,7 @@ func TestLockInfo(t *testing.T) {
 // take while it is held: it waits, then gives up naming the file; once
 // released it is taken at once.
 func TestSignerStateLockExcludesOtherDescriptors(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "k.state.lock")
 	held, err := lockFileWait(path, time.Second)
 	if err != nil {

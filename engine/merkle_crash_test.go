@@ -213,6 +213,7 @@ func reopenCrash(t *testing.T, c *engineCrash, segmentSize int64) *DB {
 // reopened and checked (see the top of the file) with the checkpoints
 // returned before the crash.
 func TestTreeCrashAtEveryOperation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	mem := vfs.NewCrashableMem()
 	ffs := faultfs.Wrap(mem)
@@ -365,6 +366,7 @@ func TestTreeCrashAtEveryOperation(t *testing.T) {
 // simulates crashes at random moments; each is reopened and checked (see
 // the top of the file) with every checkpoint seen before it.
 func TestTreeCrashRandom(t *testing.T) {
+	t.Parallel()
 	runs := *treeCrashRuns
 	if testing.Short() || raceEnabled {
 		runs = 1

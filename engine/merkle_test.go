@@ -96,6 +96,7 @@ func mkCheckNote(t *testing.T, db *DB, c Checkpoint) {
 // inclusion proof of every event, against the checkpoint and against
 // trees of other sizes, verifies.
 func TestMerkleProofsOfEveryEvent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -179,6 +180,7 @@ func TestMerkleProofsOfEveryEvent(t *testing.T) {
 // and proves every pair consistent, before and after a reopen; the
 // checkpoints issued before the reopen are consistent with those after.
 func TestMerkleConsistencyBetweenCheckpoints(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := openTest(t, dir)
@@ -241,6 +243,7 @@ func TestMerkleConsistencyBetweenCheckpoints(t *testing.T) {
 // TestMerkleCloseIssuesCheckpoint: Close signs the head of every ledger
 // that grew; a ledger that did not grow gets none.
 func TestMerkleCloseIssuesCheckpoint(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db, err := Open(dir, &Options{CheckpointInterval: -1})
 	if err != nil {
@@ -280,6 +283,7 @@ func mustLedger(t *testing.T, db *DB, name string) LedgerInfo {
 // TestMerkleIntervalWriter: the background writer signs the ledgers that
 // grew, and never an event that is not durable (appends with None).
 func TestMerkleIntervalWriter(t *testing.T) {
+	t.Parallel()
 	db, err := Open(t.TempDir(), &Options{CheckpointInterval: 100 * time.Millisecond, Durability: None})
 	if err != nil {
 		t.Fatal(err)
@@ -327,6 +331,7 @@ func TestMerkleIntervalWriter(t *testing.T) {
 
 // TestMerkleCheckpointIntervalOption: the range of CheckpointInterval.
 func TestMerkleCheckpointIntervalOption(t *testing.T) {
+	t.Parallel()
 	for _, d := range []time.Duration{time.Millisecond, 99 * time.Millisecond, 25 * time.Hour} {
 		if _, err := Open(t.TempDir(), &Options{CheckpointInterval: d}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "CheckpointInterval") {
 			t.Fatalf("CheckpointInterval %v: %v", d, err)
@@ -385,6 +390,7 @@ func mkProveAll(t *testing.T, db *DB, name string, want tree.Hash) {
 // the segments at Open, with the same root, and said so in TreeRebuilt;
 // the tree then proves every event.
 func TestMerkleTreeFileRebuilt(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		harm func(t *testing.T, path string)
@@ -471,6 +477,7 @@ func mkFlip(t *testing.T, path string, off int64) {
 // checkpoint (not trusted: unsynced) are cut and recomputed from the
 // segments, even when they are wrong on disk.
 func TestMerkleUnsyncedTailRecovered(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db, err := Open(dir, &Options{CheckpointInterval: -1})
 	if err != nil {
@@ -521,6 +528,7 @@ func TestMerkleUnsyncedTailRecovered(t *testing.T) {
 // left as they are, with the cure named; it is not signed again until the
 // operator accepts it (AcceptLedger), which rebuilds a missing tree too.
 func TestMerkleNoCheckpointFile(t *testing.T) {
+	t.Parallel()
 	for _, removeTree := range []bool{false, true} {
 		dir := t.TempDir()
 		db := openTest(t, dir)
@@ -605,6 +613,7 @@ func mkSignWith(t *testing.T, s note.Signer, origin string, size uint64, root tr
 // (the tree file removed, so that it is rebuilt) make Open refuse the
 // ledger, and leave its files as they are; the other ledgers open.
 func TestMerkleForgedCheckpointRefused(t *testing.T) {
+	t.Parallel()
 	otherKey, _, err := note.GenerateKey(rand.Reader, "mallory")
 	if err != nil {
 		t.Fatal(err)
@@ -735,6 +744,7 @@ func keys(m map[string]string) []string {
 // checkpoint signed before finds it: Open refuses the ledger with
 // ErrRewritten, naming the checkpoint.
 func TestMerkleRewrittenHistoryRefused(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dirA, dirB := t.TempDir(), t.TempDir()
 	a := openTest(t, dirA)
@@ -823,6 +833,7 @@ func TestMerkleImportBuildsTree(t *testing.T) {
 // exactly the events the checkpoint covers and writes the signed note,
 // which checks the file offline; with After or From it is ErrInvalid.
 func TestMerkleExportCheckpoint(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, err := Open(t.TempDir(), &Options{Durability: Interval, SyncInterval: time.Hour})
 	if err != nil {
@@ -857,6 +868,7 @@ func TestMerkleExportCheckpoint(t *testing.T) {
 // key here) signs the checkpoints, named by SignerName; no key file is
 // created; a DB opened with another key refuses the ledger.
 func TestMerkleSigner(t *testing.T) {
+	t.Parallel()
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -905,6 +917,7 @@ func (badSigner) Public() crypto.PublicKey { return "not a key" }
 // TestMerkleProofJSON: the JSON forms of proofs (docs/format.md, section
 // 9.4) read back as they were.
 func TestMerkleProofJSON(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -970,6 +983,7 @@ func TestMerkleProofJSON(t *testing.T) {
 // Close in the middle: every call returns ErrClosed or a result that
 // verifies. Run it with -race.
 func TestMerkleConcurrent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db, err := Open(dir, &Options{CheckpointInterval: 100 * time.Millisecond})

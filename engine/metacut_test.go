@@ -67,6 +67,7 @@ func metaCutTemplate(t *testing.T) (dir string, hwm int64) {
 // (OpenReadOnly) always opens, naming the ledgers from their NAME files;
 // its Consumers says when it could not read meta.db.
 func TestMetaCut(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tpl, hwm := metaCutTemplate(t)
 	const page = 4096

@@ -56,6 +56,7 @@ func (m *model) head(ledger string) eventid.ID {
 // engine and the model, requires the same results, and verifies every
 // ledger at the end.
 func TestModel(t *testing.T) {
+	t.Parallel()
 	n := *modelSeqs
 	if testing.Short() || raceEnabled {
 		n = 20

@@ -51,6 +51,7 @@ func exportLedger(t *testing.T, db *DB, ledger string) []byte {
 // name, then meta.db removed. Both ledgers must come back under their own
 // names, and a name must lead to its own ledger.
 func TestNamesSurviveLostMetadata(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	shopA, shopB := t.TempDir(), t.TempDir()
 	a := openTest(t, shopA)
@@ -107,6 +108,7 @@ func TestNamesSurviveLostMetadata(t *testing.T) {
 // events meets two "orders": the one created first keeps the name, the
 // other gets a derived one, both stay reachable, and Open says so once.
 func TestNamesRebuildMeetsDuplicate(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	shopA, shopB := t.TempDir(), t.TempDir()
 	a := openTest(t, shopA)
@@ -164,6 +166,7 @@ func TestNamesRebuildMeetsDuplicate(t *testing.T) {
 // data directory, where it has the name of a ledger here: the ledger this
 // directory's metadata knows by the name keeps it.
 func TestNamesCopiedLedgerDirectory(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	other, here := t.TempDir(), t.TempDir()
 	// Created first, so that only the metadata can make the local one win.
@@ -317,6 +320,7 @@ var badLedgerNames = []struct{ name, says string }{
 // Name, and the name an import takes from the genesis event): each bad
 // name is ErrInvalid, saying what is wrong, and leaves nothing behind.
 func TestLedgerNameRule(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	in := vector(t, twoEventFile)
 	dir := t.TempDir()
@@ -402,6 +406,7 @@ func canonJSONName(name string) ([]byte, error) {
 // its ID verifies, and nothing is imported. The reference ledgers still
 // import (TestImportExportExamplesLedger and others import them whole).
 func TestImportNameRule(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	long := strings.Repeat("k", 1025)
 	for _, tc := range []struct {
@@ -452,6 +457,7 @@ func TestImportNameRule(t *testing.T) {
 // already there) and opens the directory: every ledger is reachable under
 // a valid derived name, and Open reports each rename.
 func TestNamesRebuiltGenesisBreaksRule(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := openTest(t, dir)
@@ -543,6 +549,7 @@ func writeOldLedger(t *testing.T, dir, name string) eventid.LedgerID {
 // ledger's name cannot be known, so the ledger is refused, saying why, and
 // the other ledgers open; put back, it opens under its name.
 func TestNamesUnreadableNameFile(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := openTest(t, dir)
@@ -593,6 +600,7 @@ func TestNamesUnreadableNameFile(t *testing.T) {
 // fails recovery keeps its name; a ledger copied in under that name gets a
 // derived one, so that an append by the name cannot reach it.
 func TestNamesUnavailableLedgerKeepsName(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	here, other := t.TempDir(), t.TempDir()
 	h := openTest(t, here)
@@ -635,6 +643,7 @@ func TestNamesUnavailableLedgerKeepsName(t *testing.T) {
 // its ledgers are missing here (unavailable) and take no name from the
 // ledgers that are here.
 func TestNamesForeignMetadata(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	here, other := t.TempDir(), t.TempDir()
 	for _, dir := range []string{other, here} {
@@ -672,6 +681,7 @@ func TestNamesForeignMetadata(t *testing.T) {
 // is accepted). A reader's open agrees, and AcceptLedger gives the ledger
 // back its own name.
 func TestRefusedLedgerKeepsItsNameAfterMetaRebuild(t *testing.T) {
+	t.Parallel()
 	for _, withNameFile := range []bool{true, false} {
 		t.Run(fmt.Sprintf("NAME=%v", withNameFile), func(t *testing.T) {
 			ctx := context.Background()
@@ -739,6 +749,7 @@ func TestRefusedLedgerKeepsItsNameAfterMetaRebuild(t *testing.T) {
 // the NAME file by nothing: the ledger both name keeps the name, in the
 // reader's open as in the writer's, and acct gets a derived one.
 func TestNameFileCannotStealAnotherLedgersName(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir, acctID := checkpointLedger(t)
 	otherID := readerID(t, dir, "other")

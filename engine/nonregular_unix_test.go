@@ -21,6 +21,7 @@ import (
 // naming its checkpoint file as a named pipe, without opening it, and
 // goes on.
 func TestCheckpointFIFODoesNotHangOpen(t *testing.T) {
+	t.Parallel()
 	dir, id := checkpointLedger(t)
 	ck := filepath.Join(dir, "ledgers", id, checkpointFileName)
 	if err := os.Remove(ck); err != nil {

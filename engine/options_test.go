@@ -15,6 +15,7 @@ import (
 // and at its default (zero), and refused just outside it with ErrInvalid
 // naming the option and its range, before anything is created.
 func TestOptionRanges(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name     string
 		set      func(o *Options, v int64)
@@ -71,6 +72,7 @@ func TestOptionRanges(t *testing.T) {
 // nothing in it; it opens a missing, an empty (or lost+found only) and a
 // data directory, a partial one (only some of its files left) included.
 func TestOpenRefusesForeignDirectory(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	foreign := t.TempDir()
 	for _, n := range []string{"notes.txt", "photo.jpg", "a", "b", "c", "d"} {
@@ -167,6 +169,7 @@ func TestOpenRefusesForeignDirectory(t *testing.T) {
 // created in it; a directory holding only LOCK (an Open that crashed
 // right after taking it) is still annal's.
 func TestOpenRefusesAnotherStoresDirectory(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := openTest(t, dir)
 	if _, err := db.CreateLedger(context.Background(), LedgerSpec{Name: "a"}); err != nil {

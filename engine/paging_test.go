@@ -114,6 +114,7 @@ func replayModel(all []Event, o ReplayOptions) []Event {
 // TestReplayBounds compares Replay with random bounds, cursors, direction
 // and limit with the model.
 func TestReplayBounds(t *testing.T) {
+	t.Parallel()
 	db, all := pagingDB(t, 600)
 	rng := rand.New(rand.NewPCG(13, 6))
 	selections := []ReplayOptions{
@@ -161,6 +162,7 @@ func TestReplayBounds(t *testing.T) {
 // TestScanCursors checks Scan's two cursors against each other and the
 // model, in both directions.
 func TestScanCursors(t *testing.T) {
+	t.Parallel()
 	db, all := pagingDB(t, 300)
 	for _, e := range []Event{all[0], all[1], all[150], all[len(all)-2], all[len(all)-1]} {
 		for _, rev := range []bool{false, true} {
@@ -204,6 +206,7 @@ func TestScanCursors(t *testing.T) {
 // two cursors that name different events are ErrInvalid, in Scan and
 // Replay.
 func TestReadOptionsInvalid(t *testing.T) {
+	t.Parallel()
 	db, all := pagingDB(t, 20)
 	ctx := context.Background()
 	other := eventid.New(uint64(time.Now().UnixMicro()), 1, all[0].ID.Ledger()+1)
@@ -237,6 +240,7 @@ func TestReadOptionsInvalid(t *testing.T) {
 // new events come after the cursor), a backward one exactly those of one
 // replay made before the first (they come before the first page).
 func TestPaging(t *testing.T) {
+	t.Parallel()
 	selections := []ReplayOptions{
 		{Entity: "order", Keys: []string{"order-1", "order-4"}},
 		{Entity: "order"},

@@ -19,6 +19,7 @@ import (
 // and data, and the stream's head (index tail) is its last event. At the
 // end Verify finds every event and the tree's leaves equal to them.
 func TestBatchedAppendReadableOnReturn(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, mode := range []Durability{Interval, None} {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -96,6 +97,7 @@ func TestBatchedAppendReadableOnReturn(t *testing.T) {
 // event's, as in order, whichever half finds its own first, and nothing
 // is stored.
 func TestBatchInvalidEventReportedInOrder(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()

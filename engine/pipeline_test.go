@@ -76,6 +76,7 @@ func openGated(t *testing.T) (*DB, *gateFS) {
 // no read sees any of it until the fsync is done and Append returns: not
 // Scan, GetSeq, Get, StreamHead, LedgerInfo, nor a Subscribe.
 func TestIndexDuringFsync(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, g := openGated(t)
 	defer db.Close()
@@ -195,6 +196,7 @@ func TestIndexDuringFsync(t *testing.T) {
 // Close does not cover it with the index's progress marker, and the next
 // Open rebuilds the index: Get of its IDs is then ErrNotFound.
 func TestIndexAheadAfterFailedFsync(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, g := openGated(t)
 	if _, err := db.Append(ctx, "l", []EventInput{order(0)}, nil); err != nil {

@@ -18,6 +18,7 @@ import (
 // second Open saw MetaRebuilt() == nil, and a consumer started where the
 // documented advice put it skipped the events it was never given.)
 func TestLostPositionsLastUntilAccepted(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := openTest(t, dir)

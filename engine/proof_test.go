@@ -17,6 +17,7 @@ import (
 // head, an old size of 0 or above the new size, and an ID of a ledger that
 // does not exist; bad proof JSON gives ErrInvalid, never a panic.
 func TestProofsRefuseBadArguments(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -81,6 +82,7 @@ func TestProofsRefuseBadArguments(t *testing.T) {
 // DB's own key but of a huge size, of size 0, of another ledger, or with a
 // wrong root, are refused by VerifyCheckpoint (an error, no panic).
 func TestVerifyCheckpointRefusesOddCheckpoints(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -134,6 +136,7 @@ func TestVerifyCheckpointRefusesOddCheckpoints(t *testing.T) {
 // succeeds with a proof that verifies or fails with an error (no panic, no
 // race), and after Close calls fail with ErrClosed.
 func TestProofsRacingClose(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	mkLedger(t, db, "a", 5)
@@ -227,6 +230,7 @@ func TestProofsRacingClose(t *testing.T) {
 // old size of 0 or above the new one, and an inclusion proof whose eventId
 // is of another ledger than its "ledger".
 func TestProofJSONRefusesImpossibleSizes(t *testing.T) {
+	t.Parallel()
 	const id = "0005d5814ce488843dc5de3ee95bff80"
 	for _, c := range []struct{ name, json string }{
 		{"inclusion, another ledger's event", `{"ledger":"9e961c04","eventId":"` + id + `","seq":2,"leafIndex":1,"treeSize":2,"leafHash":"5XmICHN0kdEtuk89uZwmqOFx4mAg61SrOS6YlLfJXzY=","inclusionPath":[]}`},

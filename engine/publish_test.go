@@ -21,6 +21,7 @@ import (
 // log's committing goroutine publishes each group (published) before it
 // wakes the group's appenders.
 func TestConcurrentAppendsPublishedOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -142,6 +143,7 @@ func (f *holdFailFile) Sync() error {
 // none of their events is ever visible; the appender of the group before
 // succeeds, its event published.
 func TestFailedGroupNotPublished(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	g := &holdFailFS{FS: vfs.Default, held: make(chan struct{}, 1), release: make(chan struct{})}
 	db, err := Open(t.TempDir(), &Options{fs: g})

@@ -110,6 +110,7 @@ func writerVerdict(t *testing.T, dir, name, id string) error {
 // writer does, and changes no byte; a torn tail after the witness is
 // still hidden, not refused.
 func TestReadOnlyRefusesLostTail(t *testing.T) {
+	t.Parallel()
 	lt := newLostTailLedger(t)
 	type damage = func(t *testing.T, lt *lostTailLedger, dir string)
 	cases := map[string]damage{}
@@ -193,6 +194,7 @@ func TestReadOnlyRefusesLostTail(t *testing.T) {
 // writer refuses it, and a read-only open (annal export) served the 1,000
 // as the whole ledger.
 func TestReadOnlyRefusesRestoredOlderFolder(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := openTest(t, dir)
@@ -235,6 +237,7 @@ func TestReadOnlyRefusesRestoredOlderFolder(t *testing.T) {
 // reader refuses the ledger (ErrRewritten), as the writer's Open does
 // once the tree is recomputed (T2), and Get of the event says why.
 func TestReadOnlyRefusesForgedEvent(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	seq, ids := forgeryLedger(t, dir)
 	forgeEvent(t, ledgerSegDir(t, dir, "pay"), seq, `"amount":100`, `"amount":999`, mrand.New(mrand.NewPCG(testSeed(t), 25)))
@@ -300,6 +303,7 @@ func readerID(t *testing.T, dir, name string) string {
 // where it makes one); a ledger of its genesis event alone without a
 // checkpoint, and a state file that agrees, are not.
 func TestReadOnlyChecksCheckpoint(t *testing.T) {
+	t.Parallel()
 	base, id := checkpointLedger(t)
 	ckOf := func(dir string) string { return filepath.Join(dir, ledgersDir, id, checkpointFileName) }
 	readCk := func(t *testing.T, dir string) tree.Checkpoint {
@@ -435,6 +439,7 @@ func TestReadOnlyChecksCheckpoint(t *testing.T) {
 // checkpoints every 100 ms, ledgers created meanwhile), so
 // readers opened again and again beside it refuse no ledger.
 func TestReadOnlyBesideLiveWriterRefusesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db, err := Open(dir, &Options{SegmentSize: 8192, WitnessInterval: time.Millisecond, CheckpointInterval: 100 * time.Millisecond})
@@ -503,6 +508,7 @@ func TestReadOnlyBesideLiveWriterRefusesNothing(t *testing.T) {
 // tries to open meanwhile is refused (ErrLocked) until Close; beside a
 // live writer the index is not checked, and the report says why.
 func TestReadOnlyVerify(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir, _ := checkpointLedger(t)
 	r, err := OpenReadOnly(dir, &Options{TempDir: t.TempDir(), VerifyIndex: true})
@@ -570,6 +576,7 @@ func (f denyKeyFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
 // directory reported as failed data. Verifying must need only the public
 // key; a reader must not need the power to sign.
 func TestReaderNeedsNoPrivateKey(t *testing.T) {
+	t.Parallel()
 	dir, _ := checkpointLedger(t)
 	ro, err := OpenReadOnly(dir, &Options{TempDir: t.TempDir(), fs: denyKeyFS{vfs.Default}})
 	if err != nil {

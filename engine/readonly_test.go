@@ -93,6 +93,7 @@ func refusesWrites(t *testing.T, db *DB, ledger string) {
 // lists the torn tail in HiddenTails, refuses writes, and changes no byte;
 // the writer's Open then keeps exactly what the reader showed.
 func TestReadOnlyClosedTornTail(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := openTest(t, dir)
@@ -168,6 +169,7 @@ func TestReadOnlyClosedTornTail(t *testing.T) {
 // TestReadOnlyCorruptSealedSegment: a changed byte in a sealed segment
 // makes the ledger unavailable to a reader, as to a writer.
 func TestReadOnlyCorruptSealedSegment(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db, err := Open(dir, &Options{SegmentSize: 4 << 10})
@@ -216,6 +218,7 @@ func TestReadOnlyCorruptSealedSegment(t *testing.T) {
 // its events as they commit (Subscribe), finds them by Get, and changes
 // no byte of the directory.
 func TestReadOnlyFollowsWriter(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	w, err := Open(dir, &Options{SegmentSize: 8 << 10, CheckpointInterval: -1, WitnessInterval: time.Millisecond})
@@ -474,6 +477,7 @@ func TestReadOnlyRemovesStalePrivateDirs(t *testing.T) {
 // removed only once older than privateInitStale, since a younger one may
 // be a reader about to take it.
 func TestStalePrivateDirUnderFirstName(t *testing.T) {
+	t.Parallel()
 	if _, err := lockDir(t.TempDir()); errors.Is(err, errors.ErrUnsupported) {
 		t.Skip("no flock on this system: private directories are not held, so none is ever taken for stale")
 	}
@@ -507,6 +511,7 @@ func TestStalePrivateDirUnderFirstName(t *testing.T) {
 // with every read; a ledger directory that is not (yet) a ledger is
 // passed over and nothing fails.
 func TestReadOnlySeesLedgersCreatedAfterOpen(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	w, err := Open(dir, &Options{CheckpointInterval: -1})
@@ -579,6 +584,7 @@ func TestReadOnlySeesLedgersCreatedAfterOpen(t *testing.T) {
 // ledger and its subscription fail with segment.ErrDiverged from then
 // on: what it showed is not silently taken back, and it changes no byte.
 func TestReadOnlyDiverged(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	w, err := Open(dir, &Options{CheckpointInterval: -1})
@@ -703,6 +709,7 @@ func TestReadOnlyDiverged(t *testing.T) {
 // data directory), also when reached through a symbolic link, and
 // creates nothing.
 func TestReadOnlyTempDirNotInsideDataDir(t *testing.T) {
+	t.Parallel()
 	dir, id := checkpointLedger(t)
 	link := filepath.Join(t.TempDir(), "link")
 	if err := os.Symlink(filepath.Join(dir, "ledgers", id), link); err != nil {

@@ -71,6 +71,7 @@ func replaceTree(t *testing.T, dst, src string) {
 // Open brings both up to the segments, and every acknowledged event is
 // found by every kind of read.
 func TestStaleIndexAndMetadata(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	old := t.TempDir()
@@ -127,6 +128,7 @@ func TestStaleIndexAndMetadata(t *testing.T) {
 // metadata of the later clean close, whose witness covers them, the same
 // segments are lost acknowledged events: corruption.
 func TestIndexAheadOfSegments(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	old := t.TempDir()
@@ -198,6 +200,7 @@ func TestIndexAheadOfSegments(t *testing.T) {
 // moves it to index.broken, rebuilds it from the segments and says so
 // through IndexRebuilt; every event is found and the ledger verifies.
 func TestUnopenableIndexIsRebuilt(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, damage := range []string{"manifest deleted", "marker garbled"} {
 		dir := t.TempDir()

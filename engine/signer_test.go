@@ -39,6 +39,7 @@ func mkOpen(t *testing.T, dir string, opts *Options) *DB {
 // checkpoint at signing time: no second checkpoint of the same size is
 // ever signed by the key.
 func TestSignerRefusesRollbackAndRewrite(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	keyFile := filepath.Join(t.TempDir(), "annal.key")
 	genuine, forged := t.TempDir(), t.TempDir()
@@ -152,6 +153,7 @@ func TestSignerRefusesRollbackAndRewrite(t *testing.T) {
 // its segments) is refused as rolled back, and the explicit AcceptLedger
 // signs it as it is; NewCryptoSigner reads the same state.
 func TestCryptoSignerKeepsItsState(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -190,6 +192,7 @@ func TestCryptoSignerKeepsItsState(t *testing.T) {
 // second signature line by the directory's key (which note.Open skips)
 // makes Open refuse the ledger; nothing hands that checkpoint out.
 func TestOpenRefusesSecondSignatureLine(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := openTest(t, dir)
 	info := mkLedger(t, db, "shop", 4)
@@ -220,6 +223,7 @@ func TestOpenRefusesSecondSignatureLine(t *testing.T) {
 // naming the file and the line; a rolled back ledger is judged so from
 // the file alone.
 func TestSignerStateFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := openTest(t, dir)
 	info := mkLedger(t, db, "shop", 3)
@@ -292,6 +296,7 @@ func TestSignerStateFile(t *testing.T) {
 // rollback of the first directory's ledger, after the second signed last,
 // is still refused.
 func TestSharedSigningKeyKeepsEveryLedgersMemory(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	key := filepath.Join(t.TempDir(), "k")
 	dir1, dir2 := filepath.Join(t.TempDir(), "d1"), filepath.Join(t.TempDir(), "d2")
@@ -360,6 +365,7 @@ func TestSharedSigningKeyKeepsEveryLedgersMemory(t *testing.T) {
 // ledger: the key must not sign two roots at the same size (a fork under
 // the genuine key): the second checkpoint is refused (ErrSignerRefused).
 func TestSharedSigningKeySignsNoFork(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	key := filepath.Join(t.TempDir(), "k")
 	dir1 := filepath.Join(t.TempDir(), "d1")
@@ -419,6 +425,7 @@ func TestSharedSigningKeySignsNoFork(t *testing.T) {
 // and merges the state under its lock, so the state keeps the last
 // checkpoint of both ledgers, and no signature is lost or refused.
 func TestSharedSigningKeyConcurrentSigners(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	key := filepath.Join(t.TempDir(), "k")
 	dbs := []*DB{
@@ -472,6 +479,7 @@ func TestSharedSigningKeyConcurrentSigners(t *testing.T) {
 // signed them (replaced) refuses the ledgers (ErrUnsigned), as a
 // checkpoint signed by another key is refused.
 func TestWriterKeepsVerifierFile(t *testing.T) {
+	t.Parallel()
 	dir, _ := checkpointLedger(t)
 	pub := filepath.Join(dir, signingPubFile)
 	db := mkOpen(t, dir, nil)
@@ -527,6 +535,7 @@ func TestWriterKeepsVerifierFile(t *testing.T) {
 // failed its checks (ErrUnsigned, tree.ErrCheckpoint: annal exits 1, not
 // 3).
 func TestReaderKeyMissingIsNotDataFailure(t *testing.T) {
+	t.Parallel()
 	dir, _ := checkpointLedger(t)
 	if err := os.Remove(filepath.Join(dir, signingKeyFile)); err != nil {
 		t.Fatal(err)
@@ -559,6 +568,7 @@ func TestReaderKeyMissingIsNotDataFailure(t *testing.T) {
 // on; Close returns the refusal, whether it came during the run or at
 // Close's own checkpoint.
 func TestSignerRefusalStopsTheLedger(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, when := range []string{"during the run", "at Close"} {
 		t.Run(when, func(t *testing.T) {
@@ -632,6 +642,7 @@ func (s *failSigner) Sign(r io.Reader, d []byte, o crypto.SignerOpts) ([]byte, e
 // does not stop appends or Close, and checkpoints work again once the
 // signer does.
 func TestFailingSignerFailsOnlyCheckpoints(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {

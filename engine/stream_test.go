@@ -11,6 +11,7 @@ import (
 // after appends; the head a ConditionError found, at once; bad names and
 // an unknown ledger refused; ErrClosed after Close.
 func TestStreamHead(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {

@@ -34,6 +34,7 @@ func subCollect(ctx context.Context, db *DB, name string, o SubscribeOptions, n 
 // (streams, an entity, event names, both, everything with the genesis)
 // and takes the cursor as an ID or a sequence number, which must agree.
 func TestSubscribeSelectorAndCursor(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -144,6 +145,7 @@ func idsOfEvents(evs []Event) []eventid.ID {
 // events, with the context's error once; with a selector, within
 // checkEvery events read, matched or not.
 func TestSubscribeCancelDuringCatchUp(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	defer db.Close()
@@ -189,6 +191,7 @@ func TestSubscribeCancelDuringCatchUp(t *testing.T) {
 // the catch-up, and one that calls Close itself from its loop body)
 // returns, and each subscriber ends with one ErrClosed and nothing after.
 func TestSubscribeCloseEndsSubscribers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {

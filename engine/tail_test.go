@@ -20,6 +20,7 @@ import (
 // the other hand, writes the tail: the index's progress marker is then at
 // the ledger's head without any catch-up.
 func TestTailCrashAndClose(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	mem := vfs.NewCrashableMem()
 	metaPath := filepath.Join(t.TempDir(), metaFile)

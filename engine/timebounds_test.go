@@ -44,6 +44,7 @@ func timeEvent(i int) EventInput {
 // an unbounded Scan, forward and reverse, with and without a limit, sees
 // the same events as Replay and Export.
 func TestScanCoversEveryTime(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	clock := &settableClock{t: time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)}
 	db, err := Open(t.TempDir(), &Options{Now: clock.now})
@@ -132,6 +133,7 @@ func TestScanCoversEveryTime(t *testing.T) {
 // an event at the limit itself is stored, exported, verified and imported;
 // after it the ledger can take no more events, and the error says so.
 func TestTimeLimit(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	limit := time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)
 	if !limit.Equal(eventid.MaxTime) || uint64(limit.UnixMicro()) != eventid.MaxMicros {

@@ -12,6 +12,7 @@ import (
 // progress report comes at its end). Verify used to return the finished
 // report then, as if Close had not been called.
 func TestVerifyClosedFromLastProgress(t *testing.T) {
+	t.Parallel()
 	for i := range 10 {
 		db := treeTestDB(t, t.TempDir(), 20)
 		calls := 0

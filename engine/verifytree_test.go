@@ -96,6 +96,7 @@ func eventsRoot(t *testing.T, db *DB, ledger string, n uint64) tree.Hash {
 // TestVerifyTreeReport: Verify checks the tree and says so: the tree
 // size, and the latest checkpoint's size and origin.
 func TestVerifyTreeReport(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := treeTestDB(t, t.TempDir(), 20)
 	defer db.Close()
@@ -122,6 +123,7 @@ func TestVerifyTreeReport(t *testing.T) {
 // is ErrTreeDamaged (the events give the signed root), never ErrRewritten;
 // the report still says what was checked.
 func TestVerifyTreeFileDamaged(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, c := range []struct {
 		name  string
@@ -151,6 +153,7 @@ func TestVerifyTreeFileDamaged(t *testing.T) {
 // latest checkpoint's size, or when there is no checkpoint, cannot be
 // told from a changed event: ErrRewritten naming the event, saying so.
 func TestVerifyTreeLeafBeyondCheckpoint(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("after the checkpoint", func(t *testing.T) {
 		db := treeTestDB(t, t.TempDir(), 10)
@@ -191,6 +194,7 @@ func TestVerifyTreeLeafBeyondCheckpoint(t *testing.T) {
 // TestVerifyCheckpointOutcomes covers every outcome of VerifyCheckpoint
 // but the rewrite (see the forgery tests).
 func TestVerifyCheckpointOutcomes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := treeTestDB(t, dir, 30)
@@ -254,6 +258,7 @@ func TestVerifyCheckpointOutcomes(t *testing.T) {
 // before later events were checkpointed (a rollback) fails
 // VerifyCheckpoint of the later checkpoint: ErrRewritten, truncated.
 func TestVerifyCheckpointRollback(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := treeTestDB(t, dir, 12)
@@ -301,6 +306,7 @@ func TestVerifyCheckpointRollback(t *testing.T) {
 // naming annal reindex (Options.RebuildIndex), which rebuilds every tree
 // file.
 func TestTreeDamageOffTheRootPath(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := treeTestDB(t, dir, 40)
@@ -346,6 +352,7 @@ func TestTreeDamageOffTheRootPath(t *testing.T) {
 // signed them and saying to restore DIR/signing.key or give the key; the
 // key restored, the ledger opens.
 func TestSigningKeyLostCreatesNoKey(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := treeTestDB(t, dir, 5)
 	vkey := db.VerifierKey()

@@ -15,6 +15,7 @@ import (
 // does; they stop at what the index covers (ledger.visible), so nothing
 // they yield is unknown to Get. LedgerInfo.Head is readable too.
 func TestReadersSeeOnePrefix(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	db := openTest(t, t.TempDir())
@@ -101,6 +102,7 @@ func TestReadersSeeOnePrefix(t *testing.T) {
 // head's batch was aborted (the log's head is below it), and when Close
 // begins.
 func TestAwaitIndexedEnds(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, t.TempDir())
 	closed := false

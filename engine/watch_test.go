@@ -126,6 +126,7 @@ func snapshotFiles(t *testing.T, dir string) map[string][]byte {
 // would be acknowledged and lost), and Close writes nothing into what
 // was put in their place.
 func TestWriterStopsWhenLedgerFilesChange(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		// change changes the files and returns what the error must name,
@@ -275,6 +276,7 @@ func TestWriterStopsWhenLedgerFilesChange(t *testing.T) {
 // whose watch found it before the append returned, is not acknowledged:
 // the watch looks again after the fsync.
 func TestWriterDoesNotAcknowledgeAfterTheWatchFired(t *testing.T) {
+	t.Parallel()
 	f := newWatchFixture(t)
 	fired := false
 	f.db.test.appended = func() {
@@ -300,6 +302,7 @@ func TestWriterDoesNotAcknowledgeAfterTheWatchFired(t *testing.T) {
 // ledger created or imported after Open are the writer's own changes:
 // its appends go on.
 func TestWriterWatchIgnoresItsOwnWrites(t *testing.T) {
+	t.Parallel()
 	f := newWatchFixture(t)
 	ctx := context.Background()
 	if _, err := f.db.CreateLedger(ctx, LedgerSpec{Name: "new"}); err != nil {
@@ -333,6 +336,7 @@ func TestWriterWatchIgnoresItsOwnWrites(t *testing.T) {
 // link works in the directory the link named at Open: the link pointed
 // elsewhere later sends no file there, and every event is in the first.
 func TestWriterOpenedThroughSymlink(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	first, second, link := filepath.Join(base, "first"), filepath.Join(base, "second"), filepath.Join(base, "link")
 	for _, d := range []string{first, second} {
@@ -450,6 +454,7 @@ func replace(t *testing.T, path string, b []byte) {
 // refused by the signer (not a consistent extension), said only as a
 // warning at Close.
 func TestWriterStopsWhenLedgerFileOverwrittenInPlace(t *testing.T) {
+	t.Parallel()
 	for _, file := range []string{treeFileName, checkpointFileName} {
 		t.Run(file+" of another ledger", func(t *testing.T) {
 			f := newWatchFixture(t)

@@ -18,6 +18,7 @@ import (
 // witness says events were durable, so the ledger is corruption, not an
 // unfinished CreateLedger whose directory Open removes.
 func TestEverySegmentLostWitnessFromIndex(t *testing.T) {
+	t.Parallel()
 	lt := newLostTailLedger(t)
 	dir := t.TempDir()
 	copyTree(t, lt.dir, dir)
@@ -56,6 +57,7 @@ func TestEverySegmentLostWitnessFromIndex(t *testing.T) {
 // tails are still refused as corruption, and no byte under ledgers/
 // changes (the zeroed tail was cut, destroying the evidence).
 func TestLostTailRebuildIndexKeepsWitness(t *testing.T) {
+	t.Parallel()
 	lt := newLostTailLedger(t)
 	for _, c := range lostTailCases() {
 		t.Run(c.name, func(t *testing.T) {
@@ -128,6 +130,7 @@ func TestLostTailRebuildIndexKeepsWitness(t *testing.T) {
 // meta.db gone, a lost tail of Interval and None appends (one batch each,
 // indexed before their sync) is refused, not cut.
 func TestIndexWitnessExactAfterCleanClose(t *testing.T) {
+	t.Parallel()
 	for _, d := range []Durability{Interval, None} {
 		t.Run(fmt.Sprint(d), func(t *testing.T) {
 			ctx := context.Background()

@@ -188,6 +188,7 @@ func lostTailCases() []struct {
 // corruption naming it, with what was expected and what was found; the
 // other ledger opens and verifies; no byte under ledgers/ changes.
 func TestLostTailAfterCleanClose(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	lt := newLostTailLedger(t)
 	for _, c := range lostTailCases() {
@@ -260,6 +261,7 @@ func TestLostTailAfterCleanClose(t *testing.T) {
 // found with the metadata file removed, or replaced by a copy from before
 // the appends (an operator's "restore"), as long as the index is there.
 func TestLostTailWitnessFromIndex(t *testing.T) {
+	t.Parallel()
 	lt := newLostTailLedger(t)
 	for _, c := range lostTailCases() {
 		for _, meta := range []string{"removed", "older"} {
@@ -302,6 +304,7 @@ func TestLostTailWitnessFromIndex(t *testing.T) {
 // TestTornTailAfterWitnessIsCut: after a clean close the metadata's witness
 // is the head, and a torn write after it (never acknowledged) is still cut.
 func TestTornTailAfterWitnessIsCut(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	lt := newLostTailLedger(t)
 	last := lt.seg(lt.dir, lt.segs)
@@ -524,6 +527,7 @@ func TestCrashThenTornTail(t *testing.T) {
 // TestWitnessWriter: the witness writer writes once an interval while
 // appends go on, not at all when nothing is appended, and stops in Close.
 func TestWitnessWriter(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db, err := Open(dir, &Options{WitnessInterval: 10 * time.Millisecond})
@@ -602,6 +606,7 @@ func TestWitnessWriter(t *testing.T) {
 // run (go test -race finds a data race; a write after the metadata closed
 // fails the Close or panics).
 func TestWitnessWriterRacesClose(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for range 5 {
 		db, err := Open(t.TempDir(), &Options{WitnessInterval: time.Millisecond})
@@ -701,6 +706,7 @@ func legacyJSON(t *testing.T, m ledgerMeta) []byte {
 // msgpack (a refused ledger's too); the head and count of a JSON record
 // serve as its witness.
 func TestMetaJSONRewrittenAsMsgpack(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	lt := newLostTailLedger(t)
 	metaPath := filepath.Join(lt.dir, metaFile)
@@ -769,6 +775,7 @@ func TestMetaJSONRewrittenAsMsgpack(t *testing.T) {
 // ledger), is a clear error naming the file and the ledger, not a silent
 // rebuild.
 func TestMetaBadRecord(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	newer, err := msgpack.Marshal(&metaRecord{Version: metaVersion + 1, Name: "l", Genesis: make([]byte, 16), Head: make([]byte, 16)})
 	if err != nil {

@@ -64,6 +64,7 @@ func zeroRecordPayload(t *testing.T, ldir string, seq uint64) {
 // then `annal append` cut a 20 MB tree file to 9,536 bytes and refused the
 // ledger.
 func TestRefusedLedgerTreeFileNotCut(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir, id := checkpointLedger(t)
 	ldir := filepath.Join(dir, "ledgers", id)
@@ -117,6 +118,7 @@ func TestRefusedLedgerTreeFileNotCut(t *testing.T) {
 // (annal append exits 0 and acknowledges events into a ledger that every
 // reader refuses).
 func TestReaderAndWriterAgreeOnDamageBehindTheIndex(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir, id := checkpointLedger(t)
 	zeroRecordPayload(t, filepath.Join(dir, "ledgers", id), 10)
@@ -154,6 +156,7 @@ func TestReaderAndWriterAgreeOnDamageBehindTheIndex(t *testing.T) {
 // signing checkpoints on top of the forged segments). Reader and writer
 // must agree on whether the ledger is whole.
 func TestWriterRefusesForgedEventAsReaderDoes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	seq, ids := forgeryLedger(t, dir)
@@ -179,6 +182,7 @@ func TestWriterRefusesForgedEventAsReaderDoes(t *testing.T) {
 // damaged behind a checkpoint and signer state put back at 21 events):
 // nothing under a refused ledger's directory changes.
 func TestRefusedLedgerTornTailNotCut(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir, id := checkpointLedger(t)
 	ldir := filepath.Join(dir, "ledgers", id)
@@ -240,6 +244,7 @@ func TestRefusedLedgerTornTailNotCut(t *testing.T) {
 // Open stamped is refused by the writer as by a reader, while an Open of
 // the unchanged ledger reads the active segment only.
 func TestWriterChecksChangedSealedSegments(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	seq, ids := forgeryLedger(t, dir)

@@ -32,6 +32,7 @@ func segmentFileBytes(t *testing.T, dir string) int64 {
 // counts the records' bytes, not the zeros: the same figure as after
 // Close, which cuts them.
 func TestLedgerBytesLeaveOutZeros(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := openTest(t, dir)

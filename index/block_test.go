@@ -36,6 +36,7 @@ func countFamily(t *testing.T, x *Index, fam byte, ledger eventid.LedgerID) int 
 // last 232); a block ends where the segment changes; every event is found
 // by ID and by sequence number, and every scan returns them all.
 func TestBlocksAndPostings(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	x := fileSystems[1].open(t)
 	var evs []event
@@ -95,6 +96,7 @@ func TestBlocksAndPostings(t *testing.T) {
 // time and one of the same events in one commit have other blocks and
 // postings, and the same digest, which is that of the records.
 func TestDigestIndependentOfGrouping(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var evs []event
 	for i := uint64(1); i <= 700; i++ {
@@ -138,6 +140,7 @@ func TestDigestIndependentOfGrouping(t *testing.T) {
 // TestDeleteEvents: a ledger indexed again from its first record in
 // other commits, after DeleteEvents, reads each event once.
 func TestDeleteEvents(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	x := fileSystems[1].open(t)
 	var evs []event
@@ -239,6 +242,7 @@ func FuzzDecode(f *testing.F) {
 // sequence order all the same, so scans with a cursor find every event
 // once, in order (they missed some before).
 func TestAddOutOfOrder(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	x := fileSystems[1].open(t)
 	var order []uint64

@@ -13,6 +13,7 @@ import (
 // was given, in any order and ignoring later events and other ledgers; a
 // deleted, added or altered entry of each family shows in that family.
 func TestDigest(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	x := openAt(t, t.TempDir(), Options{})
 	var evs []event
@@ -98,6 +99,7 @@ func TestDigest(t *testing.T) {
 // entity and event name; in runs of events that share one, the other or
 // both, changing one at a time, its digest is still the index's.
 func TestDigestAddRepeatedNames(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	x := openAt(t, t.TempDir(), Options{})
 	var evs []event

@@ -34,6 +34,7 @@ func (fs denyFS) Create(name string, cat vfs.DiskWriteCategory) (vfs.File, error
 // MANIFEST on every Open, used to end in "panic: MANIFEST create failed".
 // Read-only, the index still opens.
 func TestOpenNotWritable(t *testing.T) {
+	t.Parallel()
 	for _, errno := range []syscall.Errno{syscall.EACCES, syscall.EROFS, syscall.EPERM} {
 		t.Run(errno.Error(), func(t *testing.T) {
 			dir := t.TempDir()
@@ -64,6 +65,7 @@ func TestOpenNotWritable(t *testing.T) {
 // and the errno; no panic reaches the caller, and Open does not wait for
 // ever.
 func TestOpenManifestFails(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	x := openAt(t, dir, Options{})
 	add(t, x, ledgerA, event{seq: 1, entity: "e", key: "k", event: "v"})

@@ -57,6 +57,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // compactions as the DB allows run at once, a Done lets the next one run,
 // and after Unregister nothing is granted.
 func TestCompactionGate(t *testing.T) {
+	t.Parallel()
 	db := &fakeDB{allowed: 2}
 	g := newCompactionGate()
 	g.Register(2, db)
@@ -97,6 +98,7 @@ func TestCompactionGate(t *testing.T) {
 // far past its L0 threshold compacts (no write stalls forever), and a
 // reopen finds it readable.
 func TestCompactionsRun(t *testing.T) {
+	t.Parallel()
 	fs := vfs.NewMem()
 	x := openAt(t, "idx", Options{FS: fs, CacheSize: 1}) // 4 MiB memtables
 	name := fmt.Sprintf("%0200d", 0)

@@ -144,6 +144,7 @@ func seqsOf(ps []Position) []uint64 {
 }
 
 func TestRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, fs := range fileSystems {
 		t.Run(fs.name, func(t *testing.T) {
 			x := fs.open(t)
@@ -213,6 +214,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestTimeRangeOrder(t *testing.T) {
+	t.Parallel()
 	x := fileSystems[1].open(t)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -282,6 +284,7 @@ func TestTimeRangeOrder(t *testing.T) {
 }
 
 func TestStreamAfterSeq(t *testing.T) {
+	t.Parallel()
 	x := fileSystems[1].open(t)
 	ctx := context.Background()
 	var events []event
@@ -320,6 +323,7 @@ func TestStreamAfterSeq(t *testing.T) {
 }
 
 func TestEntityOrder(t *testing.T) {
+	t.Parallel()
 	x := fileSystems[1].open(t)
 	ctx := context.Background()
 	long := strings.Repeat("k", 130) // a 2-byte uvarint length
@@ -346,6 +350,7 @@ func TestEntityOrder(t *testing.T) {
 }
 
 func TestUnambiguousKeys(t *testing.T) {
+	t.Parallel()
 	x := fileSystems[1].open(t)
 	ctx := context.Background()
 	// Pairs whose concatenations collide, and names of 0x00 and 0xff bytes
@@ -424,6 +429,7 @@ func TestUnambiguousKeys(t *testing.T) {
 }
 
 func TestLedgersIsolated(t *testing.T) {
+	t.Parallel()
 	x := fileSystems[1].open(t)
 	ctx := context.Background()
 	// The lowest and highest ledger IDs test the edges of the key ranges.
@@ -491,6 +497,7 @@ func TestLedgersIsolated(t *testing.T) {
 }
 
 func TestPrefixMatches(t *testing.T) {
+	t.Parallel()
 	x := fileSystems[1].open(t)
 	mk := func(hexPrefix string, ledger eventid.LedgerID) eventid.ID {
 		// hexPrefix fills the first bytes of the timestamp; the rest is
@@ -586,6 +593,7 @@ func TestPrefixMatches(t *testing.T) {
 }
 
 func TestProgress(t *testing.T) {
+	t.Parallel()
 	x := fileSystems[1].open(t)
 	if _, found, err := x.Progress(ledgerA); found || err != nil {
 		t.Fatalf("Progress of a new ledger: found %v, err %v", found, err)
@@ -612,6 +620,7 @@ func TestProgress(t *testing.T) {
 }
 
 func TestInvalidBatch(t *testing.T) {
+	t.Parallel()
 	x := fileSystems[1].open(t)
 	good := event{seq: 1, entity: "e", key: "k", event: "n"}.record(ledgerA)
 	cases := []struct {
@@ -659,6 +668,7 @@ func TestInvalidBatch(t *testing.T) {
 // than Pebble's large-batch threshold (half a memtable), which Pebble
 // applies as a memtable of its own and empties.
 func TestBatchReuse(t *testing.T) {
+	t.Parallel()
 	x := openAt(t, "idx", Options{FS: vfs.NewMem(), CacheSize: 1}) // 4 MiB memtables
 	b := x.NewBatch()
 	defer b.Close()
@@ -689,6 +699,7 @@ func TestBatchReuse(t *testing.T) {
 }
 
 func TestFlushSurvivesCrash(t *testing.T) {
+	t.Parallel()
 	mem := vfs.NewCrashableMem()
 	x, err := Open("idx", Options{FS: mem})
 	if err != nil {
@@ -736,6 +747,7 @@ func TestFlushSurvivesCrash(t *testing.T) {
 // part of the unsynced bytes, and checks the invariant of the package: after
 // recovery, a ledger's entries are exactly those up to its progress marker.
 func TestProgressCoversEntries(t *testing.T) {
+	t.Parallel()
 	for round := range 10 {
 		mem := vfs.NewCrashableMem()
 		x, err := Open("idx", Options{FS: mem})
@@ -795,6 +807,7 @@ func TestProgressCoversEntries(t *testing.T) {
 }
 
 func TestContextCancel(t *testing.T) {
+	t.Parallel()
 	x := fileSystems[1].open(t)
 	var evs []event
 	const n = 2000
@@ -851,6 +864,7 @@ func TestContextCancel(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	t.Run("newer refused", func(t *testing.T) {
 		fs := vfs.NewMem()
 		x, err := Open("idx", Options{FS: fs})
@@ -919,6 +933,7 @@ func TestVersion(t *testing.T) {
 }
 
 func TestCorruptValues(t *testing.T) {
+	t.Parallel()
 	x := fileSystems[1].open(t)
 	ctx := context.Background()
 	add(t, x, ledgerA, event{seq: 1, entity: "e", key: "k", event: "n", idem: "r", batchLen: 1})
@@ -971,6 +986,7 @@ func lastErr(seq iter.Seq2[Position, error]) error {
 }
 
 func TestClosed(t *testing.T) {
+	t.Parallel()
 	x, err := Open("idx", Options{FS: vfs.NewMem()})
 	if err != nil {
 		t.Fatal(err)
@@ -1001,6 +1017,7 @@ func TestClosed(t *testing.T) {
 }
 
 func TestReadOnly(t *testing.T) {
+	t.Parallel()
 	fs := vfs.NewMem()
 	if _, err := Open("idx", Options{FS: fs, ReadOnly: true}); err == nil {
 		t.Error("a read-only Open of a missing index succeeded")
@@ -1026,6 +1043,7 @@ func TestReadOnly(t *testing.T) {
 }
 
 func TestSecondOpenRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	openAt(t, dir, Options{})
 	if y, err := Open(dir, Options{}); err == nil {
@@ -1059,6 +1077,7 @@ func FuzzStreamKeyUnambiguous(f *testing.F) {
 // TestEntityEventsInLedgerOrder: all keys of an entity come back in
 // sequence order, not grouped by key, and other entities stay out.
 func TestEntityEventsInLedgerOrder(t *testing.T) {
+	t.Parallel()
 	x, err := Open(t.TempDir(), Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 // sublevel to level 0, which Pebble leaves alone; a closed index reports
 // ErrClosed.
 func TestFlushState(t *testing.T) {
+	t.Parallel()
 	x := openAt(t, t.TempDir(), Options{})
 	n0, sub, err := x.FlushState()
 	if err != nil || sub != 0 {
@@ -38,6 +39,7 @@ func TestFlushState(t *testing.T) {
 // path of Add that finds the last posting of a family without the map),
 // are read back as they were added.
 func TestPostingsOfReusedBatch(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	x := openAt(t, t.TempDir(), Options{})
 	b := x.NewBatch()

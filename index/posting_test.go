@@ -55,6 +55,7 @@ func randomPosting(r *rand.Rand, ledger eventid.LedgerID, first uint64, n int) [
 // and at postingMax, and the postings it writes decode, one after the
 // other, to the whole sequence.
 func TestPostingRoundTrip(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(15, 4))
 	prefix := string(appendEventPrefix(nil, ledgerA, []byte("n")))
 	for i := range 2000 {
@@ -113,6 +114,7 @@ func TestPostingRoundTrip(t *testing.T) {
 // event, a zero delta, a field beyond its range, an overlong varint, an
 // empty value. A cut between two events decodes to the events before it.
 func TestPostingCorrupt(t *testing.T) {
+	t.Parallel()
 	prefix := appendStreamPrefix(nil, ledgerA, []byte("e"), []byte("k"))
 	key := binary.BigEndian.AppendUint64(slices.Clone(prefix), 7)
 	ps := []Position{
@@ -181,6 +183,7 @@ func TestPostingCorrupt(t *testing.T) {
 // the position that the T and S entries give its ID and sequence number,
 // and exactly the events the model expects.
 func TestPostingsMatchTimeIndex(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	x := fileSystems[1].open(t)
 	r := rand.New(rand.NewPCG(15, 16))
@@ -292,6 +295,7 @@ func TestPostingsMatchTimeIndex(t *testing.T) {
 // sequence numbers with another location or ID (a well-formed value)
 // changes the digest of its family and of no other.
 func TestDigestCoversPostingPositions(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var evs []event
 	for i := uint64(1); i <= 20; i++ {

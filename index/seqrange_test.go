@@ -12,6 +12,7 @@ import (
 // of sequence numbers, forwards and backwards, against the same filter
 // applied to the indexed events.
 func TestSeqRange(t *testing.T) {
+	t.Parallel()
 	x := fileSystems[1].open(t)
 	ctx := context.Background()
 	var events []event

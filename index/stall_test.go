@@ -39,6 +39,7 @@ func (fs fullFS) Create(name string, cat vfs.DiskWriteCategory) (vfs.File, error
 // between the start of the call and its Apply, as a goroutine that lost
 // the processor there would.
 func TestCallStalledAfterItBegan(t *testing.T) {
+	t.Parallel()
 	var full atomic.Bool
 	// MemTableSize is its minimum, 4 MiB: CacheSize/4.
 	x := openAt(t, "idx", Options{FS: fullFS{vfs.NewMem(), &full}, CacheSize: 16 << 20})

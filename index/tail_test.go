@@ -360,6 +360,7 @@ func blockFlush(x *Index, committed bool) (stopped <-chan struct{}, release func
 // compares every read function with an index that holds them all in
 // Pebble, and with the model.
 func TestTailReadsAgree(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(7, 7))
 	const n = 240
 	evs := randomEvents(rng, 1, n)
@@ -420,6 +421,7 @@ func TestTailReadsAgree(t *testing.T) {
 // every few groups, in the background) with random explicit flushes, and
 // compares every read function with the model after each step.
 func TestTailModel(t *testing.T) {
+	t.Parallel()
 	for seed := uint64(1); seed <= 4; seed++ {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 99))
@@ -452,6 +454,7 @@ func TestTailModel(t *testing.T) {
 // marker and durable witness of its last record; Close writes the tail,
 // so that a reopened index holds every record.
 func TestTailFlushWritesProgress(t *testing.T) {
+	t.Parallel()
 	fs := vfs.NewMem()
 	x, err := Open("x", Options{FS: fs, TailSize: 10})
 	if err != nil {
@@ -519,6 +522,7 @@ func TestTailIdleFlush(t *testing.T) {
 // order, a Batch refuses records of a ledger whose tail holds some, and
 // DeleteLedger and DeleteEvents drop the tail.
 func TestTailOrderAndBatches(t *testing.T) {
+	t.Parallel()
 	x := openAt(t, "x", Options{FS: vfs.NewMem()})
 	tailAdd(t, x, ledgerA, event{seq: 1, entity: "e", key: "k", event: "n"})
 	tl := x.Tail(ledgerA)
@@ -555,6 +559,7 @@ func TestTailOrderAndBatches(t *testing.T) {
 // TestTailRace: 16 goroutines read every path while 4 append (one ledger
 // each) to small tails that are written in the background.
 func TestTailRace(t *testing.T) {
+	t.Parallel()
 	x := openAt(t, "x", Options{FS: vfs.NewMem(), TailSize: 64})
 	ledgers := []eventid.LedgerID{ledgerA, ledgerB, 0xc001, 0xd001}
 	var written [4]atomic.Uint64
@@ -695,6 +700,7 @@ func TestTailIdleDuringFlush(t *testing.T) {
 // every read of the records it holds, which Pebble does not have yet) as
 // it was; one that commits replaces it with what it wrote.
 func TestDeleteEventsKeepsTailUntilCommit(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(15, 1))
 	const n = 60
 	evs := randomEvents(rng, 1, n)
@@ -750,6 +756,7 @@ func TestDeleteEventsKeepsTailUntilCommit(t *testing.T) {
 // sequence number the tail wants as it was, so that the records that do
 // follow are taken next.
 func TestTailPublishRefusedChangesNothing(t *testing.T) {
+	t.Parallel()
 	x := openAt(t, "x", Options{FS: vfs.NewMem()})
 	evs := randomEvents(rand.New(rand.NewPCG(15, 2)), 1, 6)
 	tailAdd(t, x, ledgerA, evs[:3]...)

@@ -16,6 +16,7 @@ import (
 // batch's Append returns: the committing goroutine finishes a group's
 // work for all its appenders before it wakes them.
 func TestCommittedHookOncePerBatch(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	seen := map[*Batch]int{}
 	next := uint64(1) // the genesis batch's, which the hook sees first
@@ -78,6 +79,7 @@ func TestCommittedHookOncePerBatch(t *testing.T) {
 // passed to the committed hook, and each of its appenders gets the error;
 // the group committed before it was passed, and its appender succeeded.
 func TestCommittedHookNotForFailedGroup(t *testing.T) {
+	t.Parallel()
 	fs := faultfs.Wrap(vfs.NewMem())
 	var mu sync.Mutex
 	var hooked []*Batch

@@ -129,6 +129,7 @@ func TestAppendContextEndsWaits(t *testing.T) {
 // next append queued (which is woken) and appends nothing; with none
 // queued, the Log is idle.
 func TestAppendContextHandedLead(t *testing.T) {
+	t.Parallel()
 	l := newTestLog(t, vfs.Default, t.TempDir(), Options{})
 	defer l.Close()
 	p := &pending{b: &Batch{Entries: []Entry{entry(1)}}, wake: make(chan struct{}, 1)}

@@ -117,6 +117,7 @@ func corruptionAt(err error) (*CorruptionError, bool) {
 // byte, and nothing may be cut: each record was synced, so none of them is
 // a torn write.
 func TestBitFlipEveryByte(t *testing.T) {
+	t.Parallel()
 	orig, locs := smallLedger(t, 8, 0)
 	name := segmentName(1)
 	seg := orig[name]
@@ -148,6 +149,7 @@ func TestBitFlipEveryByte(t *testing.T) {
 // TestTornTailEveryCut cuts the last segment at every byte inside its last
 // record: each is a torn write, cut back to the record before.
 func TestTornTailEveryCut(t *testing.T) {
+	t.Parallel()
 	orig, locs := smallLedger(t, 8, 0)
 	name := segmentName(1)
 	last := locs[len(locs)-1]
@@ -176,6 +178,7 @@ func TestTornTailEveryCut(t *testing.T) {
 // leaves it: a torn write. The same zeros before a record that a later
 // record vouches was synced are corruption.
 func TestUnwrittenBlocks(t *testing.T) {
+	t.Parallel()
 	orig, locs := smallLedger(t, 30, 0)
 	name := segmentName(1)
 	seg := orig[name]
@@ -242,6 +245,7 @@ func TestUnwrittenBlocks(t *testing.T) {
 }
 
 func TestDamagedSegmentSet(t *testing.T) {
+	t.Parallel()
 	orig, _ := smallLedger(t, 60, 4<<10)
 	if len(orig) < 4 {
 		t.Fatalf("only %d segments", len(orig))
@@ -300,6 +304,7 @@ func TestDamagedSegmentSet(t *testing.T) {
 }
 
 func TestNewerFormatVersion(t *testing.T) {
+	t.Parallel()
 	orig, _ := smallLedger(t, 3, 0)
 	contents := cloneFiles(orig)
 	b := contents[segmentName(1)]
@@ -313,6 +318,7 @@ func TestNewerFormatVersion(t *testing.T) {
 }
 
 func TestHeaderlessLastSegmentRemoved(t *testing.T) {
+	t.Parallel()
 	orig, _ := smallLedger(t, 20, 4<<10)
 	n := uint64(len(orig))
 	for _, size := range []int{0, 10, headerSize} {
@@ -330,6 +336,7 @@ func TestHeaderlessLastSegmentRemoved(t *testing.T) {
 // batch is left, Open cuts all of it, so that a batch is all or nothing
 // after a crash. Only the whole batch stays.
 func TestTornBatchEveryCut(t *testing.T) {
+	t.Parallel()
 	fs := vfs.NewMem()
 	l := newTestLog(t, fs, "led", Options{})
 	for i := range 3 {

@@ -35,6 +35,7 @@ type crashPoint struct {
 // crash, hold only records the writers wrote, in order, verify, and take
 // new appends.
 func TestCrashPoints(t *testing.T) {
+	t.Parallel()
 	runs := *crashRuns
 	if testing.Short() {
 		runs = 4

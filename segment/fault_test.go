@@ -61,6 +61,7 @@ func faultWorkload(fs vfs.FS, test testHooks) (acked []eventid.ID, errs []error)
 // (never panic), and a reopen without faults must find a valid ledger
 // holding exactly the acknowledged records, in order.
 func TestFaultAtEveryOperation(t *testing.T) {
+	t.Parallel()
 	clean := faultfs.Wrap(vfs.NewMem())
 	// The writes of zeros ahead of the records (zeroFill), by index: a
 	// failed one is ignored by design.
@@ -147,6 +148,7 @@ func checkExactly(t *testing.T, name string, fs vfs.FS, acked []eventid.ID) {
 // TestFailedSyncRefusesLaterAppends: after a failed fsync the Log must
 // not report any later append as durable (the fsync-gate problem).
 func TestFailedSyncRefusesLaterAppends(t *testing.T) {
+	t.Parallel()
 	inner := vfs.NewMem()
 	fs := faultfs.Wrap(inner)
 	l := newTestLog(t, fs, "led", Options{})
@@ -172,6 +174,7 @@ func TestFailedSyncRefusesLaterAppends(t *testing.T) {
 // TestDiskFullThenFreed: while the disk is full appends fail cleanly and
 // reads go on; once space is back, appends continue on a valid chain.
 func TestDiskFullThenFreed(t *testing.T) {
+	t.Parallel()
 	inner := vfs.NewMem()
 	fs := faultfs.Wrap(inner)
 	l := newTestLog(t, fs, "led", Options{SegmentSize: 2 << 10})
@@ -228,6 +231,7 @@ func TestDiskFullThenFreed(t *testing.T) {
 // IDs are set and before the next batch's Check; when the write fails,
 // Hooks.Aborted runs for the prepared batches and the Log goes on.
 func TestPreparedAndAborted(t *testing.T) {
+	t.Parallel()
 	fs := faultfs.Wrap(vfs.NewMem())
 	var events []string
 	l := newTestLog(t, fs, "led", Options{Hooks: Hooks{

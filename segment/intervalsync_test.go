@@ -52,6 +52,7 @@ func (f *gateFile) Sync() error {
 // durable head is what was written before it began, and a later fsync
 // covers the rest.
 func TestIntervalAppendDuringBackgroundSync(t *testing.T) {
+	t.Parallel()
 	fs := &gateFS{FS: vfs.NewMem(), waiting: make(chan struct{}, 16)}
 	l := newTestLog(t, fs, "led", Options{Durability: Interval, SyncInterval: time.Millisecond})
 	defer l.Close()

@@ -14,6 +14,7 @@ import (
 // what the Log's fields state (here synced past size, which no code path
 // makes), naming the broken invariant, and passes once it is repaired.
 func TestInvariantBrokenPanics(t *testing.T) {
+	t.Parallel()
 	l := newTestLog(t, vfs.NewMem(), "led", Options{})
 	defer l.Close()
 	appendN(t, l, 0, 3, 1)

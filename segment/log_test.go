@@ -52,6 +52,7 @@ func openTestLog(t testing.TB, fs vfs.FS, dir string, o Options) (*Log, *Recover
 }
 
 func TestAppendReadIterateReopen(t *testing.T) {
+	t.Parallel()
 	fs := vfs.NewMem()
 	l := newTestLog(t, fs, "led", Options{SegmentSize: 4 << 10})
 	var ids []eventid.ID
@@ -125,6 +126,7 @@ func TestAppendReadIterateReopen(t *testing.T) {
 }
 
 func TestCheckpointOpen(t *testing.T) {
+	t.Parallel()
 	fs := vfs.NewMem()
 	l := newTestLog(t, fs, "led", Options{SegmentSize: 4 << 10})
 	var mid Head
@@ -155,6 +157,7 @@ func TestCheckpointOpen(t *testing.T) {
 }
 
 func TestConditionsAndErrors(t *testing.T) {
+	t.Parallel()
 	fs := vfs.NewMem()
 	o := Options{FS: fs, Ledger: testLedger()}
 	l, err := Create("led", o)
@@ -223,6 +226,7 @@ func TestConditionsAndErrors(t *testing.T) {
 }
 
 func TestClockKeepsOrderAcrossReopen(t *testing.T) {
+	t.Parallel()
 	fs := vfs.NewMem()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	l := newTestLog(t, fs, "led", Options{Now: func() time.Time { return now }})
@@ -252,6 +256,7 @@ func TestClockKeepsOrderAcrossReopen(t *testing.T) {
 // append gets its own consecutive sequence numbers, the ledger verifies,
 // and appends share fsyncs.
 func TestGroupCommit(t *testing.T) {
+	t.Parallel()
 	l := newTestLog(t, vfs.Default, t.TempDir(), Options{SegmentSize: 64 << 10})
 	defer l.Close()
 	const writers, each = 64, 30
@@ -296,6 +301,7 @@ func TestGroupCommit(t *testing.T) {
 // TestIdempotencyTrailer: a batch's idempotency key is stored with its
 // first record, outside the event checksum, and read back by every reader.
 func TestIdempotencyTrailer(t *testing.T) {
+	t.Parallel()
 	fs := vfs.NewMem()
 	l := newTestLog(t, fs, "led", Options{})
 	b := &Batch{Entries: []Entry{entry(1), entry(2), entry(3)}, IdempotencyKey: []byte("req-42")}

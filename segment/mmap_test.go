@@ -52,6 +52,7 @@ func checkRecord(t *testing.T, r *Record, e Entry) {
 // TestMappedReads reads every record of sealed segments and of the
 // active one, which grows after it is mapped, by location and in order.
 func TestMappedReads(t *testing.T) {
+	t.Parallel()
 	if !mapSupported {
 		t.Skip("no memory maps here")
 	}
@@ -202,6 +203,7 @@ func TestMappedReadOnlyCut(t *testing.T) {
 // TestMappedConcurrentReads reads through maps while appends grow the
 // active segment and rotate (run with -race).
 func TestMappedConcurrentReads(t *testing.T) {
+	t.Parallel()
 	l, _, _ := mappedLog(t, 10, 16<<10)
 	var wg sync.WaitGroup
 	stop := make(chan struct{})

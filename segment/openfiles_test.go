@@ -19,6 +19,7 @@ func openHandles(l *Log) int {
 // again. Before, every segment read stayed open and mapped until Close:
 // "annal tail" following a 1.1 GB ledger reached 1.19 GB of RSS.
 func TestPassedSegmentsAreClosed(t *testing.T) {
+	t.Parallel()
 	fs := vfs.Default
 	dir := t.TempDir()
 	w := newTestLog(t, fs, dir, Options{SegmentSize: 4 << 10})
@@ -62,6 +63,7 @@ func TestPassedSegmentsAreClosed(t *testing.T) {
 // active one), and a handle in use by an Iterator stays usable after it
 // was evicted.
 func TestOpenSegmentsBound(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	const bound = 3
 	w := newTestLog(t, vfs.Default, dir, Options{SegmentSize: 2 << 10, MaxOpenSegments: bound})

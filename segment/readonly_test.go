@@ -35,6 +35,7 @@ func roIDs(t testing.TB, l *Log) []eventid.ID {
 // open must show exactly the head that recovery (Open) keeps, hide the
 // rest, and change no byte.
 func TestReadOnlyShowsWhatRecoveryKeeps(t *testing.T) {
+	t.Parallel()
 	fs := vfs.NewMem()
 	l := newTestLog(t, fs, "led", Options{})
 	for i := range 3 {
@@ -84,6 +85,7 @@ func TestReadOnlyShowsWhatRecoveryKeeps(t *testing.T) {
 // TestReadOnlySealedCorruption: a changed byte in a sealed segment is
 // corruption; the same in the last segment is a hidden tail.
 func TestReadOnlySealedCorruption(t *testing.T) {
+	t.Parallel()
 	orig, locs := smallLedger(t, 40, 4<<10)
 	if _, ok := orig[segmentName(3)]; !ok {
 		t.Fatal("want at least 3 segments")
@@ -139,6 +141,7 @@ func TestReadOnlySealedCorruption(t *testing.T) {
 // TestReadOnlyFollow follows a writer through rotations, batches and a
 // reopen; Append and Sync of the reader fail with ErrReadOnly.
 func TestReadOnlyFollow(t *testing.T) {
+	t.Parallel()
 	fs := vfs.NewMem()
 	w := newTestLog(t, fs, "led", Options{SegmentSize: 4 << 10})
 	r, err := openReadOnlyTest(t, fs, "led")
@@ -198,6 +201,7 @@ func TestReadOnlyFollow(t *testing.T) {
 // reads (testHooks.afterSize). The reader must not report corruption or an
 // error, and must show what the writer appends after its recovery.
 func TestReadOnlySizeChangesWhileRead(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "led")
 	w := newTestLog(t, vfs.Default, dir, Options{})
 	for i := range 5 {
@@ -262,6 +266,7 @@ func TestReadOnlySizeChangesWhileRead(t *testing.T) {
 // file cut before it and other records written): Follow returns
 // ErrDiverged, and keeps returning it.
 func TestReadOnlyDiverged(t *testing.T) {
+	t.Parallel()
 	dir, locs, r := readOnlyAfter(t, 4)
 	if moved, err := r.Follow(); err != nil || moved {
 		t.Fatalf("Follow: moved %v, %v", moved, err)
@@ -299,6 +304,7 @@ func TestReadOnlyDiverged(t *testing.T) {
 // reader showed, and Follow must say ErrDiverged, as it does when the cut
 // comes before its look (TestReadOnlyDiverged), and keep saying it.
 func TestReadOnlyCutWhileScanned(t *testing.T) {
+	t.Parallel()
 	dir, locs, r := readOnlyAfter(t, 4)
 	shown := r.Head()
 	if shown.Loc != locs[3] {

@@ -17,6 +17,7 @@ import (
 // changed in the middle of a large record, past the first chunk it
 // starts in, is a frame CRC mismatch at that record's offset.
 func TestScannerFramesAcrossChunks(t *testing.T) {
+	t.Parallel()
 	fs := vfs.NewMem()
 	l := newTestLog(t, fs, "led", Options{SegmentSize: 8 << 20})
 	big := func(i int) Entry {

@@ -17,6 +17,7 @@ import (
 // in place (a payload byte changed behind the checkpoint) or touched is
 // read again, and the damage is found.
 func TestOpenSkipsOnlyUnchangedSealedSegments(t *testing.T) {
+	t.Parallel()
 	fs, dir := vfs.Default, filepath.Join(t.TempDir(), "led")
 	l := newTestLog(t, fs, dir, Options{SegmentSize: 4 << 10})
 	for i := range 60 {

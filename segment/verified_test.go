@@ -32,6 +32,7 @@ func chained(head Head, ledger eventid.LedgerID, i0, n int) []Entry {
 // Verified batch is stored as given (the caller's promise), and the
 // segments' verification reports it.
 func TestAppendVerified(t *testing.T) {
+	t.Parallel()
 	fs := vfs.NewMem()
 	a, b := fixedLog(t, fs, "a"), fixedLog(t, fs, "b")
 	if a.Head() != b.Head() {
@@ -90,6 +91,7 @@ func TestAppendVerified(t *testing.T) {
 // disk and on a file system without file descriptors, and does nothing
 // on a closed Log.
 func TestStartWriteback(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, fs := range []vfs.FS{vfs.Default, vfs.NewMem()} {
 		d := filepath.Join(dir, "led")

@@ -14,6 +14,7 @@ import (
 // TestDurable: Durable advances with each fsync (a Sync batch, the
 // Interval syncer, Sync, rotation's seal, Close), not with a None write.
 func TestDurable(t *testing.T) {
+	t.Parallel()
 	fs := vfs.NewMem()
 	l := newTestLog(t, fs, "led", Options{SegmentSize: 4 << 10, SyncInterval: time.Millisecond})
 	if d, h := l.Durable(), l.Head(); d != h || d.Seq != 1 {
@@ -99,6 +100,7 @@ func openWithWitness(t *testing.T, contents map[string][]byte, w Head) (*Recover
 // loss of the tail is corruption and changes no file; a torn write after
 // the witness is cut.
 func TestWitnessRefusesLostTail(t *testing.T) {
+	t.Parallel()
 	orig, locs, w := witnessLedger(t)
 	last := segmentName(w.Loc.Segment)
 	prev := segmentName(w.Loc.Segment - 1)

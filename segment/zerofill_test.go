@@ -64,6 +64,7 @@ func appendN(t *testing.T, l *Log, from, n, k int) ([]eventid.ID, []Location) {
 // record, and so does Close to the active one; a reopen finds nothing to
 // cut.
 func TestZeroFillAhead(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"mem", "disk"} {
 		t.Run(kind, func(t *testing.T) {
 			fs, dir := zeroFS(t, kind)
@@ -121,6 +122,7 @@ func TestZeroFillAhead(t *testing.T) {
 // before it shows every record and hides nothing. The same after a crash
 // between the writing of zeros and the cut of a rotation (testHooks.seal).
 func TestZeroTailAfterCrash(t *testing.T) {
+	t.Parallel()
 	check := func(t *testing.T, fs vfs.FS, acked []eventid.ID, want Head) {
 		t.Helper()
 		r, err := openReadOnlyTest(t, fs, "led")
@@ -189,6 +191,7 @@ func TestZeroTailAfterCrash(t *testing.T) {
 // (the witness's, or one that a later record vouches was synced) are
 // still corruption, with zeros ahead of the records after them or not.
 func TestZeroTailLostRecordIsCorruption(t *testing.T) {
+	t.Parallel()
 	mem := vfs.NewCrashableMem()
 	l := newTestLog(t, mem, "led", Options{})
 	_, locs := appendN(t, l, 0, 20, 1)
@@ -235,6 +238,7 @@ func bytesEqual(a, b map[string][]byte) bool {
 // TestZeroFillFaults: writes of zeros that fail (EIO, a full disk, a
 // short write) fail no append and lose nothing acknowledged.
 func TestZeroFillFaults(t *testing.T) {
+	t.Parallel()
 	for _, fault := range []faultfs.Fault{faultfs.EIO, faultfs.ENOSPC, faultfs.ShortWrite} {
 		t.Run(fault.String(), func(t *testing.T) {
 			inner := vfs.NewMem()
@@ -277,6 +281,7 @@ func TestZeroFillFaults(t *testing.T) {
 // change) and across rotations: it sees every record, in order, never an
 // error or a hidden tail.
 func TestReadOnlyFollowsZeroFill(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"mem", "disk"} {
 		t.Run(kind, func(t *testing.T) {
 			fs, dir := zeroFS(t, kind)
@@ -349,6 +354,7 @@ func TestReadOnlyFollowsZeroFill(t *testing.T) {
 // it finds there then (good records, some vouching that the zeros it saw
 // were synced) is a writer at work, not corruption.
 func TestReadOnlyOpenBesideWriterInZeros(t *testing.T) {
+	t.Parallel()
 	fs := vfs.NewMem()
 	w := newTestLog(t, fs, "led", Options{SegmentSize: 1 << 20})
 	defer w.Close()
@@ -384,6 +390,7 @@ func TestReadOnlyOpenBesideWriterInZeros(t *testing.T) {
 // records; writing zeros would double the bytes written); small groups
 // after it fill zeros ahead again.
 func TestLargeSyncGroupWritesNoZeros(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"mem", "disk"} {
 		t.Run(kind, func(t *testing.T) {
 			fs, dir := zeroFS(t, kind)

@@ -21,6 +21,7 @@ import (
 // target and a target inside the data directory are usage errors that
 // leave them as they were.
 func TestBackupCommand(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	dir := filepath.Join(tmp, "data")
 	if code, _, errOut := annal(t, "", "create", "orders", "--dir", dir); code != 0 {
@@ -68,6 +69,7 @@ func TestBackupCommand(t *testing.T) {
 // copy opens with no refusal and verifies. It refused before (exit 1,
 // "in use by").
 func TestBackupCommandBesideHeldDirectory(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	dir := filepath.Join(tmp, "data")
 	if code, _, errOut := annal(t, "", "create", "orders", "--dir", dir); code != 0 {
@@ -228,6 +230,7 @@ func scanIDs(t *testing.T, dir, ledger string) []string {
 // writer rotated on, meta.db after) exit 3 and name annal backup as the
 // way to copy a live directory.
 func TestLiveCopyCommandsNameBackup(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	dir := filepath.Join(tmp, "data")
 	ctx := context.Background()

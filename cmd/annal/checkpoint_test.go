@@ -132,6 +132,7 @@ func payments(t *testing.T) string {
 // verify-file --checkpoint against a checkpoint issued before the edit,
 // also once imported into a fresh directory and exported again.
 func TestRechainedForgery(t *testing.T) {
+	t.Parallel()
 	dir := payments(t)
 	work := t.TempDir()
 	exported, cpFile := filepath.Join(work, "pay.ndjson"), filepath.Join(work, "pay.checkpoint")
@@ -220,6 +221,7 @@ func TestRechainedForgery(t *testing.T) {
 // checkpoint that is properly signed, and that the right key with an
 // untouched file passes.
 func TestVerifyFileCheckpointRefused(t *testing.T) {
+	t.Parallel()
 	dir := payments(t)
 	work := t.TempDir()
 	exported, cpFile := filepath.Join(work, "pay.ndjson"), filepath.Join(work, "pay.checkpoint")
@@ -336,6 +338,7 @@ func TestVerifyFileCheckpointRefused(t *testing.T) {
 // (section 9.2), signed here with a key of the test's own: the leaves are
 // the lines rewritten in annal's form, so these files verify as they are.
 func TestVerifyFileEventlySpelling(t *testing.T) {
+	t.Parallel()
 	skey, vkey, err := note.GenerateKey(rand.Reader, "auditor")
 	if err != nil {
 		t.Fatal(err)

@@ -27,6 +27,7 @@ import (
 // Evently examples ledger, parsed and written again line by line, is a
 // ledger that verifies, with the same events.
 func TestAppendEventLine(t *testing.T) {
+	t.Parallel()
 	ev := engine.Event{ID: eventid.MustParse("0005d5813bf9c44943545b8f9e961c04"), Entity: "a\"\\\n<&>", Key: "é📒", Event: "x",
 		Meta: []byte(`{}`), Data: []byte(`[1,"\u2028"]`)}
 	got := string(appendEventLine(nil, &ev))
@@ -148,6 +149,7 @@ func getEvents(t *testing.T, dir string, ids ...string) []engine.Event {
 // more input, and by then its event is in the files (a copy of the
 // directory taken then has it), and after the command ends it is there.
 func TestAppendPrintsIDWhenStored(t *testing.T) {
+	t.Parallel()
 	dir := newDir(t)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
@@ -251,6 +253,7 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 // batches (fewer flushes of IDs than events), every ID is printed once, in
 // ledger order.
 func TestAppendBatches(t *testing.T) {
+	t.Parallel()
 	dir := newDir(t)
 	const n = 3000
 	var in strings.Builder
@@ -288,6 +291,7 @@ func TestAppendBatches(t *testing.T) {
 
 // TestTail runs tail in-process and ends it as a signal would.
 func TestTail(t *testing.T) {
+	t.Parallel()
 	dir := newDir(t)
 	code, out, errOut := annal(t, "{\"entity\":\"e\",\"key\":\"k\",\"event\":\"v\"}\n{\"entity\":\"e\",\"key\":\"k\",\"event\":\"w\"}\n", "--dir", dir, "append", "orders")
 	if code != 0 {
@@ -334,6 +338,7 @@ func TestTail(t *testing.T) {
 // TestFollow checks that tail's follow prints each event as it commits, in
 // the format asked for, with events appended by the same process.
 func TestFollow(t *testing.T) {
+	t.Parallel()
 	dir := newDir(t)
 	db, err := engine.Open(dir, nil)
 	if err != nil {
@@ -391,6 +396,7 @@ func TestFollow(t *testing.T) {
 // as a phase of its own (the bar once stalled at 70-82%
 // while the index was checked).
 func TestVerifyProgress(t *testing.T) {
+	t.Parallel()
 	dir := newDir(t)
 	var in strings.Builder
 	for i := range 2000 {
@@ -433,6 +439,7 @@ func TestVerifyProgress(t *testing.T) {
 // changes no byte: the second run sees what the first saw (it used to
 // recover the copy, which then read as closed cleanly).
 func TestVerifyQuickSaysWhatItChecked(t *testing.T) {
+	t.Parallel()
 	dir := newDir(t)
 	db, err := engine.Open(dir, nil)
 	if err != nil {
@@ -486,6 +493,7 @@ func TestVerifyQuickSaysWhatItChecked(t *testing.T) {
 // command that was run (it once said "Run 'annal --help'"
 // for every command), and a malformed argument of get is one (it exited 1).
 func TestUsageErrorNamesItsHelp(t *testing.T) {
+	t.Parallel()
 	dir := newDir(t)
 	for _, c := range []struct {
 		args []string
@@ -510,6 +518,7 @@ func TestUsageErrorNamesItsHelp(t *testing.T) {
 // TestIDFormatTable: id takes --format table (the listing) and ndjson (the
 // JSON lines), as the other commands do.
 func TestIDFormatTable(t *testing.T) {
+	t.Parallel()
 	const hex = "0005d5813bf9c44943545b8f9e961c04"
 	_, text, _ := annal(t, "", "id", hex)
 	code, table, errOut := annal(t, "", "id", "--format", "table", hex)
@@ -528,6 +537,7 @@ func TestIDFormatTable(t *testing.T) {
 // "verify orders: engine: verify orders: segment: …"), and the sentinels
 // still match.
 func TestErrorsSayEachThingOnce(t *testing.T) {
+	t.Parallel()
 	dir := newDir(t)
 	db, err := engine.Open(dir, nil)
 	if err != nil {
@@ -577,6 +587,7 @@ func TestErrorsSayEachThingOnce(t *testing.T) {
 // columns start as wide as the last events need; a wider cell later widens
 // its column and writes the header again.
 func TestTailTableLinesUp(t *testing.T) {
+	t.Parallel()
 	dir := newDir(t)
 	db, err := engine.Open(dir, nil)
 	if err != nil {
@@ -658,6 +669,7 @@ func TestTailTableLinesUp(t *testing.T) {
 // never extrapolated from seconds to a day (10^6
 // events in 7 seconds showed "1000001.0" events a day).
 func TestStatsRate(t *testing.T) {
+	t.Parallel()
 	first := time.Date(2026, 11, 23, 11, 18, 20, 0, time.UTC)
 	for _, c := range []struct {
 		count  uint64

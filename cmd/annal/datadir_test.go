@@ -9,6 +9,7 @@ import (
 )
 
 func TestParseSize(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		in   string
 		want int64
@@ -48,6 +49,7 @@ func TestParseSize(t *testing.T) {
 }
 
 func TestCacheFlagSetsCacheSize(t *testing.T) {
+	t.Parallel()
 	g := &globals{}
 	if o, err := g.options(); err != nil || o != nil {
 		t.Errorf("without --cache: options() = %+v, %v; want nil (the engine's defaults)", o, err)
@@ -68,6 +70,7 @@ func TestCacheFlagSetsCacheSize(t *testing.T) {
 // exit as the writer's append does (1: the key is missing), not 3 (data
 // failed).
 func TestKeyLossSameExitForReadersAndWriter(t *testing.T) {
+	t.Parallel()
 	dir, _, _ := refusedDir(t)
 	if err := os.Remove(filepath.Join(dir, "signing.key")); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 // and exits 1 saying that the directory changed, naming the
 // segment, and without saying that the events it printed are stored.
 func TestAppendStopsWhenSegmentsRemoved(t *testing.T) {
+	t.Parallel()
 	dir := newDir(t)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()

@@ -41,6 +41,7 @@ func vectorPath(t *testing.T, name string) string {
 }
 
 func TestCanonCommand(t *testing.T) {
+	t.Parallel()
 	in := "{\"b\":1,\"a\":[1.50,\"\\u0041\"]}\n" + // good
 		"{\"a\":1,\"a\":2}\n" + // duplicate key
 		"\n" + // empty
@@ -68,6 +69,7 @@ func TestCanonCommand(t *testing.T) {
 }
 
 func TestIDCommand(t *testing.T) {
+	t.Parallel()
 	const hex = "0005d5813bf9c44943545b8f9e961c04"
 	want := map[string]string{
 		"id":       hex,
@@ -121,6 +123,7 @@ func TestIDCommand(t *testing.T) {
 }
 
 func TestVerifyFileCommand(t *testing.T) {
+	t.Parallel()
 	examples := vectorPath(t, "evently-examples-ledger.ndjson")
 	code, out, errOut := annal(t, "", "verify-file", examples)
 	if code != 0 || !strings.HasPrefix(out, "ok: 11550 events, ledger 9e961c04, head ") {
@@ -158,6 +161,7 @@ func TestVerifyFileCommand(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{},
 		{"frobnicate"},
@@ -191,6 +195,7 @@ func TestUsageErrors(t *testing.T) {
 // TestIDOrderMatchesTextOrder is a check from outside the eventid package
 // that the command prints forms which sort like the IDs.
 func TestIDOrderMatchesTextOrder(t *testing.T) {
+	t.Parallel()
 	a := eventid.MustParse("0005d5813bf9c44943545b8f9e961c04")
 	b := eventid.MustParse("0005d5813bf9c44a00000000ffffffff")
 	fa, fb := describeID(a), describeID(b)
@@ -202,6 +207,7 @@ func TestIDOrderMatchesTextOrder(t *testing.T) {
 }
 
 func TestProtectIDArgs(t *testing.T) {
+	t.Parallel()
 	root := newRootCmd()
 	const b64 = "--0SL0Dzb3HJCJLsyT_Wk3"
 	const hex = "0005d5813bf9c44943545b8f9e961c04"

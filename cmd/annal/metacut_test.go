@@ -18,6 +18,7 @@ import (
 // fails with exit 1 and a message that names meta.db and says what is
 // wrong, and neither panics or says "nil pointer".
 func TestMetaCutCommands(t *testing.T) {
+	t.Parallel()
 	tpl := newDir(t)
 	for i := range 3 {
 		in := fmt.Sprintf(`{"entity":"order","key":"o-%d","event":"placed","data":{"n":%d}}`+"\n", i, i)

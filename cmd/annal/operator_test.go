@@ -29,6 +29,7 @@ import (
 // get are, wherever the flags put them. idargs.txtar runs the same cases
 // end to end.
 func TestProtectIDArgsLeavesValues(t *testing.T) {
+	t.Parallel()
 	const v = "-Quarterly_report_2026" // the base64 form of 1bea6df9ab7c7e977ab5d37e650c10c7
 	const hex = "1bea6df9ab7c7e977ab5d37e650c10c7"
 	const b64 = "--0SL0Dzb3HJCJLsyT_Wk3"
@@ -82,6 +83,7 @@ func TestProtectIDArgsLeavesValues(t *testing.T) {
 // TestEscape: what a table or a message shows of a name or a value that
 // would act on a terminal, forge a row or hide itself.
 func TestEscape(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ in, name, text, json string }{
 		{"orders", "orders", "orders", "orders"},
 		{"\x1b[2J\x1b[Hfake", `\x1b[2J\x1b[Hfake`, `\x1b[2J\x1b[Hfake`, `\u001b[2J\u001b[Hfake`},
@@ -129,6 +131,7 @@ var hostile = engine.EventInput{Entity: "order\u202e", Key: "k\u200b-1\ufeff", E
 // event has bidirectional, zero-width and separator characters in its
 // names and data show them escaped, one row an event.
 func TestTablesEscape(t *testing.T) {
+	t.Parallel()
 	dir := newDir(t)
 	db, err := engine.Open(dir, nil)
 	if err != nil {
@@ -220,6 +223,7 @@ func (s *syncBuffer) String() string {
 // says the events may not be on stable storage. Either way the events are
 // there once space is back. A real full disk: a small tmpfs (root only).
 func TestCloseFailsAfterAppend(t *testing.T) {
+	t.Parallel()
 	mnt := faultfs.MountTmpfs(t, "8m")
 	dir := filepath.Join(mnt, "data")
 	if code, _, errOut := annal(t, "", "--dir", dir, "create", "full"); code != 0 {
@@ -341,6 +345,7 @@ func (w *lineSignal) Write(p []byte) (int, error) {
 // TestCloseOutcome: how a command ends when closing the data directory
 // fails, for every command that stores something (append, create, import).
 func TestCloseOutcome(t *testing.T) {
+	t.Parallel()
 	closeErr := errors.New("index: checkpoint: no space left on device")
 	cmdErr := &exitErr{code: exitCondition, err: errors.New("condition failed")}
 	cases := []struct {
@@ -403,6 +408,7 @@ func TestPanicIsNotUsage(t *testing.T) {
 // without the stack traces and the "<corruption detail carrier>" that
 // Pebble's errors can carry, with what would act on a terminal escaped.
 func TestErrorLine(t *testing.T) {
+	t.Parallel()
 	pebbleVerbose := "pebble: file 000010: block 48868/1984: crc32c checksum mismatch 370361de != c5e1ad10\n" +
 		"(1) path: /d/index/000010.sst\nWraps: (2) attached stack trace\n  -- stack trace:\n" +
 		"  | github.com/cockroachdb/pebble/v2/sstable/block.(*Reader).doRead\n  | \t/root/go/pkg/mod/block.go:598\n" +
@@ -433,6 +439,7 @@ func TestErrorLine(t *testing.T) {
 // can no longer be created (an imported ledger's name once could be
 // anything), so the tables are written from crafted values.
 func TestLedgerTablesEscape(t *testing.T) {
+	t.Parallel()
 	const name = "orders\x1b[2J\r\nfake\t row\u202e\\"
 	const want = `orders\x1b[2J\r\nfake\t row\u202e\\`
 	var b bytes.Buffer
@@ -464,6 +471,7 @@ func TestLedgerTablesEscape(t *testing.T) {
 // TestIndexErrorHint: an error of the index alone, met by any command,
 // says that the events are not affected and how the index is rebuilt.
 func TestIndexErrorHint(t *testing.T) {
+	t.Parallel()
 	for _, err := range []error{
 		fmt.Errorf("engine: get: %w: key T…: value is 3 bytes, want 20", index.ErrCorruption),
 		fmt.Errorf("%w: ledger orders: the index disagrees with the segments (index against segments): ids: 3 against 4", segment.ErrCorruption),

@@ -13,6 +13,7 @@ import (
 // `annal accept-lost-positions`; then no command notes it. (Only the
 // terminal of the rebuilding command was told.)
 func TestLostPositionsNotedUntilAccepted(t *testing.T) {
+	t.Parallel()
 	dir := newDir(t)
 	mustAnnal(t, `{"entity":"order","key":"o-1","event":"placed","data":{}}`, "--dir", dir, "append", "orders")
 	if err := os.Remove(filepath.Join(dir, "meta.db")); err != nil {

@@ -15,6 +15,7 @@ import (
 // showed "602-869 GB/s", the bytes of a first burst over the microseconds
 // since the bar was first drawn). Sizes are in IEC units.
 func TestMeterShowsNoRateBeforeHalfASecond(t *testing.T) {
+	t.Parallel()
 	var w lockedBuffer
 	m := newMeter(&w, "verify", 1<<30, meterBytes)
 	m.set(600 << 20) // a first burst, at once
@@ -42,6 +43,7 @@ func TestMeterShowsNoRateBeforeHalfASecond(t *testing.T) {
 // has taken, at once, and the bar comes back after it; at its total the
 // bar stays drawn (the library clears a bar that reaches it).
 func TestMeterPhase(t *testing.T) {
+	t.Parallel()
 	var w lockedBuffer
 	m := newMeter(&w, "verify a", 100, meterBytes)
 	m.delay = 0

@@ -59,6 +59,7 @@ func refusedDir(t *testing.T) (dir string, id5 eventid.ID, segs []string) {
 // ledgers and stats still show the other ledger. Then the same for a
 // checkpoint file removed (nothing vouches for the events).
 func TestReadCommandsNameRefusedLedger(t *testing.T) {
+	t.Parallel()
 	dir, id5, segs := refusedDir(t)
 	if err := os.Remove(segs[len(segs)-1]); err != nil {
 		t.Fatal(err)
@@ -110,6 +111,7 @@ func TestReadCommandsNameRefusedLedger(t *testing.T) {
 // named acct beside the refused one. Each must say why acct is refused,
 // with exit 3, and create must refuse the name.
 func TestRefusedLedgerFoundByNameWithoutMetaDB(t *testing.T) {
+	t.Parallel()
 	dir, _, segs := refusedDir(t)
 	if err := os.Remove(filepath.Join(filepath.Dir(segs[0]), "checkpoint")); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 // old one kept in index.broken), prints each ledger's events, and verify
 // --full passes after it.
 func TestReindex(t *testing.T) {
+	t.Parallel()
 	dir := newDir(t)
 	var in strings.Builder
 	for i := range 2000 {
@@ -41,6 +42,7 @@ func TestReindex(t *testing.T) {
 // TestReindexProgress: the progress bar names the ledger and counts its
 // events to the end.
 func TestReindexProgress(t *testing.T) {
+	t.Parallel()
 	var w lockedBuffer
 	p := &reindexProgress{w: &w}
 	p.update("index ledger orders", 0, 1000)

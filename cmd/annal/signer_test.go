@@ -29,6 +29,7 @@ func ledgerFolder(t *testing.T, dir string) string {
 // signs nothing; annal checkpoint --accept signs it as it is, after which
 // the commands work.
 func TestCheckpointAcceptIsExplicit(t *testing.T) {
+	t.Parallel()
 	dir := newDir(t)
 	mustAnnal(t, `{"entity":"o","key":"1","event":"placed","data":{}}`+"\n", "--dir", dir, "append", "orders")
 	ck := filepath.Join(ledgerFolder(t, dir), "checkpoint")
@@ -90,6 +91,7 @@ func TestSigningKeyOutsideTheDirectory(t *testing.T) {
 // one's is rebuilt from the segments by the next writer open, which says
 // so on stderr.
 func TestTreeRebuiltIsNoted(t *testing.T) {
+	t.Parallel()
 	dir := newDir(t)
 	mustAnnal(t, "", "--dir", dir, "create", "other")
 	folder := ledgerFolder(t, dir)

@@ -35,6 +35,7 @@ func lostTailDir(t *testing.T) (dir, id string) {
 // reports its failure, exit 3, as `annal verify NAME` does. (It said "no
 // ledger" and exited 1.)
 func TestVerifyFindsRefusedLedgerByID(t *testing.T) {
+	t.Parallel()
 	dir, id := lostTailDir(t)
 	for _, arg := range []string{"orders", id} {
 		out, _ := wantExit(t, exitVerification, []string{"acknowledged events lost", "restore the ledger's segment files", "verification failed: 1 of 1 ledgers"},
@@ -87,6 +88,7 @@ func TestVerifyEnvironmentErrorIsExit1(t *testing.T) {
 // a false tamper alarm.) An envelope whose fields do not describe its note
 // is exit 3; JSON without a note is a usage error (exit 2).
 func TestCheckpointJSONEnvelopeAccepted(t *testing.T) {
+	t.Parallel()
 	dir := newDir(t)
 	mustAnnal(t, `{"entity":"order","key":"o-1","event":"placed","data":{}}`, "--dir", dir, "append", "orders")
 	work := t.TempDir()

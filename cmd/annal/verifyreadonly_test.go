@@ -66,6 +66,7 @@ func diffHashes(a, b map[string][32]byte) string {
 // index, metadata file and tree file (not rebuilt), and the ledger whose
 // checkpoint is missing (refused, exit 3, the cure named).
 func TestVerifyWritesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := newDir(t)
 	db, err := engine.Open(dir, &engine.Options{SegmentSize: 4096})

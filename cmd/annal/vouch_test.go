@@ -17,6 +17,7 @@ import (
 // file the checkpoint covers whole says "N of N". (It passed with exit 0:
 // the events after the checkpoint were vouched for by nothing.)
 func TestVerifyFileUnvouchedEventsFail(t *testing.T) {
+	t.Parallel()
 	dir := payments(t)
 	work := t.TempDir()
 	exported, cpFile := filepath.Join(work, "pay.ndjson"), filepath.Join(work, "pay.checkpoint")
@@ -49,6 +50,7 @@ func TestVerifyFileUnvouchedEventsFail(t *testing.T) {
 // nor F (nor a temporary file) behind. (It wrote C, signed, beside the
 // forged events.)
 func TestExportCheckpointOfForgedLedgerFails(t *testing.T) {
+	t.Parallel()
 	dir := newDir(t)
 	var in strings.Builder
 	for i, amount := range []int{20, 100, 7} {

@@ -9,6 +9,7 @@ import (
 )
 
 func TestParseRelative(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		in   string
 		want time.Duration
@@ -37,6 +38,7 @@ func TestParseRelative(t *testing.T) {
 }
 
 func TestParseTime(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
 	id := eventid.MustParse("0005d5813bf9c44943545b8f9e961c04")
 	for _, c := range []struct {

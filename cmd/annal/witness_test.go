@@ -17,6 +17,7 @@ import (
 // corruption, and exits 3; the other ledger verifies. (Issue 12, finding
 // 2: it said "ok".)
 func TestVerifyLostTail(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := newDir(t)
 	db, err := engine.Open(dir, &engine.Options{SegmentSize: 4096})
