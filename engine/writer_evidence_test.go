@@ -10,10 +10,14 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	mrand "math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/annal-db/annal/segment"
 )
@@ -285,5 +289,319 @@ func TestWriterChecksChangedSealedSegments(t *testing.T) {
 	defer db.Close()
 	if u := db.Unavailable()["pay"]; !errors.Is(u, ErrRewritten) {
 		t.Errorf("the writer's Open of a ledger whose stamped sealed segment was forged: %v, want ErrRewritten", u)
+	}
+}
+
+// stampedLedger creates in dir a ledger "pay" of about 200 events (each
+// with a memo that forge.Event can solve) in 4 KiB segments, then opens
+// and closes the DB twice, so that every sealed segment is stamped. It
+// returns the ledger's folder, its ID and the stamps.
+func stampedLedger(t *testing.T, dir string) (ldir, id string, stamps []segment.Stamp) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := Open(dir, stampOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := db.CreateLedger(ctx, LedgerSpec{Name: "pay"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendPayments(t, db, 0, 200)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	id = info.ID.String()
+	ldir = filepath.Join(dir, ledgersDir, id)
+	for range 2 {
+		db, err := Open(dir, stampOpts())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ldir, id, readStampsFile(t, ldir)
+}
+
+// stampOpts are the options of stampedLedger's DB: small segments.
+func stampOpts() *Options { return &Options{SegmentSize: 4 << 10} }
+
+// appendPayments appends n payments of amount 100 to ledger pay, the
+// first numbered from.
+func appendPayments(t *testing.T, db *DB, from, n int) {
+	t.Helper()
+	for i := from; i < from+n; i += 10 {
+		var evs []EventInput
+		for j := i; j < i+10 && j < from+n; j++ {
+			evs = append(evs, EventInput{Entity: "payment", Key: fmt.Sprintf("p-%d", j), Event: "paid",
+				Data: []byte(`{"amount":100,"memo":"` + forgeryMemo + `"}`)})
+		}
+		if _, err := db.Append(context.Background(), "pay", evs, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// readStampsFile returns the stamps kept in the ledger folder ldir.
+func readStampsFile(t *testing.T, ldir string) []segment.Stamp {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(ldir, stampsFileName))
+	if err != nil {
+		t.Fatalf("no stamps: %v", err)
+	}
+	stamps, err := segment.UnmarshalStamps(b)
+	if err != nil || len(stamps) < 3 {
+		t.Fatalf("stamps %+v (%v): want 3 sealed segments or more", stamps, err)
+	}
+	return stamps
+}
+
+// TestStampedSegmentForgedWithModTimeSetBack: an event forged in place in
+// a stamped sealed segment whose modification time is then set back (as
+// touch -d does): its change time still differs from the stamp's, and the
+// writer refuses the ledger as a reader does.
+func TestStampedSegmentForgedWithModTimeSetBack(t *testing.T) {
+	dir := t.TempDir()
+	ldir, id, stamps := stampedLedger(t, dir)
+	seg := filepath.Join(ldir, segment.FileName(stamps[1].Segment))
+	if _, err := os.Stat(seg); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(seg)
+	forgeEvent(t, ldir, stamps[1].Last.Seq, `"amount":100`, `"amount":999`, mrand.New(mrand.NewPCG(7, 31)))
+	if err := os.Chtimes(seg, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if bad := readerVerdict(t, dir, "pay", id); !errors.Is(bad, ErrRewritten) {
+		t.Fatalf("the read-only open: ledger pay is %v, want ErrRewritten", bad)
+	}
+	if u := writerVerdict(t, dir, "pay", id); !errors.Is(u, ErrRewritten) {
+		t.Errorf("the writer's Open: ledger pay is %v, want ErrRewritten", u)
+	}
+}
+
+// TestForgedEventAfterTheStampedSegments: events forged in place in the
+// first segment sealed since the stamps were written (the one right after
+// the last stamped segment) and in the active segment: the writer's Open
+// reads them and refuses the ledger, as a reader does.
+func TestForgedEventAfterTheStampedSegments(t *testing.T) {
+	for _, where := range []string{"first segment after the stamped ones", "active segment"} {
+		t.Run(where, func(t *testing.T) {
+			dir := t.TempDir()
+			ldir, id, stamps := stampedLedger(t, dir)
+			db, err := Open(dir, stampOpts())
+			if err != nil {
+				t.Fatal(err)
+			}
+			appendPayments(t, db, 200, 100)
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			seq := stamps[len(stamps)-1].Last.Seq + 1
+			if where == "active segment" {
+				segs, _ := filepath.Glob(filepath.Join(ldir, "*.seg"))
+				if len(segs) < len(stamps)+3 {
+					t.Fatalf("%d segments, want %d or more", len(segs), len(stamps)+3)
+				}
+				seq = 1 + 200 // the last event
+			}
+			forgeEvent(t, ldir, seq, `"amount":100`, `"amount":999`, mrand.New(mrand.NewPCG(7, 32)))
+			if bad := readerVerdict(t, dir, "pay", id); !errors.Is(bad, ErrRewritten) {
+				t.Fatalf("the read-only open: ledger pay is %v, want ErrRewritten", bad)
+			}
+			if u := writerVerdict(t, dir, "pay", id); !errors.Is(u, ErrRewritten) {
+				t.Errorf("the writer's Open: ledger pay is %v, want ErrRewritten", u)
+			}
+		})
+	}
+}
+
+// TestSwappedSealedSegmentsRefusedUnchanged: two stamped sealed segments'
+// files swapped (renamed over each other): reader and writer refuse the
+// ledger, and the writer changes no file of it.
+func TestSwappedSealedSegmentsRefusedUnchanged(t *testing.T) {
+	dir := t.TempDir()
+	ldir, id, stamps := stampedLedger(t, dir)
+	a, b := filepath.Join(ldir, segment.FileName(stamps[0].Segment)), filepath.Join(ldir, segment.FileName(stamps[1].Segment))
+	for _, mv := range [][2]string{{a, a + ".x"}, {b, a}, {a + ".x", b}} {
+		if err := os.Rename(mv[0], mv[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := readerVerdict(t, dir, "pay", id)
+	before := hashTree(t, ldir)
+	u := writerVerdict(t, dir, "pay", id)
+	if bad == nil || u == nil {
+		t.Fatalf("swapped segments: the reader says %v, the writer %v; want both to refuse", bad, u)
+	}
+	if d := sameTree(before, hashTree(t, ldir)); d != "" {
+		t.Errorf("the writer changed files of the ledger it refused: %s", d)
+	}
+}
+
+// TestLedgerFolderMovedOrCopiedBackOpens: the ledger's folder moved away
+// and back (stamps still match), or copied away with cp -a, removed and
+// copied back (no stamp matches: every segment is read): the writer opens
+// it, as a reader does, and its events are all there.
+func TestLedgerFolderMovedOrCopiedBackOpens(t *testing.T) {
+	for _, how := range []string{"mv", "cp -a"} {
+		t.Run(how, func(t *testing.T) {
+			dir := t.TempDir()
+			ldir, id, _ := stampedLedger(t, dir)
+			away := filepath.Join(t.TempDir(), "away")
+			if how == "mv" {
+				if err := os.Rename(ldir, away); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Rename(away, ldir); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				for _, c := range [][]string{{"cp", "-a", ldir, away}, {"rm", "-rf", ldir}, {"cp", "-a", away, ldir}} {
+					if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+						t.Fatalf("%v: %v %s", c, err, out)
+					}
+				}
+			}
+			if bad := readerVerdict(t, dir, "pay", id); bad != nil {
+				t.Fatalf("the read-only open: %v", bad)
+			}
+			if u := writerVerdict(t, dir, "pay", id); u != nil {
+				t.Fatalf("the writer's Open: %v", u)
+			}
+			db, err := Open(dir, stampOpts())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if info, err := db.Ledger("pay"); err != nil || info.Count != 201 {
+				t.Errorf("ledger pay: %+v, %v; want 201 events", info, err)
+			}
+		})
+	}
+}
+
+// TestStampsFileNotAStampsFile: a sealed file that is garbage, larger
+// than its bound, a named pipe, a symbolic link to a device or to another
+// ledger's stamps, a directory, stamps cut at a line, or stamps whose
+// identities match but whose heads are wrong, or a sealed.tmp left by a
+// crash: the writer opens the ledger (a stamp spares work, it is not
+// evidence), as a reader does, without hanging.
+func TestStampsFileNotAStampsFile(t *testing.T) {
+	cases := []struct {
+		name string
+		make func(t *testing.T, sealed string, stamps []segment.Stamp, other string)
+	}{
+		{"garbage", func(t *testing.T, sealed string, _ []segment.Stamp, _ string) {
+			writeTestFile(t, sealed, []byte("annal sealed segments v1\n1 2 3\x00\xff\n"))
+		}},
+		{"huge", func(t *testing.T, sealed string, _ []segment.Stamp, _ string) {
+			f, err := os.Create(sealed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if err := f.Truncate(maxStampsFile + 1); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"named pipe", func(t *testing.T, sealed string, _ []segment.Stamp, _ string) {
+			os.Remove(sealed)
+			if err := syscall.Mkfifo(sealed, 0o600); err != nil {
+				t.Skip(err)
+			}
+		}},
+		{"symlink to /dev/zero", func(t *testing.T, sealed string, _ []segment.Stamp, _ string) {
+			os.Remove(sealed)
+			if err := os.Symlink("/dev/zero", sealed); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"symlink to another ledger's stamps", func(t *testing.T, sealed string, _ []segment.Stamp, other string) {
+			os.Remove(sealed)
+			if err := os.Symlink(other, sealed); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"directory", func(t *testing.T, sealed string, _ []segment.Stamp, _ string) {
+			os.Remove(sealed)
+			if err := os.Mkdir(sealed, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"cut at a line", func(t *testing.T, sealed string, stamps []segment.Stamp, _ string) {
+			writeTestFile(t, sealed, segment.MarshalStamps(stamps[:2]))
+		}},
+		{"cut inside a line", func(t *testing.T, sealed string, stamps []segment.Stamp, _ string) {
+			b := segment.MarshalStamps(stamps)
+			writeTestFile(t, sealed, b[:len(b)-7])
+		}},
+		{"wrong last head", func(t *testing.T, sealed string, stamps []segment.Stamp, _ string) {
+			stamps[len(stamps)-1].Last.Seq--
+			writeTestFile(t, sealed, segment.MarshalStamps(stamps))
+		}},
+		{"wrong last ID", func(t *testing.T, sealed string, stamps []segment.Stamp, _ string) {
+			stamps[len(stamps)-1].Last.ID = stamps[0].Last.ID
+			writeTestFile(t, sealed, segment.MarshalStamps(stamps))
+		}},
+		{"wrong last location", func(t *testing.T, sealed string, stamps []segment.Stamp, _ string) {
+			stamps[len(stamps)-1].Last.Loc.Offset = 64
+			writeTestFile(t, sealed, segment.MarshalStamps(stamps))
+		}},
+		{"wrong previous head", func(t *testing.T, sealed string, stamps []segment.Stamp, _ string) {
+			stamps[2].Prev = stamps[0].Last
+			writeTestFile(t, sealed, segment.MarshalStamps(stamps))
+		}},
+		{"segments renumbered", func(t *testing.T, sealed string, stamps []segment.Stamp, _ string) {
+			for i := range stamps {
+				stamps[i].Segment++
+			}
+			writeTestFile(t, sealed, segment.MarshalStamps(stamps))
+		}},
+		{"sealed.tmp left by a crash", func(t *testing.T, sealed string, stamps []segment.Stamp, _ string) {
+			b := segment.MarshalStamps(stamps)
+			writeTestFile(t, sealed+".tmp", b[:len(b)/2])
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			ldir, id, stamps := stampedLedger(t, dir)
+			other := filepath.Join(t.TempDir(), "sealed")
+			writeTestFile(t, other, segment.MarshalStamps(stamps[:1]))
+			c.make(t, filepath.Join(ldir, stampsFileName), stamps, other)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				// Not readerVerdict: it reads every file (a pipe, a device).
+				ro, err := OpenReadOnly(dir, &Options{TempDir: t.TempDir()})
+				if err != nil {
+					t.Errorf("the read-only open: %v", err)
+					return
+				}
+				if bad := ro.Unavailable()["pay"]; bad != nil {
+					t.Errorf("the read-only open: %v", bad)
+				}
+				ro.Close()
+				if u := writerVerdict(t, dir, "pay", id); u != nil {
+					t.Errorf("the writer's Open: %v", u)
+				}
+			}()
+			select {
+			case <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("Open still running after a minute")
+			}
+		})
+	}
+}
+
+// writeTestFile writes b to name.
+func writeTestFile(t *testing.T, name string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(name, b, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
