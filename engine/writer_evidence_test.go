@@ -663,3 +663,107 @@ func TestTreeLeafDamagedUnderStampedSegments(t *testing.T) {
 		t.Errorf("the writer serves an inclusion proof of event #3 that does not verify against its signed root (tree rebuilt at Open: %v): %v", db.TreeRebuilt()["pay"], err)
 	}
 }
+
+// TestForgedSealedFileTrustedOnlyByDefaultOpen: an attacker who forges an
+// event in a stamped segment and rewrites the sealed file with the
+// segment's new identity gets the forged segment trusted by the writer's
+// default Open (docs/decisions/stamps.md says so); FullVerifyOnOpen,
+// RebuildIndex, DB.Verify and every reader still refuse it.
+func TestForgedSealedFileTrustedOnlyByDefaultOpen(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ldir, id, stamps := stampedLedger(t, dir)
+	seg := filepath.Join(ldir, segment.FileName(stamps[1].Segment))
+	forgeEvent(t, ldir, stamps[1].Last.Seq, `"amount":100`, `"amount":999`, mrand.New(mrand.NewPCG(7, 33)))
+	var st syscall.Stat_t
+	if err := syscall.Stat(seg, &st); err != nil {
+		t.Fatal(err)
+	}
+	stamps[1].File = segment.FileIdentity{Dev: uint64(st.Dev), Ino: st.Ino, Size: st.Size, Ctime: st.Ctim.Nano(), Mtime: st.Mtim.Nano()}
+	writeTestFile(t, filepath.Join(ldir, stampsFileName), segment.MarshalStamps(stamps))
+	if bad := readerVerdict(t, dir, "pay", id); !errors.Is(bad, ErrRewritten) {
+		t.Fatalf("the read-only open: ledger pay is %v, want ErrRewritten", bad)
+	}
+	keep := filepath.Join(t.TempDir(), "copy")
+	if out, err := exec.Command("cp", "-a", dir, keep).CombinedOutput(); err != nil {
+		t.Fatalf("cp -a: %v %s", err, out)
+	}
+	db, err := Open(dir, stampOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := db.Unavailable()["pay"]; u != nil {
+		t.Logf("the writer's default Open refuses it too: %v", u)
+	} else if _, err := db.Verify(ctx, "pay", nil); !errors.Is(err, ErrRewritten) {
+		t.Errorf("DB.Verify of the forged ledger: %v, want ErrRewritten", err)
+	}
+	db.Close()
+	for _, o := range []*Options{{SegmentSize: 4 << 10, FullVerifyOnOpen: true}, {SegmentSize: 4 << 10, RebuildIndex: true}} {
+		dir := filepath.Join(t.TempDir(), "d")
+		if out, err := exec.Command("cp", "-a", keep, dir).CombinedOutput(); err != nil {
+			t.Fatalf("cp -a: %v %s", err, out)
+		}
+		// cp -a gave new identities: put the forged stamps' back.
+		sealedCopy := filepath.Join(dir, ledgersDir, id, stampsFileName)
+		if err := syscall.Stat(filepath.Join(dir, ledgersDir, id, segment.FileName(stamps[1].Segment)), &st); err != nil {
+			t.Fatal(err)
+		}
+		for i := range stamps {
+			var s syscall.Stat_t
+			if err := syscall.Stat(filepath.Join(dir, ledgersDir, id, segment.FileName(stamps[i].Segment)), &s); err != nil {
+				t.Fatal(err)
+			}
+			stamps[i].File = segment.FileIdentity{Dev: uint64(s.Dev), Ino: s.Ino, Size: s.Size, Ctime: s.Ctim.Nano(), Mtime: s.Mtim.Nano()}
+		}
+		writeTestFile(t, sealedCopy, segment.MarshalStamps(stamps))
+		db, err := Open(dir, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := db.Unavailable()["pay"]; !errors.Is(u, ErrRewritten) {
+			t.Errorf("Open with FullVerifyOnOpen %v, RebuildIndex %v: ledger pay is %v, want ErrRewritten", o.FullVerifyOnOpen, o.RebuildIndex, u)
+		}
+		db.Close()
+	}
+}
+
+// TestSignerAheadOfCheckpointWithStamps: the signer's state ahead of the
+// checkpoint file (a crash between their writes, or the checkpoint file
+// put back from before the last run) on a stamped ledger: the tree is
+// checked beyond the checkpoint from the segments, and the writer opens
+// the ledger, as a reader does; with an event forged in a stamped segment
+// covered only by the signer's state, both refuse it.
+func TestSignerAheadOfCheckpointWithStamps(t *testing.T) {
+	for _, forged := range []bool{false, true} {
+		t.Run(fmt.Sprintf("forged=%v", forged), func(t *testing.T) {
+			dir := t.TempDir()
+			ldir, id, _ := stampedLedger(t, dir)
+			ck, err := os.ReadFile(filepath.Join(ldir, checkpointFileName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			db, err := Open(dir, stampOpts())
+			if err != nil {
+				t.Fatal(err)
+			}
+			appendPayments(t, db, 200, 100)
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // stamp the segments sealed since
+				if u := writerVerdict(t, dir, "pay", id); u != nil {
+					t.Fatal(u)
+				}
+			}
+			writeTestFile(t, filepath.Join(ldir, checkpointFileName), ck)
+			if forged {
+				forgeEvent(t, ldir, 250, `"amount":100`, `"amount":999`, mrand.New(mrand.NewPCG(7, 34)))
+			}
+			bad := readerVerdict(t, dir, "pay", id)
+			u := writerVerdict(t, dir, "pay", id)
+			if (bad == nil) != !forged || (u == nil) != !forged {
+				t.Errorf("forged %v: the reader says %v, the writer %v", forged, bad, u)
+			}
+		})
+	}
+}
