@@ -767,3 +767,55 @@ func TestSignerAheadOfCheckpointWithStamps(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenOfThousandsOfSmallSegments measures (it asserts nothing of
+// time) the writer's Open of a ledger of about 3,000 small sealed
+// segments: the first Open without stamps reads every segment, the next
+// ones only the active segment; each still opens every segment's file.
+func TestOpenOfThousandsOfSmallSegments(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds 3,000 segments")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	opts := &Options{SegmentSize: 4 << 10, Durability: None}
+	db, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "many"}); err != nil {
+		t.Fatal(err)
+	}
+	batch := make([]EventInput, 20)
+	for i := range 3000 {
+		for j := range batch {
+			batch[j] = order(i*20 + j)
+		}
+		if _, err := db.Append(ctx, "many", batch, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := db.Ledger("many")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs, _ := filepath.Glob(filepath.Join(dir, ledgersDir, info.ID.String(), "*.seg"))
+	for i, what := range []string{"first (no stamps: every segment read)", "second (stamps of every sealed segment)", "third"} {
+		start := time.Now()
+		db, err := Open(dir, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		if u := db.Unavailable()["many"]; u != nil {
+			t.Fatalf("Open %d: %v", i+1, u)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%d segments, %d events: %s Open took %v", len(segs), info.Count, what, took)
+	}
+}
