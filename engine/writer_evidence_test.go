@@ -819,3 +819,56 @@ func TestOpenOfThousandsOfSmallSegments(t *testing.T) {
 		t.Logf("%d segments, %d events: %s Open took %v", len(segs), info.Count, what, took)
 	}
 }
+
+// TestBackupOfStampedLedgerOpens: DB.Backup of a running writer's stamped
+// ledger (sealed segments hard-linked: the link changes their change
+// time, and the live directory's stamps no longer match): the backup and
+// the live directory both open, in the writer as in a reader, with every
+// event; an event then forged in a sealed segment of the backup is
+// refused by both in the backup.
+func TestBackupOfStampedLedgerOpens(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	_, id, stamps := stampedLedger(t, dir)
+	db, err := Open(dir, stampOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendPayments(t, db, 200, 20)
+	bdir := filepath.Join(t.TempDir(), "backup")
+	res, err := db.Backup(ctx, bdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("backup: %+v", res)
+	for _, d := range []string{dir, bdir} {
+		if bad := readerVerdict(t, d, "pay", id); bad != nil {
+			t.Errorf("the read-only open of %s: %v", d, bad)
+		}
+		if u := writerVerdict(t, d, "pay", id); u != nil {
+			t.Errorf("the writer's Open of %s: %v", d, u)
+		}
+	}
+	// The backup's segments are hard links of the live ones: forge a copy.
+	bldir := filepath.Join(bdir, ledgersDir, id)
+	seg := filepath.Join(bldir, segment.FileName(stamps[1].Segment))
+	b, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(seg)
+	writeTestFile(t, seg, b)
+	forgeEvent(t, bldir, stamps[1].Last.Seq, `"amount":100`, `"amount":999`, mrand.New(mrand.NewPCG(7, 35)))
+	if bad := readerVerdict(t, bdir, "pay", id); !errors.Is(bad, ErrRewritten) {
+		t.Errorf("the read-only open of the forged backup: %v, want ErrRewritten", bad)
+	}
+	if u := writerVerdict(t, bdir, "pay", id); !errors.Is(u, ErrRewritten) {
+		t.Errorf("the writer's Open of the forged backup: %v, want ErrRewritten", u)
+	}
+	if u := writerVerdict(t, dir, "pay", id); u != nil {
+		t.Errorf("the live directory after the backup's forgery: %v", u)
+	}
+}
