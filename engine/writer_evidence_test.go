@@ -872,3 +872,74 @@ func TestBackupOfStampedLedgerOpens(t *testing.T) {
 		t.Errorf("the live directory after the backup's forgery: %v", u)
 	}
 }
+
+// stampsChildEnv makes TestStampsKillChild the child of
+// TestStampsWriteKilled: it opens the DB in the directory it names,
+// appends 30 payments (a segment sealed) and closes it, again and again,
+// so that each Open writes the stamps again.
+const stampsChildEnv = "ANNAL_STAMPS_CHILD"
+
+func TestStampsKillChild(t *testing.T) {
+	dir := os.Getenv(stampsChildEnv)
+	if dir == "" {
+		return
+	}
+	for i := 0; ; i++ {
+		db, err := Open(dir, stampOpts())
+		if err != nil {
+			fmt.Println("fatal", err)
+			os.Exit(3)
+		}
+		if u := db.Unavailable()["pay"]; u != nil {
+			fmt.Println("fatal", u)
+			os.Exit(3)
+		}
+		appendPayments(t, db, 1000+30*i, 30)
+		if err := db.Close(); err != nil {
+			fmt.Println("fatal", err)
+			os.Exit(3)
+		}
+	}
+}
+
+// TestStampsWriteKilled: a writer killed (SIGKILL) at random times while
+// it opens (writing the stamps), appends and closes, 10 times: after each
+// kill, the writer's Open and a reader agree that the ledger is whole.
+func TestStampsWriteKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills child processes")
+	}
+	rng := mrand.New(mrand.NewPCG(testSeed(t), 36))
+	dir := t.TempDir()
+	_, id, _ := stampedLedger(t, dir)
+	for round := range 10 {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestStampsKillChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), stampsChildEnv+"="+dir)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+		cmd.Process.Kill()
+		cmd.Wait()
+		if bytes.Contains(out.Bytes(), []byte("fatal")) {
+			t.Fatalf("round %d: the child failed: %s", round, out.Bytes())
+		}
+		bad := readerVerdict(t, dir, "pay", id)
+		u := writerVerdict(t, dir, "pay", id)
+		if bad != nil || u != nil {
+			t.Fatalf("round %d, after a kill: the reader says %v, the writer %v", round, bad, u)
+		}
+	}
+	db, err := Open(dir, stampOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	info, err := db.Ledger("pay")
+	if err != nil || info.Count <= 201 {
+		t.Fatalf("the children appended nothing: %+v, %v", info, err)
+	}
+	t.Logf("%d events after 10 kills", info.Count)
+}
