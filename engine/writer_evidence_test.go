@@ -943,3 +943,44 @@ func TestStampsWriteKilled(t *testing.T) {
 	}
 	t.Logf("%d events after 10 kills", info.Count)
 }
+
+// TestSegmentsRemovedOrAddedAfterStamps: after the sealed segments were
+// stamped, the active segment removed (the last stamped one becomes the
+// last), the last two removed, or a copy of a sealed segment added after
+// the active one: the writer refuses the ledger as a reader does, and
+// changes none of its files.
+func TestSegmentsRemovedOrAddedAfterStamps(t *testing.T) {
+	cases := map[string]func(t *testing.T, segs []string){
+		"active removed": func(t *testing.T, segs []string) {
+			os.Remove(segs[len(segs)-1])
+		},
+		"last two removed": func(t *testing.T, segs []string) {
+			os.Remove(segs[len(segs)-1])
+			os.Remove(segs[len(segs)-2])
+		},
+		"sealed copy added": func(t *testing.T, segs []string) {
+			b, err := os.ReadFile(segs[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeTestFile(t, filepath.Join(filepath.Dir(segs[0]), segment.FileName(uint64(len(segs)+1))), b)
+		},
+	}
+	for name, change := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			ldir, id, _ := stampedLedger(t, dir)
+			segs, _ := filepath.Glob(filepath.Join(ldir, "*.seg"))
+			change(t, segs)
+			bad := readerVerdict(t, dir, "pay", id)
+			before := hashTree(t, ldir)
+			u := writerVerdict(t, dir, "pay", id)
+			if bad == nil || u == nil {
+				t.Fatalf("the reader says %v, the writer %v; want both to refuse", bad, u)
+			}
+			if d := sameTree(before, hashTree(t, ldir)); d != "" {
+				t.Errorf("the writer changed files of the ledger it refused (%v): %s", u, d)
+			}
+		})
+	}
+}
