@@ -616,9 +616,9 @@ func writeTestFile(t *testing.T, name string, b []byte) {
 // checks the tree file's leaves only from the first event it read, and
 // trusts those of the stamped segments. Then whatever the writer serves
 // from the tree must still verify: an inclusion proof of event #3 against
-// the signed root (or the tree is rebuilt at Open).
+// the signed root (or the tree is rebuilt at Open), or else the proof is
+// refused as ErrTreeDamaged.
 func TestTreeLeafDamagedUnderStampedSegments(t *testing.T) {
-	t.Skip("the writer's Open trusts the tree file's hashes of the events in stamped segments (checkLeaves checks from the first event read): a leaf damaged there, its interior hashes kept, is served in proofs that do not verify; checking them at Open is O(ledger) again, checking each proof before serving it is the cure")
 	ctx := context.Background()
 	dir := t.TempDir()
 	ldir, id, _ := stampedLedger(t, dir)
@@ -652,6 +652,9 @@ func TestTreeLeafDamagedUnderStampedSegments(t *testing.T) {
 		}
 	}
 	p, err := db.ProveInclusion(ctx, third, 0)
+	if errors.Is(err, ErrTreeDamaged) && db.TreeRebuilt()["pay"] == nil {
+		return // refused, naming the damage and annal reindex
+	}
 	if err != nil {
 		t.Fatalf("the writer's proof of event #3: %v", err)
 	}
