@@ -987,3 +987,40 @@ func TestSegmentsRemovedOrAddedAfterStamps(t *testing.T) {
 		})
 	}
 }
+
+// TestAcceptLedgerWithStamps: a stamped ledger whose checkpoint file was
+// removed is refused (ErrUnsigned) by the writer as by a reader;
+// AcceptLedger signs it, and the next Opens (stamps matching) open it
+// with every event.
+func TestAcceptLedgerWithStamps(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ldir, id, _ := stampedLedger(t, dir)
+	if err := os.Remove(filepath.Join(ldir, checkpointFileName)); err != nil {
+		t.Fatal(err)
+	}
+	bad := readerVerdict(t, dir, "pay", id)
+	u := writerVerdict(t, dir, "pay", id)
+	if !errors.Is(bad, ErrUnsigned) || !errors.Is(u, ErrUnsigned) {
+		t.Fatalf("checkpoint removed: the reader says %v, the writer %v; want ErrUnsigned", bad, u)
+	}
+	db, err := Open(dir, stampOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, err := db.AcceptLedger(ctx, "pay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck.Size != 201 {
+		t.Errorf("accepted at size %d, want 201", ck.Size)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if bad, u := readerVerdict(t, dir, "pay", id), writerVerdict(t, dir, "pay", id); bad != nil || u != nil {
+			t.Fatalf("after AcceptLedger: the reader says %v, the writer %v", bad, u)
+		}
+	}
+}
