@@ -229,18 +229,25 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 			}
 			stamps[segs[i].number] = st
 		}
+		if u > 0 && u <= first {
+			// Stamps that match the files but whose last head is not the
+			// one the next segment continues from were not written by an
+			// Open: they spare nothing, every segment is read (and a
+			// segment that does not continue the one before is then
+			// found by reading them).
+			prev, s := stamps[segs[u-1].number].Last, segs[u]
+			if prev.ID != s.hdr.prevID || prev.Seq != s.hdr.prevSeq {
+				u = 0
+				clear(stamps)
+			}
+		}
 		if u <= first {
 			first, start = u, headerSize
 			s := segs[u]
 			c.id, c.seq = s.hdr.prevID, s.hdr.prevSeq
 			head = Head{ID: c.id, Seq: c.seq}
 			if u > 0 {
-				prev := stamps[segs[u-1].number].Last
-				if prev.ID != c.id || prev.Seq != c.seq {
-					return nil, rec, &CorruptionError{File: s.name, Offset: 24, Problem: "segment does not continue the chain of the segment before",
-						Expected: fmt.Sprintf("%s #%d", prev.ID, prev.Seq), Found: fmt.Sprintf("%s #%d", c.id, c.seq)}
-				}
-				head = prev
+				head = stamps[segs[u-1].number].Last
 			}
 		}
 	}

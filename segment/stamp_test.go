@@ -98,3 +98,37 @@ func TestOpenSkipsOnlyUnchangedSealedSegments(t *testing.T) {
 	}
 	l.Close()
 }
+
+// TestOpenReadsEverySegmentWhenStampsDoNotChain: stamps whose identities
+// match the files but whose last head is not the one the next segment's
+// header continues from (a stamps file no Open wrote) spare nothing:
+// Open reads every segment and opens the log, rather than refusing it.
+func TestOpenReadsEverySegmentWhenStampsDoNotChain(t *testing.T) {
+	fs, dir := vfs.Default, filepath.Join(t.TempDir(), "led")
+	l := newTestLog(t, fs, dir, Options{SegmentSize: 4 << 10})
+	for i := range 60 {
+		if err := l.Append(&Batch{Entries: []Entry{entry(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	head := l.Head()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o := Options{FS: fs, Ledger: testLedger(), VerifySealed: true}
+	l, rec, err := Open(dir, o, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	o.Stamps = rec.Stamps
+	o.Stamps[len(o.Stamps)-1].Last.Seq--
+	l, rec, err = Open(dir, o, head)
+	if err != nil {
+		t.Fatalf("stamps whose last head is wrong: %v", err)
+	}
+	l.Close()
+	if rec.VerifiedFrom != 1 || rec.Records != int64(head.Seq) {
+		t.Errorf("stamps whose last head is wrong: verified from #%d, %d records; want every record (#1, %d)", rec.VerifiedFrom, rec.Records, head.Seq)
+	}
+}
