@@ -1,9 +1,10 @@
 package engine
 
-// The writer's Open against a reader's, on states where the reader is
-// stricter today: each test states what both should do, and is skipped,
-// saying why, until the writer's Open keeps the same evidence (see
-// docs/badinput.md, "Observed, not changed").
+// The writer's Open against a reader's: on every state an operator or an
+// attacker leaves, both say the same of whether a ledger is whole, and a
+// ledger the writer refuses keeps its files as they were. The writer
+// reads again what changed since an earlier Open stamped it
+// (docs/recovery.md, "Stamps").
 
 import (
 	"bytes"
