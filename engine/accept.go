@@ -122,7 +122,7 @@ func (db *DB) acceptLocked(id eventid.LedgerID, u unsignedLedger) (*ledger, erro
 		return fail(fmt.Errorf("its name %q is that of another ledger now", name))
 	}
 	l.meta.Name = name
-	if err := putMeta(db.meta, l.checkpointMeta()); err != nil {
+	if err := putMeta(db.meta, l.currentMeta()); err != nil {
 		return fail(fmt.Errorf("write metadata: %w", err))
 	}
 	return l, nil

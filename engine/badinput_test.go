@@ -314,7 +314,7 @@ func runBadFileCase(ctx context.Context, t *testing.T, tpl *badTemplate, c *badC
 	damaged := badTreeFiles(t, dir)
 	orig := badTreeFiles(t, tpl.dir)
 	// Compared after each Open: the segments and meta.db (the index may
-	// be rebuilt, and Open writes a checkpoint to meta.db when it opens).
+	// be rebuilt, and Open writes the ledgers' heads to meta.db when it opens).
 	kept := func(after map[string]string, what string) {
 		t.Helper()
 		for name, b := range damaged {

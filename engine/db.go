@@ -28,7 +28,7 @@ import (
 // A data directory:
 //
 //	DIR/LOCK              names the process holding the directory (lock.go)
-//	DIR/meta.db           bbolt: one record per ledger (name, ID, genesis, checkpoint)
+//	DIR/meta.db           bbolt: one record per ledger (name, ID, genesis, head, witness)
 //	DIR/index/            Pebble: the index of every ledger
 //	DIR/ledgers/LLLLLLLL/ the segment files of ledger LLLLLLLL (its ID in hex),
 //	                      its NAME, its Merkle tree and latest checkpoint
@@ -416,9 +416,9 @@ func (db *DB) open() error {
 	// refused. (Damage elsewhere in it is found by the reads that reach
 	// it, which then fail.)
 	//
-	// Each ledger's marker is its checkpoint: where recovery starts
-	// verifying (none with FullVerifyOnOpen, or after a rebuild).
-	checkpoints := map[eventid.LedgerID]segment.Head{}
+	// Each ledger's marker is where recovery starts verifying (none
+	// with FullVerifyOnOpen, or after a rebuild).
+	markers := map[eventid.LedgerID]segment.Head{}
 	progressErr := map[eventid.LedgerID]error{}
 	if !db.opts.FullVerifyOnOpen {
 		for _, id := range ids {
@@ -430,7 +430,7 @@ func (db *DB) open() error {
 				if db.idx, err = db.rebuildIndex(err); err != nil {
 					return err
 				}
-				clear(checkpoints)
+				clear(markers)
 				clear(progressErr)
 				break
 			}
@@ -438,7 +438,7 @@ func (db *DB) open() error {
 			case err != nil:
 				progressErr[id] = err
 			case ok:
-				checkpoints[id] = head
+				markers[id] = head
 			}
 		}
 	}
@@ -450,7 +450,7 @@ func (db *DB) open() error {
 		var l *ledger
 		var found ledgerMeta
 		if err == nil {
-			l, err = db.recoverLedger(id, m, ok, checkpoints[id], &found)
+			l, err = db.recoverLedger(id, m, ok, markers[id], &found)
 		}
 		if errors.Is(err, errUnfinishedCreate) {
 			// A crash in CreateLedger before the genesis event was
@@ -481,7 +481,7 @@ func (db *DB) open() error {
 	var changed []ledgerMeta
 	db.witnessed = map[*ledger]uint64{}
 	for _, l := range db.byID {
-		m := l.checkpointMeta()
+		m := l.currentMeta()
 		changed = append(changed, m)
 		db.witnessed[l] = m.Witness.Seq
 	}
@@ -529,14 +529,14 @@ func (db *DB) ledgerDir(id eventid.LedgerID) string {
 	return filepath.Join(db.dir, ledgersDir, id.String())
 }
 
-// recoverLedger opens one ledger's segments from checkpoint (the index's
+// recoverLedger opens one ledger's segments from marker (the index's
 // progress marker; the zero Head to verify them all), and brings the index
 // up to the tail.
 //
 // found, if not nil, gets the metadata of the ledger's genesis event once
 // it is read, even if the ledger is refused after: a refused ledger keeps
 // the name it has (see registerLedgers).
-func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, checkpoint segment.Head, found *ledgerMeta) (*ledger, error) {
+func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, marker segment.Head, found *ledgerMeta) (*ledger, error) {
 	dir := db.ledgerDir(id)
 	// Its metadata is set below, once the segments are read.
 	l := newLedger(db, ledgerMeta{ID: id})
@@ -551,7 +551,7 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 	if !db.opts.FullVerifyOnOpen {
 		so.Stamps = readStamps(db.fs, dir)
 	}
-	log, rec, err := segment.Open(dir, so, checkpoint)
+	log, rec, err := segment.Open(dir, so, marker)
 	if errors.Is(err, segment.ErrNoLog) && so.Witness.Seq != 0 {
 		// Not an unfinished creation: a witness (the metadata's, or the
 		// index's when meta.db is gone) says events were durable.
@@ -560,7 +560,7 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 	if errors.Is(err, segment.ErrNoLog) && !haveMeta {
 		return nil, errUnfinishedCreate
 	}
-	if errors.Is(err, segment.ErrCheckpoint) {
+	if errors.Is(err, segment.ErrProgressMismatch) {
 		// The index is ahead of the segments (their unsynced tail was
 		// lost while the index's was not) or wrong: rebuild it. Open
 		// checked the witness first: had a durable record been lost,
@@ -569,8 +569,8 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 		if err := db.idx.DeleteLedger(id); err != nil {
 			return nil, err
 		}
-		checkpoint = segment.Head{}
-		log, rec, err = segment.Open(dir, so, checkpoint)
+		marker = segment.Head{}
+		log, rec, err = segment.Open(dir, so, marker)
 	}
 	if err != nil {
 		return nil, err
@@ -591,13 +591,13 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 	// catchUp from the first record writes the new one beside the old, in
 	// the same pass over the segments.
 	var built *tree.File
-	if db.opts.RebuildIndex && checkpoint.Seq == 0 {
+	if db.opts.RebuildIndex && marker.Seq == 0 {
 		if built, err = createTreeTmp(db.fs, dir, id); err != nil {
 			log.Close()
 			return nil, err
 		}
 	}
-	if err := l.catchUpTree(checkpoint, name, built); err != nil {
+	if err := l.catchUpTree(marker, name, built); err != nil {
 		log.Close()
 		discardTreeTmp(db.fs, dir, built)
 		return nil, err
@@ -774,8 +774,8 @@ func (db *DB) removeLedgerDir(id eventid.LedgerID) error {
 	return segment.SyncDir(db.fs, filepath.Join(db.dir, ledgersDir))
 }
 
-// catchUp indexes every record after from (a checkpoint, or the zero Head
-// for all of them) up to the segment log's head.
+// catchUp indexes every record after from (a progress marker, or the zero
+// Head for all of them) up to the segment log's head.
 //
 // It calls Options.Progress, if set, every progressEvery records and at
 // the end; name names the ledger there ("": no progress, for Import,
@@ -1046,7 +1046,7 @@ func (db *DB) IndexMemory() IndexMemory {
 	return db.idx.Memory()
 }
 
-// Close syncs and closes every ledger, checkpoints the metadata and the
+// Close syncs and closes every ledger, writes the metadata and flushes the
 // index, and releases the directory.
 func (db *DB) Close() error {
 	if db.ro != nil {
@@ -1080,14 +1080,14 @@ func (db *DB) Close() error {
 	var errs []error
 	dirErr := db.checkDir(true)
 	if dirErr != nil {
-		errs = append(errs, fmt.Errorf("%w (Close wrote neither the index's checkpoint nor the metadata)", dirErr))
+		errs = append(errs, fmt.Errorf("%w (Close flushed neither the index nor the metadata)", dirErr))
 	}
 	var metas []ledgerMeta
 	for _, l := range ledgers {
 		if err := l.log.Close(); err != nil && !errors.Is(err, ErrDirectoryChanged) {
 			errs = append(errs, fmt.Errorf("ledger %s: %w", l.meta.Name, err))
 		}
-		metas = append(metas, l.checkpointMeta())
+		metas = append(metas, l.currentMeta())
 	}
 	if db.idx != nil && dirErr == nil {
 		// The index's witness of each ledger, exact now as the
@@ -1097,7 +1097,7 @@ func (db *DB) Close() error {
 			errs = append(errs, err)
 		}
 		// Flush the memtables, so that the next Open does not replay them.
-		if err := db.idx.Checkpoint(); err != nil {
+		if err := db.idx.Flush(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -791,7 +791,7 @@ func (im *importer) commit(head segment.Head, meta ledgerMeta) (LedgerInfo, erro
 		h("indexed")
 	}
 	if err == nil {
-		err = putMeta(db.meta, l.checkpointMeta())
+		err = putMeta(db.meta, l.currentMeta())
 	}
 	db.mu.RUnlock()
 	if err != nil {

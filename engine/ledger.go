@@ -297,7 +297,7 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 		_, err = l.issueCheckpoint(0)
 	}
 	if err == nil {
-		err = putMeta(db.meta, l.checkpointMeta())
+		err = putMeta(db.meta, l.currentMeta())
 	}
 	if err != nil {
 		log.Close()
@@ -412,9 +412,9 @@ func metaFromGenesis(log *segment.Log) (ledgerMeta, error) {
 	return m, nil
 }
 
-// checkpointMeta returns the ledger's metadata with the current head and
+// currentMeta returns the ledger's metadata with the current head and
 // durable witness.
-func (l *ledger) checkpointMeta() ledgerMeta {
+func (l *ledger) currentMeta() ledgerMeta {
 	m := l.meta
 	m.Witness = l.log.Durable() // first: the head is then at or after it
 	h := l.log.Head()

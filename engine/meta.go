@@ -45,7 +45,7 @@ type ledgerMeta struct {
 	Description string           `json:"description"`
 	Actor       string           `json:"actor"`
 	Created     time.Time        `json:"created"`
-	// Checkpoint: the head when the metadata was last written.
+	// Head, Count and LastMicros: the head when the record was last written.
 	Head       eventid.ID `json:"head"`
 	Count      uint64     `json:"count"`
 	LastMicros uint64     `json:"lastMicros"`

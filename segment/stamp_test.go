@@ -12,9 +12,9 @@ import (
 )
 
 // TestOpenSkipsOnlyUnchangedSealedSegments: with VerifySealed, Open reads
-// every record, whatever the checkpoint says, except those of the sealed
+// every record, whatever the progress marker says, except those of the sealed
 // segments whose stamps still match their files; a sealed segment written
-// in place (a payload byte changed behind the checkpoint) or touched is
+// in place (a payload byte changed behind the progress marker) or touched is
 // read again, and the damage is found.
 func TestOpenSkipsOnlyUnchangedSealedSegments(t *testing.T) {
 	fs, dir := vfs.Default, filepath.Join(t.TempDir(), "led")
@@ -77,7 +77,7 @@ func TestOpenSkipsOnlyUnchangedSealedSegments(t *testing.T) {
 	stamps = rec.Stamps
 
 	// A byte of a record's payload changed in place in segment 2, behind
-	// the checkpoint: found.
+	// the progress marker: found.
 	b, err := os.ReadFile(seg2)
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +90,7 @@ func TestOpenSkipsOnlyUnchangedSealedSegments(t *testing.T) {
 	if _, _, err := Open(dir, o, head); !errors.Is(err, ErrCorruption) {
 		t.Fatalf("a record changed in place in a stamped segment: Open gave %v, want corruption", err)
 	}
-	// Without VerifySealed, Open trusts what is behind the checkpoint.
+	// Without VerifySealed, Open trusts what is behind the progress marker.
 	o.VerifySealed = false
 	l, _, err = Open(dir, o, head)
 	if err != nil {
