@@ -370,7 +370,7 @@ func (db *DB) open() error {
 		return fmt.Errorf("engine: list ledgers: %w", err)
 	}
 	// An import interrupted by a crash leaves a ".import-*" directory,
-	// never a ledger (see interchange.go); nothing can be importing now.
+	// never a ledger (see import.go); nothing can be importing now.
 	// Its events may be indexed already (see importer.index): their
 	// entries first, then the directory (a crash between leaves it, for
 	// the next Open to do again).
