@@ -109,7 +109,7 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 		return AppendResult{}, fmt.Errorf("engine: append to %s: %w: nothing was appended", ledgerName, err)
 	}
 	// At most every watchInterval, a look at the directory's and the
-	// ledgers' files (lock.go, watch.go): a writer whose files were
+	// ledgers' files (watch.go): a writer whose files were
 	// removed or replaced under it stops.
 	if err := db.checkDir(false); err != nil {
 		return AppendResult{}, err

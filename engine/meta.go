@@ -588,3 +588,29 @@ func consumersBucket(tx *bolt.Tx, ledger eventid.LedgerID) *bolt.Bucket {
 	}
 	return top.Bucket([]byte(ledger.String()))
 }
+
+// MetaRebuilt returns why the metadata file was rebuilt from the
+// segments (it was missing or empty while ledgers were present), matching
+// ErrPositionsLost, or nil. The segments hold every ledger's name,
+// description and events, so no event is lost; the positions of named
+// consumers (DB.Consumer) were only in it. The rebuilt file records the
+// loss, so every later Open, in any process, reports it too, and every
+// consumer call fails with the same error, until AcceptLostPositions
+// accepts it: a service is never left to take a lost position for a new
+// consumer. The error is also for the operator, who may want to know who
+// removed the file.
+func (db *DB) MetaRebuilt() error { return db.positionsErr() }
+
+// metaMissing reports whether the metadata file at path is "missing" or
+// "empty" (bbolt makes an empty file a new one: it holds nothing either),
+// or "" if neither.
+func metaMissing(path string) string {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "missing"
+	case err == nil && fi.Mode().IsRegular() && fi.Size() == 0:
+		return "empty"
+	}
+	return ""
+}

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/annal-db/annal/engine/internal/dirlock"
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
@@ -333,7 +334,7 @@ func (db *DB) writerHolds() bool {
 	if err != nil {
 		return false
 	}
-	f, err := lockDir(dir)
+	f, err := dirlock.Hold(dir)
 	if err != nil {
 		return errors.Is(err, syscall.EWOULDBLOCK)
 	}
@@ -760,7 +761,7 @@ func makePrivateDir(tempDir string) (dir string, hold io.Closer, err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	f, err := lockDir(first)
+	f, err := dirlock.Hold(first)
 	switch {
 	case errors.Is(err, errors.ErrUnsupported):
 	case err != nil:
@@ -771,7 +772,7 @@ func makePrivateDir(tempDir string) (dir string, hold io.Closer, err error) {
 	}
 	// Who made it and when (informational): the marker that makes it
 	// removable once no longer held.
-	err = os.WriteFile(filepath.Join(first, privateMarker), []byte(lockInfo()), 0o600)
+	err = os.WriteFile(filepath.Join(first, privateMarker), []byte(dirlock.Info()), 0o600)
 	if err == nil {
 		dir = filepath.Join(tempDir, privatePrefix+strings.TrimPrefix(filepath.Base(first), privateInitPrefix))
 		err = os.Rename(first, dir)
@@ -808,7 +809,7 @@ func removeStalePrivateDirs(tempDir string, now time.Time) (removed []string) {
 				continue
 			}
 		}
-		f, err := lockDir(p)
+		f, err := dirlock.Hold(p)
 		if err != nil {
 			continue // held by a live reader, or not ours to open
 		}
