@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/annal-db/annal/engine/internal/dirlock"
+	"github.com/annal-db/annal/engine/internal/meta"
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
@@ -292,12 +293,12 @@ func Open(dir string, opts *Options) (*DB, error) {
 	// The marker of lost positions lasts until AcceptLostPositions; one
 	// left where no ledger opened (a directory whose only ledger was an
 	// unfinished CreateLedger) guards nothing and is removed.
-	switch why, err := getPositionsLost(db.meta); {
+	switch why, err := meta.PositionsLost(db.meta); {
 	case err != nil:
 		db.Close()
 		return nil, fmt.Errorf("engine: metadata %s: %w", metaPath, err)
 	case why != "" && len(db.byID)+len(db.broken) == 0:
-		if err := clearPositionsLost(db.meta); err != nil {
+		if err := meta.ClearPositionsLost(db.meta); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("engine: metadata %s: %w", metaPath, err)
 		}
@@ -356,7 +357,7 @@ func (db *DB) open() error {
 	if db.idx, err = db.openIndex(); err != nil {
 		return err
 	}
-	metas, err := loadMeta(db.meta)
+	metas, err := meta.Load(db.meta)
 	if err != nil {
 		return err
 	}
@@ -489,12 +490,12 @@ func (db *DB) open() error {
 	// A record of the version before msgpack is rewritten once, that of
 	// a refused ledger as it was read (its witness included).
 	for _, m := range metas {
-		if m.legacy && !slices.ContainsFunc(changed, func(c ledgerMeta) bool { return c.ID == m.ID }) {
+		if m.Legacy && !slices.ContainsFunc(changed, func(c ledgerMeta) bool { return c.ID == m.ID }) {
 			changed = append(changed, m)
 		}
 	}
 	if len(changed) > 0 {
-		if err := putMeta(db.meta, changed...); err != nil {
+		if err := meta.Put(db.meta, changed...); err != nil {
 			return fmt.Errorf("engine: write metadata: %w", err)
 		}
 	}
@@ -1100,7 +1101,7 @@ func (db *DB) Close() error {
 		}
 	}
 	if len(metas) > 0 && dirErr == nil {
-		if err := putMeta(db.meta, metas...); err != nil {
+		if err := meta.Put(db.meta, metas...); err != nil {
 			errs = append(errs, err)
 		}
 	}

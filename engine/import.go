@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/annal-db/annal/engine/internal/meta"
 	"github.com/annal-db/annal/engine/ndjson"
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
@@ -715,7 +716,7 @@ func (im *importer) releaseHeld() {
 // writes the metadata and registers the ledger. It is the only step of an
 // import that runs alone with CreateLedger. It runs with enterRead held,
 // so Close waits for it.
-func (im *importer) commit(head segment.Head, meta ledgerMeta) (LedgerInfo, error) {
+func (im *importer) commit(head segment.Head, lm ledgerMeta) (LedgerInfo, error) {
 	db := im.db
 	db.creating.Lock()
 	defer db.creating.Unlock()
@@ -764,7 +765,7 @@ func (im *importer) commit(head segment.Head, meta ledgerMeta) (LedgerInfo, erro
 	}
 	// The checkpoint is the head just written and synced: nothing needs
 	// verifying again (every ID was computed by the Log and compared).
-	l := newLedger(db, meta)
+	l := newLedger(db, lm)
 	log, _, err := segment.Open(final, l.writerOptions(), head)
 	if err != nil {
 		db.mu.RUnlock()
@@ -786,7 +787,7 @@ func (im *importer) commit(head segment.Head, meta ledgerMeta) (LedgerInfo, erro
 		h("indexed")
 	}
 	if err == nil {
-		err = putMeta(db.meta, l.checkpointMeta())
+		err = meta.Put(db.meta, l.checkpointMeta())
 	}
 	db.mu.RUnlock()
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/annal-db/annal/canon"
+	"github.com/annal-db/annal/engine/internal/meta"
 	"github.com/annal-db/annal/engine/ndjson"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
@@ -354,7 +355,7 @@ func checkNothingImported(t *testing.T, db *DB, dir string, ledger eventid.Ledge
 		if _, _, found, err := db.idx.Lookup(eventid.MustParse("0005d5813bf9c44943545b8f9e961c04")); err != nil || found {
 			t.Fatalf("the genesis event is in the index after a failed import: %v %v", found, err)
 		}
-		metas, err := loadMeta(db.meta)
+		metas, err := meta.Load(db.meta)
 		if err != nil || len(metas) != 0 {
 			t.Fatalf("metadata after a failed import: %+v %v", metas, err)
 		}

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/annal-db/annal/canon"
+	"github.com/annal-db/annal/engine/internal/meta"
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
@@ -297,7 +298,7 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 		_, err = l.issueCheckpoint(0)
 	}
 	if err == nil {
-		err = putMeta(db.meta, l.checkpointMeta())
+		err = meta.Put(db.meta, l.checkpointMeta())
 	}
 	if err != nil {
 		log.Close()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/annal-db/annal/engine/internal/dirlock"
+	"github.com/annal-db/annal/engine/internal/meta"
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
@@ -158,10 +159,10 @@ func (db *DB) openReadOnly() error {
 	if db.meta != nil {
 		// The consumers' positions lost with a metadata file the writer
 		// rebuilt, as long as it says so: the reader reports it too.
-		if why, err := getPositionsLost(db.meta); err == nil && why != "" {
+		if why, err := meta.PositionsLost(db.meta); err == nil && why != "" {
 			db.metaRebuilt = positionsLost(why)
 		}
-		metas, err := loadMeta(db.meta)
+		metas, err := meta.Load(db.meta)
 		if err == nil {
 			for _, m := range metas {
 				known[m.ID] = m
@@ -310,12 +311,12 @@ func (db *DB) metaCopyError() error {
 		return nil
 	}
 	defer os.Remove(tmp)
-	if err := checkMetaSize(tmp, path, int64(len(b))); err != nil {
+	if err := meta.CheckSize(tmp, path, int64(len(b))); err != nil {
 		return err
 	}
 	m, err := openMeta(tmp, "")
 	if err == nil {
-		_, err = loadMeta(m)
+		_, err = meta.Load(m)
 		m.Close()
 	}
 	if err == nil {
@@ -387,8 +388,8 @@ func (db *DB) metaSnapshot() (m *bolt.DB) {
 	if err != nil {
 		return nil
 	}
-	if metaTx(m, false, func(tx *bolt.Tx) error {
-		if tx.Bucket(bucketLedgers) == nil {
+	if meta.Tx(m, false, func(tx *bolt.Tx) error {
+		if tx.Bucket(meta.BucketLedgers) == nil {
 			return errors.New("no ledgers bucket")
 		}
 		return nil
