@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/annal-db/annal/engine/internal/meta"
+	"github.com/annal-db/annal/engine/internal/names"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
 )
@@ -220,7 +221,7 @@ var errConsumerClosed = errors.New("consumer closed")
 // characters), and, since the command shows it, no invisible or
 // bidirectional formatting character and no white space at either end.
 func consumerNameProblem(s string) string {
-	if p := nameProblem(s); p != "" {
+	if p := names.Problem(s); p != "" {
 		return p
 	}
 	for i, r := range s {

@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/annal-db/annal/engine/internal/meta"
+	"github.com/annal-db/annal/engine/internal/names"
 	"github.com/annal-db/annal/engine/ndjson"
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
@@ -610,7 +611,7 @@ func (im *importer) next() (*ndjson.Event, error) {
 // check applies the rule for names and the limits of the DB to a line.
 func (im *importer) check(ev *ndjson.Event) error {
 	for _, f := range [...]struct{ what, v string }{{"entity", ev.Entity}, {"key", ev.Key}, {"event name", ev.Event}} {
-		if p := nameProblem(f.v); p != "" {
+		if p := names.Problem(f.v); p != "" {
 			return &ndjson.LineError{Line: im.line, Err: fmt.Errorf("%s %s", f.what, p)}
 		}
 	}

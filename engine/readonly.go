@@ -16,6 +16,7 @@ import (
 
 	"github.com/annal-db/annal/engine/internal/dirlock"
 	"github.com/annal-db/annal/engine/internal/meta"
+	"github.com/annal-db/annal/engine/internal/names"
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
@@ -490,11 +491,11 @@ func (db *DB) followLedger(l *ledger) {
 // it as Open would only once opened again), and so is one whose
 // directory holds no segment. Called with ro.mu held, from followAll.
 func (db *DB) discoverLedgers() {
-	names, err := db.fs.List(filepath.Join(db.dir, ledgersDir))
+	entries, err := db.fs.List(filepath.Join(db.dir, ledgersDir))
 	if err != nil {
 		return
 	}
-	for _, name := range names {
+	for _, name := range entries {
 		id, err := eventid.ParseLedgerID(name)
 		if err != nil || id.String() != name || db.ro.passed[id] {
 			continue
@@ -519,7 +520,7 @@ func (db *DB) discoverLedgers() {
 		}
 		log := l.log
 		named, hasFile, nerr := readNameFile(db.fs, log.Dir())
-		if nerr != nil || !hasFile || ledgerNameProblem(named, name) != "" {
+		if nerr != nil || !hasFile || names.LedgerProblem(named, name) != "" {
 			log.Close()
 			db.passLedger(id)
 			continue
