@@ -9,8 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/annal-db/annal/engine/internal/meta"
 	"github.com/annal-db/annal/engine/internal/names"
@@ -216,28 +214,6 @@ func (m *waitLock) Unlock() {
 // errConsumerClosed is the cause of an Events context cancelled by Close.
 var errConsumerClosed = errors.New("consumer closed")
 
-// consumerNameProblem says what is wrong with a consumer name, or "": a
-// name as for entities (1 to 1024 bytes of UTF-8 without control
-// characters), and, since the command shows it, no invisible or
-// bidirectional formatting character and no white space at either end.
-func consumerNameProblem(s string) string {
-	if p := names.Problem(s); p != "" {
-		return p
-	}
-	for i, r := range s {
-		if unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Bidi_Control) {
-			return fmt.Sprintf("%q has an invisible or bidirectional formatting character U+%04X at byte %d", s, r, i)
-		}
-	}
-	if r, _ := utf8.DecodeRuneInString(s); unicode.IsSpace(r) {
-		return fmt.Sprintf("%q begins with white space", s)
-	}
-	if r, _ := utf8.DecodeLastRuneInString(s); unicode.IsSpace(r) {
-		return fmt.Sprintf("%q ends with white space", s)
-	}
-	return ""
-}
-
 // Consumer opens the named consumer of a ledger (by name or ID hex): it
 // resumes after the position stored under that name, or starts at the
 // ledger's first event if none is. Until Close (or DB.Close), no other
@@ -255,7 +231,7 @@ func (db *DB) Consumer(ledgerName, name string, o ConsumerOptions) (*Consumer, e
 	if err := db.positionsErr(); err != nil {
 		return nil, err
 	}
-	if p := consumerNameProblem(name); p != "" {
+	if p := names.ShownProblem(name); p != "" {
 		return nil, invalid("consumer name %s", p)
 	}
 	switch {
@@ -734,7 +710,7 @@ func (db *DB) SetConsumerPosition(ctx context.Context, ledgerName, name string, 
 	if err := db.positionsErr(); err != nil {
 		return err
 	}
-	if p := consumerNameProblem(name); p != "" {
+	if p := names.ShownProblem(name); p != "" {
 		return invalid("consumer name %s", p)
 	}
 	l, err := db.ledger(ledgerName)

@@ -47,11 +47,37 @@ func Problem(s string) string {
 	return ""
 }
 
+// ShownProblem says what is wrong with a name that is printed in
+// listings and typed by operators (a ledger's, a consumer's), or "" if
+// nothing is: besides what every name must be (Problem), it must hold no
+// invisible or reordering character (a format character, Unicode Cf:
+// zero-width spaces and joiners, bidirectional marks, embeddings,
+// overrides and isolates, the byte order mark; a bidirectional control;
+// a line or paragraph separator), and must not begin or end with white
+// space.
+func ShownProblem(s string) string {
+	if p := Problem(s); p != "" {
+		return p
+	}
+	for i, r := range s {
+		if unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Bidi_Control) {
+			return fmt.Sprintf("%q has an invisible or bidirectional formatting character U+%04X at byte %d", s, r, i)
+		}
+	}
+	if r, _ := utf8.DecodeRuneInString(s); unicode.IsSpace(r) {
+		return fmt.Sprintf("%q begins with white space", s)
+	}
+	if r, _ := utf8.DecodeLastRuneInString(s); unicode.IsSpace(r) {
+		return fmt.Sprintf("%q ends with white space", s)
+	}
+	return ""
+}
+
 // LedgerProblem says what is wrong with a ledger name, or "" if
 // nothing is. Besides what every name must be (Problem: 1 to 1024
 // bytes of UTF-8, no control character), a ledger name is printed in
-// listings and typed by operators, and it is what a command takes to mean
-// a ledger, so it must not:
+// listings and typed by operators (ShownProblem: the first two points),
+// and it is what a command takes to mean a ledger, so it must not:
 //
 //   - hold an invisible or reordering character: a format character
 //     (Unicode Cf: zero-width spaces and joiners, bidirectional marks,
@@ -67,19 +93,8 @@ func Problem(s string) string {
 //     (Derived), so that they cannot collide. own is "" for a name
 //     chosen by CreateLedger or Import.
 func LedgerProblem(s, own string) string {
-	if p := Problem(s); p != "" {
+	if p := ShownProblem(s); p != "" {
 		return p
-	}
-	for i, r := range s {
-		if unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Bidi_Control) {
-			return fmt.Sprintf("%q has an invisible or bidirectional formatting character U+%04X at byte %d", s, r, i)
-		}
-	}
-	if r, _ := utf8.DecodeRuneInString(s); unicode.IsSpace(r) {
-		return fmt.Sprintf("%q begins with white space", s)
-	}
-	if r, _ := utf8.DecodeLastRuneInString(s); unicode.IsSpace(r) {
-		return fmt.Sprintf("%q ends with white space", s)
 	}
 	if _, err := eventid.ParseLedgerID(s); err == nil {
 		return fmt.Sprintf("%q reads as a ledger ID (8 hex digits); a name cannot be one", s)

@@ -31,6 +31,24 @@ func TestLedgerProblem(t *testing.T) {
 	}
 }
 
+// TestShownProblem: a shown name is refused for what a ledger name is
+// refused for, but for the forms of a ledger ID.
+func TestShownProblem(t *testing.T) {
+	for name, says := range map[string]string{
+		"c":               "",
+		"9E961C04":        "",
+		"orders~9e961c04": "",
+		"":                "is empty",
+		"a\u200bb":        "bidirectional formatting character",
+		"\u00a0c":         "begins with white space",
+		"c\u3000":         "ends with white space",
+	} {
+		if p := ShownProblem(name); says == "" && p != "" || says != "" && !strings.Contains(p, says) {
+			t.Errorf("ShownProblem(%q) = %q, want %q", name, p, says)
+		}
+	}
+}
+
 // TestDerived: a derived name keeps what the rule allows of the name it
 // replaces, fits MaxLen, and passes the rule as its own ledger's.
 func TestDerived(t *testing.T) {
