@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/annal-db/annal/canon"
+	"github.com/annal-db/annal/engine/internal/meta"
 	"github.com/annal-db/annal/engine/ndjson"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
@@ -1230,7 +1231,7 @@ func badCases() []badCase {
 				}
 				defer db.Close()
 				if err := db.Update(func(tx *bolt.Tx) error {
-					return tx.Bucket(bucketLedgers).Put([]byte(tpl.victim.ID.String()), []byte("{not json"))
+					return tx.Bucket(meta.BucketLedgers).Put([]byte(tpl.victim.ID.String()), []byte("{not json"))
 				}); err != nil {
 					t.Fatal(err)
 				}

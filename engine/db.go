@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/annal-db/annal/engine/internal/dirlock"
+	"github.com/annal-db/annal/engine/internal/meta"
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
@@ -27,14 +29,14 @@ import (
 
 // A data directory:
 //
-//	DIR/LOCK              names the process holding the directory (lock.go)
+//	DIR/LOCK              names the process holding the directory (package dirlock)
 //	DIR/meta.db           bbolt: one record per ledger (name, ID, genesis, head, witness)
 //	DIR/index/            Pebble: the index of every ledger
 //	DIR/ledgers/LLLLLLLL/ the segment files of ledger LLLLLLLL (its ID in hex),
 //	                      its NAME, its Merkle tree and latest checkpoint
 //	DIR/signing.key       the key that signs the checkpoints (merkle.go)
 const (
-	lockFile   = "LOCK"
+	lockFile   = dirlock.File
 	metaFile   = "meta.db"
 	indexDir   = "index"
 	ledgersDir = "ledgers"
@@ -234,7 +236,7 @@ type testHooks struct {
 // Only one DB may have a directory open: a second Open, from this or
 // another process, fails with ErrLocked (a *LockedError naming the
 // holder), whatever was deleted in the directory; see "One writer" in
-// lock.go. Options out of range fail with ErrInvalid, before anything is
+// package dirlock. Options out of range fail with ErrInvalid, before anything is
 // created; so does a directory that is not empty and holds no annal data
 // (see IsDataDir), so that a mistyped path does not scatter a database
 // among someone's files.
@@ -268,10 +270,10 @@ func Open(dir string, opts *Options) (*DB, error) {
 	var err error
 	if o.fs != nil {
 		// A test's file system (crash tests): its own lock on DIR/LOCK.
-		if lock, err = fs.Lock(lockPath(dir)); err != nil {
-			if !lockHeld(err) {
+		if lock, err = fs.Lock(dirlock.Path(dir)); err != nil {
+			if !dirlock.Held(err) {
 				// An I/O error (a full disk, EIO), not another user.
-				return nil, fmt.Errorf("engine: lock %s: %w", lockPath(dir), err)
+				return nil, fmt.Errorf("engine: lock %s: %w", dirlock.Path(dir), err)
 			}
 			return nil, fmt.Errorf("%w: %s: %w", ErrLocked, dir, err)
 		}
@@ -291,12 +293,12 @@ func Open(dir string, opts *Options) (*DB, error) {
 	// The marker of lost positions lasts until AcceptLostPositions; one
 	// left where no ledger opened (a directory whose only ledger was an
 	// unfinished CreateLedger) guards nothing and is removed.
-	switch why, err := getPositionsLost(db.meta); {
+	switch why, err := meta.PositionsLost(db.meta); {
 	case err != nil:
 		db.Close()
 		return nil, fmt.Errorf("engine: metadata %s: %w", metaPath, err)
 	case why != "" && len(db.byID)+len(db.broken) == 0:
-		if err := clearPositionsLost(db.meta); err != nil {
+		if err := meta.ClearPositionsLost(db.meta); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("engine: metadata %s: %w", metaPath, err)
 		}
@@ -305,7 +307,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	}
 	if dirFile != nil {
 		// What the DB holds by path from now on; see checkDir.
-		if db.watch, err = newDirWatch(dirFile, dir, lockPath(dir), metaPath, filepath.Join(dir, indexDir), filepath.Join(dir, ledgersDir)); err != nil {
+		if db.watch, err = newDirWatch(dirFile, dir, dirlock.Path(dir), metaPath, filepath.Join(dir, indexDir), filepath.Join(dir, ledgersDir)); err != nil {
 			db.Close()
 			return nil, err
 		}
@@ -355,7 +357,7 @@ func (db *DB) open() error {
 	if db.idx, err = db.openIndex(); err != nil {
 		return err
 	}
-	metas, err := loadMeta(db.meta)
+	metas, err := meta.Load(db.meta)
 	if err != nil {
 		return err
 	}
@@ -370,7 +372,7 @@ func (db *DB) open() error {
 		return fmt.Errorf("engine: list ledgers: %w", err)
 	}
 	// An import interrupted by a crash leaves a ".import-*" directory,
-	// never a ledger (see interchange.go); nothing can be importing now.
+	// never a ledger (see import.go); nothing can be importing now.
 	// Its events may be indexed already (see importer.index): their
 	// entries first, then the directory (a crash between leaves it, for
 	// the next Open to do again).
@@ -488,24 +490,16 @@ func (db *DB) open() error {
 	// A record of the version before msgpack is rewritten once, that of
 	// a refused ledger as it was read (its witness included).
 	for _, m := range metas {
-		if m.legacy && !slices.ContainsFunc(changed, func(c ledgerMeta) bool { return c.ID == m.ID }) {
+		if m.Legacy && !slices.ContainsFunc(changed, func(c ledgerMeta) bool { return c.ID == m.ID }) {
 			changed = append(changed, m)
 		}
 	}
 	if len(changed) > 0 {
-		if err := putMeta(db.meta, changed...); err != nil {
+		if err := meta.Put(db.meta, changed...); err != nil {
 			return fmt.Errorf("engine: write metadata: %w", err)
 		}
 	}
 	return nil
-}
-
-// lockHeld reports whether an error of vfs.FS.Lock (fcntl F_SETLK) means
-// that the lock is held (by another process: EAGAIN; by this one: Pebble's
-// own registry) rather than that locking failed. EACCES is not taken for
-// a holder: it is what opening a file without permission gives.
-func lockHeld(err error) bool {
-	return errors.Is(err, syscall.EAGAIN) || strings.Contains(err.Error(), "lock held by current process")
 }
 
 func (db *DB) segmentOptions(id eventid.LedgerID) segment.Options {
@@ -647,7 +641,7 @@ func (db *DB) openIndex() (*index.Index, error) {
 		return db.rebuildIndex(errRebuildAsked)
 	}
 	idx, err := index.Open(path, index.Options{FS: db.fs, CacheSize: db.opts.CacheSize})
-	if err != nil && lockHeld(err) {
+	if err != nil && dirlock.Held(err) {
 		// Another process (or DB) has the index open: not damage.
 		return nil, fmt.Errorf("%w: %s: its index %s is locked by another process or DB: %w", ErrLocked, db.dir, path, err)
 	}
@@ -1107,7 +1101,7 @@ func (db *DB) Close() error {
 		}
 	}
 	if len(metas) > 0 && dirErr == nil {
-		if err := putMeta(db.meta, metas...); err != nil {
+		if err := meta.Put(db.meta, metas...); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"time"
 
+	"github.com/annal-db/annal/engine/internal/meta"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
 )
@@ -77,7 +78,7 @@ func (db *DB) witnessLoop(written map[*ledger]uint64) {
 		if len(metas) == 0 {
 			continue
 		}
-		if putMeta(db.meta, metas...) != nil {
+		if meta.Put(db.meta, metas...) != nil {
 			continue
 		}
 		db.witnessWrites.Add(1)
