@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/annal-db/annal/engine/internal/meta"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
 )
@@ -122,7 +123,7 @@ func (db *DB) acceptLocked(id eventid.LedgerID, u unsignedLedger) (*ledger, erro
 		return fail(fmt.Errorf("its name %q is that of another ledger now", name))
 	}
 	l.meta.Name = name
-	if err := putMeta(db.meta, l.checkpointMeta()); err != nil {
+	if err := meta.Put(db.meta, l.currentMeta()); err != nil {
 		return fail(fmt.Errorf("write metadata: %w", err))
 	}
 	return l, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/annal-db/annal/canon"
+	"github.com/annal-db/annal/engine/internal/names"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
 	"github.com/annal-db/annal/segment"
@@ -109,7 +110,7 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 		return AppendResult{}, fmt.Errorf("engine: append to %s: %w: nothing was appended", ledgerName, err)
 	}
 	// At most every watchInterval, a look at the directory's and the
-	// ledgers' files (lock.go, watch.go): a writer whose files were
+	// ledgers' files (watch.go): a writer whose files were
 	// removed or replaced under it stops.
 	if err := db.checkDir(false); err != nil {
 		return AppendResult{}, err
@@ -278,7 +279,7 @@ var emptyObject = []byte("{}")
 // which the caller slices out of buf once it stops growing) and the sizes.
 func (db *DB) entry(c *canon.Canonicalizer, buf []byte, i int, e *EventInput) (_ segment.Entry, _ []byte, metaLen, dataLen int, err error) {
 	for _, f := range [...]struct{ what, v string }{{"entity", e.Entity}, {"key", e.Key}, {"event name", e.Event}} {
-		if p := nameProblem(f.v); p != "" {
+		if p := names.Problem(f.v); p != "" {
 			return segment.Entry{}, buf, 0, 0, invalid("event %d: %s %s", i, f.what, p)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/annal-db/annal/engine/internal/meta"
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
@@ -343,7 +344,7 @@ func (b *backup) copyMeta() error {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
 	var n int64
-	err = metaTx(b.db.meta, false, func(tx *bolt.Tx) error {
+	err = meta.Tx(b.db.meta, false, func(tx *bolt.Tx) error {
 		var err error
 		n, err = tx.WriteTo(f)
 		return err

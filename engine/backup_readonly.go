@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/annal-db/annal/engine/internal/meta"
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
@@ -247,26 +248,26 @@ func writeWhole(fs vfs.FS, path string, data []byte) error {
 func checkMetaCopy(tmp, path string, size int64) (metas []ledgerMeta, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			metas, err = nil, damagedMeta(path, r)
+			metas, err = nil, meta.Damaged(path, r)
 		}
 	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	if err := checkMetaSize(tmp, path, size); err != nil {
+	if err := meta.CheckSize(tmp, path, size); err != nil {
 		return nil, err
 	}
 	m, err := bolt.Open(tmp, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
 	if err != nil {
-		return nil, damagedMeta(path, err)
+		return nil, meta.Damaged(path, err)
 	}
 	defer m.Close()
-	err = metaTx(m, false, func(tx *bolt.Tx) error {
-		if tx.Bucket(bucketLedgers) == nil {
-			return damagedMeta(path, "it has no ledgers bucket")
+	err = meta.Tx(m, false, func(tx *bolt.Tx) error {
+		if tx.Bucket(meta.BucketLedgers) == nil {
+			return meta.Damaged(path, "it has no ledgers bucket")
 		}
 		var first error
 		for err := range tx.Check() {
 			if first == nil {
-				first = damagedMeta(path, err)
+				first = meta.Damaged(path, err)
 			}
 		}
 		return first
@@ -274,7 +275,7 @@ func checkMetaCopy(tmp, path string, size int64) (metas []ledgerMeta, err error)
 	if err != nil {
 		return nil, err
 	}
-	return loadMeta(m)
+	return meta.Load(m)
 }
 
 // copyLiveLedger copies ledger l of a read-only DB: its checkpoint file,

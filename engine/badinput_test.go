@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/annal-db/annal/canon"
+	"github.com/annal-db/annal/engine/internal/meta"
 	"github.com/annal-db/annal/engine/ndjson"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
@@ -315,7 +316,7 @@ func runBadFileCase(ctx context.Context, t *testing.T, tpl *badTemplate, c *badC
 	damaged := badTreeFiles(t, dir)
 	orig := badTreeFiles(t, tpl.dir)
 	// Compared after each Open: the segments and meta.db (the index may
-	// be rebuilt, and Open writes a checkpoint to meta.db when it opens).
+	// be rebuilt, and Open writes the ledgers' heads to meta.db when it opens).
 	kept := func(after map[string]string, what string) {
 		t.Helper()
 		for name, b := range damaged {
@@ -1231,7 +1232,7 @@ func badCases() []badCase {
 				}
 				defer db.Close()
 				if err := db.Update(func(tx *bolt.Tx) error {
-					return tx.Bucket(bucketLedgers).Put([]byte(tpl.victim.ID.String()), []byte("{not json"))
+					return tx.Bucket(meta.BucketLedgers).Put([]byte(tpl.victim.ID.String()), []byte("{not json"))
 				}); err != nil {
 					t.Fatal(err)
 				}

@@ -9,9 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
+	"github.com/annal-db/annal/engine/internal/meta"
+	"github.com/annal-db/annal/engine/internal/names"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
 )
@@ -67,7 +67,7 @@ func (db *DB) AcceptLostPositions() error {
 	if s.closed {
 		return ErrClosed
 	}
-	if err := clearPositionsLost(db.meta); err != nil {
+	if err := meta.ClearPositionsLost(db.meta); err != nil {
 		return fmt.Errorf("engine: accept the lost consumer positions: %w", err)
 	}
 	db.metaRebuilt = nil
@@ -214,28 +214,6 @@ func (m *waitLock) Unlock() {
 // errConsumerClosed is the cause of an Events context cancelled by Close.
 var errConsumerClosed = errors.New("consumer closed")
 
-// consumerNameProblem says what is wrong with a consumer name, or "": a
-// name as for entities (1 to 1024 bytes of UTF-8 without control
-// characters), and, since the command shows it, no invisible or
-// bidirectional formatting character and no white space at either end.
-func consumerNameProblem(s string) string {
-	if p := nameProblem(s); p != "" {
-		return p
-	}
-	for i, r := range s {
-		if unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Bidi_Control) {
-			return fmt.Sprintf("%q has an invisible or bidirectional formatting character U+%04X at byte %d", s, r, i)
-		}
-	}
-	if r, _ := utf8.DecodeRuneInString(s); unicode.IsSpace(r) {
-		return fmt.Sprintf("%q begins with white space", s)
-	}
-	if r, _ := utf8.DecodeLastRuneInString(s); unicode.IsSpace(r) {
-		return fmt.Sprintf("%q ends with white space", s)
-	}
-	return ""
-}
-
 // Consumer opens the named consumer of a ledger (by name or ID hex): it
 // resumes after the position stored under that name, or starts at the
 // ledger's first event if none is. Until Close (or DB.Close), no other
@@ -253,7 +231,7 @@ func (db *DB) Consumer(ledgerName, name string, o ConsumerOptions) (*Consumer, e
 	if err := db.positionsErr(); err != nil {
 		return nil, err
 	}
-	if p := consumerNameProblem(name); p != "" {
+	if p := names.ShownProblem(name); p != "" {
 		return nil, invalid("consumer name %s", p)
 	}
 	switch {
@@ -285,7 +263,7 @@ func (db *DB) Consumer(ledgerName, name string, o ConsumerOptions) (*Consumer, e
 	if s.live[c.key] != nil {
 		return nil, fmt.Errorf("%w: consumer %q of ledger %s is held by another Consumer of this DB (Close it first)", ErrConsumerInUse, name, l.meta.Name)
 	}
-	r, found, err := getConsumer(db.meta, l.meta.ID, name)
+	r, found, err := meta.GetConsumer(db.meta, l.meta.ID, name)
 	if err != nil {
 		return nil, fmt.Errorf("engine: consumer %q of ledger %s: %w (DeleteConsumer removes the record)", name, l.meta.Name, err)
 	}
@@ -555,15 +533,15 @@ func (c *Consumer) store(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("engine: %s: %w: not stored", where, err)
 	}
-	if err := putConsumers(c.db.meta, c.record(pos)); err != nil {
+	if err := meta.PutConsumers(c.db.meta, c.record(pos)); err != nil {
 		return fmt.Errorf("engine: %s: %w", where, err)
 	}
 	c.stored = pos
 	return nil
 }
 
-func (c *Consumer) record(pos ConsumerPosition) consumerRecord {
-	r := consumerRecord{Ledger: uint32(c.key.ledger), Name: c.key.name, Seq: pos.Seq,
+func (c *Consumer) record(pos ConsumerPosition) meta.Consumer {
+	r := meta.Consumer{Ledger: uint32(c.key.ledger), Name: c.key.name, Seq: pos.Seq,
 		Entity: c.sel.Entity, Keys: c.sel.Keys, Events: c.sel.Events, Updated: c.db.opts.Now().UTC()}
 	if !pos.ID.IsZero() {
 		r.ID = pos.ID[:]
@@ -576,7 +554,7 @@ func (c *Consumer) record(pos ConsumerPosition) consumerRecord {
 // ErrClosed, Ack and Flush fail with it) and no new one opens. It returns
 // the records of the positions acknowledged and not yet stored, for
 // storeConsumers once the logs are closed (synced).
-func (db *DB) closeConsumers() []consumerRecord {
+func (db *DB) closeConsumers() []dueConsumer {
 	s := &db.consumers
 	s.mu.Lock()
 	s.closed = true
@@ -586,7 +564,7 @@ func (db *DB) closeConsumers() []consumerRecord {
 	}
 	s.live = nil
 	s.mu.Unlock()
-	var due []consumerRecord
+	var due []dueConsumer
 	for _, c := range live {
 		c.mu.Lock()
 		if !c.closed {
@@ -597,9 +575,7 @@ func (db *DB) closeConsumers() []consumerRecord {
 			c.closed = true
 			close(c.done)
 			if c.acked != c.stored && c.acked.Seq > c.stored.Seq {
-				r := c.record(c.acked)
-				r.l = c.l
-				due = append(due, r)
+				due = append(due, dueConsumer{c.record(c.acked), c.l})
 			}
 		}
 		c.mu.Unlock()
@@ -607,20 +583,26 @@ func (db *DB) closeConsumers() []consumerRecord {
 	return due
 }
 
+// dueConsumer is a position for DB.Close to store, with its ledger.
+type dueConsumer struct {
+	meta.Consumer
+	l *ledger
+}
+
 // storeConsumers writes, in one bbolt commit, the positions closeConsumers
 // returned, each if its ledger is durable up to it (Close synced the logs).
-func (db *DB) storeConsumers(due []consumerRecord) error {
+func (db *DB) storeConsumers(due []dueConsumer) error {
 	var errs []error
-	ok := due[:0]
+	ok := make([]meta.Consumer, 0, len(due))
 	for _, r := range due {
 		if d := r.l.log.Durable().Seq; d < r.Seq {
 			errs = append(errs, fmt.Errorf("engine: consumer %q of ledger %s: position #%d not stored: the ledger is durable only up to #%d", r.Name, r.l.meta.Name, r.Seq, d))
 			continue
 		}
-		ok = append(ok, r)
+		ok = append(ok, r.Consumer)
 	}
 	if len(ok) > 0 {
-		if err := putConsumers(db.meta, ok...); err != nil {
+		if err := meta.PutConsumers(db.meta, ok...); err != nil {
 			errs = append(errs, fmt.Errorf("engine: store the positions of %d consumers: %w", len(ok), err))
 		}
 	}
@@ -648,7 +630,7 @@ func (db *DB) Consumers(ledgerName string) ([]ConsumerInfo, error) {
 	if db.meta == nil {
 		return nil, fmt.Errorf("%w: the metadata file could not be read", ErrReadOnly)
 	}
-	rs, err := listConsumers(db.meta, l.meta.ID)
+	rs, err := meta.ListConsumers(db.meta, l.meta.ID)
 	if err != nil {
 		return nil, fmt.Errorf("engine: consumers of ledger %s: %w", l.meta.Name, err)
 	}
@@ -695,7 +677,7 @@ func (db *DB) DeleteConsumer(ctx context.Context, ledgerName, name string) error
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("engine: delete consumer %q of ledger %s: %w: not deleted", name, l.meta.Name, err)
 	}
-	found, err := deleteConsumer(db.meta, l.meta.ID, name)
+	found, err := meta.DeleteConsumer(db.meta, l.meta.ID, name)
 	if err != nil {
 		return fmt.Errorf("engine: delete consumer %q of ledger %s: %w", name, l.meta.Name, err)
 	}
@@ -728,7 +710,7 @@ func (db *DB) SetConsumerPosition(ctx context.Context, ledgerName, name string, 
 	if err := db.positionsErr(); err != nil {
 		return err
 	}
-	if p := consumerNameProblem(name); p != "" {
+	if p := names.ShownProblem(name); p != "" {
 		return invalid("consumer name %s", p)
 	}
 	l, err := db.ledger(ledgerName)
@@ -764,7 +746,7 @@ func (db *DB) SetConsumerPosition(ctx context.Context, ledgerName, name string, 
 	// As Consumer.store: a live one is impossible now (s.mu), so a
 	// Consumer value made for the write.
 	c := &Consumer{db: db, l: l, key: consumerKey{l.meta.ID, name}, acked: pos, stored: ConsumerPosition{Seq: ^uint64(0)}}
-	if r, found, err := getConsumer(db.meta, l.meta.ID, name); err == nil && found {
+	if r, found, err := meta.GetConsumer(db.meta, l.meta.ID, name); err == nil && found {
 		c.sel = Selector{Entity: r.Entity, Keys: r.Keys, Events: r.Events}
 	}
 	if err := c.store(ctx); err != nil {

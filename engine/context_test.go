@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/annal-db/annal/engine/internal/meta"
 	"github.com/annal-db/annal/segment"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -356,7 +357,7 @@ func TestConsumerWritesCancelled(t *testing.T) {
 	stored := ConsumerPosition{ID: evs[0].ID, Seq: evs[0].Seq}
 	storedIs := func(when string) {
 		t.Helper()
-		r, found, err := getConsumer(db.meta, evs[0].ID.Ledger(), "c")
+		r, found, err := meta.GetConsumer(db.meta, evs[0].ID.Ledger(), "c")
 		if err != nil || !found || r.Seq != stored.Seq {
 			t.Fatalf("%s: stored position #%d (found %v, %v), want #%d", when, r.Seq, found, err, stored.Seq)
 		}

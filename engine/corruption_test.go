@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -152,49 +151,8 @@ func segmentTailLost(t *testing.T) error {
 func indexTableDamaged(t *testing.T, read bool) error {
 	ctx := context.Background()
 	dir := t.TempDir()
+	damageIndexTable(t, dir, "l")
 	db := openTest(t, dir)
-	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"}); err != nil {
-		t.Fatal(err)
-	}
-	const n = 20000
-	for b := range n / 1000 {
-		evs := make([]EventInput, 1000)
-		for i := range evs {
-			evs[i] = EventInput{Entity: "order", Key: fmt.Sprintf("order-%d", b*1000+i), Event: "placed",
-				Meta: []byte(`{}`), Data: []byte(fmt.Sprintf(`{"n":%d}`, b*1000+i))}
-		}
-		if _, err := db.Append(ctx, "l", evs, &AppendOptions{Durability: None}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	entries, err := os.ReadDir(filepath.Join(dir, indexDir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var victim string
-	var size int64
-	for _, e := range entries {
-		if info, err := e.Info(); err == nil && strings.HasSuffix(e.Name(), ".sst") && info.Size() > size {
-			victim, size = filepath.Join(dir, indexDir, e.Name()), info.Size()
-		}
-	}
-	if victim == "" {
-		t.Fatal("no index table")
-	}
-	b, err := os.ReadFile(victim)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := len(b) / 3; i < len(b)/3+16; i++ {
-		b[i] ^= 0x5a
-	}
-	if err := os.WriteFile(victim, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	db = openTest(t, dir)
 	defer db.Close()
 	if err := db.IndexRebuilt(); err != nil {
 		t.Fatalf("Open found the damage (%v): the test must damage what only Verify reads", err)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/annal-db/annal/engine/internal/meta"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment/faultfs"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -521,7 +522,7 @@ func checkMetaFile(t *testing.T, path string, want map[string]LedgerInfo) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	metas, err := loadMeta(b)
+	metas, err := meta.Load(b)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,13 +10,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/annal-db/annal/engine/internal/meta"
 	"github.com/annal-db/annal/segment"
 )
 
 // TestMetaDamageNamesCure: a meta.db record whose CRC does not match, and
 // a meta.db bbolt cannot read, fail Open with ErrMetaDamaged, and the
 // message names the cure (restore it, or move it aside and the next open
-// rebuilds it, the consumers' positions lost). damagedMeta wraps its cause
+// rebuilds it, the consumers' positions lost). meta.Damaged wraps its cause
 // (%w), so that it can be matched. (The message was "CRC mismatch" and no
 // cure; the cause was formatted with %v.)
 func TestMetaDamageNamesCure(t *testing.T) {
@@ -57,8 +58,8 @@ func TestMetaDamageNamesCure(t *testing.T) {
 	if !errors.Is(err, ErrMetaDamaged) || !strings.Contains(err.Error(), cure[1]) {
 		t.Fatalf("meta.db zeroed after its meta pages: %v, want ErrMetaDamaged naming the cure", err)
 	}
-	if err := damagedMeta(metaPath, io.ErrUnexpectedEOF); !errors.Is(err, io.ErrUnexpectedEOF) || !errors.Is(err, ErrMetaDamaged) {
-		t.Fatalf("damagedMeta does not wrap its cause: %v", err)
+	if err := meta.Damaged(metaPath, io.ErrUnexpectedEOF); !errors.Is(err, io.ErrUnexpectedEOF) || !errors.Is(err, ErrMetaDamaged) {
+		t.Fatalf("meta.Damaged does not wrap its cause: %v", err)
 	}
 }
 

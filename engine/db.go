@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/annal-db/annal/engine/internal/dirlock"
+	"github.com/annal-db/annal/engine/internal/meta"
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
@@ -27,14 +29,14 @@ import (
 
 // A data directory:
 //
-//	DIR/LOCK              names the process holding the directory (lock.go)
-//	DIR/meta.db           bbolt: one record per ledger (name, ID, genesis, checkpoint)
+//	DIR/LOCK              names the process holding the directory (package dirlock)
+//	DIR/meta.db           bbolt: one record per ledger (name, ID, genesis, head, witness)
 //	DIR/index/            Pebble: the index of every ledger
 //	DIR/ledgers/LLLLLLLL/ the segment files of ledger LLLLLLLL (its ID in hex),
 //	                      its NAME, its Merkle tree and latest checkpoint
 //	DIR/signing.key       the key that signs the checkpoints (merkle.go)
 const (
-	lockFile   = "LOCK"
+	lockFile   = dirlock.File
 	metaFile   = "meta.db"
 	indexDir   = "index"
 	ledgersDir = "ledgers"
@@ -234,7 +236,7 @@ type testHooks struct {
 // Only one DB may have a directory open: a second Open, from this or
 // another process, fails with ErrLocked (a *LockedError naming the
 // holder), whatever was deleted in the directory; see "One writer" in
-// lock.go. Options out of range fail with ErrInvalid, before anything is
+// package dirlock. Options out of range fail with ErrInvalid, before anything is
 // created; so does a directory that is not empty and holds no annal data
 // (see IsDataDir), so that a mistyped path does not scatter a database
 // among someone's files.
@@ -268,10 +270,10 @@ func Open(dir string, opts *Options) (*DB, error) {
 	var err error
 	if o.fs != nil {
 		// A test's file system (crash tests): its own lock on DIR/LOCK.
-		if lock, err = fs.Lock(lockPath(dir)); err != nil {
-			if !lockHeld(err) {
+		if lock, err = fs.Lock(dirlock.Path(dir)); err != nil {
+			if !dirlock.Held(err) {
 				// An I/O error (a full disk, EIO), not another user.
-				return nil, fmt.Errorf("engine: lock %s: %w", lockPath(dir), err)
+				return nil, fmt.Errorf("engine: lock %s: %w", dirlock.Path(dir), err)
 			}
 			return nil, fmt.Errorf("%w: %s: %w", ErrLocked, dir, err)
 		}
@@ -291,12 +293,12 @@ func Open(dir string, opts *Options) (*DB, error) {
 	// The marker of lost positions lasts until AcceptLostPositions; one
 	// left where no ledger opened (a directory whose only ledger was an
 	// unfinished CreateLedger) guards nothing and is removed.
-	switch why, err := getPositionsLost(db.meta); {
+	switch why, err := meta.PositionsLost(db.meta); {
 	case err != nil:
 		db.Close()
 		return nil, fmt.Errorf("engine: metadata %s: %w", metaPath, err)
 	case why != "" && len(db.byID)+len(db.broken) == 0:
-		if err := clearPositionsLost(db.meta); err != nil {
+		if err := meta.ClearPositionsLost(db.meta); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("engine: metadata %s: %w", metaPath, err)
 		}
@@ -305,7 +307,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	}
 	if dirFile != nil {
 		// What the DB holds by path from now on; see checkDir.
-		if db.watch, err = newDirWatch(dirFile, dir, lockPath(dir), metaPath, filepath.Join(dir, indexDir), filepath.Join(dir, ledgersDir)); err != nil {
+		if db.watch, err = newDirWatch(dirFile, dir, dirlock.Path(dir), metaPath, filepath.Join(dir, indexDir), filepath.Join(dir, ledgersDir)); err != nil {
 			db.Close()
 			return nil, err
 		}
@@ -355,7 +357,7 @@ func (db *DB) open() error {
 	if db.idx, err = db.openIndex(); err != nil {
 		return err
 	}
-	metas, err := loadMeta(db.meta)
+	metas, err := meta.Load(db.meta)
 	if err != nil {
 		return err
 	}
@@ -370,7 +372,7 @@ func (db *DB) open() error {
 		return fmt.Errorf("engine: list ledgers: %w", err)
 	}
 	// An import interrupted by a crash leaves a ".import-*" directory,
-	// never a ledger (see interchange.go); nothing can be importing now.
+	// never a ledger (see import.go); nothing can be importing now.
 	// Its events may be indexed already (see importer.index): their
 	// entries first, then the directory (a crash between leaves it, for
 	// the next Open to do again).
@@ -416,9 +418,9 @@ func (db *DB) open() error {
 	// refused. (Damage elsewhere in it is found by the reads that reach
 	// it, which then fail.)
 	//
-	// Each ledger's marker is its checkpoint: where recovery starts
-	// verifying (none with FullVerifyOnOpen, or after a rebuild).
-	checkpoints := map[eventid.LedgerID]segment.Head{}
+	// Each ledger's marker is where recovery starts verifying (none
+	// with FullVerifyOnOpen, or after a rebuild).
+	markers := map[eventid.LedgerID]segment.Head{}
 	progressErr := map[eventid.LedgerID]error{}
 	if !db.opts.FullVerifyOnOpen {
 		for _, id := range ids {
@@ -430,7 +432,7 @@ func (db *DB) open() error {
 				if db.idx, err = db.rebuildIndex(err); err != nil {
 					return err
 				}
-				clear(checkpoints)
+				clear(markers)
 				clear(progressErr)
 				break
 			}
@@ -438,7 +440,7 @@ func (db *DB) open() error {
 			case err != nil:
 				progressErr[id] = err
 			case ok:
-				checkpoints[id] = head
+				markers[id] = head
 			}
 		}
 	}
@@ -450,7 +452,7 @@ func (db *DB) open() error {
 		var l *ledger
 		var found ledgerMeta
 		if err == nil {
-			l, err = db.recoverLedger(id, m, ok, checkpoints[id], &found)
+			l, err = db.recoverLedger(id, m, ok, markers[id], &found)
 		}
 		if errors.Is(err, errUnfinishedCreate) {
 			// A crash in CreateLedger before the genesis event was
@@ -481,31 +483,23 @@ func (db *DB) open() error {
 	var changed []ledgerMeta
 	db.witnessed = map[*ledger]uint64{}
 	for _, l := range db.byID {
-		m := l.checkpointMeta()
+		m := l.currentMeta()
 		changed = append(changed, m)
 		db.witnessed[l] = m.Witness.Seq
 	}
 	// A record of the version before msgpack is rewritten once, that of
 	// a refused ledger as it was read (its witness included).
 	for _, m := range metas {
-		if m.legacy && !slices.ContainsFunc(changed, func(c ledgerMeta) bool { return c.ID == m.ID }) {
+		if m.Legacy && !slices.ContainsFunc(changed, func(c ledgerMeta) bool { return c.ID == m.ID }) {
 			changed = append(changed, m)
 		}
 	}
 	if len(changed) > 0 {
-		if err := putMeta(db.meta, changed...); err != nil {
+		if err := meta.Put(db.meta, changed...); err != nil {
 			return fmt.Errorf("engine: write metadata: %w", err)
 		}
 	}
 	return nil
-}
-
-// lockHeld reports whether an error of vfs.FS.Lock (fcntl F_SETLK) means
-// that the lock is held (by another process: EAGAIN; by this one: Pebble's
-// own registry) rather than that locking failed. EACCES is not taken for
-// a holder: it is what opening a file without permission gives.
-func lockHeld(err error) bool {
-	return errors.Is(err, syscall.EAGAIN) || strings.Contains(err.Error(), "lock held by current process")
 }
 
 func (db *DB) segmentOptions(id eventid.LedgerID) segment.Options {
@@ -529,14 +523,14 @@ func (db *DB) ledgerDir(id eventid.LedgerID) string {
 	return filepath.Join(db.dir, ledgersDir, id.String())
 }
 
-// recoverLedger opens one ledger's segments from checkpoint (the index's
+// recoverLedger opens one ledger's segments from marker (the index's
 // progress marker; the zero Head to verify them all), and brings the index
 // up to the tail.
 //
 // found, if not nil, gets the metadata of the ledger's genesis event once
 // it is read, even if the ledger is refused after: a refused ledger keeps
 // the name it has (see registerLedgers).
-func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, checkpoint segment.Head, found *ledgerMeta) (*ledger, error) {
+func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, marker segment.Head, found *ledgerMeta) (*ledger, error) {
 	dir := db.ledgerDir(id)
 	// Its metadata is set below, once the segments are read.
 	l := newLedger(db, ledgerMeta{ID: id})
@@ -551,7 +545,7 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 	if !db.opts.FullVerifyOnOpen {
 		so.Stamps = readStamps(db.fs, dir)
 	}
-	log, rec, err := segment.Open(dir, so, checkpoint)
+	log, rec, err := segment.Open(dir, so, marker)
 	if errors.Is(err, segment.ErrNoLog) && so.Witness.Seq != 0 {
 		// Not an unfinished creation: a witness (the metadata's, or the
 		// index's when meta.db is gone) says events were durable.
@@ -560,7 +554,7 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 	if errors.Is(err, segment.ErrNoLog) && !haveMeta {
 		return nil, errUnfinishedCreate
 	}
-	if errors.Is(err, segment.ErrCheckpoint) {
+	if errors.Is(err, segment.ErrProgressMismatch) {
 		// The index is ahead of the segments (their unsynced tail was
 		// lost while the index's was not) or wrong: rebuild it. Open
 		// checked the witness first: had a durable record been lost,
@@ -569,8 +563,8 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 		if err := db.idx.DeleteLedger(id); err != nil {
 			return nil, err
 		}
-		checkpoint = segment.Head{}
-		log, rec, err = segment.Open(dir, so, checkpoint)
+		marker = segment.Head{}
+		log, rec, err = segment.Open(dir, so, marker)
 	}
 	if err != nil {
 		return nil, err
@@ -591,13 +585,13 @@ func (db *DB) recoverLedger(id eventid.LedgerID, m ledgerMeta, haveMeta bool, ch
 	// catchUp from the first record writes the new one beside the old, in
 	// the same pass over the segments.
 	var built *tree.File
-	if db.opts.RebuildIndex && checkpoint.Seq == 0 {
+	if db.opts.RebuildIndex && marker.Seq == 0 {
 		if built, err = createTreeTmp(db.fs, dir, id); err != nil {
 			log.Close()
 			return nil, err
 		}
 	}
-	if err := l.catchUpTree(checkpoint, name, built); err != nil {
+	if err := l.catchUpTree(marker, name, built); err != nil {
 		log.Close()
 		discardTreeTmp(db.fs, dir, built)
 		return nil, err
@@ -647,7 +641,7 @@ func (db *DB) openIndex() (*index.Index, error) {
 		return db.rebuildIndex(errRebuildAsked)
 	}
 	idx, err := index.Open(path, index.Options{FS: db.fs, CacheSize: db.opts.CacheSize})
-	if err != nil && lockHeld(err) {
+	if err != nil && dirlock.Held(err) {
 		// Another process (or DB) has the index open: not damage.
 		return nil, fmt.Errorf("%w: %s: its index %s is locked by another process or DB: %w", ErrLocked, db.dir, path, err)
 	}
@@ -774,8 +768,8 @@ func (db *DB) removeLedgerDir(id eventid.LedgerID) error {
 	return segment.SyncDir(db.fs, filepath.Join(db.dir, ledgersDir))
 }
 
-// catchUp indexes every record after from (a checkpoint, or the zero Head
-// for all of them) up to the segment log's head.
+// catchUp indexes every record after from (a progress marker, or the zero
+// Head for all of them) up to the segment log's head.
 //
 // It calls Options.Progress, if set, every progressEvery records and at
 // the end; name names the ledger there ("": no progress, for Import,
@@ -1046,7 +1040,7 @@ func (db *DB) IndexMemory() IndexMemory {
 	return db.idx.Memory()
 }
 
-// Close syncs and closes every ledger, checkpoints the metadata and the
+// Close syncs and closes every ledger, writes the metadata and flushes the
 // index, and releases the directory.
 func (db *DB) Close() error {
 	if db.ro != nil {
@@ -1080,14 +1074,14 @@ func (db *DB) Close() error {
 	var errs []error
 	dirErr := db.checkDir(true)
 	if dirErr != nil {
-		errs = append(errs, fmt.Errorf("%w (Close wrote neither the index's checkpoint nor the metadata)", dirErr))
+		errs = append(errs, fmt.Errorf("%w (Close flushed neither the index nor the metadata)", dirErr))
 	}
 	var metas []ledgerMeta
 	for _, l := range ledgers {
 		if err := l.log.Close(); err != nil && !errors.Is(err, ErrDirectoryChanged) {
 			errs = append(errs, fmt.Errorf("ledger %s: %w", l.meta.Name, err))
 		}
-		metas = append(metas, l.checkpointMeta())
+		metas = append(metas, l.currentMeta())
 	}
 	if db.idx != nil && dirErr == nil {
 		// The index's witness of each ledger, exact now as the
@@ -1097,7 +1091,7 @@ func (db *DB) Close() error {
 			errs = append(errs, err)
 		}
 		// Flush the memtables, so that the next Open does not replay them.
-		if err := db.idx.Checkpoint(); err != nil {
+		if err := db.idx.Flush(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -1107,7 +1101,7 @@ func (db *DB) Close() error {
 		}
 	}
 	if len(metas) > 0 && dirErr == nil {
-		if err := putMeta(db.meta, metas...); err != nil {
+		if err := meta.Put(db.meta, metas...); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -42,13 +42,20 @@
 // checkpoints) is taken before its idxMu and never under ioMu.
 //
 // Open recovers every ledger: it verifies the segments after the index's
-// checkpoint, cuts a torn write, refuses a corrupt ledger (the others
+// progress marker, cuts a torn write, refuses a corrupt ledger (the others
 // open), and brings the index up to the segments; a missing index or
 // metadata file is rebuilt. See docs/recovery.md.
 //
 // Copy a directory in use with DB.Backup, not file by file (cp -a, rsync:
 // such a copy is refused when opened): its copy opens and verifies as it
 // is. See "Backups" in docs/engine.md.
+//
+// docs/internals.md is the map of this code for a newcomer: the package
+// graph, an append hop by hop with the lock held at each step, Open's
+// recovery, the read paths, every goroutine the library starts and who
+// stops it, and a glossary ("checkpoint" there means only the signed
+// Merkle checkpoint; the index's record of how far it has indexed is its
+// progress marker).
 //
 // A data directory:
 //

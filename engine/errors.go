@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/annal-db/annal/engine/internal/meta"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment/corruption"
 )
@@ -150,9 +151,9 @@ var (
 	ErrTreeDamaged = corruption.New("engine: the tree file is damaged")
 	// ErrMetaDamaged: the metadata file (meta.db) is damaged: bbolt cannot
 	// read it, or a record in it fails its checks. The error names the file
-	// and the cure (metaCure), and wraps the cause (bbolt's error, or the
+	// and the cure (meta.Cure), and wraps the cause (bbolt's error, or the
 	// check a record failed).
-	ErrMetaDamaged = corruption.New("engine: the metadata file is damaged")
+	ErrMetaDamaged = meta.ErrDamaged
 )
 
 // invalid returns an error matching ErrInvalid.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/annal-db/annal/engine/internal/dirlock"
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
@@ -280,7 +281,7 @@ func (db *DB) readIndexWitnesses(ids []eventid.LedgerID) map[eventid.LedgerID]se
 	if err != nil {
 		return nil
 	}
-	hold, err := lockDir(dir)
+	hold, err := dirlock.Hold(dir)
 	if err != nil {
 		return nil // a writer holds it, or no flock
 	}
@@ -331,7 +332,7 @@ func (db *DB) openWriterIndex() {
 		db.ro.wIdxWhy = err.Error()
 		return
 	}
-	hold, err := lockDir(dir)
+	hold, err := dirlock.Hold(dir)
 	if err != nil {
 		db.ro.wIdxWhy = "a writer holds the data directory (its index is in use; stop it, or verify a copy made with annal backup, to check the index)"
 		if errors.Is(err, errors.ErrUnsupported) {

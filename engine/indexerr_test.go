@@ -212,54 +212,9 @@ func TestVerifyIndexDamaged(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
+	damageIndexTable(t, dir, "acct")
+	const n = 20000 // the events damageIndexTable appends
 	db, err := Open(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "acct"}); err != nil {
-		t.Fatal(err)
-	}
-	const n = 20000
-	for b := range n / 1000 {
-		evs := make([]EventInput, 1000)
-		for i := range evs {
-			evs[i] = EventInput{Entity: "order", Key: fmt.Sprintf("order-%d", b*1000+i), Event: "placed",
-				Meta: []byte(`{}`), Data: []byte(fmt.Sprintf(`{"n":%d}`, b*1000+i))}
-		}
-		if _, err := db.Append(ctx, "acct", evs, &AppendOptions{Durability: None}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	// Flip bytes in the middle of the largest table: a data block.
-	entries, err := os.ReadDir(filepath.Join(dir, indexDir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var victim string
-	var size int64
-	for _, e := range entries {
-		if info, err := e.Info(); err == nil && strings.HasSuffix(e.Name(), ".sst") && info.Size() > size {
-			victim, size = filepath.Join(dir, indexDir, e.Name()), info.Size()
-		}
-	}
-	if victim == "" {
-		t.Fatal("no index table")
-	}
-	b, err := os.ReadFile(victim)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := len(b) / 3; i < len(b)/3+16; i++ {
-		b[i] ^= 0x5a
-	}
-	if err := os.WriteFile(victim, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-
-	db, err = Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,5 +360,55 @@ func TestIndexOpenDiskFullMovesNothing(t *testing.T) {
 	}
 	if info, err := db.Ledger("l"); err != nil || info.Count != 3 {
 		t.Fatalf("ledger l after the disk was freed: %+v, %v; want 3 events", info, err)
+	}
+}
+
+// damageIndexTable makes in dir a ledger of 20,000 "order" events, closes
+// it, and flips 16 bytes in the middle of the index's largest table (a
+// data block).
+func damageIndexTable(t *testing.T, dir, ledger string) {
+	t.Helper()
+	ctx := context.Background()
+	db := openTest(t, dir)
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: ledger}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 20000
+	for b := range n / 1000 {
+		evs := make([]EventInput, 1000)
+		for i := range evs {
+			evs[i] = EventInput{Entity: "order", Key: fmt.Sprintf("order-%d", b*1000+i), Event: "placed",
+				Meta: []byte(`{}`), Data: []byte(fmt.Sprintf(`{"n":%d}`, b*1000+i))}
+		}
+		if _, err := db.Append(ctx, ledger, evs, &AppendOptions{Durability: None}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, indexDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victim string
+	var size int64
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && strings.HasSuffix(e.Name(), ".sst") && info.Size() > size {
+			victim, size = filepath.Join(dir, indexDir, e.Name()), info.Size()
+		}
+	}
+	if victim == "" {
+		t.Fatal("no index table")
+	}
+	b, err := os.ReadFile(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(b) / 3; i < len(b)/3+16; i++ {
+		b[i] ^= 0x5a
+	}
+	if err := os.WriteFile(victim, b, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -10,10 +10,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/annal-db/annal/canon"
+	"github.com/annal-db/annal/engine/internal/meta"
+	"github.com/annal-db/annal/engine/internal/names"
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
@@ -153,37 +154,10 @@ func genesisEvent(spec LedgerSpec, created time.Time) (segment.Entry, error) {
 }
 
 func checkName(what, s string) error {
-	if p := nameProblem(s); p != "" {
+	if p := names.Problem(s); p != "" {
 		return invalid("%s %s", what, p)
 	}
 	return nil
-}
-
-// nameProblem says what is wrong with a name (entity, key, event name,
-// ledger name, idempotency key), or "" if nothing is.
-func nameProblem(s string) string {
-	switch {
-	case s == "":
-		return "is empty"
-	case len(s) > maxNameLen:
-		return fmt.Sprintf("is %d bytes, the limit is %d", len(s), maxNameLen)
-	}
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < 0x20 || c == 0x7f:
-			return fmt.Sprintf("%q has a control character at byte %d", s, i)
-		case c >= 0x80:
-			// Not ASCII: the full check, once.
-			if !utf8.ValidString(s) {
-				return fmt.Sprintf("%q is not valid UTF-8", s)
-			}
-			if j := strings.IndexFunc(s, unicode.IsControl); j >= 0 {
-				return fmt.Sprintf("%q has a control character at byte %d", s, j)
-			}
-			return ""
-		}
-	}
-	return ""
 }
 
 // CreateLedger creates a ledger and appends its genesis event, which
@@ -297,7 +271,7 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 		_, err = l.issueCheckpoint(0)
 	}
 	if err == nil {
-		err = putMeta(db.meta, l.checkpointMeta())
+		err = meta.Put(db.meta, l.currentMeta())
 	}
 	if err != nil {
 		log.Close()
@@ -412,9 +386,9 @@ func metaFromGenesis(log *segment.Log) (ledgerMeta, error) {
 	return m, nil
 }
 
-// checkpointMeta returns the ledger's metadata with the current head and
+// currentMeta returns the ledger's metadata with the current head and
 // durable witness.
-func (l *ledger) checkpointMeta() ledgerMeta {
+func (l *ledger) currentMeta() ledgerMeta {
 	m := l.meta
 	m.Witness = l.log.Durable() // first: the head is then at or after it
 	h := l.log.Head()
@@ -746,7 +720,7 @@ func (l *ledger) changed() <-chan struct{} {
 
 // ledger returns the open ledger with that name, or that ID in hex. A
 // string that reads as a ledger ID (8 hex digits, either case) is only
-// ever an ID: no ledger name reads as one (ledgerNameProblem), so the
+// ever an ID: no ledger name reads as one (names.LedgerProblem), so the
 // two kinds of lookup cannot meet.
 func (db *DB) ledger(name string) (*ledger, error) {
 	db.mu.RLock()

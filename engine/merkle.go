@@ -1105,6 +1105,19 @@ func (db *DB) proveInclusion(ctx context.Context, id eventid.ID, treeSize uint64
 	if err != nil {
 		return InclusionProof{}, fmt.Errorf("engine: %s (event #%d, ledger %s, tree size %d): %w", what, seq, l.meta.Name, n, err)
 	}
+	// The tree file's hashes of the events in sealed segments that Open
+	// need not read are not checked at Open (stamps.go): a proof made of
+	// them is checked before it is given.
+	var root tree.Hash
+	if ck != nil {
+		root = ck.Root
+	} else if root, err = t.Root(n); err != nil {
+		return InclusionProof{}, fmt.Errorf("engine: %s (event #%d, ledger %s, tree size %d): %w", what, seq, l.meta.Name, n, err)
+	}
+	if err := tree.VerifyInclusion(seq-1, n, leaf, hashes, root); err != nil {
+		return InclusionProof{}, fmt.Errorf("%w: ledger %s: %s: the tree file %s gives a proof of event #%d that does not verify against the root at size %d: %v; annal reindex (Options.RebuildIndex) rebuilds the tree from the segments",
+			ErrTreeDamaged, l.meta.Name, what, t.Path(), seq, n, err)
+	}
 	p := InclusionProof{Ledger: l.meta.ID, ID: id, Seq: seq, TreeSize: n, LeafHash: leaf, Hashes: hashes}
 	if ck != nil {
 		p.Checkpoint = ck.Note

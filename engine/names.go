@@ -7,11 +7,8 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
-	"unicode"
-	"unicode/utf8"
 
+	"github.com/annal-db/annal/engine/internal/names"
 	"github.com/annal-db/annal/eventid"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -28,10 +25,10 @@ import (
 // Without it (a directory written by an older annal, before its first
 // Open by this one) the name is the metadata's, else the genesis event's.
 //
-// One rule (ledgerNameProblem) applies to every name a ledger gets: chosen
+// One rule (names.LedgerProblem) applies to every name a ledger gets: chosen
 // by CreateLedger or Import, or found by Open in a NAME file, the metadata
 // or a genesis event. Open gives a ledger whose name breaks the rule, or
-// is another ledger's, a name derived from it (nameDerived), writes it to
+// is another ledger's, a name derived from it (names.Derived), writes it to
 // the NAME file and reports it (DB.Renamed).
 const nameFile = "NAME"
 
@@ -39,91 +36,13 @@ const nameFile = "NAME"
 // cannot hold a valid name, and is reported as one that does not.
 const maxNameFileLen = 4 * maxNameLen
 
-// ledgerNameProblem says what is wrong with a ledger name, or "" if
-// nothing is. Besides what every name must be (nameProblem: 1 to 1024
-// bytes of UTF-8, no control character), a ledger name is printed in
-// listings and typed by operators, and it is what a command takes to mean
-// a ledger, so it must not:
-//
-//   - hold an invisible or reordering character: a format character
-//     (Unicode Cf: zero-width spaces and joiners, bidirectional marks,
-//     embeddings, overrides and isolates, the byte order mark), a
-//     bidirectional control, or a line or paragraph separator;
-//   - begin or end with white space;
-//   - read as a ledger ID (8 hex digits, either case, which is what
-//     eventid.ParseLedgerID accepts): Ledger, Append and every call that
-//     takes a ledger take a name or an ID, and neither may mean two
-//     ledgers;
-//   - end in "~" and 8 hex digits, unless those are own, the ledger's own
-//     ID in lower case: that form is reserved for the names annal derives
-//     (nameDerived), so that they cannot collide. own is "" for a name
-//     chosen by CreateLedger or Import.
-func ledgerNameProblem(s, own string) string {
-	if p := nameProblem(s); p != "" {
-		return p
-	}
-	for i, r := range s {
-		if unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Bidi_Control) {
-			return fmt.Sprintf("%q has an invisible or bidirectional formatting character U+%04X at byte %d", s, r, i)
-		}
-	}
-	if r, _ := utf8.DecodeRuneInString(s); unicode.IsSpace(r) {
-		return fmt.Sprintf("%q begins with white space", s)
-	}
-	if r, _ := utf8.DecodeLastRuneInString(s); unicode.IsSpace(r) {
-		return fmt.Sprintf("%q ends with white space", s)
-	}
-	if _, err := eventid.ParseLedgerID(s); err == nil {
-		return fmt.Sprintf("%q reads as a ledger ID (8 hex digits); a name cannot be one", s)
-	}
-	if n := len(s); n > 9 && s[n-9] == '~' {
-		if _, err := eventid.ParseLedgerID(s[n-8:]); err == nil && s[n-8:] != own {
-			return fmt.Sprintf("%q ends in ~ and 8 hex digits, a form reserved for the names annal derives (NAME~LEDGERID)", s)
-		}
-	}
-	return ""
-}
-
 // checkLedgerName returns ErrInvalid if a ledger name chosen by a caller
 // (CreateLedger, Import) breaks the rule.
 func checkLedgerName(s string) error {
-	if p := ledgerNameProblem(s, ""); p != "" {
+	if p := names.LedgerProblem(s, ""); p != "" {
 		return invalid("ledger name %s", p)
 	}
 	return nil
-}
-
-// nameDerived returns the name Open gives ledger id when the name it found,
-// from, breaks the rule or is taken: from without the characters the rule
-// refuses, trimmed of white space and cut to fit, then "~" and the ID
-// ("orders~9e961c04"); "ledger~9e961c04" if nothing of from is left. The
-// ID makes it unique, since no other ledger may have a name that ends in
-// it (ledgerNameProblem); n > 0 (a derived name taken all the same, by a
-// ledger that failed recovery and whose name, from an older annal's
-// metadata, no rule checked) adds "~n" before the ID.
-func nameDerived(from string, id eventid.LedgerID, n int) string {
-	suffix := "~" + id.String()
-	if n > 0 {
-		suffix = "~" + strconv.Itoa(n) + suffix
-	}
-	var b strings.Builder
-	for i := 0; i < len(from); {
-		r, size := utf8.DecodeRuneInString(from[i:])
-		i += size
-		if r == utf8.RuneError && size <= 1 || unicode.IsControl(r) ||
-			unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Bidi_Control) {
-			continue
-		}
-		if b.Len()+size > maxNameLen-len(suffix) {
-			break
-		}
-		b.WriteRune(r)
-	}
-	base := strings.TrimFunc(b.String(), unicode.IsSpace)
-	if base == "" {
-		base = "ledger"
-	}
-	return base + suffix
 }
 
 // Renamed says that Open gave a ledger another name than the one it was
@@ -316,8 +235,8 @@ func (db *DB) registerLedgers(ls []*ledger, refused []openRefusal, known map[eve
 			c.had = m.Name
 		}
 		c.name = c.found
-		if p := ledgerNameProblem(c.found, id.String()); p != "" {
-			c.name = nameDerived(c.found, id, 0)
+		if p := names.LedgerProblem(c.found, id.String()); p != "" {
+			c.name = names.Derived(c.found, id, 0)
 			c.why = fmt.Sprintf("%s breaks the naming rule: %s", c.source, p)
 		} else if c.had != c.found {
 			c.why = fmt.Sprintf("%s is %q; the metadata said %q", c.source, c.found, c.had)
@@ -357,7 +276,7 @@ func (db *DB) registerLedgers(ls []*ledger, refused []openRefusal, known map[eve
 		if taken[c.name] {
 			was := c.name
 			for n := 0; taken[c.name]; n++ {
-				c.name = nameDerived(was, id, n)
+				c.name = names.Derived(was, id, n)
 			}
 			if o, ok := owner[was]; ok {
 				c.why = fmt.Sprintf("ledger %s has the name %q", o, was)

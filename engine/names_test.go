@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/annal-db/annal/engine/internal/names"
 	"github.com/annal-db/annal/engine/ndjson"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
@@ -157,7 +158,7 @@ func TestNamesRebuildMeetsDuplicate(t *testing.T) {
 		}
 		b.Close()
 	}
-	if p := ledgerNameProblem(derived, second.ID.String()); p != "" {
+	if p := names.LedgerProblem(derived, second.ID.String()); p != "" {
 		t.Fatalf("the derived name breaks the rule: %s", p)
 	}
 }
@@ -330,8 +331,8 @@ func TestLedgerNameRule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := append(badLedgerNames, struct{ name, says string }{other.ID.String(), "reads as a ledger ID"})
-	for _, tc := range names {
+	bad := append(badLedgerNames, struct{ name, says string }{other.ID.String(), "reads as a ledger ID"})
+	for _, tc := range bad {
 		if _, err := db.CreateLedger(ctx, LedgerSpec{Name: tc.name}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "ledger name ") || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("CreateLedger(%q): %v, want ErrInvalid saying %s", tc.name, err, tc.says)
 		}
@@ -347,7 +348,7 @@ func TestLedgerNameRule(t *testing.T) {
 		// The name an import takes from its genesis event. One that
 		// breaks the rule for every name is refused as its key, at line 1.
 		want := "choose a name"
-		if nameProblem(tc.name) != "" {
+		if names.Problem(tc.name) != "" {
 			want = "line 1: key "
 		}
 		_, err := db.Import(ctx, bytes.NewReader(ndjsonLedger(tc.name, [3]string{"e", "k", "v"})), ImportOptions{})
@@ -493,7 +494,7 @@ func TestNamesRebuiltGenesisBreaksRule(t *testing.T) {
 			t.Errorf("genesis %.20q: Ledger(%.40q) = %s %v, want %s (ledgers %v)", tc.genesis, tc.want, info.ID, err, tc.id, ledgerNames(db))
 			continue
 		}
-		if p := ledgerNameProblem(tc.want, tc.id.String()); p != "" || !utf8.ValidString(tc.want) || len(tc.want) > maxNameLen {
+		if p := names.LedgerProblem(tc.want, tc.id.String()); p != "" || !utf8.ValidString(tc.want) || len(tc.want) > maxNameLen {
 			t.Errorf("the derived name %.40q breaks the rule: %s", tc.want, p)
 		}
 		why := "the name in its genesis event breaks the naming rule"

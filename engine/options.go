@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/annal-db/annal/engine/internal/names"
 	"github.com/annal-db/annal/segment"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -162,7 +163,7 @@ const (
 	defaultWitnessInterval = time.Second
 	// maxNameLen bounds ledger names, entities, keys, event names and
 	// idempotency keys, in bytes.
-	maxNameLen = 1024
+	maxNameLen = names.MaxLen
 )
 
 // The ranges of the options (docs/engine.md, "Options and their

@@ -425,6 +425,9 @@ func (db *DB) chunked(ctx context.Context, limit int, yield func(Event, error) b
 	}
 }
 
+// maxID is the largest event ID: every ID sorts at or before it.
+var maxID = eventid.ID{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+
 // nextID returns the ID right after id in byte order (id itself if it is
 // the largest).
 func nextID(id eventid.ID) eventid.ID {

@@ -14,6 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/annal-db/annal/engine/internal/dirlock"
+	"github.com/annal-db/annal/engine/internal/meta"
+	"github.com/annal-db/annal/engine/internal/names"
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
@@ -157,10 +160,10 @@ func (db *DB) openReadOnly() error {
 	if db.meta != nil {
 		// The consumers' positions lost with a metadata file the writer
 		// rebuilt, as long as it says so: the reader reports it too.
-		if why, err := getPositionsLost(db.meta); err == nil && why != "" {
+		if why, err := meta.PositionsLost(db.meta); err == nil && why != "" {
 			db.metaRebuilt = positionsLost(why)
 		}
-		metas, err := loadMeta(db.meta)
+		metas, err := meta.Load(db.meta)
 		if err == nil {
 			for _, m := range metas {
 				known[m.ID] = m
@@ -309,12 +312,12 @@ func (db *DB) metaCopyError() error {
 		return nil
 	}
 	defer os.Remove(tmp)
-	if err := checkMetaSize(tmp, path, int64(len(b))); err != nil {
+	if err := meta.CheckSize(tmp, path, int64(len(b))); err != nil {
 		return err
 	}
 	m, err := openMeta(tmp, "")
 	if err == nil {
-		_, err = loadMeta(m)
+		_, err = meta.Load(m)
 		m.Close()
 	}
 	if err == nil {
@@ -333,7 +336,7 @@ func (db *DB) writerHolds() bool {
 	if err != nil {
 		return false
 	}
-	f, err := lockDir(dir)
+	f, err := dirlock.Hold(dir)
 	if err != nil {
 		return errors.Is(err, syscall.EWOULDBLOCK)
 	}
@@ -386,8 +389,8 @@ func (db *DB) metaSnapshot() (m *bolt.DB) {
 	if err != nil {
 		return nil
 	}
-	if metaTx(m, false, func(tx *bolt.Tx) error {
-		if tx.Bucket(bucketLedgers) == nil {
+	if meta.Tx(m, false, func(tx *bolt.Tx) error {
+		if tx.Bucket(meta.BucketLedgers) == nil {
 			return errors.New("no ledgers bucket")
 		}
 		return nil
@@ -488,11 +491,11 @@ func (db *DB) followLedger(l *ledger) {
 // it as Open would only once opened again), and so is one whose
 // directory holds no segment. Called with ro.mu held, from followAll.
 func (db *DB) discoverLedgers() {
-	names, err := db.fs.List(filepath.Join(db.dir, ledgersDir))
+	entries, err := db.fs.List(filepath.Join(db.dir, ledgersDir))
 	if err != nil {
 		return
 	}
-	for _, name := range names {
+	for _, name := range entries {
 		id, err := eventid.ParseLedgerID(name)
 		if err != nil || id.String() != name || db.ro.passed[id] {
 			continue
@@ -517,7 +520,7 @@ func (db *DB) discoverLedgers() {
 		}
 		log := l.log
 		named, hasFile, nerr := readNameFile(db.fs, log.Dir())
-		if nerr != nil || !hasFile || ledgerNameProblem(named, name) != "" {
+		if nerr != nil || !hasFile || names.LedgerProblem(named, name) != "" {
 			log.Close()
 			db.passLedger(id)
 			continue
@@ -760,7 +763,7 @@ func makePrivateDir(tempDir string) (dir string, hold io.Closer, err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	f, err := lockDir(first)
+	f, err := dirlock.Hold(first)
 	switch {
 	case errors.Is(err, errors.ErrUnsupported):
 	case err != nil:
@@ -771,7 +774,7 @@ func makePrivateDir(tempDir string) (dir string, hold io.Closer, err error) {
 	}
 	// Who made it and when (informational): the marker that makes it
 	// removable once no longer held.
-	err = os.WriteFile(filepath.Join(first, privateMarker), []byte(lockInfo()), 0o600)
+	err = os.WriteFile(filepath.Join(first, privateMarker), []byte(dirlock.Info()), 0o600)
 	if err == nil {
 		dir = filepath.Join(tempDir, privatePrefix+strings.TrimPrefix(filepath.Base(first), privateInitPrefix))
 		err = os.Rename(first, dir)
@@ -808,7 +811,7 @@ func removeStalePrivateDirs(tempDir string, now time.Time) (removed []string) {
 				continue
 			}
 		}
-		f, err := lockDir(p)
+		f, err := dirlock.Hold(p)
 		if err != nil {
 			continue // held by a live reader, or not ours to open
 		}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/annal-db/annal/engine/internal/dirlock"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
 )
@@ -397,7 +398,7 @@ func TestReadOnlyKillLoop(t *testing.T) {
 // open with the same TempDir removes it, and leaves alone the directory
 // of a reader still running and whatever annal did not make.
 func TestReadOnlyRemovesStalePrivateDirs(t *testing.T) {
-	if _, err := lockDir(t.TempDir()); errors.Is(err, errors.ErrUnsupported) {
+	if _, err := dirlock.Hold(t.TempDir()); errors.Is(err, errors.ErrUnsupported) {
 		t.Skip("no flock on this system: private directories are not held, so none is ever taken for stale")
 	}
 	dir := filepath.Join(t.TempDir(), "d")
@@ -478,7 +479,7 @@ func TestReadOnlyRemovesStalePrivateDirs(t *testing.T) {
 // be a reader about to take it.
 func TestStalePrivateDirUnderFirstName(t *testing.T) {
 	t.Parallel()
-	if _, err := lockDir(t.TempDir()); errors.Is(err, errors.ErrUnsupported) {
+	if _, err := dirlock.Hold(t.TempDir()); errors.Is(err, errors.ErrUnsupported) {
 		t.Skip("no flock on this system: private directories are not held, so none is ever taken for stale")
 	}
 	temp := t.TempDir()
@@ -492,7 +493,7 @@ func TestStalePrivateDirUnderFirstName(t *testing.T) {
 	if got := removeStalePrivateDirs(temp, time.Now()); len(got) != 0 {
 		t.Fatalf("removed %v at once, want nothing removed before %v", got, privateInitStale)
 	}
-	held, err := lockDir(p)
+	held, err := dirlock.Hold(p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -156,7 +156,7 @@ func TestIndexAheadOfSegments(t *testing.T) {
 	// The machine crash: the index flushed (with these events, but its
 	// witness from before their sync), the segments not synced. (Close
 	// would write the exact witness to the index too.)
-	if err := db.idx.Checkpoint(); err != nil {
+	if err := db.idx.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	crashed := t.TempDir()

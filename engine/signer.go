@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/annal-db/annal/engine/internal/dirlock"
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -156,7 +157,7 @@ func (s *stateSigner) lockState() (func(), error) {
 	if !s.osLock {
 		return mu.Unlock, nil
 	}
-	c, err := lockFileWait(s.path+signerLockSuffix, signerLockWait)
+	c, err := dirlock.LockFile(s.path+signerLockSuffix, signerLockWait)
 	if err != nil {
 		mu.Unlock()
 		return nil, fmt.Errorf("engine: lock the signer's state %s: %w", s.path, err)

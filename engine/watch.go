@@ -6,12 +6,139 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/annal-db/annal/segment"
 )
 
+// The directory's files. A writer notices when its files are taken from
+// under it (dirWatch): it records the identity (device and inode) of DIR,
+// DIR/LOCK, DIR/meta.db, DIR/index and DIR/ledgers at Open, and of each
+// ledger's own files (below), and checks them at most every watchInterval on the append
+// path (before an append, and after its group is synced, before it
+// returns), and at Close before it writes anything. A file removed or
+// replaced stops every later append, CreateLedger and Import with
+// ErrDirectoryChanged; reads go on.
+
+// watchInterval: how often, at most, a writer checks that its files are
+// still its own (dirWatch.check): the window in which appends may still
+// succeed after one was removed or replaced.
+const watchInterval = 100 * time.Millisecond
+
+// dirWatch holds the identity of the files a DB has open by path, and
+// the error that stopped writes once one of them changed.
+type dirWatch struct {
+	files []watchedFile
+	// ledgers, if not nil, checks the ledgers' own files after these
+	// (DB.checkLedgerFiles), returning ErrDirectoryChanged wrapped.
+	ledgers func() error
+	start   time.Time
+	last    atomic.Int64 // when the last check ran, in ns since start
+	mu      sync.Mutex   // serializes checks
+	err     atomic.Pointer[error]
+}
+
+type watchedFile struct {
+	path string
+	fi   os.FileInfo
+}
+
+// newDirWatch records the identity of each path now. The first is the
+// data directory, taken from dir, the descriptor that holds its lock.
+func newDirWatch(dir *os.File, paths ...string) (*dirWatch, error) {
+	w := &dirWatch{start: time.Now()}
+	for i, p := range paths {
+		var fi os.FileInfo
+		var err error
+		if i == 0 && dir != nil {
+			fi, err = dir.Stat()
+		} else {
+			fi, err = os.Lstat(p)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("engine: %w", err)
+		}
+		w.files = append(w.files, watchedFile{p, fi})
+	}
+	return w, nil
+}
+
+// check returns ErrDirectoryChanged (wrapped, saying which file) if a
+// file was removed or replaced since Open, now or at an earlier check.
+// Unless force, it looks at the files at most every watchInterval, and
+// otherwise costs a clock read.
+func (w *dirWatch) check(force bool) error {
+	if w == nil {
+		return nil
+	}
+	if p := w.err.Load(); p != nil {
+		return *p
+	}
+	now := int64(time.Since(w.start))
+	if last := w.last.Load(); !force && (now-last < int64(watchInterval) || !w.last.CompareAndSwap(last, now)) {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if p := w.err.Load(); p != nil {
+		return *p
+	}
+	for i, f := range w.files {
+		var fi os.FileInfo
+		var err error
+		if i == 0 {
+			fi, err = os.Stat(f.path) // the directory may be reached through a symbolic link
+		} else {
+			fi, err = os.Lstat(f.path)
+		}
+		var what string
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			what = "was removed"
+		case err != nil:
+			what = fmt.Sprintf("cannot be checked (%v)", err)
+		case !os.SameFile(fi, f.fi):
+			what = "was replaced by another file"
+		default:
+			continue
+		}
+		err = fmt.Errorf("%w: %s %s while this process had it open; appends stop (reads go on): close the DB and restart the process, whose Open checks the directory and rebuilds what is derived", ErrDirectoryChanged, f.path, what)
+		w.err.Store(&err)
+		return err
+	}
+	if w.ledgers != nil {
+		if err := w.ledgers(); err != nil {
+			w.err.Store(&err)
+			return err
+		}
+	}
+	return nil
+}
+
+// fired returns the error that stopped the writer's writes, or nil while
+// its files are its own (as of the last check).
+func (w *dirWatch) fired() error {
+	if w == nil {
+		return nil
+	}
+	if p := w.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// checkDir is the writers' check: see dirWatch.check.
+func (db *DB) checkDir(force bool) error {
+	if err := db.readOnlyErr("the DB does not write"); err != nil {
+		return err
+	}
+	return db.watch.check(force)
+}
+
 // A writer's ledgers' files. Beside the directory's own files (dirWatch,
-// lock.go), the writer's watch looks at every writable ledger's files: its
+// above), the writer's watch looks at every writable ledger's files: its
 // directory and segments (segment.Log.CheckFiles: removed, moved,
 // replaced, cut, an older copy written over the active segment in
 // place) and the files the engine keeps in it, NAME, tree and

@@ -3,6 +3,7 @@ package engine
 import (
 	"time"
 
+	"github.com/annal-db/annal/engine/internal/meta"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
 )
@@ -71,13 +72,13 @@ func (db *DB) witnessLoop(written map[*ledger]uint64) {
 		for _, l := range ls {
 			if l.log.Durable().Seq > written[l] {
 				due = append(due, l)
-				metas = append(metas, l.checkpointMeta())
+				metas = append(metas, l.currentMeta())
 			}
 		}
 		if len(metas) == 0 {
 			continue
 		}
-		if putMeta(db.meta, metas...) != nil {
+		if meta.Put(db.meta, metas...) != nil {
 			continue
 		}
 		db.witnessWrites.Add(1)
@@ -93,7 +94,7 @@ func (db *DB) witnessLoop(written map[*ledger]uint64) {
 // was moved aside). The index's is not synced, so a crash may have
 // taken it back (never forward); it still covers a ledger whose metadata
 // file was lost or replaced by an older copy. An index that cannot be read
-// gives none: Open has read the same marker for the checkpoint and
+// gives none: Open has read the same marker to start recovery from, and
 // rebuilds an index whose marker is damaged.
 func (db *DB) witness(id eventid.LedgerID, m ledgerMeta, haveMeta bool) segment.Head {
 	var w segment.Head

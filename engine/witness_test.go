@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/annal-db/annal/engine/internal/meta"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
 	"github.com/vmihailenco/msgpack/v5"
@@ -635,7 +636,7 @@ func TestWitnessWriterRacesClose(t *testing.T) {
 
 func readMetaRecord(t *testing.T, b *bolt.DB, name string) ledgerMeta {
 	t.Helper()
-	metas, err := loadMeta(b)
+	metas, err := meta.Load(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -658,7 +659,7 @@ func rawMeta(t *testing.T, path string) map[string][]byte {
 	defer b.Close()
 	out := map[string][]byte{}
 	err = b.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketLedgers).ForEach(func(k, v []byte) error {
+		return tx.Bucket(meta.BucketLedgers).ForEach(func(k, v []byte) error {
 			out[string(k)] = append([]byte(nil), v...)
 			return nil
 		})
@@ -676,7 +677,7 @@ func putRawMeta(t *testing.T, path, key string, v []byte) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if err := b.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketLedgers).Put([]byte(key), v) }); err != nil {
+	if err := b.Update(func(tx *bolt.Tx) error { return tx.Bucket(meta.BucketLedgers).Put([]byte(key), v) }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -714,7 +715,7 @@ func TestMetaJSONRewrittenAsMsgpack(t *testing.T) {
 		if v[0] == '{' {
 			t.Fatalf("record %s is JSON: %s", key, v)
 		}
-		m, err := decodeMeta(v)
+		m, err := meta.Decode(v)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -739,9 +740,9 @@ func TestMetaJSONRewrittenAsMsgpack(t *testing.T) {
 		t.Fatal(err)
 	}
 	for key, v := range rawMeta(t, filepath.Join(intact, metaFile)) {
-		var r metaRecord
-		if v[0] == '{' || msgpack.Unmarshal(v, &r) != nil || r.Version != metaVersion || r.Witness == nil {
-			t.Fatalf("record %s was not rewritten as msgpack version %d with a witness: %q", key, metaVersion, v)
+		var r meta.Record
+		if v[0] == '{' || msgpack.Unmarshal(v, &r) != nil || r.Version != meta.Version || r.Witness == nil {
+			t.Fatalf("record %s was not rewritten as msgpack version %d with a witness: %q", key, meta.Version, v)
 		}
 	}
 
@@ -763,7 +764,7 @@ func TestMetaJSONRewrittenAsMsgpack(t *testing.T) {
 		t.Fatalf("a lost tail under a JSON record: %v, want corruption naming #300", bad)
 	}
 	for key, v := range rawMeta(t, metaPath) {
-		m, err := decodeMeta(v)
+		m, err := meta.Decode(v)
 		if v[0] == '{' || err != nil || m.Witness.Seq == 0 {
 			t.Fatalf("record %s: %q, %v", key, v, err)
 		}
@@ -777,7 +778,7 @@ func TestMetaJSONRewrittenAsMsgpack(t *testing.T) {
 func TestMetaBadRecord(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	newer, err := msgpack.Marshal(&metaRecord{Version: metaVersion + 1, Name: "l", Genesis: make([]byte, 16), Head: make([]byte, 16)})
+	newer, err := msgpack.Marshal(&meta.Record{Version: meta.Version + 1, Name: "l", Genesis: make([]byte, 16), Head: make([]byte, 16)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -409,7 +409,7 @@ type damage struct {
 	// segment is there, and a byte that record or a sealed segment vouches
 	// for differs: nothing can explain it as a torn write, so the ledger
 	// must be refused as corrupt (or, when that damage escaped a
-	// verification that starts at the index's checkpoint, fail Verify).
+	// verification that starts at the index's progress marker, fail Verify).
 	vouched bool
 	// genesis: the genesis record is intact in segment 1, so the ledger
 	// cannot silently disappear.
@@ -488,7 +488,7 @@ func FuzzOpenRecover(f *testing.F) {
 	f.Add(prog(1))
 	f.Add(prog(0, op(aLast, opTruncate, 0x8000|7, 0)))           // torn tail
 	f.Add(prog(1, op(bLast, opZero, uint16(b.lastOff+20), 200))) // unwritten block in the last record
-	f.Add(prog(0, op(a.segs[0], opFlip, 300, 0x10)))             // a sealed segment, before the checkpoint
+	f.Add(prog(0, op(a.segs[0], opFlip, 300, 0x10)))             // a sealed segment, before the progress marker
 	f.Add(prog(1, op(a.segs[1], opFlip, 300, 0x10)))             // a sealed segment
 	f.Add(prog(1, op(aLast, opFlip, uint16(a.lastOff-30), 4)))   // vouched for by the last record
 	f.Add(prog(0, op(aLast, opZero, 0, 63)))                     // the last segment's header
@@ -606,7 +606,7 @@ func checkLedger(ctx context.Context, db *engine.DB, fl *fixtureLedger, d damage
 	}
 
 	// Open: it verifies, unless damage escaped the verification from the
-	// index's checkpoint (then Verify must find it).
+	// index's progress marker (then Verify must find it).
 	// A known limit (see damage.index): a damaged index block that Open
 	// did not read fails the reads that reach it.
 	indexDamage := func(err error) bool { return d.index && pebble.IsCorruptionError(err) }

@@ -487,7 +487,10 @@ func (x *Index) Flush() error {
 	return x.flush()
 }
 
-// Checkpoint is Flush: the engine calls it on Close.
+// Checkpoint is Flush, its errors prefixed "index: checkpoint".
+//
+// Deprecated: use Flush. (In annal "checkpoint" means the signed Merkle
+// checkpoint only.)
 func (x *Index) Checkpoint() error {
 	if err := x.usable(); err != nil {
 		return err

@@ -67,7 +67,7 @@
 // A record is verified by: its frame CRC; its ledger; its event checksum
 // recomputed; its previous ID equal to the ID of the record before it; its
 // timestamp greater than that record's; its sequence number one more.
-// Recovery on [Open] verifies every record after a checkpoint; a partly
+// Recovery on [Open] verifies every record after a progress marker; a partly
 // written record at the very end of the last segment is a torn write and is
 // cut off; anything else is [ErrCorruption] and nothing is cut.
 package segment

@@ -31,10 +31,15 @@ var (
 	ErrExists = errors.New("segment: segments exist")
 	// ErrFormatVersion: a segment was written by a newer format version.
 	ErrFormatVersion = errors.New("segment: unsupported format version")
-	// ErrCheckpoint: the checkpoint given to Open does not match the
-	// segments (it names a record that is not there). Open again without
-	// one to verify from the start.
-	ErrCheckpoint = errors.New("segment: checkpoint does not match the segments")
+	// ErrProgressMismatch: the progress marker given to Open (the index's
+	// record of how far it has indexed) does not match the segments: it
+	// names a record that is not there. Open again without one to verify
+	// from the start.
+	ErrProgressMismatch = errors.New("segment: progress marker does not match the segments")
+	// ErrCheckpoint is ErrProgressMismatch, under its former name.
+	//
+	// Deprecated: use ErrProgressMismatch.
+	ErrCheckpoint = ErrProgressMismatch
 )
 
 // Errors of a Log that refuses writes.

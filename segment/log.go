@@ -96,10 +96,10 @@ type Options struct {
 	// checked by those alone. See docs/recovery.md, "The durable witness".
 	Witness Head
 	// VerifySealed, for Open, verifies every record of every segment
-	// whatever the checkpoint says, except the sealed segments of
+	// whatever the progress marker says, except the sealed segments of
 	// Stamps whose files are as they were stamped: Open then says in
 	// Recovery.Stamps what it verified, for the caller to keep and give
-	// to the next Open. Without it, Open verifies from the checkpoint.
+	// to the next Open. Without it, Open verifies from the progress marker.
 	VerifySealed bool
 	// Stamps are the stamps an earlier Open returned (Recovery.Stamps), for
 	// VerifySealed.

@@ -125,7 +125,10 @@ func TestAppendReadIterateReopen(t *testing.T) {
 	}
 }
 
-func TestCheckpointOpen(t *testing.T) {
+// TestOpenFromProgressMarker: Open verifies only the records after the
+// progress marker it is given, and refuses a marker that names no record
+// (ErrProgressMismatch).
+func TestOpenFromProgressMarker(t *testing.T) {
 	t.Parallel()
 	fs := vfs.NewMem()
 	l := newTestLog(t, fs, "led", Options{SegmentSize: 4 << 10})
@@ -147,12 +150,12 @@ func TestCheckpointOpen(t *testing.T) {
 	}
 	l2.Close()
 	if rec.Records != 39 {
-		t.Fatalf("verified %d records after the checkpoint, want 39", rec.Records)
+		t.Fatalf("verified %d records after the progress marker, want 39", rec.Records)
 	}
 	bogus := mid
 	bogus.ID[0] ^= 1
-	if _, _, err := Open("led", o, bogus); !errors.Is(err, ErrCheckpoint) {
-		t.Fatalf("bogus checkpoint: %v, want ErrCheckpoint", err)
+	if _, _, err := Open("led", o, bogus); !errors.Is(err, ErrProgressMismatch) {
+		t.Fatalf("bogus progress marker: %v, want ErrProgressMismatch", err)
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 // Recovery reports what Open found and did.
 type Recovery struct {
 	Segments      int   // segment files of the ledger
-	Records       int64 // records verified (those after the checkpoint)
+	Records       int64 // records verified (those after the progress marker)
 	VerifiedBytes int64 // bytes of those records
 	// TruncatedBytes is the size of the torn write cut from the end of the
 	// last segment, and TornAt where it began; 0 and zero if none.
@@ -46,12 +46,12 @@ type Recovery struct {
 // Open opens the segments of an existing ledger in dir, verifying and
 // repairing its tail, and returns the Log ready for appends.
 //
-// Every record after the checkpoint is verified: frame CRC, ledger, event
-// checksum, chain link, increasing timestamps and sequence numbers, across
-// segment boundaries. checkpoint is a Head known to be verified before
-// (Loc, ID and Seq of a record), or the zero Head to verify everything.
-// A checkpoint that does not match the record at its location gives
-// ErrCheckpoint.
+// Every record after the progress marker is verified: frame CRC, ledger,
+// event checksum, chain link, increasing timestamps and sequence numbers,
+// across segment boundaries. marker is a Head known to be verified before
+// (Loc, ID and Seq of a record: the index's progress marker), or the zero
+// Head to verify everything. A marker that does not match the record at
+// its location gives ErrProgressMismatch.
 //
 // A record that fails verification at the end of the last segment and was
 // never synced (it runs past the end of the file, or holds the zeros of
@@ -65,7 +65,7 @@ type Recovery struct {
 // absent or replaced, a cut that would remove it) are corruption, found
 // before any file is changed, and a torn write is cut only after it. See
 // docs/recovery.md.
-func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
+func Open(dir string, opts Options, marker Head) (*Log, *Recovery, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, nil, err
@@ -158,8 +158,8 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 
 	// The witness's record must be where it was, whole, before anything
 	// else is read: a tail cut at a record boundary, a zeroed tail, an
-	// older copy of the last segment all fail here, and the checkpoint's
-	// own mismatch (ErrCheckpoint, which the caller answers by verifying
+	// older copy of the last segment all fail here, and the marker's
+	// own mismatch (ErrProgressMismatch, which the caller answers by verifying
 	// from the start) would otherwise hide the loss.
 	if w.Seq != 0 && w.Loc.Segment != 0 {
 		s := segs[w.Loc.Segment-1]
@@ -188,32 +188,32 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 	first, start := 0, int64(headerSize)
 	c := chain{ledger: o.Ledger, id: eventid.Genesis(o.Ledger)}
 	head := Head{ID: c.id}
-	if checkpoint.Seq != 0 {
-		i := int(checkpoint.Loc.Segment) - 1
+	if marker.Seq != 0 {
+		i := int(marker.Loc.Segment) - 1
 		if i < 0 || i >= len(segs) {
-			return nil, rec, fmt.Errorf("%w: segment %d of the checkpoint does not exist", ErrCheckpoint, checkpoint.Loc.Segment)
+			return nil, rec, fmt.Errorf("%w: segment %d of the progress marker does not exist", ErrProgressMismatch, marker.Loc.Segment)
 		}
 		if err := segs[i].reopen(o.FS); err != nil {
 			return nil, rec, err
 		}
-		r, err := readRecord(segs[i].file, segs[i].name, checkpoint.Loc, segs[i].size)
+		r, err := readRecord(segs[i].file, segs[i].name, marker.Loc, segs[i].size)
 		segs[i].close()
 		if err != nil && !errors.Is(err, ErrCorruption) {
-			// An I/O error says nothing of the checkpoint: report it.
-			return nil, rec, fmt.Errorf("segment: read the checkpoint %s #%d: %w", checkpoint.ID, checkpoint.Seq, err)
+			// An I/O error says nothing of the marker: report it.
+			return nil, rec, fmt.Errorf("segment: read the progress marker's record %s #%d: %w", marker.ID, marker.Seq, err)
 		}
-		if err != nil || r.ID != checkpoint.ID || r.Seq != checkpoint.Seq {
-			return nil, rec, fmt.Errorf("%w: no record %s #%d at %s offset %d (%v)", ErrCheckpoint, checkpoint.ID, checkpoint.Seq, segs[i].name, checkpoint.Loc.Offset, err)
+		if err != nil || r.ID != marker.ID || r.Seq != marker.Seq {
+			return nil, rec, fmt.Errorf("%w: no record %s #%d at %s offset %d (%v)", ErrProgressMismatch, marker.ID, marker.Seq, segs[i].name, marker.Loc.Offset, err)
 		}
-		first, start = i, checkpoint.Loc.End()
-		c.id, c.seq = checkpoint.ID, checkpoint.Seq
-		head = checkpoint
+		first, start = i, marker.Loc.End()
+		c.id, c.seq = marker.ID, marker.Seq
+		head = marker
 	}
 
 	last := len(segs) - 1
 	// With VerifySealed, verification starts at the first segment that
 	// no stamp vouches for (the active one at the latest), if that is
-	// before the checkpoint.
+	// before the marker.
 	stamps := map[uint64]Stamp{}
 	if o.VerifySealed {
 		given := make(map[uint64]Stamp, len(o.Stamps))
@@ -229,18 +229,25 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 			}
 			stamps[segs[i].number] = st
 		}
+		if u > 0 && u <= first {
+			// Stamps that match the files but whose last head is not the
+			// one the next segment continues from were not written by an
+			// Open: they spare nothing, every segment is read (and a
+			// segment that does not continue the one before is then
+			// found by reading them).
+			prev, s := stamps[segs[u-1].number].Last, segs[u]
+			if prev.ID != s.hdr.prevID || prev.Seq != s.hdr.prevSeq {
+				u = 0
+				clear(stamps)
+			}
+		}
 		if u <= first {
 			first, start = u, headerSize
 			s := segs[u]
 			c.id, c.seq = s.hdr.prevID, s.hdr.prevSeq
 			head = Head{ID: c.id, Seq: c.seq}
 			if u > 0 {
-				prev := stamps[segs[u-1].number].Last
-				if prev.ID != c.id || prev.Seq != c.seq {
-					return nil, rec, &CorruptionError{File: s.name, Offset: 24, Problem: "segment does not continue the chain of the segment before",
-						Expected: fmt.Sprintf("%s #%d", prev.ID, prev.Seq), Found: fmt.Sprintf("%s #%d", c.id, c.seq)}
-				}
-				head = prev
+				head = stamps[segs[u-1].number].Last
 			}
 		}
 	}
@@ -260,8 +267,8 @@ func Open(dir string, opts Options, checkpoint Head) (*Log, *Recovery, error) {
 		}
 		sc := newScanner(s.file, s.name, start, s.size, c)
 		// An open batch: its first record's offset, and the state before
-		// it. A batch never spans segments, and a checkpoint is at the
-		// end of a batch or inside one that was whole when it was taken.
+		// it. A batch never spans segments, and a progress marker is at
+		// the end of a batch or inside one that was whole when it was taken.
 		open := batchStart{offset: -1}
 		for {
 			before, beforeHead, off := sc.chain, head, sc.off

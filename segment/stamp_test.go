@@ -12,9 +12,9 @@ import (
 )
 
 // TestOpenSkipsOnlyUnchangedSealedSegments: with VerifySealed, Open reads
-// every record, whatever the checkpoint says, except those of the sealed
+// every record, whatever the progress marker says, except those of the sealed
 // segments whose stamps still match their files; a sealed segment written
-// in place (a payload byte changed behind the checkpoint) or touched is
+// in place (a payload byte changed behind the progress marker) or touched is
 // read again, and the damage is found.
 func TestOpenSkipsOnlyUnchangedSealedSegments(t *testing.T) {
 	t.Parallel()
@@ -78,7 +78,7 @@ func TestOpenSkipsOnlyUnchangedSealedSegments(t *testing.T) {
 	stamps = rec.Stamps
 
 	// A byte of a record's payload changed in place in segment 2, behind
-	// the checkpoint: found.
+	// the progress marker: found.
 	b, err := os.ReadFile(seg2)
 	if err != nil {
 		t.Fatal(err)
@@ -91,11 +91,46 @@ func TestOpenSkipsOnlyUnchangedSealedSegments(t *testing.T) {
 	if _, _, err := Open(dir, o, head); !errors.Is(err, ErrCorruption) {
 		t.Fatalf("a record changed in place in a stamped segment: Open gave %v, want corruption", err)
 	}
-	// Without VerifySealed, Open trusts what is behind the checkpoint.
+	// Without VerifySealed, Open trusts what is behind the progress marker.
 	o.VerifySealed = false
 	l, _, err = Open(dir, o, head)
 	if err != nil {
 		t.Fatalf("without VerifySealed: %v", err)
 	}
 	l.Close()
+}
+
+// TestOpenReadsEverySegmentWhenStampsDoNotChain: stamps whose identities
+// match the files but whose last head is not the one the next segment's
+// header continues from (a stamps file no Open wrote) spare nothing:
+// Open reads every segment and opens the log, rather than refusing it.
+func TestOpenReadsEverySegmentWhenStampsDoNotChain(t *testing.T) {
+	t.Parallel()
+	fs, dir := vfs.Default, filepath.Join(t.TempDir(), "led")
+	l := newTestLog(t, fs, dir, Options{SegmentSize: 4 << 10})
+	for i := range 60 {
+		if err := l.Append(&Batch{Entries: []Entry{entry(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	head := l.Head()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o := Options{FS: fs, Ledger: testLedger(), VerifySealed: true}
+	l, rec, err := Open(dir, o, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	o.Stamps = rec.Stamps
+	o.Stamps[len(o.Stamps)-1].Last.Seq--
+	l, rec, err = Open(dir, o, head)
+	if err != nil {
+		t.Fatalf("stamps whose last head is wrong: %v", err)
+	}
+	l.Close()
+	if rec.VerifiedFrom != 1 || rec.Records != int64(head.Seq) {
+		t.Errorf("stamps whose last head is wrong: verified from #%d, %d records; want every record (#1, %d)", rec.VerifiedFrom, rec.Records, head.Seq)
+	}
 }

@@ -149,6 +149,22 @@ func TestBackupCommandBesideAppendProcess(t *testing.T) {
 		before int
 	}
 	var copies []taken
+	// The first backup once annal append acknowledged something (its
+	// start may take long on a loaded machine), the others 100 ms apart.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		n := len(printed)
+		mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			close(stop)
+			p.Process.Kill()
+			p.Wait()
+			t.Fatalf("annal append printed no ID in 30 s; stderr: %s", pErr.String())
+		}
+	}
 	for i := 0; i < 4; i++ {
 		time.Sleep(100 * time.Millisecond)
 		mu.Lock()

@@ -450,7 +450,7 @@ func TestVerifyQuickSaysWhatItChecked(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// What a crash would leave: the index's checkpoint is the one of the
+	// What a crash would leave: the index's progress marker is the one of the
 	// last close, after the genesis event.
 	crashed := filepath.Join(t.TempDir(), "crashed")
 	copyDir(t, dir, crashed)

@@ -346,7 +346,7 @@ func (w *lineSignal) Write(p []byte) (int, error) {
 // fails, for every command that stores something (append, create, import).
 func TestCloseOutcome(t *testing.T) {
 	t.Parallel()
-	closeErr := errors.New("index: checkpoint: no space left on device")
+	closeErr := errors.New("index: flush: no space left on device")
 	cmdErr := &exitErr{code: exitCondition, err: errors.New("condition failed")}
 	cases := []struct {
 		name           string
@@ -356,9 +356,9 @@ func TestCloseOutcome(t *testing.T) {
 		stderr, errMsg string
 	}{
 		{"stored", nil, "the event whose ID was printed is stored", "", exitOK,
-			"annal: warning: closing the data directory failed: index: checkpoint: no space left on device\nannal: warning: the event whose ID was printed is stored\n", ""},
-		{"nothing stored", nil, "", "", exitError, "", "close: index: checkpoint: no space left on device"},
-		{"unsure", nil, "", "may not be on it", exitError, "", "close: index: checkpoint: no space left on device (may not be on it)"},
+			"annal: warning: closing the data directory failed: index: flush: no space left on device\nannal: warning: the event whose ID was printed is stored\n", ""},
+		{"nothing stored", nil, "", "", exitError, "", "close: index: flush: no space left on device"},
+		{"unsure", nil, "", "may not be on it", exitError, "", "close: index: flush: no space left on device (may not be on it)"},
 		{"the command failed", cmdErr, "stored", "", exitCondition, "", "condition failed"},
 	}
 	for _, c := range cases {

@@ -1,6 +1,6 @@
 //go:build linux || darwin || dragonfly || freebsd || netbsd || openbsd
 
-package engine
+package dirlock
 
 import (
 	"bufio"
@@ -18,11 +18,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// lockDataDir takes the data directory dir for this process (see "One
-// writer" in lock.go): an exclusive flock on a descriptor of dir, then
-// DIR/LOCK, written with this process's description and fcntl-locked.
-// It returns what releases both, and the directory's descriptor.
-func lockDataDir(dir string) (io.Closer, *os.File, error) {
+// Lock takes the data directory dir for this process (see the package
+// comment): an exclusive flock on a descriptor of dir, then DIR/LOCK,
+// written with this process's description and fcntl-locked. It returns
+// what releases both, and the directory's descriptor. A directory held by
+// another descriptor gives a *HeldError.
+func Lock(dir string) (io.Closer, *os.File, error) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("engine: open the data directory %s: %w", dir, describeErrno(err))
@@ -45,7 +46,7 @@ func lockDataDir(dir string) (io.Closer, *os.File, error) {
 	release := func() {
 		d.Close() // drops the flock
 	}
-	info, err := openLockFile(lockPath(dir))
+	info, err := openLockFile(Path(dir))
 	if err != nil {
 		release()
 		return nil, nil, err
@@ -61,14 +62,14 @@ func lockDataDir(dir string) (io.Closer, *os.File, error) {
 			if unix.FcntlFlock(info.Fd(), unix.F_GETLK, &q) == nil && q.Type != unix.F_UNLCK {
 				pid = int(q.Pid)
 			}
-			return nil, nil, lockedError(dir, pid, commandOf(pid), lockPath(dir)+"'s fcntl lock (an annal older than this one)")
+			return nil, nil, held(dir, pid, commandOf(pid), Path(dir)+"'s fcntl lock (an annal older than this one)")
 		}
-		return nil, nil, fmt.Errorf("engine: lock %s: %w", lockPath(dir), err)
+		return nil, nil, fmt.Errorf("engine: lock %s: %w", Path(dir), err)
 	}
 	// Informational: no sync, and a failure to write it is no reason to
 	// refuse the directory (a refused Open then names no one).
 	if info.Truncate(0) == nil {
-		info.WriteAt([]byte(lockInfo()), 0)
+		info.WriteAt([]byte(Info()), 0)
 	}
 	heldDirs.Lock()
 	if heldDirs.m == nil {
@@ -138,25 +139,25 @@ func holderError(dir string, fi os.FileInfo) error {
 	mine := heldDirs.m[key]
 	heldDirs.Unlock()
 	if mine {
-		return lockedError(dir, os.Getpid(), "", "")
+		return held(dir, os.Getpid(), "", "")
 	}
 	if pid := flockHolder(key); pid > 0 {
-		return lockedError(dir, pid, commandOf(pid), "")
+		return held(dir, pid, commandOf(pid), "")
 	}
-	b, err := readLockInfo(lockPath(dir))
+	b, err := readInfo(Path(dir))
 	if err != nil {
-		return lockedError(dir, 0, "", "")
+		return held(dir, 0, "", "")
 	}
-	pid, command := parseLockInfo(b)
+	pid, command := parseInfo(b)
 	if pid <= 0 {
-		return lockedError(dir, 0, "", "")
+		return held(dir, 0, "", "")
 	}
-	return lockedError(dir, pid, command, lockPath(dir))
+	return held(dir, pid, command, Path(dir))
 }
 
-// readLockInfo reads the start of DIR/LOCK, if it is a regular file:
+// readInfo reads the start of DIR/LOCK, if it is a regular file:
 // anyone may have put anything there (a link to /dev/zero, a FIFO).
-func readLockInfo(path string) ([]byte, error) {
+func readInfo(path string) ([]byte, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -214,11 +215,11 @@ func keyOf(fi os.FileInfo) fileKey {
 	return fileKey{}
 }
 
-// lockDir takes an exclusive, non-blocking flock on the directory dir and
+// Hold takes an exclusive, non-blocking flock on the directory dir and
 // returns the descriptor that holds it (closing it releases the lock; so
 // does the process's death). An error wrapping unix.EWOULDBLOCK means that
 // another descriptor holds it.
-func lockDir(dir string) (*os.File, error) {
+func Hold(dir string) (*os.File, error) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
@@ -230,11 +231,11 @@ func lockDir(dir string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), dir), nil
 }
 
-// lockFileWait takes an exclusive flock on the file at path (created,
+// LockFile takes an exclusive flock on the file at path (created,
 // owner-only, if missing), waiting up to wait while another descriptor
 // (another process, another signer) holds it. Closing what it returns
 // releases the lock; so does the process's death.
-func lockFileWait(path string, wait time.Duration) (io.Closer, error) {
+func LockFile(path string, wait time.Duration) (io.Closer, error) {
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: describeErrno(err)}

@@ -1,6 +1,6 @@
 //go:build !(linux || darwin || dragonfly || freebsd || netbsd || openbsd)
 
-package engine
+package dirlock
 
 import (
 	"errors"
@@ -13,33 +13,33 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// lockDataDir takes the data directory dir for this process where flock
+// Lock takes the data directory dir for this process where flock
 // is not available: the lock of vfs.Default on DIR/LOCK, which a removed
-// LOCK file defeats (see "One writer" in lock.go).
-func lockDataDir(dir string) (io.Closer, *os.File, error) {
-	c, err := vfs.Default.Lock(lockPath(dir))
+// LOCK file defeats (see the package comment).
+func Lock(dir string) (io.Closer, *os.File, error) {
+	c, err := vfs.Default.Lock(Path(dir))
 	if err != nil {
-		if lockHeld(err) {
-			return nil, nil, lockedError(dir, 0, "", "")
+		if Held(err) {
+			return nil, nil, held(dir, 0, "", "")
 		}
 		return nil, nil, err
 	}
 	return c, nil, nil
 }
 
-// lockDir is not available without flock: the private directories of
+// Hold is not available without flock: the private directories of
 // read-only DBs are not held, so none is ever taken for stale
 // (removeStalePrivateDirs removes nothing).
-func lockDir(dir string) (*os.File, error) {
+func Hold(dir string) (*os.File, error) {
 	return nil, &os.PathError{Op: "flock", Path: dir, Err: errors.ErrUnsupported}
 }
 
-// lockFileWait takes the lock of vfs.Default on the file at path (Windows:
+// LockFile takes the lock of vfs.Default on the file at path (Windows:
 // the file opened for no one else to share), waiting up to wait while
 // another holds it. Where the file system has no lock (neither flock nor
 // Windows'), it returns a lock that excludes no other process: the
 // signer's state is then locked within the process only.
-func lockFileWait(path string, wait time.Duration) (io.Closer, error) {
+func LockFile(path string, wait time.Duration) (io.Closer, error) {
 	deadline := time.Now().Add(wait)
 	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
 		c, err := vfs.Default.Lock(path)

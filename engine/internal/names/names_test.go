@@ -1,0 +1,74 @@
+package names
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/annal-db/annal/eventid"
+)
+
+// TestLedgerProblem: the rule refuses what it says it refuses, and a
+// derived name may end in its own ledger's ID.
+func TestLedgerProblem(t *testing.T) {
+	for _, tc := range []struct{ name, own, says string }{
+		{"orders", "", ""},
+		{"", "", "is empty"},
+		{strings.Repeat("n", MaxLen+1), "", "the limit is"},
+		{"a\x1bb", "", "control character"},
+		{"\xff", "", "not valid UTF-8"},
+		{"orders\u202e", "", "bidirectional formatting character"},
+		{" orders", "", "begins with white space"},
+		{"orders ", "", "ends with white space"},
+		{"9E961C04", "", "reads as a ledger ID"},
+		{"orders~9e961c04", "", "a form reserved"},
+		{"orders~9e961c04", "9e961c04", ""},
+	} {
+		p := LedgerProblem(tc.name, tc.own)
+		if tc.says == "" && p != "" || tc.says != "" && !strings.Contains(p, tc.says) {
+			t.Errorf("LedgerProblem(%.20q, %q) = %q, want %q", tc.name, tc.own, p, tc.says)
+		}
+	}
+}
+
+// TestShownProblem: a shown name is refused for what a ledger name is
+// refused for, but for the forms of a ledger ID.
+func TestShownProblem(t *testing.T) {
+	for name, says := range map[string]string{
+		"c":               "",
+		"9E961C04":        "",
+		"orders~9e961c04": "",
+		"":                "is empty",
+		"a\u200bb":        "bidirectional formatting character",
+		"\u00a0c":         "begins with white space",
+		"c\u3000":         "ends with white space",
+	} {
+		if p := ShownProblem(name); says == "" && p != "" || says != "" && !strings.Contains(p, says) {
+			t.Errorf("ShownProblem(%q) = %q, want %q", name, p, says)
+		}
+	}
+}
+
+// TestDerived: a derived name keeps what the rule allows of the name it
+// replaces, fits MaxLen, and passes the rule as its own ledger's.
+func TestDerived(t *testing.T) {
+	id := eventid.LedgerID(0x9e961c04)
+	for _, tc := range []struct {
+		from string
+		n    int
+		want string
+	}{
+		{"orders\u202e", 0, "orders~9e961c04"},
+		{" \u200b\x1b ", 0, "ledger~9e961c04"},
+		{"orders", 2, "orders~2~9e961c04"},
+		{strings.Repeat("é", 700), 0, strings.Repeat("é", (MaxLen-9)/2) + "~9e961c04"},
+	} {
+		got := Derived(tc.from, id, tc.n)
+		if got != tc.want {
+			t.Errorf("Derived(%.20q, %d) = %.40q, want %.40q", tc.from, tc.n, got, tc.want)
+		}
+		if p := LedgerProblem(got, id.String()); p != "" || !utf8.ValidString(got) || len(got) > MaxLen {
+			t.Errorf("Derived(%.20q, %d) breaks the rule: %s", tc.from, tc.n, p)
+		}
+	}
+}
