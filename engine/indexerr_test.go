@@ -27,7 +27,6 @@ import (
 // back. Each must return, within a bound, an error that matches
 // syscall.ENOSPC; once space is back, everything is there.
 func TestIndexDiskFullNoHang(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		cache int64

@@ -223,7 +223,6 @@ func (s *syncBuffer) String() string {
 // says the events may not be on stable storage. Either way the events are
 // there once space is back. A real full disk: a small tmpfs (root only).
 func TestCloseFailsAfterAppend(t *testing.T) {
-	t.Parallel()
 	mnt := faultfs.MountTmpfs(t, "8m")
 	dir := filepath.Join(mnt, "data")
 	if code, _, errOut := annal(t, "", "--dir", dir, "create", "full"); code != 0 {
