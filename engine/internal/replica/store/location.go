@@ -53,9 +53,9 @@ func ParseLocation(s string) (Location, error) {
 	if err := checkBucket(loc.Bucket); err != nil {
 		return Location{}, fmt.Errorf("store: replica URL %q: bucket: %w", s, err)
 	}
-	loc.Prefix = strings.Trim(u.Path, "/")
+	loc.Prefix = strings.TrimSuffix(strings.TrimPrefix(u.Path, "/"), "/")
 	if loc.Prefix != "" {
-		if strings.Contains(loc.Prefix, "//") {
+		if strings.Contains("/"+loc.Prefix+"/", "//") {
 			return Location{}, fmt.Errorf("store: replica URL %q: prefix %q has an empty path element", s, loc.Prefix)
 		}
 		loc.Prefix += "/"
@@ -72,11 +72,12 @@ func ParseLocation(s string) (Location, error) {
 		switch name {
 		case "endpoint":
 			e, err := url.Parse(v)
+			if err == nil && e.User != nil {
+				// The URL is not repeated: it holds a secret.
+				return Location{}, fmt.Errorf("store: replica URL: endpoint must not carry credentials; use the standard AWS chain (AWS_ACCESS_KEY_ID, shared config)")
+			}
 			if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
 				return Location{}, fmt.Errorf("store: replica URL %q: endpoint %q is not an http:// or https:// URL with a host", s, v)
-			}
-			if e.User != nil {
-				return Location{}, fmt.Errorf("store: replica URL %q: endpoint must not carry credentials", s)
 			}
 			loc.Endpoint = strings.TrimSuffix(v, "/")
 		case "region":
