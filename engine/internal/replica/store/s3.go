@@ -252,20 +252,20 @@ func (s *S3) do(ctx context.Context, what string, conditional bool, attempt func
 		class := classify(err)
 		switch class {
 		case ErrPreconditionFailed:
-			err = fmt.Errorf("store: %s: %w", what, ErrPreconditionFailed)
+			err = fmt.Errorf("%s: %w", what, ErrPreconditionFailed)
 			if conditional && ambiguous {
 				return &maybeAppliedError{err}
 			}
 			return err
 		case ErrNotFound, ErrConflict:
-			return fmt.Errorf("store: %s: %w (%s)", what, class, errorCode(err))
+			return fmt.Errorf("%s: %w (%s)", what, class, errorCode(err))
 		case nil:
 			return fmt.Errorf("store: %s in s3://%s/%s: %w", what, s.loc.Bucket, s.loc.Prefix, err)
 		}
 		// Transient: the request may have reached the store.
 		ambiguous = true
 		if n >= s.opts.MaxAttempts {
-			return fmt.Errorf("store: %s at %s after %d attempts: %w: %v", what, s.endpoint(), n, ErrUnavailable, err)
+			return fmt.Errorf("%s at %s after %d attempts: %w: %v", what, s.endpoint(), n, ErrUnavailable, err)
 		}
 		t := time.NewTimer(s.backoff(n))
 		select {

@@ -180,7 +180,8 @@ var cases = []struct {
 			}()
 		}
 		wg.Wait()
-		winner := -1
+		winner, refused, conflicts := -1, 0, 0
+		defer func() { t.Logf("%d racing creates: %d refused with 412, %d with 409", n, refused, conflicts) }()
 		for i, err := range errs {
 			switch {
 			case err == nil:
@@ -188,7 +189,10 @@ var cases = []struct {
 					t.Fatalf("writers %d and %d both created the key", winner, i)
 				}
 				winner = i
-			case errors.Is(err, store.ErrPreconditionFailed), errors.Is(err, store.ErrConflict):
+			case errors.Is(err, store.ErrPreconditionFailed):
+				refused++
+			case errors.Is(err, store.ErrConflict):
+				conflicts++
 			default:
 				t.Fatalf("writer %d: %v", i, err)
 			}
