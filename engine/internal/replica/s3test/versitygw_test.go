@@ -149,11 +149,7 @@ var prefixes atomic.Int64
 // credentials in the environment, as a user's would be.
 func openStore(t *testing.T) store.Store {
 	t.Helper()
-	t.Setenv("AWS_ACCESS_KEY_ID", access)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	credentialsInEnvironment(t, secret)
 	url := fmt.Sprintf("s3://%s/t%d?endpoint=%s&region=us-east-1&path-style=true", bucket, prefixes.Add(1), endpoint)
 	loc, err := store.ParseLocation(url)
 	if err != nil {
@@ -164,6 +160,21 @@ func openStore(t *testing.T) store.Store {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// credentialsInEnvironment gives the standard AWS chain the gateway's
+// access key with secretKey, and nothing else from the machine: no shared
+// config or profile, no CA bundle (with one, the SDK refuses a custom
+// HTTP client), no instance metadata.
+func credentialsInEnvironment(t *testing.T, secretKey string) {
+	t.Setenv("AWS_ACCESS_KEY_ID", access)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", secretKey)
+	for _, name := range []string{"AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_CA_BUNDLE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_REGION", "AWS_DEFAULT_REGION"} {
+		t.Setenv(name, "")
+	}
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 }
 
 func TestVersityGWConformance(t *testing.T) {
@@ -193,10 +204,7 @@ func TestVersityGWIfMatchOnMissingKey(t *testing.T) {
 // TestVersityGWBadCredentials: a wrong secret is refused at once, not
 // retried as if the store were down, and the secret is not in the error.
 func TestVersityGWBadCredentials(t *testing.T) {
-	t.Setenv("AWS_ACCESS_KEY_ID", access)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret-value")
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	credentialsInEnvironment(t, "wrong-secret-value")
 	loc, err := store.ParseLocation(fmt.Sprintf("s3://%s/bad?endpoint=%s&path-style=true", bucket, endpoint))
 	if err != nil {
 		t.Fatal(err)

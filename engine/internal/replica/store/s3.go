@@ -33,7 +33,9 @@ type S3Options struct {
 	// of it and all of it. Defaults 50 ms and 2 s.
 	BaseBackoff, MaxBackoff time.Duration
 	// HTTPClient sends the requests; default a client of the SDK's own.
-	// Tests put a fault-injecting transport here.
+	// Tests put a fault-injecting transport here. The SDK refuses a plain
+	// *http.Client when AWS_CA_BUNDLE is set (it cannot add the bundle to
+	// it): OpenS3 then fails.
 	HTTPClient *http.Client
 }
 
