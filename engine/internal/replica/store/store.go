@@ -1,0 +1,120 @@
+// Package store is the object store a ledger is replicated to: a small
+// interface of annal's own (Put with a condition, Get, Head, List,
+// Delete), an S3 implementation on aws-sdk-go-v2, and an in-memory one
+// with the same semantics for unit tests.
+//
+// Keys are relative to the store's prefix: the S3 implementation puts
+// "s3://BUCKET/PREFIX" in front of every key and takes it off every key
+// it lists. ETags are opaque: a caller passes back exactly what Put, Get,
+// Head or List returned.
+//
+// Errors are matched with errors.Is against the sentinels below. Transient
+// failures (503 SlowDown, other 5xx, timeouts, reset connections) are
+// retried inside the implementation, with capped exponential backoff and
+// jitter, for as long as the context allows; what is left when the
+// retries run out wraps ErrUnavailable.
+package store
+
+import (
+	"context"
+	"errors"
+)
+
+// Store is an object store under one prefix. Implementations are safe for
+// concurrent use.
+type Store interface {
+	// Put writes data under key if cond holds and returns the new ETag.
+	// A failed condition is ErrPreconditionFailed; a concurrent conditional
+	// write to the same key may instead give ErrConflict, after which the
+	// caller may retry. If a conditional Put was retried after an attempt
+	// whose outcome is unknown (a timeout, a 5xx) and the retry finds the
+	// condition failed, the error wraps both ErrPreconditionFailed and
+	// ErrMaybeApplied: the earlier attempt may have written the object, and
+	// only reading it back tells.
+	Put(ctx context.Context, key string, data []byte, cond Condition) (etag string, err error)
+	// Get reads the whole object. A missing key is ErrNotFound.
+	Get(ctx context.Context, key string) (Object, error)
+	// Head returns an object's size and ETag. A missing key is ErrNotFound.
+	Head(ctx context.Context, key string) (ObjectInfo, error)
+	// List returns up to limit objects (limit <= 0 means the store's page
+	// size, at most 1000) whose keys start with prefix and sort after
+	// startAfter, in byte order of their keys. When Page.Truncated is set,
+	// more follow: call again with startAfter set to the last key returned.
+	List(ctx context.Context, prefix, startAfter string, limit int) (Page, error)
+	// Delete removes key. Deleting a missing key is not an error (S3 answers
+	// 204 either way).
+	Delete(ctx context.Context, key string) error
+}
+
+// Condition is the precondition of a Put. The zero Condition writes
+// unconditionally.
+type Condition struct {
+	// IfNoneMatch makes the Put create-only (If-None-Match: *): it fails
+	// with ErrPreconditionFailed if the key exists.
+	IfNoneMatch bool
+	// IfMatch, when set, makes the Put replace only the object with this
+	// ETag (If-Match): it fails with ErrPreconditionFailed if the key holds
+	// another ETag. A missing key fails too: with ErrPreconditionFailed on
+	// the in-memory store, and ErrNotFound or ErrPreconditionFailed on S3
+	// (AWS answers 404 NoSuchKey).
+	IfMatch string
+}
+
+// CreateOnly is the Condition of a Put that must not replace anything.
+func CreateOnly() Condition { return Condition{IfNoneMatch: true} }
+
+// ReplaceIf is the Condition of a Put that replaces only the object whose
+// ETag is etag.
+func ReplaceIf(etag string) Condition { return Condition{IfMatch: etag} }
+
+// Object is a whole object as Get returns it.
+type Object struct {
+	Data []byte
+	ETag string
+}
+
+// ObjectInfo describes an object without its data.
+type ObjectInfo struct {
+	// Key is relative to the store's prefix.
+	Key  string
+	Size int64
+	ETag string
+}
+
+// Page is one page of List.
+type Page struct {
+	Objects []ObjectInfo
+	// Truncated is set when more objects follow the last one in Objects.
+	Truncated bool
+}
+
+var (
+	// ErrNotFound is returned by Get and Head for a key that holds no
+	// object (HTTP 404).
+	ErrNotFound = errors.New("store: object not found")
+	// ErrPreconditionFailed is returned by Put when its Condition does not
+	// hold (HTTP 412): the key exists for IfNoneMatch, or holds another
+	// ETag for IfMatch.
+	ErrPreconditionFailed = errors.New("store: precondition failed")
+	// ErrMaybeApplied accompanies ErrPreconditionFailed when an earlier
+	// attempt of the same Put had an unknown outcome: the object found may
+	// be the caller's own.
+	ErrMaybeApplied = errors.New("store: an earlier attempt may have been applied")
+	// ErrConflict is returned by Put when a concurrent conditional write to
+	// the same key was in progress (HTTP 409 ConditionalRequestConflict).
+	// Nothing was written; the caller may retry.
+	ErrConflict = errors.New("store: conflicting conditional request")
+	// ErrUnavailable wraps the last transient failure when the retries ran
+	// out before the context did: the store did not answer usefully in
+	// time. The outcome of a Put that ends so is unknown.
+	ErrUnavailable = errors.New("store: unavailable")
+)
+
+// maybeAppliedError is ErrPreconditionFailed after an ambiguous attempt.
+type maybeAppliedError struct{ err error }
+
+func (e *maybeAppliedError) Error() string {
+	return e.err.Error() + " (an earlier attempt may have been applied)"
+}
+
+func (e *maybeAppliedError) Unwrap() []error { return []error{e.err, ErrMaybeApplied} }

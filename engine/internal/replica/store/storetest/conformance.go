@@ -1,0 +1,241 @@
+// Package storetest is the conformance table of store.Store: every
+// implementation runs it, the in-memory one in the store package's tests
+// and the S3 one against a real S3 server in the s3test module.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/annal-db/annal/engine/internal/replica/store"
+)
+
+// Run runs the conformance table against the stores that open makes: one
+// fresh, empty store per case.
+func Run(t *testing.T, open func(t *testing.T) store.Store) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.run(t, context.Background(), open(t))
+		})
+	}
+}
+
+var cases = []struct {
+	name string
+	run  func(t *testing.T, ctx context.Context, s store.Store)
+}{
+	{"PutThenGetAndHead", func(t *testing.T, ctx context.Context, s store.Store) {
+		etag := put(t, ctx, s, "a/b", "hello", store.Condition{})
+		o, err := s.Get(ctx, "a/b")
+		if err != nil || string(o.Data) != "hello" || o.ETag != etag {
+			t.Fatalf("Get = %q %s, %v; want hello %s", o.Data, o.ETag, err, etag)
+		}
+		info, err := s.Head(ctx, "a/b")
+		if err != nil || info.Size != 5 || info.ETag != etag || info.Key != "a/b" {
+			t.Fatalf("Head = %+v, %v; want a/b size 5 %s", info, err, etag)
+		}
+	}},
+	{"EmptyObject", func(t *testing.T, ctx context.Context, s store.Store) {
+		put(t, ctx, s, "empty", "", store.CreateOnly())
+		o, err := s.Get(ctx, "empty")
+		if err != nil || len(o.Data) != 0 {
+			t.Fatalf("Get = %q, %v; want empty", o.Data, err)
+		}
+	}},
+	{"MissingKeyNotFound", func(t *testing.T, ctx context.Context, s store.Store) {
+		if _, err := s.Get(ctx, "missing"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Get missing: %v, want ErrNotFound", err)
+		}
+		if _, err := s.Head(ctx, "missing"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Head missing: %v, want ErrNotFound", err)
+		}
+	}},
+	{"CreateOnlyRefusesExisting", func(t *testing.T, ctx context.Context, s store.Store) {
+		put(t, ctx, s, "k", "first", store.CreateOnly())
+		_, err := s.Put(ctx, "k", []byte("second"), store.CreateOnly())
+		if !errors.Is(err, store.ErrPreconditionFailed) {
+			t.Fatalf("second create-only Put: %v, want ErrPreconditionFailed", err)
+		}
+		if errors.Is(err, store.ErrMaybeApplied) {
+			t.Errorf("a Put without an ambiguous attempt says it may have been applied: %v", err)
+		}
+		want(t, ctx, s, "k", "first")
+	}},
+	{"CreateOnlyRefusesSameBytes", func(t *testing.T, ctx context.Context, s store.Store) {
+		// A retried create of the same bytes is refused too: only reading
+		// back tells a caller that the object is its own.
+		put(t, ctx, s, "k", "same", store.CreateOnly())
+		if _, err := s.Put(ctx, "k", []byte("same"), store.CreateOnly()); !errors.Is(err, store.ErrPreconditionFailed) {
+			t.Fatalf("create-only Put of the same bytes: %v, want ErrPreconditionFailed", err)
+		}
+	}},
+	{"ReplaceIfMatch", func(t *testing.T, ctx context.Context, s store.Store) {
+		etag := put(t, ctx, s, "cp", "v1", store.CreateOnly())
+		etag2 := put(t, ctx, s, "cp", "v2", store.ReplaceIf(etag))
+		if etag2 == etag {
+			t.Errorf("replacing v1 with v2 kept the ETag %s", etag)
+		}
+		want(t, ctx, s, "cp", "v2")
+		// The old ETag no longer matches.
+		if _, err := s.Put(ctx, "cp", []byte("v3"), store.ReplaceIf(etag)); !errors.Is(err, store.ErrPreconditionFailed) {
+			t.Fatalf("Put with a stale ETag: %v, want ErrPreconditionFailed", err)
+		}
+		want(t, ctx, s, "cp", "v2")
+	}},
+	{"ReplaceIfWrongETag", func(t *testing.T, ctx context.Context, s store.Store) {
+		put(t, ctx, s, "cp", "v1", store.Condition{})
+		_, err := s.Put(ctx, "cp", []byte("v2"), store.ReplaceIf(`"0123456789abcdef0123456789abcdef"`))
+		if !errors.Is(err, store.ErrPreconditionFailed) {
+			t.Fatalf("Put with a wrong ETag: %v, want ErrPreconditionFailed", err)
+		}
+		want(t, ctx, s, "cp", "v1")
+	}},
+	{"ReplaceIfOnMissingKey", func(t *testing.T, ctx context.Context, s store.Store) {
+		_, err := s.Put(ctx, "none", []byte("v"), store.ReplaceIf(`"0123456789abcdef0123456789abcdef"`))
+		if !errors.Is(err, store.ErrPreconditionFailed) && !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("If-Match Put on a missing key: %v, want ErrPreconditionFailed or ErrNotFound", err)
+		}
+		if _, err := s.Get(ctx, "none"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("the refused Put left an object: %v", err)
+		}
+	}},
+	{"UnconditionalReplaces", func(t *testing.T, ctx context.Context, s store.Store) {
+		put(t, ctx, s, "k", "v1", store.Condition{})
+		put(t, ctx, s, "k", "v2", store.Condition{})
+		want(t, ctx, s, "k", "v2")
+	}},
+	{"DeleteThenMissing", func(t *testing.T, ctx context.Context, s store.Store) {
+		put(t, ctx, s, "k", "v", store.Condition{})
+		if err := s.Delete(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get(ctx, "k"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("Get after Delete: %v, want ErrNotFound", err)
+		}
+		if err := s.Delete(ctx, "k"); err != nil {
+			t.Fatalf("Delete of a missing key: %v, want nil", err)
+		}
+		// A deleted key can be created again: this is why garbage
+		// collection must never delete what a zombie could re-create.
+		put(t, ctx, s, "k", "again", store.CreateOnly())
+	}},
+	{"ListPrefixStartAfterPages", func(t *testing.T, ctx context.Context, s store.Store) {
+		for _, k := range []string{"wal/3", "wal/1", "wal/5", "wal/2", "wal/4", "seg/1", "walrus"} {
+			put(t, ctx, s, k, "x"+k, store.CreateOnly())
+		}
+		var got []string
+		startAfter, pages := "", 0
+		for {
+			p, err := s.List(ctx, "wal/", startAfter, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages++
+			if len(p.Objects) > 2 {
+				t.Fatalf("page of %d objects, limit 2", len(p.Objects))
+			}
+			for _, o := range p.Objects {
+				got = append(got, o.Key)
+				if o.Size != int64(len("x"+o.Key)) || o.ETag == "" {
+					t.Errorf("listed %+v: wrong size or no ETag", o)
+				}
+			}
+			if !p.Truncated {
+				break
+			}
+			if pages > 10 {
+				t.Fatal("List never ends")
+			}
+			startAfter = got[len(got)-1]
+		}
+		if fmt.Sprint(got) != "[wal/1 wal/2 wal/3 wal/4 wal/5]" || pages != 3 {
+			t.Fatalf("listed %v in %d pages, want wal/1..wal/5 in 3", got, pages)
+		}
+		p, err := s.List(ctx, "wal/", "wal/3", 0)
+		if err != nil || len(p.Objects) != 2 || p.Objects[0].Key != "wal/4" || p.Truncated {
+			t.Fatalf("List after wal/3 = %+v, %v; want wal/4 wal/5", p, err)
+		}
+		p, err = s.List(ctx, "", "", 0)
+		if err != nil || len(p.Objects) != 7 {
+			t.Fatalf("List of everything = %+v, %v; want 7 objects", p, err)
+		}
+		p, err = s.List(ctx, "nothing/", "", 0)
+		if err != nil || len(p.Objects) != 0 || p.Truncated {
+			t.Fatalf("List of an empty prefix = %+v, %v", p, err)
+		}
+	}},
+	{"RacingCreatesOneWins", func(t *testing.T, ctx context.Context, s store.Store) {
+		const n = 8
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = s.Put(ctx, "manifest/1", []byte(fmt.Sprintf("writer %d", i)), store.CreateOnly())
+			}()
+		}
+		wg.Wait()
+		winner, refused, conflicts := -1, 0, 0
+		defer func() { t.Logf("%d racing creates: %d refused with 412, %d with 409", n, refused, conflicts) }()
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				if winner >= 0 {
+					t.Fatalf("writers %d and %d both created the key", winner, i)
+				}
+				winner = i
+			case errors.Is(err, store.ErrPreconditionFailed):
+				refused++
+			case errors.Is(err, store.ErrConflict):
+				conflicts++
+			default:
+				t.Fatalf("writer %d: %v", i, err)
+			}
+		}
+		if winner < 0 {
+			// Every racer may get 409 on S3; then nothing was written.
+			if _, err := s.Get(ctx, "manifest/1"); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("no writer won but the key holds an object: %v", err)
+			}
+			return
+		}
+		want(t, ctx, s, "manifest/1", fmt.Sprintf("writer %d", winner))
+	}},
+	{"ProbePasses", func(t *testing.T, ctx context.Context, s store.Store) {
+		if err := store.Probe(ctx, s, "probe/"); err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.List(ctx, "probe/", "", 0)
+		if err != nil || len(p.Objects) != 0 {
+			t.Fatalf("the probe left %+v, %v", p.Objects, err)
+		}
+	}},
+}
+
+func put(t *testing.T, ctx context.Context, s store.Store, key, data string, cond store.Condition) string {
+	t.Helper()
+	etag, err := s.Put(ctx, key, []byte(data), cond)
+	if err != nil {
+		t.Fatalf("Put %s %+v: %v", key, cond, err)
+	}
+	if etag == "" {
+		t.Fatalf("Put %s returned no ETag", key)
+	}
+	return etag
+}
+
+func want(t *testing.T, ctx context.Context, s store.Store, key, data string) {
+	t.Helper()
+	o, err := s.Get(ctx, key)
+	if err != nil {
+		t.Fatalf("Get %s: %v", key, err)
+	}
+	if !bytes.Equal(o.Data, []byte(data)) {
+		t.Fatalf("Get %s = %q, want %q", key, o.Data, data)
+	}
+}
