@@ -59,32 +59,18 @@ func zeroRecordPayload(t *testing.T, ldir string, seq uint64) {
 	t.Fatalf("no record #%d in %s", seq, ldir)
 }
 
-// TestRefusedLedgerTreeFileNotCut: the writer's Open must not cut a tree
-// file before it refuses the ledger (docs/badinput.md S10: "nothing is cut
-// or replaced before the ledger is judged"). The state: a checkpoint file
-// and signer state of 21 events put back (both agree, the events give
-// their root), the tree file of 41 leaves, and record #30 damaged in
-// place below the index's progress (the segments' recovery trusts it).
-// Open passes the evidence, cuts the tree file to 21 leaves, then fails to
-// extend it from the segments and refuses the ledger: the leaves of #22 to
-// #41 (the hashes of the events as they were written) are gone. Seen with
-// the command: a restore by `cp -a older/. DIR/` over a running writer,
-// then `annal append` cut a 20 MB tree file to 9,536 bytes and refused the
-// ledger.
-func TestRefusedLedgerTreeFileNotCut(t *testing.T) {
-	t.Parallel()
+// checkpointPutBackLedger returns a data directory (and the folder of its
+// ledger acct) of 41 events whose checkpoint file and signer state were
+// put back to those of 21 events (both agree, and the events give their
+// root), with record #30 damaged in place (its payload zeroed) below the
+// index's progress.
+func checkpointPutBackLedger(t *testing.T) (dir, ldir string) {
+	t.Helper()
 	ctx := context.Background()
 	dir, id := checkpointLedger(t)
-	ldir := filepath.Join(dir, "ledgers", id)
-	keep := func(name string) []byte {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	ck21 := keep(filepath.Join(ldir, checkpointFileName))
-	state21 := keep(filepath.Join(dir, "signing.key.state"))
+	ldir = filepath.Join(dir, "ledgers", id)
+	ck21 := readFile(t, filepath.Join(ldir, checkpointFileName))
+	state21 := readFile(t, filepath.Join(dir, "signing.key.state"))
 	db := openTest(t, dir)
 	for i := range 20 {
 		if _, err := db.Append(ctx, "acct", []EventInput{order(100 + i)}, nil); err != nil {
@@ -101,7 +87,25 @@ func TestRefusedLedgerTreeFileNotCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	zeroRecordPayload(t, ldir, 30)
-	treeBefore := keep(filepath.Join(ldir, treeFileName))
+	return dir, ldir
+}
+
+// TestRefusedLedgerTreeFileNotCut: the writer's Open must not cut a tree
+// file before it refuses the ledger (docs/badinput.md S10: "nothing is cut
+// or replaced before the ledger is judged"). The state: a checkpoint file
+// and signer state of 21 events put back (both agree, the events give
+// their root), the tree file of 41 leaves, and record #30 damaged in
+// place below the index's progress (the segments' recovery trusts it).
+// Open passes the evidence, cuts the tree file to 21 leaves, then fails to
+// extend it from the segments and refuses the ledger: the leaves of #22 to
+// #41 (the hashes of the events as they were written) are gone. Seen with
+// the command: a restore by `cp -a older/. DIR/` over a running writer,
+// then `annal append` cut a 20 MB tree file to 9,536 bytes and refused the
+// ledger.
+func TestRefusedLedgerTreeFileNotCut(t *testing.T) {
+	t.Parallel()
+	dir, ldir := checkpointPutBackLedger(t)
+	treeBefore := readFile(t, filepath.Join(ldir, treeFileName))
 	db, err := Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +115,7 @@ func TestRefusedLedgerTreeFileNotCut(t *testing.T) {
 	if !refused {
 		t.Fatalf("ledger acct with record #30 zeroed is not refused")
 	}
-	if after := keep(filepath.Join(ldir, treeFileName)); !bytes.Equal(after, treeBefore) {
+	if after := readFile(t, filepath.Join(ldir, treeFileName)); !bytes.Equal(after, treeBefore) {
 		t.Errorf("the writer's Open changed the tree file of the ledger it refused (%v): %d bytes before, %d after", refusal, len(treeBefore), len(after))
 	}
 }
@@ -192,29 +196,7 @@ func TestWriterRefusesForgedEventAsReaderDoes(t *testing.T) {
 func TestRefusedLedgerTornTailNotCut(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir, id := checkpointLedger(t)
-	ldir := filepath.Join(dir, "ledgers", id)
-	keep := func(name string) []byte {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	ck21 := keep(filepath.Join(ldir, checkpointFileName))
-	state21 := keep(filepath.Join(dir, "signing.key.state"))
-	db := openTest(t, dir)
-	appendEvents(t, db, "acct", 20, appendSpec{Event: placed, Batch: batchesOf(7)})
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(ldir, checkpointFileName), ck21, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "signing.key.state"), state21, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	zeroRecordPayload(t, ldir, 30)
+	dir, ldir := checkpointPutBackLedger(t)
 	segs, err := filepath.Glob(filepath.Join(ldir, "*.seg"))
 	if err != nil || len(segs) == 0 {
 		t.Fatalf("segments: %v %v", segs, err)
@@ -229,8 +211,8 @@ func TestRefusedLedgerTornTailNotCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	before := keep(last)
-	db, err = Open(dir, nil)
+	before := readFile(t, last)
+	db, err := Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +222,7 @@ func TestRefusedLedgerTornTailNotCut(t *testing.T) {
 		_, aerr := db.Append(ctx, "acct", []EventInput{order(1)}, nil)
 		t.Fatalf("ledger acct with record #30 zeroed is not refused (append: %v)", aerr)
 	}
-	if after := keep(last); !bytes.Equal(after, before) {
+	if after := readFile(t, last); !bytes.Equal(after, before) {
 		t.Errorf("the writer's Open changed the segment of the ledger it refused (%v): %d bytes before, %d after", refusal, len(before), len(after))
 	}
 }
