@@ -44,15 +44,17 @@ const latencySpike = 200 * time.Millisecond
 // faultProxy is a reverse proxy in front of the S3 server that injects
 // faults chosen per request by a seeded policy: with probability rate, one
 // of classes drawn at random, when eligible (if set) allows it for that
-// request.
+// request. A script, if set, chooses the first requests' faults instead,
+// one a request.
 type faultProxy struct {
 	target   string // host:port of the server
 	rate     float64
 	classes  []fault
 	eligible func(r *http.Request, f fault) bool
 
-	mu  sync.Mutex
-	rng *rand.Rand
+	mu     sync.Mutex
+	rng    *rand.Rand
+	script []fault
 
 	requests atomic.Int64
 	counts   [faultClasses]atomic.Int64
@@ -86,6 +88,11 @@ func startFaultProxy(t *testing.T, seed uint64, rate float64, classes ...fault) 
 func (p *faultProxy) choose(r *http.Request) fault {
 	p.mu.Lock()
 	f := forward
+	if len(p.script) > 0 {
+		f, p.script = p.script[0], p.script[1:]
+		p.mu.Unlock()
+		return f
+	}
 	if p.rng.Float64() < p.rate && len(p.classes) > 0 {
 		f = p.classes[p.rng.IntN(len(p.classes))]
 	}
@@ -152,6 +159,11 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header()[k] = v
 	}
 	if f == resetMidBody {
+		if r.Method == http.MethodHead || len(body) == 0 {
+			// No body to cut: the answer is lost whole.
+			hangUp(w)
+			return
+		}
 		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
 		w.WriteHeader(status)
 		w.Write(body[:len(body)/2])
