@@ -332,11 +332,12 @@ func classify(err error) error {
 		return errTransient
 	case code == "SlowDown" || code == "RequestTimeout" || code == "InternalError":
 		return errTransient
-	case status != 0:
+	case status != 0 && (status < 200 || status > 299):
 		return nil
 	}
-	// No HTTP response: the request timed out, the connection was
-	// refused or reset, the response was cut short.
+	// No HTTP response, or a success whose body did not arrive whole: the
+	// request timed out, the connection was refused or reset, the response
+	// was cut short.
 	var ne net.Error
 	var se *smithyhttp.RequestSendError
 	if errors.As(err, &ne) || errors.As(err, &se) || errors.Is(err, context.DeadlineExceeded) ||
