@@ -237,7 +237,7 @@ func (s *S3) Delete(ctx context.Context, key string) error {
 
 // do runs attempt until it succeeds, fails for good, the attempts run out
 // or ctx is done, waiting between attempts. conditional marks a Put with a
-// Condition: a 412 after an ambiguous attempt then also wraps
+// Condition: a 412 or 409 after an ambiguous attempt then also wraps
 // ErrMaybeApplied.
 func (s *S3) do(ctx context.Context, what string, conditional bool, attempt func(context.Context) error) error {
 	ambiguous := false
@@ -259,7 +259,13 @@ func (s *S3) do(ctx context.Context, what string, conditional bool, attempt func
 				return &maybeAppliedError{err}
 			}
 			return err
-		case ErrNotFound, ErrConflict:
+		case ErrConflict:
+			err = fmt.Errorf("%s: %w (%s)", what, class, errorCode(err))
+			if conditional && ambiguous {
+				return &maybeAppliedError{err}
+			}
+			return err
+		case ErrNotFound:
 			return fmt.Errorf("%s: %w (%s)", what, class, errorCode(err))
 		case nil:
 			return fmt.Errorf("store: %s in s3://%s/%s: %w", what, s.loc.Bucket, s.loc.Prefix, err)

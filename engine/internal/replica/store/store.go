@@ -28,9 +28,10 @@ type Store interface {
 	// write to the same key may instead give ErrConflict, after which the
 	// caller may retry. If a conditional Put was retried after an attempt
 	// whose outcome is unknown (a timeout, a 5xx) and the retry finds the
-	// condition failed, the error wraps both ErrPreconditionFailed and
-	// ErrMaybeApplied: the earlier attempt may have written the object, and
-	// only reading it back tells.
+	// condition failed (or meets a conflict), the error wraps both
+	// ErrPreconditionFailed (or ErrConflict) and ErrMaybeApplied: the
+	// earlier attempt may have written the object, and only reading it back
+	// tells.
 	Put(ctx context.Context, key string, data []byte, cond Condition) (etag string, err error)
 	// Get reads the whole object. A missing key is ErrNotFound.
 	Get(ctx context.Context, key string) (Object, error)
@@ -96,13 +97,14 @@ var (
 	// hold (HTTP 412): the key exists for IfNoneMatch, or holds another
 	// ETag for IfMatch.
 	ErrPreconditionFailed = errors.New("store: precondition failed")
-	// ErrMaybeApplied accompanies ErrPreconditionFailed when an earlier
-	// attempt of the same Put had an unknown outcome: the object found may
-	// be the caller's own.
+	// ErrMaybeApplied accompanies ErrPreconditionFailed or ErrConflict
+	// when an earlier attempt of the same Put had an unknown outcome: the
+	// object found may be the caller's own.
 	ErrMaybeApplied = errors.New("store: an earlier attempt may have been applied")
 	// ErrConflict is returned by Put when a concurrent conditional write to
 	// the same key was in progress (HTTP 409 ConditionalRequestConflict).
-	// Nothing was written; the caller may retry.
+	// This request wrote nothing (an earlier attempt of the same Put may
+	// have: then ErrMaybeApplied is wrapped too); the caller may retry.
 	ErrConflict = errors.New("store: conflicting conditional request")
 	// ErrUnavailable wraps the last transient failure when the retries ran
 	// out before the context did: the store did not answer usefully in
@@ -110,7 +112,8 @@ var (
 	ErrUnavailable = errors.New("store: unavailable")
 )
 
-// maybeAppliedError is ErrPreconditionFailed after an ambiguous attempt.
+// maybeAppliedError is ErrPreconditionFailed or ErrConflict after an
+// ambiguous attempt.
 type maybeAppliedError struct{ err error }
 
 func (e *maybeAppliedError) Error() string {
