@@ -34,10 +34,6 @@ var faultNames = [faultClasses]string{"none", "500", "503 SlowDown", "409 Condit
 
 func (f fault) String() string { return faultNames[f] }
 
-// reachesServer reports whether the request reaches the server under f:
-// the client cannot tell whether it was applied.
-func (f fault) reachesServer() bool { return f >= lostResponse }
-
 // latencySpike is how long a latency fault holds a request back.
 const latencySpike = 200 * time.Millisecond
 
