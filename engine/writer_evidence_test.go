@@ -366,12 +366,7 @@ func TestStampedSegmentForgedWithModTimeSetBack(t *testing.T) {
 	if err := os.Chtimes(seg, fi.ModTime(), fi.ModTime()); err != nil {
 		t.Fatal(err)
 	}
-	if bad := readerVerdict(t, dir, "pay", id); !errors.Is(bad, ErrRewritten) {
-		t.Fatalf("the read-only open: ledger pay is %v, want ErrRewritten", bad)
-	}
-	if u := writerVerdict(t, dir, "pay", id); !errors.Is(u, ErrRewritten) {
-		t.Errorf("the writer's Open: ledger pay is %v, want ErrRewritten", u)
-	}
+	bothRefuseRewritten(t, dir, id)
 }
 
 // TestForgedEventAfterTheStampedSegments: events forged in place in the
@@ -401,12 +396,7 @@ func TestForgedEventAfterTheStampedSegments(t *testing.T) {
 				seq = 1 + 200 // the last event
 			}
 			forgeEvent(t, ldir, seq, `"amount":100`, `"amount":999`, mrand.New(mrand.NewPCG(7, 32)))
-			if bad := readerVerdict(t, dir, "pay", id); !errors.Is(bad, ErrRewritten) {
-				t.Fatalf("the read-only open: ledger pay is %v, want ErrRewritten", bad)
-			}
-			if u := writerVerdict(t, dir, "pay", id); !errors.Is(u, ErrRewritten) {
-				t.Errorf("the writer's Open: ledger pay is %v, want ErrRewritten", u)
-			}
+			bothRefuseRewritten(t, dir, id)
 		})
 	}
 }
@@ -1021,5 +1011,17 @@ func TestAcceptLedgerWithStamps(t *testing.T) {
 		if bad, u := readerVerdict(t, dir, "pay", id), writerVerdict(t, dir, "pay", id); bad != nil || u != nil {
 			t.Fatalf("after AcceptLedger: the reader says %v, the writer %v", bad, u)
 		}
+	}
+}
+
+// bothRefuseRewritten checks that a reader and the writer's Open both
+// refuse ledger pay (ID id) in dir as rewritten (ErrRewritten).
+func bothRefuseRewritten(t *testing.T, dir, id string) {
+	t.Helper()
+	if bad := readerVerdict(t, dir, "pay", id); !errors.Is(bad, ErrRewritten) {
+		t.Fatalf("the read-only open: ledger pay is %v, want ErrRewritten", bad)
+	}
+	if u := writerVerdict(t, dir, "pay", id); !errors.Is(u, ErrRewritten) {
+		t.Errorf("the writer's Open: ledger pay is %v, want ErrRewritten", u)
 	}
 }
