@@ -1,5 +1,7 @@
 package segment
 
+import "github.com/annal-db/annal/eventid"
+
 // Hooks are the owner's part of every commit: the calls a Log makes into
 // the code that owns it (the engine: its conditions, index, Merkle tree
 // and readers' view) while it commits a group of batches. They are given
@@ -28,7 +30,8 @@ package segment
 //     and Aborted is called for each accepted batch, in reverse commit
 //     order: what Written did was for records that are not in the log.
 //  4. The head moves and is published (Head, and Durable after a sync),
-//     then Committed is called with the whole group.
+//     then Records is called with the group's bytes, then Committed
+//     with the whole group.
 //  5. Only then is any of the group's Appends woken, and only then does
 //     the next group's step 1 begin.
 //
@@ -68,6 +71,31 @@ type Hooks struct {
 	// finish a group's work for all its appenders at once, so that each
 	// is woken once with nothing left to wait for.
 	Committed func(group []*Batch)
+	// Records is called once a group is committed, just before
+	// Committed, with the group's records as the segment holds them:
+	// the bytes of their frames, one after the other, exactly as they
+	// were written (format.md §6). A group never spans segments, so the
+	// span is one range of one segment. It lets the owner ship the
+	// records elsewhere (a replica) byte for byte. Span.Bytes is the
+	// Log's own buffer, valid only during the call: copy what is kept.
+	Records func(s Span)
+}
+
+// Span is a committed group's records, as Hooks.Records gets them.
+type Span struct {
+	// Segment and Offset are where the first record's frame is.
+	Segment uint64
+	Offset  int64
+	// Bytes are the frames, as written: Bytes[0] is at Offset.
+	Bytes []byte
+	// FirstSeq and FirstID are the first record's sequence number and ID.
+	FirstSeq uint64
+	FirstID  eventid.ID
+	// Last is the group's last record: the Log's head after the group.
+	Last Head
+	// Durable says that the span was synced before the call (the group
+	// held a Sync batch); else it may still be in the page cache only.
+	Durable bool
 }
 
 // callHook calls a group hook (Hooks.Written, Hooks.Committed) with the

@@ -885,6 +885,14 @@ func (l *Log) commit(group []*pending) {
 	if invariants.Enabled {
 		l.checkInvariants()
 	}
+	if records := l.opts.Hooks.Records; records != nil {
+		first := accepted[0].b
+		records(Span{
+			Segment: l.segNum, Offset: base, Bytes: l.buf,
+			FirstSeq: first.FirstSeq, FirstID: first.IDs[0],
+			Last: head, Durable: sync,
+		})
+	}
 	if committed := l.opts.Hooks.Committed; committed != nil {
 		l.callHook(committed, accepted)
 	}
