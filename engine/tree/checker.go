@@ -167,3 +167,19 @@ func (b *Builder) Root() Hash {
 	}
 	return h
 }
+
+// Builder returns a Builder holding the first n leaves of f (n <= Size),
+// its frontier read from the file: the leaves after n are then Added to
+// it, for the roots of trees larger than the file (a replica's chunks).
+func (f *File) Builder(n uint64) (*Builder, error) {
+	if size := f.Size(); n > size {
+		return nil, fmt.Errorf("%w: %s: builder at size %d, the tree has %d", ErrRange, f.path, n, size)
+	}
+	b := &Builder{}
+	b.front.reset(n, f)
+	if err := b.front.load(f); err != nil {
+		return nil, fmt.Errorf("tree: builder of %s at size %d: %w", f.path, n, err)
+	}
+	b.front.fallback = nil // from here on, nothing comes from the file
+	return b, nil
+}
