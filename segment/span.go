@@ -68,3 +68,108 @@ func (r spanReader) ReadAt(p []byte, off int64) (int, error) {
 	}
 	return n, nil
 }
+
+// ReadSpan reads committed records from the one at from (its segment
+// and offset; Size is not used) as a Span, the bytes of their frames as
+// the segment holds them: at least one batch, whole batches only, at most
+// max bytes unless the first batch alone is larger, all in from's
+// segment. Each record read is checked (frame CRC, chain) and given to
+// each, if not nil, with its location (valid during the call only): the
+// records of the span, and maybe some of a batch after it that was begun
+// and left out (over max), which the caller drops (those after
+// Span.Last). Span.Durable says whether the whole span is durable. A
+// from past the committed end is an error.
+func (l *Log) ReadSpan(from Location, max int, each func(r *Record, loc Location)) (Span, error) {
+	it := l.NewIterator(from.Segment, from.Offset)
+	defer it.Close()
+	var s Span
+	n := 0
+	var batchEnd Head // the last record of the last whole batch read
+	for {
+		if !it.Next() {
+			if err := it.Err(); err != nil {
+				return Span{}, fmt.Errorf("segment: read span from segment %d at %d: %w", from.Segment, from.Offset, err)
+			}
+			break
+		}
+		r, loc := it.Record(), it.Location()
+		if loc.Segment != from.Segment {
+			break
+		}
+		if n == 0 {
+			s.Segment, s.Offset, s.FirstSeq, s.FirstID = loc.Segment, loc.Offset, r.Seq, r.ID
+		}
+		if batchEnd.Seq != 0 && loc.End()-s.Offset > int64(max) {
+			break // the batch goes over max: left for the next span
+		}
+		if each != nil {
+			each(r, loc)
+		}
+		n++
+		s.Last = Head{ID: r.ID, Seq: r.Seq, Loc: loc}
+		if !r.more {
+			batchEnd = s.Last
+			if loc.End()-s.Offset >= int64(max) {
+				break
+			}
+		}
+	}
+	if batchEnd.Seq == 0 && n > 0 {
+		// The committed end is always a batch's end: records that end
+		// inside one are damage, never shipped.
+		return Span{}, &CorruptionError{File: segmentName(from.Segment), Offset: s.Last.Loc.Offset, Problem: "the committed records end inside a batch"}
+	}
+	s.Last = batchEnd
+	if n == 0 {
+		return Span{}, fmt.Errorf("segment: read span: no committed record at segment %d offset %d (the head is #%d)", from.Segment, from.Offset, l.Head().Seq)
+	}
+	size := s.Last.Loc.End() - s.Offset
+	s.Bytes = make([]byte, size)
+	f, err := l.readFile(from.Segment)
+	if err != nil {
+		return Span{}, err
+	}
+	defer f.release()
+	if m, err := f.ReadAt(s.Bytes, s.Offset); int64(m) < size {
+		return Span{}, fmt.Errorf("segment: read span of %s at %d: %d of %d bytes: %w", segmentName(from.Segment), s.Offset, m, size, err)
+	}
+	s.Durable = l.Durable().Seq >= s.Last.Seq
+	return s, nil
+}
+
+// ReadSealed returns sealed segment n's file, whole, and the sequence
+// numbers of its first and last records (each record checked as
+// ReadSpan checks them). The active segment is not sealed: an error.
+func (l *Log) ReadSealed(n uint64) (data []byte, first, last uint64, err error) {
+	if active := l.committed.Load().segNum; n == 0 || n >= active {
+		return nil, 0, 0, fmt.Errorf("segment: %s is not a sealed segment (the active one is %s)", segmentName(n), segmentName(active))
+	}
+	it := l.NewIterator(n, headerSize)
+	defer it.Close()
+	for it.Next() && it.Location().Segment == n {
+		if first == 0 {
+			first = it.Record().Seq
+		}
+		last = it.Record().Seq
+	}
+	if err := it.Err(); err != nil {
+		return nil, 0, 0, fmt.Errorf("segment: read sealed %s: %w", segmentName(n), err)
+	}
+	if first == 0 {
+		return nil, 0, 0, fmt.Errorf("segment: sealed %s holds no record", segmentName(n))
+	}
+	f, err := l.readFile(n)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	defer f.release()
+	size, _, err := l.committedSize(n, f)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	data = make([]byte, size)
+	if m, err := f.ReadAt(data, 0); int64(m) < size {
+		return nil, 0, 0, fmt.Errorf("segment: read sealed %s: %d of %d bytes: %w", segmentName(n), m, size, err)
+	}
+	return data, first, last, nil
+}
