@@ -37,8 +37,8 @@ type testLog struct {
 
 // spanInfo is where a committed span is.
 type spanInfo struct {
-	seg        uint64
-	off, end   int64
+	seg         uint64
+	off, end    int64
 	first, last uint64
 }
 

@@ -39,10 +39,10 @@ type writerState struct {
 	cfg Config
 
 	// Set by open, read-only afterwards.
-	tail       Tail
-	tailChunk  uint64 // the last chunk in the bucket at Open (0: none)
-	tailSum    Hash   // Sum of its object
-	tailRoot   Hash   // its Root
+	tail        Tail
+	tailChunk   uint64 // the last chunk in the bucket at Open (0: none)
+	tailSum     Hash   // Sum of its object
+	tailRoot    Hash   // its Root
 	manifestNo  uint64 // the newest manifest's number at Open (0: none)
 	manifestLow uint64 // the oldest manifest's number at Open
 
