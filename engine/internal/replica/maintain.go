@@ -1,0 +1,237 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/annal-db/annal/engine/internal/replica/store"
+)
+
+// maintainLoop stores sealed segments and the manifests naming them,
+// the checkpoint, and deletes what GC allows, whenever chunks are stored
+// and at least every maintainEvery.
+func (s *writerState) maintainLoop() {
+	defer s.wg.Done()
+	every := min(time.Second, max(s.cfg.GCGrace/4, 10*time.Millisecond))
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.maint:
+		case <-tick.C:
+		case <-s.ctx.Done():
+			return
+		}
+		if s.failed() {
+			continue
+		}
+		s.maintain(s.ctx)
+	}
+}
+
+// maintain does one round of the maintainer's work; an error is noted
+// (Status.LastError) and the work tried again next round, unless it is
+// fatal.
+func (s *writerState) maintain(ctx context.Context) {
+	for _, step := range []func(context.Context) error{s.storeSeals, s.storeCheckpoint, s.collect} {
+		if err := step(ctx); err != nil {
+			if isFatal(err) {
+				s.fail(err)
+				return
+			}
+			if ctx.Err() == nil {
+				s.noteError(err)
+			}
+		}
+	}
+}
+
+// storeSeals stores the queued sealed segments whose records are all
+// stored, each followed by a manifest naming it.
+func (s *writerState) storeSeals(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		if len(s.seals) == 0 || s.fatal != nil {
+			s.mu.Unlock()
+			return nil
+		}
+		t, stored := s.seals[0], s.storedSeq
+		s.mu.Unlock()
+		if t.data == nil {
+			data, first, last, err := s.cfg.Source.Sealed(t.seg)
+			if err != nil {
+				return fmt.Errorf("replica: reading sealed segment %d: %w", t.seg, err)
+			}
+			t.data, t.first, t.last = data, first, last
+			s.mu.Lock()
+			s.seals[0] = t
+			s.mu.Unlock()
+		}
+		data, first, last := t.data, t.first, t.last
+		if stored < last {
+			return nil // its records are not all stored yet
+		}
+		key := SegmentKey(s.cfg.Ledger, first, last)
+		if err := s.create(ctx, key, data, s.judgeOther); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		next := s.manifest
+		s.mu.Unlock()
+		next.Segments, next.SealedSeq, next.Fence = t.seg, last, s.fence
+		if t.gc > next.GC {
+			next.GC = t.gc
+		}
+		if err := s.writeManifest(ctx, next); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.seals = s.seals[1:]
+		s.broadcastLocked() // Close waits for the seals
+		s.mu.Unlock()
+	}
+}
+
+// writeManifest writes m as the next manifest, create-only. A 412 means
+// another writer's manifest (fenced) unless it is this one's own.
+func (s *writerState) writeManifest(ctx context.Context, m Manifest) error {
+	s.mu.Lock()
+	num := s.manifestNum + 1
+	s.mu.Unlock()
+	m.Written = s.cfg.Now().UTC()
+	m.Writer = s.cfg.Identity
+	key := ManifestKey(s.cfg.Ledger, num)
+	data := m.Encode()
+	err := s.create(ctx, key, data, func(key string, found []byte) error {
+		other, err := DecodeManifest(key, s.cfg.Ledger, found)
+		if err != nil {
+			return fmt.Errorf("%w: %w", errDamage, err)
+		}
+		if other.Epoch > s.epoch {
+			return fmt.Errorf("%w: manifest %s has epoch %d (%s), this writer's is %d", ErrFenced, key, other.Epoch, other.Writer, s.epoch)
+		}
+		return fmt.Errorf("%w: replica: manifest %s (epoch %d, %s) is not the one this writer (epoch %d) wrote", errDamage, key, other.Epoch, other.Writer, s.epoch)
+	})
+	if err != nil {
+		return err
+	}
+	now := s.cfg.Now()
+	s.mu.Lock()
+	s.manifest, s.manifestNum, s.manifestAt, s.manifestChecked = m, num, now, now
+	s.mu.Unlock()
+	return nil
+}
+
+// storeCheckpoint stores the newest checkpoint given once every record
+// in it is stored, replacing the bucket's only with a larger one.
+func (s *writerState) storeCheckpoint(ctx context.Context) error {
+	s.mu.Lock()
+	msg, size, stored := s.checkpointMsg, s.checkpointSize, s.storedSeq
+	s.mu.Unlock()
+	if msg == nil || stored < size {
+		return nil
+	}
+	key := CheckpointKey(s.cfg.Ledger)
+	for try := 0; ; try++ {
+		cond := store.CreateOnly()
+		have := uint64(0)
+		o, err := s.cfg.Store.Get(ctx, key)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return fmt.Errorf("replica: read %s at %s: %w", key, s.cfg.Endpoint, err)
+		default:
+			if have, err = checkpointSize(o.Data); err != nil {
+				return fmt.Errorf("%w: replica: %s: %w", errDamage, key, err)
+			}
+			cond = store.ReplaceIf(o.ETag)
+		}
+		if have < size {
+			_, err = s.cfg.Store.Put(ctx, key, msg, cond)
+		}
+		switch {
+		case err == nil:
+			s.mu.Lock()
+			s.checkpointDone = max(s.checkpointDone, size, have)
+			if s.checkpointSize <= s.checkpointDone {
+				s.checkpointMsg = nil
+			}
+			s.mu.Unlock()
+			return nil
+		case (errors.Is(err, store.ErrPreconditionFailed) || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound)) && try < 5:
+			continue // replaced meanwhile: read it again
+		default:
+			return fmt.Errorf("replica: put %s at %s: %w", key, s.cfg.Endpoint, err)
+		}
+	}
+}
+
+// checkpointSize is the tree size of a signed checkpoint: its note's
+// second line.
+func checkpointSize(note []byte) (uint64, error) {
+	lines := bytes.SplitN(note, []byte("\n"), 3)
+	if len(lines) < 3 {
+		return 0, errors.New("not a checkpoint: fewer than three lines")
+	}
+	n, err := strconv.ParseUint(string(lines[1]), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("not a checkpoint: line 2 is %q, not a tree size", lines[1])
+	}
+	return n, nil
+}
+
+// collect deletes the chunks below the newest manifest's GC boundary
+// once GCGrace has passed since this writer wrote or read that
+// manifest, and the manifests below the newest two. It never deletes
+// seg/ objects.
+func (s *writerState) collect(ctx context.Context) error {
+	s.mu.Lock()
+	m, num, at, from, mfrom := s.manifest, s.manifestNum, s.manifestAt, s.gcDone, s.manifestsGCd
+	s.mu.Unlock()
+	if m.GC > from && s.cfg.Now().Sub(at) >= s.cfg.GCGrace {
+		prefix := LedgerPrefix(s.cfg.Ledger) + "wal/"
+		after := ""
+		if from > 1 {
+			after = ChunkKey(s.cfg.Ledger, from-1)
+		}
+		bound := ChunkKey(s.cfg.Ledger, m.GC)
+	list:
+		for {
+			page, err := s.cfg.Store.List(ctx, prefix, after, 0)
+			if err != nil {
+				return fmt.Errorf("replica: list %s at %s: %w", prefix, s.cfg.Endpoint, err)
+			}
+			for _, o := range page.Objects {
+				if o.Key >= bound {
+					break list
+				}
+				if err := s.cfg.Store.Delete(ctx, o.Key); err != nil {
+					return fmt.Errorf("replica: delete %s at %s: %w", o.Key, s.cfg.Endpoint, err)
+				}
+			}
+			if !page.Truncated || len(page.Objects) == 0 {
+				break
+			}
+			after = page.Objects[len(page.Objects)-1].Key
+		}
+		s.mu.Lock()
+		s.gcDone = max(s.gcDone, m.GC)
+		s.mu.Unlock()
+	}
+	if num > 2 && num-1 > mfrom {
+		for n := max(mfrom, 1); n < num-1; n++ {
+			key := ManifestKey(s.cfg.Ledger, n)
+			if err := s.cfg.Store.Delete(ctx, key); err != nil {
+				return fmt.Errorf("replica: delete %s at %s: %w", key, s.cfg.Endpoint, err)
+			}
+			s.mu.Lock()
+			s.manifestsGCd = n + 1
+			s.mu.Unlock()
+		}
+	}
+	return nil
+}

@@ -1,0 +1,198 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/annal-db/annal/engine/internal/replica/store"
+)
+
+// take fences the ledger (docs/replication.md, "Fencing"): the next
+// manifest at epoch + 1, then a fence chunk at the first free slot; then
+// it starts the cutter and the maintainer, which ship the local backlog.
+func (s *writerState) take(ctx context.Context) error {
+	if s.cfg.Source == nil {
+		return errors.New("replica: Take: Config.Source is nil")
+	}
+	s.mu.Lock()
+	taken, closed := s.taken, s.closed
+	s.mu.Unlock()
+	if taken || closed {
+		return errors.New("replica: Take on a Writer that took the ledger already, or is closed")
+	}
+	m, num, err := s.writeTakeManifest(ctx)
+	if err != nil {
+		return err
+	}
+	s.epoch = m.Epoch
+
+	// The tree at the tail: the fence chunk's root, and the builder the
+	// cutter feeds.
+	b, err := s.cfg.Source.Frontier(s.tail.Seq)
+	if err != nil {
+		return fmt.Errorf("replica: Take: the local Merkle tree at %d: %w", s.tail.Seq, err)
+	}
+	root := Hash(b.Root())
+	if s.tailChunk != 0 && root != s.tailRoot {
+		return fmt.Errorf("%w: the local Merkle root at size %d is not chunk %s's", ErrDiverged, s.tail.Seq, ChunkKey(s.cfg.Ledger, s.tailChunk))
+	}
+	fenceNo, fenceSum, err := s.writeFence(ctx, root)
+	if err != nil {
+		return err
+	}
+	now := s.cfg.Now()
+	s.fence = fenceNo
+	s.nextSeq = s.tail.Seq + 1
+	s.nextChunk = fenceNo + 1
+	s.prevSum = fenceSum
+	s.builder = b
+	s.lastSeg = s.tail.Segment
+	s.ctx, s.stop = context.WithCancel(context.Background())
+	s.wake = make(chan struct{}, 1)
+	s.maint = make(chan struct{}, 1)
+	s.slots = make(chan struct{}, s.cfg.Uploads)
+	for range s.cfg.Uploads {
+		s.slots <- struct{}{}
+	}
+
+	s.mu.Lock()
+	s.taken = true
+	s.manifest, s.manifestNum, s.manifestAt, s.manifestChecked = m, num, now, now
+	s.storedChunk, s.storedSeq, s.storedAt = fenceNo, s.tail.Seq, time.Now()
+	s.gcDone = 1 // chunks below m.GC may be left: collect lists them
+	s.manifestsGCd = s.manifestLow
+	head := s.cfg.Source.Head().Seq
+	s.backlogTo = head
+	s.lastAdded = max(s.lastAdded, head)
+	if head > s.tail.Seq {
+		s.ages = append([]ageMark{{last: head, at: now}}, s.ages...)
+	}
+	// Segments sealed before the tail's that the bucket lacks: their
+	// records are stored, the chunks holding them are not known here (the
+	// GC boundary stays).
+	for n := m.Segments + 1; n < s.tail.Segment; n++ {
+		s.seals = append(s.seals, sealTask{seg: n})
+	}
+	s.sealQueued = max(m.Segments, s.tail.Segment-1)
+	s.broadcastLocked()
+	s.mu.Unlock()
+
+	s.wg.Add(2)
+	go s.cutLoop()
+	go s.maintainLoop()
+	notify(s.wake)
+	notify(s.maint)
+	return nil
+}
+
+// writeTakeManifest writes the next manifest with the next epoch,
+// create-only, re-reading the newest after a 412.
+func (s *writerState) writeTakeManifest(ctx context.Context) (Manifest, uint64, error) {
+	m, num := s.tail.Manifest, s.manifestNo
+	for try := 0; ; try++ {
+		next := Manifest{
+			V:         ManifestVersion,
+			Ledger:    fmt.Sprintf("%08x", uint32(s.cfg.Ledger)),
+			Name:      s.cfg.Name,
+			Epoch:     m.Epoch + 1,
+			Writer:    s.cfg.Identity,
+			Segments:  m.Segments,
+			SealedSeq: m.SealedSeq,
+			GC:        m.GC,
+			Written:   s.cfg.Now().UTC(),
+		}
+		key := ManifestKey(s.cfg.Ledger, num+1)
+		data := next.Encode()
+		_, err := s.cfg.Store.Put(ctx, key, data, store.CreateOnly())
+		if err == nil {
+			return next, num + 1, nil
+		}
+		if errors.Is(err, store.ErrPreconditionFailed) || errors.Is(err, store.ErrConflict) {
+			if o, gerr := s.cfg.Store.Get(ctx, key); gerr == nil && bytes.Equal(o.Data, data) {
+				return next, num + 1, nil // an earlier attempt's
+			}
+		} else if ctx.Err() != nil {
+			return Manifest{}, 0, fmt.Errorf("replica: Take: write manifest %s at %s: %w", key, s.cfg.Endpoint, err)
+		}
+		if try+1 == takeTries {
+			return Manifest{}, 0, fmt.Errorf("replica: Take: manifest %s at %s: other writers took the ledger %d times in a row (epoch %d, %s); last error: %w",
+				key, s.cfg.Endpoint, takeTries, m.Epoch, m.Writer, err)
+		}
+		if !errors.Is(err, store.ErrPreconditionFailed) && !errors.Is(err, store.ErrConflict) {
+			time.Sleep(backoff(try))
+		}
+		nm, nnum, rerr := s.newestManifest(ctx)
+		if rerr != nil {
+			return Manifest{}, 0, fmt.Errorf("replica: Take: %w", rerr)
+		}
+		if nnum >= num {
+			m, num = nm, nnum
+		}
+	}
+}
+
+// writeFence writes the fence chunk at the first free slot after the
+// tail's chunk, taking in old-epoch fence chunks found there. It returns
+// its number and Sum.
+func (s *writerState) writeFence(ctx context.Context, root Hash) (uint64, Hash, error) {
+	n, prev := s.tailChunk+1, s.tailSum
+	micros := s.tail.ID.Micros()
+	if s.tail.Seq == 0 {
+		micros = 0
+	}
+	for try := 0; ; try++ {
+		c := Chunk{
+			Ledger: s.cfg.Ledger, Number: n, Epoch: s.epoch,
+			FirstSeq: s.tail.Seq + 1, LastSeq: s.tail.Seq,
+			FirstMicros: micros, LastMicros: micros,
+			Prev: prev, TreeSize: s.tail.Seq, Root: root,
+			Segment: uint32(s.tail.Segment), Offset: uint32(s.tail.Offset),
+		}
+		key := ChunkKey(s.cfg.Ledger, n)
+		data := c.Encode()
+		_, err := s.cfg.Store.Put(ctx, key, data, store.CreateOnly())
+		if err == nil {
+			return n, Sum(data), nil
+		}
+		if !errors.Is(err, store.ErrPreconditionFailed) && !errors.Is(err, store.ErrConflict) {
+			if ctx.Err() != nil || try > 20 {
+				return 0, Hash{}, fmt.Errorf("replica: Take: write fence chunk %s at %s: %w", key, s.cfg.Endpoint, err)
+			}
+			time.Sleep(backoff(try))
+			continue
+		}
+		o, gerr := s.cfg.Store.Get(ctx, key)
+		if errors.Is(gerr, store.ErrNotFound) {
+			continue // a conflict that wrote nothing
+		}
+		if gerr != nil {
+			return 0, Hash{}, fmt.Errorf("replica: Take: read back chunk %s at %s: %w", key, s.cfg.Endpoint, gerr)
+		}
+		if bytes.Equal(o.Data, data) {
+			return n, Sum(data), nil // an earlier attempt's
+		}
+		got, derr := DecodeChunk(key, s.cfg.Ledger, o.Data)
+		switch {
+		case derr != nil:
+			return 0, Hash{}, derr
+		case got.Epoch >= s.epoch:
+			return 0, Hash{}, fmt.Errorf("%w: chunk %s holds epoch %d, this writer's is %d", ErrFenced, key, got.Epoch, s.epoch)
+		case got.Fence() && got.LastSeq == s.tail.Seq && got.Prev == prev:
+			// An old epoch's fence after the tail: take it in.
+			n, prev = n+1, Sum(o.Data)
+		default:
+			return 0, Hash{}, fmt.Errorf("%w: chunk %s (epoch %d) holds records %d to %d after the tail this writer read (record %d)",
+				ErrBehind, key, got.Epoch, got.FirstSeq, got.LastSeq, s.tail.Seq)
+		}
+	}
+}
+
+// backoff is the pause before retry try (from 0) of a failed store
+// request: 20 ms doubling, at most 2 s.
+func backoff(try int) time.Duration {
+	d := 20 * time.Millisecond << min(try, 7)
+	return min(d, 2*time.Second)
+}

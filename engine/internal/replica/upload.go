@@ -1,0 +1,147 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/annal-db/annal/engine/internal/replica/store"
+	"github.com/annal-db/annal/segment/corruption"
+)
+
+// upload stores chunk c, retrying until it is stored, the Writer fails
+// (fenced, damage) or stops, then acknowledges it in chunk order and
+// frees its upload slot.
+func (s *writerState) upload(c cut) {
+	defer s.wg.Done()
+	defer func() { s.slots <- struct{}{} }()
+	for try := 0; ; try++ {
+		if s.ctx.Err() != nil || s.failed() {
+			return
+		}
+		err := s.syncFor(c)
+		if err == nil {
+			err = s.create(s.ctx, c.key, c.object, s.judgeChunk)
+		}
+		if err == nil {
+			s.stored(c)
+			return
+		}
+		if isFatal(err) {
+			s.fail(err)
+			return
+		}
+		s.noteError(err)
+		select {
+		case <-time.After(backoff(try)):
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// syncFor makes c's records durable locally before they are uploaded:
+// the bucket never holds records that a local crash could lose.
+func (s *writerState) syncFor(c cut) error {
+	if c.durable || s.cfg.Source.Durable().Seq >= c.lastSeq {
+		return nil
+	}
+	if err := s.cfg.Source.Sync(); err != nil {
+		return fmt.Errorf("replica: syncing the local log before chunk %s: %w", c.key, err)
+	}
+	return nil
+}
+
+func (s *writerState) failed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fatal != nil
+}
+
+// stored acknowledges chunk c once every chunk before it is stored.
+func (s *writerState) stored(c cut) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.done[c.number] = c.lastSeq
+	moved := false
+	for {
+		last, ok := s.done[s.storedChunk+1]
+		if !ok {
+			break
+		}
+		delete(s.done, s.storedChunk+1)
+		s.storedChunk++
+		s.storedSeq = last
+		moved = true
+	}
+	if !moved {
+		return
+	}
+	s.storedAt = time.Now()
+	s.lastErr, s.lastErrAt = nil, time.Time{}
+	i := 0
+	for i < len(s.ages) && s.ages[i].last <= s.storedSeq {
+		i++
+	}
+	clear(s.ages[:i])
+	s.ages = s.ages[i:]
+	s.broadcastLocked()
+	notify(s.maint)
+}
+
+// create writes data under key create-only. It returns nil once the
+// key holds data (its own write, or an earlier attempt's whose answer
+// was lost), the error judge gives for other bytes found there (fatal:
+// fenced, damage), or the store's error to retry.
+func (s *writerState) create(ctx context.Context, key string, data []byte, judge func(key string, found []byte) error) error {
+	_, err := s.cfg.Store.Put(ctx, key, data, store.CreateOnly())
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrPreconditionFailed),
+		errors.Is(err, store.ErrConflict) && errors.Is(err, store.ErrMaybeApplied):
+		o, gerr := s.cfg.Store.Get(ctx, key)
+		if errors.Is(gerr, store.ErrNotFound) {
+			return fmt.Errorf("replica: put %s at %s: %w, then the key holds nothing", key, s.cfg.Endpoint, err)
+		}
+		if gerr != nil {
+			return fmt.Errorf("replica: read back %s at %s after %v: %w", key, s.cfg.Endpoint, err, gerr)
+		}
+		if bytes.Equal(o.Data, data) {
+			return nil
+		}
+		if errors.Is(err, store.ErrPreconditionFailed) {
+			return judge(key, o.Data)
+		}
+		return fmt.Errorf("replica: put %s at %s: %w", key, s.cfg.Endpoint, err)
+	default:
+		return fmt.Errorf("replica: put %s at %s: %w", key, s.cfg.Endpoint, err)
+	}
+}
+
+// judgeChunk says what another chunk found under this writer's slot
+// means: a newer epoch's is a fence, anything else damage.
+func (s *writerState) judgeChunk(key string, found []byte) error {
+	c, err := DecodeChunk(key, s.cfg.Ledger, found)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errDamage, err)
+	}
+	if c.Epoch > s.epoch {
+		return fmt.Errorf("%w: chunk %s holds epoch %d, this writer's is %d", ErrFenced, key, c.Epoch, s.epoch)
+	}
+	return fmt.Errorf("%w: replica: chunk %s holds other bytes (epoch %d, records %d to %d) than this writer (epoch %d) wrote there",
+		errDamage, key, c.Epoch, c.FirstSeq, c.LastSeq, s.epoch)
+}
+
+// judgeOther says that other bytes under a key this writer creates
+// (a sealed segment) are damage.
+func (s *writerState) judgeOther(key string, found []byte) error {
+	return fmt.Errorf("%w: replica: %s holds %d bytes other than the %s this writer stores", errDamage, key, len(found), "object")
+}
+
+// isFatal says whether err stops the Writer: a fence, or damage.
+func isFatal(err error) bool {
+	return errors.Is(err, ErrFenced) || errors.Is(err, errDamage) || errors.Is(err, corruption.Err)
+}

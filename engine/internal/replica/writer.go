@@ -1,0 +1,625 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/annal-db/annal/engine/internal/replica/store"
+	"github.com/annal-db/annal/engine/tree"
+	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment"
+	"github.com/annal-db/annal/segment/corruption"
+)
+
+// The Writer's defaults (Config).
+const (
+	DefaultMaxChunkBytes = 8 << 20
+	DefaultUploads       = 4
+	DefaultShipInterval  = time.Second
+	DefaultStoreTimeout  = 10 * time.Second
+	DefaultGCGrace       = 10 * time.Minute
+)
+
+// takeTries is how many times Take writes the next manifest when other
+// writers keep taking the ledger at the same time.
+const takeTries = 5
+
+// writerState is the Writer's state. Three goroutines work on it once
+// Take has run: the cutter (cut.go) cuts chunks from the spans Add
+// queues and starts an upload for each (upload.go); the maintainer
+// (maintain.go) stores sealed segments, manifests and checkpoints, and
+// collects garbage. Wait, Status and Add only look at it under mu.
+//
+// Lock order: checkMu, then mu. No one holds mu across a store request,
+// a Source call or a channel send that may block.
+type writerState struct {
+	cfg Config
+
+	// Set by open, read-only afterwards.
+	tail        Tail
+	tailChunk   uint64 // the last chunk in the bucket at Open (0: none)
+	tailSum     Hash   // Sum of its object
+	tailRoot    Hash   // its Root
+	manifestNo  uint64 // the newest manifest's number at Open (0: none)
+	manifestLow uint64 // the oldest manifest's number at Open
+
+	// Set by take before the goroutines start, read-only afterwards.
+	epoch uint64
+	fence uint64 // this epoch's fence chunk
+
+	// The cutter's own, set by take before it starts.
+	nextSeq   uint64 // Invariant: nextSeq-1 is the last record cut into a chunk
+	nextChunk uint64 // the number of the next chunk
+	prevSum   Hash   // Sum of chunk nextChunk-1's object
+	builder   *tree.Builder
+	lastSeg   uint64 // the segment of the last record cut (or Tail's)
+	lastCut   time.Time
+
+	// checkMu serializes the re-reads of the newest manifest (wait).
+	checkMu sync.Mutex
+
+	mu      sync.Mutex
+	taken   bool // Take succeeded: the goroutines run
+	closing bool // Close began: cut what is pending at once
+	closed  bool
+	urgent  int // Waits in progress: Shipped mode cuts at once
+	// pending are the spans Add gave that are not cut yet, in order.
+	pending      []pendingSpan
+	pendingBytes int
+	// backlogTo: records up to it are in the local log but may have come
+	// before the first Add (Take reads them with Source.Read).
+	backlogTo uint64
+	lastAdded uint64 // the last record Add-ed or in the backlog
+	// ages are the times records were added, for Status.LagTime:
+	// (last record of a span, when added), oldest first, popped once
+	// stored.
+	ages []ageMark
+	// done holds the chunks stored out of order: number -> last record.
+	done        map[uint64]uint64
+	storedChunk uint64 // Invariant: every chunk up to it is stored
+	storedSeq   uint64 // the last record of chunk storedChunk
+	storedAt    time.Time
+	fatal       error // sticky: ErrFenced, or damage found in the bucket
+	lastErr     error
+	lastErrAt   time.Time
+	progress    chan struct{} // closed and replaced at every change
+	// The newest manifest as this writer wrote or read it, its number,
+	// when it wrote or read it (cfg.Now), and when it last checked that
+	// it is still the newest.
+	manifest        Manifest
+	manifestNum     uint64
+	manifestAt      time.Time
+	manifestChecked time.Time
+	seals           []sealTask
+	sealQueued      uint64 // the last segment queued in seals
+	checkpointMsg   []byte // the newest checkpoint given, not stored yet
+	checkpointSize  uint64
+	checkpointDone  uint64 // the size of the checkpoint in the bucket, as far as known
+	gcDone          uint64 // chunks below it were deleted
+	manifestsGCd    uint64 // manifests below it were deleted
+
+	wake  chan struct{} // the cutter's
+	maint chan struct{} // the maintainer's
+	slots chan struct{} // free upload slots
+	ctx   context.Context
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+}
+
+// pendingSpan is a span Add copied.
+type pendingSpan struct {
+	span   segment.Span
+	leaves []tree.Hash
+}
+
+type ageMark struct {
+	last uint64
+	at   time.Time
+}
+
+// sealTask is a sealed segment to store under seg/, then name in a
+// manifest.
+type sealTask struct {
+	seg uint64
+	// data, first, last: the segment as Source.Sealed gave it (nil: not
+	// read yet).
+	data        []byte
+	first, last uint64
+	// gc is the first chunk holding records of a later segment (0: not
+	// known, the manifest's boundary stays).
+	gc uint64
+}
+
+func (c *Config) setDefaults() error {
+	if c.Store == nil {
+		return errors.New("replica: Config.Store is nil")
+	}
+	if c.Mode == 0 {
+		c.Mode = Replicated
+	}
+	if c.Mode != Replicated && c.Mode != Shipped {
+		return fmt.Errorf("replica: Config.Mode %d is neither Replicated nor Shipped", c.Mode)
+	}
+	if c.MaxChunkBytes <= 0 {
+		c.MaxChunkBytes = DefaultMaxChunkBytes
+	}
+	if c.Uploads <= 0 {
+		c.Uploads = DefaultUploads
+	}
+	c.Uploads = max(c.Uploads, 2)
+	if c.ShipInterval <= 0 {
+		c.ShipInterval = DefaultShipInterval
+	}
+	if c.StoreTimeout <= 0 {
+		c.StoreTimeout = DefaultStoreTimeout
+	}
+	if c.GCGrace <= 0 {
+		c.GCGrace = DefaultGCGrace
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Endpoint == "" {
+		c.Endpoint = "the replica store"
+	}
+	return nil
+}
+
+func open(ctx context.Context, cfg Config) (*Writer, Tail, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, Tail{}, err
+	}
+	w := &Writer{writerState{cfg: cfg, progress: make(chan struct{}), done: make(map[uint64]uint64)}}
+	s := &w.writerState
+	m, num, low, err := s.manifests(ctx)
+	if err != nil {
+		return nil, Tail{}, err
+	}
+	s.manifestNo, s.manifestLow = num, low
+	s.tail.Manifest = m
+	if err := s.readTail(ctx); err != nil {
+		return nil, Tail{}, err
+	}
+	return w, s.tail, nil
+}
+
+// newestManifest lists manifest/ and reads the newest (number 0 and the
+// zero Manifest: none).
+func (s *writerState) newestManifest(ctx context.Context) (Manifest, uint64, error) {
+	m, num, _, err := s.manifests(ctx)
+	return m, num, err
+}
+
+// manifests lists manifest/ and reads the newest; low is the oldest's
+// number.
+func (s *writerState) manifests(ctx context.Context) (m Manifest, num, low uint64, err error) {
+	prefix := LedgerPrefix(s.cfg.Ledger) + "manifest/"
+	var last string
+	for after := ""; ; {
+		page, err := s.cfg.Store.List(ctx, prefix, after, 0)
+		if err != nil {
+			return Manifest{}, 0, 0, fmt.Errorf("replica: list %s at %s: %w", prefix, s.cfg.Endpoint, err)
+		}
+		for _, o := range page.Objects {
+			if n, ok := ParseNumber(o.Key); ok {
+				if last == "" {
+					low = n
+				}
+				last = o.Key
+			}
+		}
+		if !page.Truncated || len(page.Objects) == 0 {
+			break
+		}
+		after = page.Objects[len(page.Objects)-1].Key
+	}
+	if last == "" {
+		return Manifest{}, 0, 0, nil
+	}
+	num, _ = ParseNumber(last)
+	o, err := s.cfg.Store.Get(ctx, last)
+	if err != nil {
+		return Manifest{}, 0, 0, fmt.Errorf("replica: read manifest %s at %s: %w", last, s.cfg.Endpoint, err)
+	}
+	if m, err = DecodeManifest(last, s.cfg.Ledger, o.Data); err != nil {
+		return Manifest{}, 0, 0, err
+	}
+	return m, num, low, nil
+}
+
+// readTail lists the chunks from the manifest's GC boundary, reads the
+// last ones back to a data chunk (checking their hash chain), and sets
+// s.tail from it, or from the last seg/ object if no chunk holds a record.
+func (s *writerState) readTail(ctx context.Context) error {
+	m := s.tail.Manifest
+	prefix := LedgerPrefix(s.cfg.Ledger) + "wal/"
+	after := ""
+	if m.GC > 1 {
+		after = ChunkKey(s.cfg.Ledger, m.GC-1)
+	}
+	var nums []uint64
+	for {
+		page, err := s.cfg.Store.List(ctx, prefix, after, 0)
+		if err != nil {
+			return fmt.Errorf("replica: list %s at %s: %w", prefix, s.cfg.Endpoint, err)
+		}
+		for _, o := range page.Objects {
+			n, ok := ParseNumber(o.Key)
+			if !ok {
+				return fmt.Errorf("%w: replica: %s is not a chunk's key", errDamage, o.Key)
+			}
+			if len(nums) > 0 && n != nums[len(nums)-1]+1 {
+				return fmt.Errorf("%w: replica: chunk %s follows chunk %d: a gap", errDamage, o.Key, nums[len(nums)-1])
+			}
+			nums = append(nums, n)
+		}
+		if !page.Truncated || len(page.Objects) == 0 {
+			break
+		}
+		after = page.Objects[len(page.Objects)-1].Key
+	}
+	s.tail.Segment, s.tail.Offset = 1, segment.RecordsStart
+	// Walk back from the last chunk to the last that holds records.
+	var next *Chunk // the chunk after the one read, for its Prev
+	for i := len(nums) - 1; i >= 0; i-- {
+		key := ChunkKey(s.cfg.Ledger, nums[i])
+		o, err := s.cfg.Store.Get(ctx, key)
+		if err != nil {
+			return fmt.Errorf("replica: read chunk %s at %s: %w", key, s.cfg.Endpoint, err)
+		}
+		c, err := DecodeChunk(key, s.cfg.Ledger, o.Data)
+		if err != nil {
+			return err
+		}
+		if next == nil {
+			s.tailChunk, s.tailSum, s.tailRoot = c.Number, Sum(o.Data), c.Root
+			s.tail.Seq = c.LastSeq
+			s.tail.Segment, s.tail.Offset = uint64(c.Segment), int64(c.Offset)+int64(len(c.Records))
+		} else {
+			if Sum(o.Data) != next.Prev {
+				return fmt.Errorf("%w: replica: chunk %s is not the one chunk %d names as its previous (hash chain broken)", errDamage, key, next.Number)
+			}
+			if c.LastSeq != s.tail.Seq {
+				return fmt.Errorf("%w: replica: chunk %s ends at record %d, the fence chunk after it begins after %d", errDamage, key, c.LastSeq, s.tail.Seq)
+			}
+		}
+		if c.Fence() {
+			cc := c
+			next = &cc
+			continue
+		}
+		prev, err := segment.SpanPrev(c.Records)
+		if err != nil {
+			return fmt.Errorf("%w: replica: chunk %s: %w", errDamage, key, err)
+		}
+		h, err := segment.VerifySpan(s.cfg.Ledger, segment.Head{ID: prev, Seq: c.FirstSeq - 1}, key, uint64(c.Segment), int64(c.Offset), c.Records, nil)
+		if err != nil {
+			return err
+		}
+		if h.Seq != c.LastSeq {
+			return fmt.Errorf("%w: replica: chunk %s holds records up to %d, its header says %d", errDamage, key, h.Seq, c.LastSeq)
+		}
+		s.tail.ID = h.ID
+		return nil
+	}
+	// No chunk holds a record: the tail is the last sealed segment's.
+	if m.Segments == 0 {
+		if s.tail.Seq != 0 {
+			return fmt.Errorf("%w: replica: the chunks from %d end at record %d, but no chunk or segment holds records", errDamage, max(m.GC, 1), s.tail.Seq)
+		}
+		s.tail.ID = eventid.Genesis(s.cfg.Ledger)
+		return nil
+	}
+	key, data, err := s.lastSegment(ctx)
+	if err != nil {
+		return err
+	}
+	if len(data) < segment.RecordsStart {
+		return fmt.Errorf("%w: replica: segment %s is %d bytes, shorter than its header", errDamage, key, len(data))
+	}
+	recs := data[segment.RecordsStart:]
+	prev, err := segment.SpanPrev(recs)
+	if err != nil {
+		return fmt.Errorf("%w: replica: segment %s: %w", errDamage, key, err)
+	}
+	first, _, _ := ParseSegmentKey(key)
+	h, err := segment.VerifySpan(s.cfg.Ledger, segment.Head{ID: prev, Seq: first - 1}, key, m.Segments, segment.RecordsStart, recs, nil)
+	if err != nil {
+		return err
+	}
+	if h.Seq != m.SealedSeq {
+		return fmt.Errorf("%w: replica: segment %s ends at record %d, the manifest's sealedSeq is %d", errDamage, key, h.Seq, m.SealedSeq)
+	}
+	if s.tailChunk != 0 && s.tail.Seq != h.Seq {
+		return fmt.Errorf("%w: replica: the fence chunks after the boundary follow record %d, the last segment ends at %d", errDamage, s.tail.Seq, h.Seq)
+	}
+	s.tail.Seq, s.tail.ID = h.Seq, h.ID
+	if s.tailChunk == 0 {
+		// The next record goes where the sealed segment's next one does.
+		s.tail.Segment, s.tail.Offset = m.Segments+1, segment.RecordsStart
+	}
+	return nil
+}
+
+// lastSegment reads the seg/ object of the manifest's last sealed segment.
+func (s *writerState) lastSegment(ctx context.Context) (string, []byte, error) {
+	m := s.tail.Manifest
+	prefix := LedgerPrefix(s.cfg.Ledger) + "seg/"
+	var key string
+	for after := ""; ; {
+		page, err := s.cfg.Store.List(ctx, prefix, after, 0)
+		if err != nil {
+			return "", nil, fmt.Errorf("replica: list %s at %s: %w", prefix, s.cfg.Endpoint, err)
+		}
+		for _, o := range page.Objects {
+			if _, last, ok := ParseSegmentKey(o.Key); ok && last == m.SealedSeq {
+				key = o.Key
+			}
+		}
+		if !page.Truncated || len(page.Objects) == 0 {
+			break
+		}
+		after = page.Objects[len(page.Objects)-1].Key
+	}
+	if key == "" {
+		return "", nil, fmt.Errorf("%w: replica: manifest %d says segment %d ends at record %d, but no seg/ object does", errDamage, s.manifestNo, m.Segments, m.SealedSeq)
+	}
+	o, err := s.cfg.Store.Get(ctx, key)
+	if err != nil {
+		return "", nil, fmt.Errorf("replica: read segment %s at %s: %w", key, s.cfg.Endpoint, err)
+	}
+	return key, o.Data, nil
+}
+
+// errDamage marks what the Writer found in the bucket that no writer
+// following the protocol stores: it matches corruption.Err.
+var errDamage = corruption.New("replica: damaged bucket")
+
+func (s *writerState) add(sp segment.Span, leaves []tree.Hash) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fatal != nil || s.closed {
+		return
+	}
+	p := pendingSpan{span: sp, leaves: append([]tree.Hash(nil), leaves...)}
+	p.span.Bytes = append([]byte(nil), sp.Bytes...)
+	s.pending = append(s.pending, p)
+	s.pendingBytes += len(p.span.Bytes)
+	s.lastAdded = max(s.lastAdded, sp.Last.Seq)
+	s.ages = append(s.ages, ageMark{last: sp.Last.Seq, at: s.cfg.Now()})
+	if s.taken {
+		notify(s.wake)
+	}
+}
+
+// notify wakes a goroutine waiting on c (capacity 1) without blocking.
+func notify(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// broadcastLocked wakes every Wait. Called with mu held.
+func (s *writerState) broadcastLocked() {
+	close(s.progress)
+	s.progress = make(chan struct{})
+}
+
+// failLocked makes err sticky: every pending and later Wait fails with
+// it, nothing more is uploaded. Called with mu held.
+func (s *writerState) failLocked(err error) {
+	if s.fatal == nil {
+		s.fatal = err
+		s.pending, s.pendingBytes = nil, 0
+		s.broadcastLocked()
+	}
+}
+
+func (s *writerState) fail(err error) {
+	s.mu.Lock()
+	s.failLocked(err)
+	s.mu.Unlock()
+}
+
+// noteError records a failed store request (Status.LastError).
+func (s *writerState) noteError(err error) {
+	s.mu.Lock()
+	s.lastErr, s.lastErrAt = err, s.cfg.Now()
+	s.mu.Unlock()
+}
+
+func (s *writerState) wait(ctx context.Context, seq uint64) error {
+	s.mu.Lock()
+	if !s.taken {
+		s.mu.Unlock()
+		return errors.New("replica: Wait before Take")
+	}
+	s.urgent++
+	notify(s.wake)
+	start := time.Now()
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		if s.fatal != nil {
+			err := s.fatal
+			s.urgent--
+			s.mu.Unlock()
+			return err
+		}
+		if s.storedSeq >= seq {
+			break
+		}
+		if s.closed {
+			s.urgent--
+			s.mu.Unlock()
+			return fmt.Errorf("replica: writer closed before record %d was stored", seq)
+		}
+		// StoreTimeout counts from the later of this Wait's start and the
+		// store's last progress.
+		deadline := start
+		if s.storedAt.After(deadline) {
+			deadline = s.storedAt
+		}
+		deadline = deadline.Add(s.cfg.StoreTimeout)
+		left := time.Until(deadline)
+		if left <= 0 {
+			err := s.timeoutErrLocked(seq)
+			s.urgent--
+			s.mu.Unlock()
+			return err
+		}
+		ch := s.progress
+		s.mu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(left)
+		} else {
+			timer.Reset(left)
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+		case <-ctx.Done():
+			s.mu.Lock()
+			s.urgent--
+			s.mu.Unlock()
+			return ctx.Err()
+		}
+		s.mu.Lock()
+	}
+	s.urgent--
+	s.mu.Unlock()
+	return s.checkStale(ctx)
+}
+
+func (s *writerState) timeoutErrLocked(seq uint64) error {
+	if s.lastErr != nil {
+		return fmt.Errorf("replica: %s stored nothing for %s, record %d is not stored: last error (%s): %w",
+			s.cfg.Endpoint, s.cfg.StoreTimeout, seq, s.lastErrAt.UTC().Format(time.RFC3339), s.lastErr)
+	}
+	return fmt.Errorf("replica: %s stored nothing for %s, record %d is not stored: %w", s.cfg.Endpoint, s.cfg.StoreTimeout, seq, store.ErrUnavailable)
+}
+
+// checkStale re-reads the newest manifest if this writer's last check is
+// older than GCGrace/2 (docs/replication.md, "Garbage collection never
+// lets a zombie re-create a deleted chunk"): a newer epoch fences it.
+func (s *writerState) checkStale(ctx context.Context) error {
+	s.checkMu.Lock()
+	defer s.checkMu.Unlock()
+	s.mu.Lock()
+	stale := s.cfg.Now().Sub(s.manifestChecked) > s.cfg.GCGrace/2
+	epoch, num := s.epoch, s.manifestNum
+	s.mu.Unlock()
+	if !stale {
+		return nil
+	}
+	checked := s.cfg.Now()
+	m, n, err := s.newestManifest(ctx)
+	if err != nil {
+		s.noteError(err)
+		return fmt.Errorf("replica: checking that this writer still holds the ledger: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m.Epoch > epoch {
+		s.failLocked(fmt.Errorf("%w: manifest %s has epoch %d (%s), this writer's is %d",
+			ErrFenced, ManifestKey(s.cfg.Ledger, n), m.Epoch, m.Writer, epoch))
+		return s.fatal
+	}
+	if s.fatal != nil {
+		return s.fatal
+	}
+	if n > num && m.Epoch == epoch {
+		// A manifest of ours that this writer had not noted (an
+		// ambiguous write that landed).
+		s.manifest, s.manifestNum, s.manifestAt = m, n, checked
+	}
+	s.manifestChecked = checked
+	return nil
+}
+
+func (s *writerState) status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Status{
+		Mode:        s.cfg.Mode,
+		Epoch:       s.epoch,
+		Stored:      s.storedSeq,
+		Chunks:      s.storedChunk,
+		LastError:   s.lastErr,
+		LastErrorAt: s.lastErrAt,
+		Fenced:      errors.Is(s.fatal, ErrFenced),
+	}
+	if !s.taken {
+		st.Stored = s.tail.Seq
+	}
+	st.Head = max(st.Stored, s.lastAdded)
+	if s.cfg.Source != nil {
+		st.Head = max(st.Head, s.cfg.Source.Head().Seq)
+	}
+	if len(s.ages) > 0 {
+		st.LagTime = s.cfg.Now().Sub(s.ages[0].at)
+	}
+	return st
+}
+
+func (s *writerState) checkpoint(signed []byte, n uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n <= s.checkpointSize || n <= s.checkpointDone {
+		return
+	}
+	s.checkpointMsg, s.checkpointSize = append([]byte(nil), signed...), n
+	if s.taken {
+		notify(s.maint)
+	}
+}
+
+func (s *writerState) close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	if !s.taken {
+		s.closed = true
+		s.broadcastLocked()
+		s.mu.Unlock()
+		return nil
+	}
+	s.closing = true
+	notify(s.wake)
+	notify(s.maint)
+	var err error
+	for s.fatal == nil && (s.storedSeq < s.lastAdded || len(s.seals) > 0) {
+		ch := s.progress
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+		s.mu.Lock()
+		if ctx.Err() != nil {
+			if s.storedSeq < s.lastAdded {
+				err = fmt.Errorf("replica: closing: records %d to %d are not stored at %s (they stay in the local log): %w",
+					s.storedSeq+1, s.lastAdded, s.cfg.Endpoint, ctx.Err())
+			} else {
+				err = fmt.Errorf("replica: closing: sealed segment %d is not stored at %s: %w", s.seals[0].seg, s.cfg.Endpoint, ctx.Err())
+			}
+			break
+		}
+	}
+	s.closed = true
+	s.broadcastLocked()
+	s.mu.Unlock()
+	s.stop()
+	s.wg.Wait()
+	return err
+}
