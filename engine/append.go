@@ -124,6 +124,10 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 	if err := l.refusedErr(); err != nil {
 		return AppendResult{}, err
 	}
+	// A fenced ledger: another writer has it (replication.go).
+	if err := l.replicaRefused(); err != nil {
+		return AppendResult{}, err
+	}
 	// Each group is indexed during its fsync (groupWritten) and published
 	// by the goroutine that committed it once both are done (published),
 	// before its appenders are woken: the segment log's hooks, given when
@@ -137,6 +141,11 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 	}
 	if o.Durability < segment.DefaultDurability || o.Durability > None {
 		return AppendResult{}, invalid("durability %v is not Sync, Interval or None", o.Durability)
+	}
+	if l.repl != nil && l.repl.mode == Replicated {
+		// Durable locally before it is stored: the bucket never holds
+		// events a local crash could lose (Options.Replication).
+		o.Durability = Sync
 	}
 	b := &segment.Batch{Entries: make([]segment.Entry, len(events)), Durability: o.Durability}
 	if err := db.entries(b.Entries, events); err != nil {
@@ -169,6 +178,12 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 			case found && d.digest != digest:
 				return AppendResult{}, &IdempotencyMismatchError{Ledger: l.meta.Name, Key: o.IdempotencyKey, First: res, Events: len(b.Entries)}
 			case found:
+				// The first one's events, stored in the bucket before
+				// this retry returns them (Replicated mode).
+				_, last := res.Last()
+				if err := l.replicaWait(ctx, res.FirstSeq, last); err != nil {
+					return AppendResult{}, err
+				}
 				return res, nil
 			}
 			continue // the first append with the key failed: this one goes ahead
@@ -204,6 +219,10 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 	// knows (the caller cannot tell whether it is stored: as for a
 	// failed fsync, it is not acknowledged).
 	if err := db.checkDir(false); err != nil {
+		return AppendResult{}, err
+	}
+	// Replicated mode: stored in the bucket too, and visible then.
+	if err := l.replicaWait(ctx, b.FirstSeq, b.FirstSeq+uint64(len(b.IDs))-1); err != nil {
 		return AppendResult{}, err
 	}
 	// The events are stored, as durable as asked, and published (the

@@ -196,6 +196,9 @@ type DB struct {
 	consumers consumerSet
 	// ro: set by OpenReadOnly (readonly.go).
 	ro *roDB
+	// repl: the replica store (replication.go), nil without
+	// Options.Replica.
+	repl *replicas
 
 	// test holds the calls this package's tests make the DB do; zero
 	// outside them.
@@ -289,6 +292,12 @@ func Open(dir string, opts *Options) (*DB, error) {
 	if err := db.open(); err != nil {
 		db.closeStores()
 		return nil, withPermissionHint(dir, err)
+	}
+	// Every ledger compared with its bucket and taken (replication.go),
+	// before any is reachable.
+	if err := db.startReplication(); err != nil {
+		db.Close()
+		return nil, err
 	}
 	// The marker of lost positions lasts until AcceptLostPositions; one
 	// left where no ledger opened (a directory whose only ledger was an
@@ -1075,6 +1084,16 @@ func (db *DB) Close() error {
 	dirErr := db.checkDir(true)
 	if dirErr != nil {
 		errs = append(errs, fmt.Errorf("%w (Close flushed neither the index nor the metadata)", dirErr))
+	}
+	// The replica Writers before the logs, which they read (a sealed
+	// segment to store), each given a last checkpoint: Replicated mode's
+	// have nothing pending (every append waited), Shipped mode's ship what
+	// they can within StoreTimeout; the rest stays in the segments and
+	// the next Open ships it.
+	for _, l := range ledgers {
+		if err := l.closeReplica(dirErr == nil); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	var metas []ledgerMeta
 	for _, l := range ledgers {

@@ -92,9 +92,17 @@ type ledger struct {
 	hookLeaves []tree.Hash
 	hookFirst  uint64
 	hookBuf    []byte
-	// notify is closed, and replaced, each time indexed advances: the
-	// wake-up of subscribers.
+	// notify is closed, and replaced, each time indexed advances (or
+	// stored, in Replicated mode): the wake-up of subscribers.
 	notify chan struct{}
+
+	// repl is the ledger's replica Writer (replication.go), nil without
+	// Options.Replica; set before the ledger is reachable. stored (under
+	// idxMu), in Replicated mode, is the last published event known to be
+	// stored in the bucket: what readers see (visible), so that no read
+	// shows an event a takeover could lose.
+	repl   *ledgerRepl
+	stored segment.Head
 
 	// files: the identity of the ledger's NAME, tree and checkpoint
 	// files, for the writer's watch (watch.go).
@@ -256,9 +264,16 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 		// two leaves no event, and Open removes the directory.
 		l.tree, err = tree.Create(db.fs, db.fs.PathJoin(dir, treeFileName), uint32(id))
 	}
+	if err == nil && db.repl != nil {
+		// Its Writer before its first event, which it ships.
+		err = l.attachNew(ctx)
+	}
 	b := &segment.Batch{Entries: []segment.Entry{genesis}, Durability: Sync}
 	if err == nil {
 		err = log.Append(b)
+	}
+	if err == nil {
+		err = l.replicaWait(ctx, 1, 1)
 	}
 	if err == nil {
 		l.meta.Genesis = b.IDs[0]
@@ -274,6 +289,7 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 		err = meta.Put(db.meta, l.currentMeta())
 	}
 	if err != nil {
+		l.closeReplica(false)
 		log.Close()
 		l.closeTree()
 		db.fs.RemoveAll(dir)
@@ -338,7 +354,7 @@ func (l *ledger) writerOptions() segment.Options {
 // indexes a group during its fsync, and published adds its leaves to the
 // tree and makes it visible.
 func (l *ledger) hooks() segment.Hooks {
-	return segment.Hooks{Prepared: l.prepared, Aborted: l.aborted, Written: l.groupWritten, Committed: l.published}
+	return segment.Hooks{Prepared: l.prepared, Aborted: l.aborted, Written: l.groupWritten, Records: l.shipRecords, Committed: l.published}
 }
 
 func (db *DB) ledgerIDTaken(id eventid.LedgerID) bool {
@@ -464,6 +480,7 @@ func (l *ledger) publishLocked(group []*segment.Batch) error {
 	lh := segment.Head{ID: lg.IDs[len(lg.IDs)-1], Seq: last, Loc: lg.Locations[len(lg.Locations)-1]}
 	if l.idxErr != nil {
 		l.indexed, l.idxHead = last, lh
+		l.noteUnstored(lh)
 		l.indexedUpTo(last)
 		return l.idxErr
 	}
@@ -480,6 +497,7 @@ func (l *ledger) publishLocked(group []*segment.Batch) error {
 		l.idxWritten = last
 	}
 	l.indexed, l.idxHead = last, lh
+	l.noteUnstored(lh)
 	l.indexedUpTo(last)
 	if err != nil {
 		l.idxErr = fmt.Errorf("engine: index of ledger %s: %w (reopen the DB to rebuild it)", l.meta.Name, err)
@@ -662,9 +680,15 @@ func (l *ledger) writeIndex(group []*segment.Batch, lh segment.Head) error {
 // Records committed after it, still being indexed, are not: reads that
 // walk the segments (Scan) stop at it, as those that read the index do,
 // so that every read sees the same prefix and Get finds what they show.
+//
+// In Replicated mode it is the last of those stored in the bucket too
+// (stored): an event is not shown before its append could return.
 func (l *ledger) visible() segment.Head {
 	l.idxMu.Lock()
 	defer l.idxMu.Unlock()
+	if r := l.repl; r != nil && r.mode == Replicated && l.stored.Seq < l.idxHead.Seq {
+		return l.stored
+	}
 	return l.idxHead
 }
 

@@ -427,6 +427,10 @@ func (l *ledger) issueCheckpoint(limit uint64) (Checkpoint, error) {
 	}
 	c := checkpointOf(l.meta.ID, body, msg)
 	l.latest.Store(&c)
+	if r := l.repl; r != nil {
+		// Stored once the bucket holds its events.
+		r.w.Checkpoint(msg, n)
+	}
 	return c, nil
 }
 

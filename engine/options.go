@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/annal-db/annal/engine/internal/names"
+	"github.com/annal-db/annal/engine/internal/replica/store"
 	"github.com/annal-db/annal/segment"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -149,6 +150,43 @@ type Options struct {
 	// ignores it.
 	VerifyIndex bool
 
+	// Replica, if set, replicates every ledger to an S3-compatible
+	// bucket: the URL s3://BUCKET/PREFIX?endpoint=URL&region=R&path-style=true
+	// (every parameter optional; credentials from the standard AWS
+	// chain, never in the URL). See "Replication" in docs/engine.md and
+	// docs/replication.md. A malformed URL is ErrInvalid, naming the part.
+	// OpenReadOnly ignores it (a reader never writes to the bucket).
+	Replica string
+	// Replication is how appends wait for the bucket: Replicated (the
+	// default with a Replica: an append returns once its events are
+	// durable locally and stored) or Shipped (once durable locally; they
+	// are stored within ShipInterval). Set without Replica: ErrInvalid.
+	Replication Replication
+	// MinFlushInterval: Replicated mode uploads a chunk as soon as
+	// events are pending and an upload slot is free, but at most once per
+	// MinFlushInterval. Zero means no lower bound; at most 1 s.
+	MinFlushInterval time.Duration
+	// ShipInterval: Shipped mode stores every event within it. Zero
+	// means 1 s; otherwise 10 ms to 1 h.
+	ShipInterval time.Duration
+	// StoreTimeout bounds how long a Replicated append waits for the
+	// store to make progress before it fails with an error naming the
+	// endpoint (its events may yet be stored: see "Replication" in
+	// docs/engine.md), and how long Close waits to ship what is pending.
+	// Zero means 10 s; otherwise 100 ms to 10 min.
+	StoreTimeout time.Duration
+	// GCGrace is how long a chunk the bucket no longer needs is kept
+	// before it is deleted (docs/replication.md, "Garbage collection").
+	// Zero means 10 min; otherwise 1 s to 24 h, and more than
+	// StoreTimeout.
+	GCGrace time.Duration
+
+	// replicaStore, if set, is the replica's store instead of the one
+	// Replica names (tests: a store.Memory, or a fault-injecting
+	// wrapper), with replicaEndpoint naming it in errors.
+	replicaStore    store.Store
+	replicaEndpoint string
+
 	// fs, if set, holds the segments and the index instead of the OS file
 	// system, and metaPath is then where the metadata file lives (bbolt
 	// needs a real file). For crash tests: see crash_test.go.
@@ -216,6 +254,9 @@ func (o *Options) check() error {
 			return fmt.Errorf("%w: options: %s %v is out of range: 0 (the default, %v) or %v to %v", ErrInvalid, d.name, d.v, d.fallback, d.lo, d.hi)
 		}
 	}
+	if err := o.checkReplication(); err != nil {
+		return err
+	}
 	if c := o.CheckpointInterval; c > 0 && (c < minCheckpointInterval || c > maxCheckpointInterval) {
 		return fmt.Errorf("%w: options: CheckpointInterval %v is out of range: 0 (the default, %v), negative (off: checkpoints on Close and on request only) or %v to %v",
 			ErrInvalid, c, defaultCheckpointInterval, minCheckpointInterval, maxCheckpointInterval)
@@ -272,5 +313,6 @@ func (o *Options) withDefaults() Options {
 	if r.Now == nil {
 		r.Now = time.Now
 	}
+	r.replicaDefaults()
 	return r
 }

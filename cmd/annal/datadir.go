@@ -25,20 +25,27 @@ type globals struct {
 	format     string // --format, "" if not given
 	cache      string // --cache, "" if not given
 	signingKey string // --signing-key, "" if not given
+	// replica and replication: --replica and --replication, "" if not
+	// given (replica.go).
+	replica, replication string
 }
 
 // options returns the engine options the global flags ask for: the index
 // memory budget of --cache, the key file of --signing-key (else
-// $ANNAL_SIGNING_KEY).
+// $ANNAL_SIGNING_KEY), the replica of --replica (else $ANNAL_REPLICA) and
+// --replication.
 func (g *globals) options() (*engine.Options, error) {
 	key := g.signingKey
 	if key == "" {
 		key = os.Getenv("ANNAL_SIGNING_KEY")
 	}
-	if g.cache == "" && key == "" {
+	o := &engine.Options{SigningKeyFile: key}
+	if err := g.replicaOptions(o); err != nil {
+		return nil, err
+	}
+	if g.cache == "" && key == "" && o.Replica == "" {
 		return nil, nil
 	}
-	o := &engine.Options{SigningKeyFile: key}
 	if g.cache != "" {
 		n, err := parseSize(g.cache)
 		if err != nil {
@@ -252,6 +259,8 @@ func openError(dir string, err error) error {
 		return &exitErr{code: exitError, err: fmt.Errorf("data directory %s is in use by another process: %w", dir, err)}
 	case errors.Is(err, segment.ErrCorruption):
 		return &exitErr{code: exitVerification, err: fmt.Errorf("open data directory %s: %w", dir, err)}
+	case replicaRefusal(err):
+		return &exitErr{code: exitReplica, err: fmt.Errorf("open data directory %s: %w", dir, err)}
 	}
 	return &exitErr{code: exitError, err: fmt.Errorf("open data directory %s: %w", dir, err)}
 }
@@ -325,6 +334,9 @@ func dataFailure(err error) bool {
 // unavailableCode is the exit code of a command refused a ledger that
 // the open refused (err): 3 if its data failed verification, else 1.
 func unavailableCode(err error) int {
+	if replicaRefusal(err) {
+		return exitReplica
+	}
 	if dataFailure(err) {
 		return exitVerification
 	}
@@ -342,6 +354,8 @@ func ledgerError(dir, name string, err error) error {
 			name, ce.Condition, idOrNone(ce.Expected), idOrNone(ce.Found), ce.Head)}
 	case errors.Is(err, engine.ErrConditionFailed):
 		return &exitErr{code: exitCondition, err: err}
+	case errors.Is(err, engine.ErrFenced):
+		return &exitErr{code: exitReplica, err: fmt.Errorf("%w (another writer took the ledger: this directory is no longer its writer)", err)}
 	case errors.Is(err, engine.ErrLedgerUnavailable) && name == "":
 		return &exitErr{code: unavailableCode(err), err: fmt.Errorf("%w (annal verify says more)", err)}
 	case name == "":

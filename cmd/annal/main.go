@@ -35,7 +35,9 @@
 // directory; the other commands refuse one that does not exist.
 //
 // Exit codes: 0 success, 1 error (a panic too), 2 usage, 3 verification
-// failed, 4 condition failed.
+// failed, 4 condition failed, 5 refused by the replica (fenced: another
+// writer took the ledger; or the directory is behind its bucket, or
+// holds another history).
 //
 // Only the positional arguments of id and get, which are Event IDs, are
 // read as IDs before the flags are parsed (protectIDArgs); no other
@@ -221,8 +223,17 @@ Tables and messages escape control, format and bidirectional characters in
 names and values (\x1b, \n, \u202e; a backslash in a name as \\); JSON and
 NDJSON carry them as JSON does.
 
+With --replica URL (or $ANNAL_REPLICA), every command that opens the data
+directory for writing replicates its ledgers to that S3-compatible bucket
+(s3://BUCKET/PREFIX?endpoint=URL&region=R&path-style=true); --replication
+replicated (the default: an append returns once stored in the bucket too)
+or shipped (once durable locally). 'annal replica status' shows what the
+bucket holds.
+
 Exit codes: 0 success, 1 error, 2 usage, 3 verification failed,
-4 condition failed.`,
+4 condition failed, 5 refused by the replica (fenced: another writer took
+the ledger; or the directory is behind its bucket, or holds another
+history: annal restore, or annal takeover).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.ArbitraryArgs,
@@ -242,12 +253,15 @@ Exit codes: 0 success, 1 error, 2 usage, 3 verification failed,
 	pf.StringVar(&g.cache, "cache", "", "index memory budget (Pebble's block cache and memtables): bytes or KiB, MiB, GiB (binary; KB, MB, GB and K, M, G mean the same), such as 64MiB, 64MB or 64M (default 128MiB)")
 	pf.StringVar(&g.signingKey, "signing-key", "", "the key file that signs checkpoints, instead of DIR/signing.key (default $ANNAL_SIGNING_KEY); its memory of what it signed is FILE.state, beside it (locked through FILE.state.lock, so that several data directories may share the key), its public key FILE.pub (.key replaced), for readers")
 	pf.StringVar(&g.format, "format", "", "output format: table, json or ndjson (default table on a terminal, ndjson otherwise)")
+	pf.StringVar(&g.replica, "replica", "", replicaFlagHelp)
+	pf.StringVar(&g.replication, "replication", "", replicationFlagHelp)
 	root.AddCommand(
 		newCreateCmd(g), newLedgersCmd(g), newAppendCmd(g), newGetCmd(g),
 		newScanCmd(g), newTailCmd(g), newVerifyCmd(g), newStatsCmd(g),
 		newImportCmd(g), newExportCmd(g), newDemoCmd(g), newDemoWriterCmd(g),
 		newReindexCmd(g), newBackupCmd(g), newKeyCmd(g), newCheckpointCmd(g), newProveCmd(g),
 		newCanonCmd(), newIDCmd(), newVerifyFileCmd(), newAcceptLostPositionsCmd(g),
+		newReplicaCmd(g),
 	)
 	return root
 }

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/annal-db/annal/engine"
+	"github.com/annal-db/annal/eventid"
+	"github.com/spf13/cobra"
+)
+
+// exitReplica is the exit code of a command that the replica refused: the
+// ledger was fenced (another writer took it), or the directory is behind
+// its bucket or holds another history.
+const exitReplica = 5
+
+// replicaFlagsHelp is the help of the global replica flags.
+const (
+	replicaFlagHelp     = "replicate every ledger to an S3-compatible bucket: s3://BUCKET/PREFIX?endpoint=URL&region=R&path-style=true (default $ANNAL_REPLICA; credentials from the standard AWS chain, never in the URL); read-only commands ignore it"
+	replicationFlagHelp = "with --replica: replicated (an append returns once its events are stored in the bucket too) or shipped (once durable locally; stored within a second) (default replicated)"
+)
+
+// replicaOptions sets o's replica options from --replica (else
+// $ANNAL_REPLICA) and --replication.
+func (g *globals) replicaOptions(o *engine.Options) error {
+	url := g.replica
+	if url == "" {
+		url = os.Getenv("ANNAL_REPLICA")
+	}
+	if url == "" {
+		if g.replication != "" {
+			return usageErr("--replication %s needs --replica (or $ANNAL_REPLICA)", g.replication)
+		}
+		return nil
+	}
+	o.Replica = url
+	switch g.replication {
+	case "", "replicated":
+		o.Replication = engine.Replicated
+	case "shipped":
+		o.Replication = engine.Shipped
+	default:
+		return usageErr("--replication must be replicated or shipped, not %q", g.replication)
+	}
+	return nil
+}
+
+// replicaRefusal reports whether err is the replica's refusal (exit 5).
+func replicaRefusal(err error) bool {
+	return errors.Is(err, engine.ErrFenced) || errors.Is(err, engine.ErrBehind) || errors.Is(err, engine.ErrDiverged)
+}
+
+func newReplicaCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "replica",
+		Short: "The replica of the ledgers in an S3-compatible bucket",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_ = cmd.Help()
+			return silentExit(exitUsage)
+		},
+	}
+	cmd.AddCommand(newReplicaStatusCmd(g))
+	return cmd
+}
+
+// replicaStatusJSON is a ledger's line of annal replica status.
+type replicaStatusJSON struct {
+	Name    string `json:"name"`
+	ID      string `json:"id"`
+	Epoch   uint64 `json:"epoch"`
+	Writer  string `json:"writer,omitempty"`
+	Written string `json:"written,omitempty"`
+	Stored  uint64 `json:"stored"`
+	Local   uint64 `json:"local,omitempty"`
+	// Lag is local - stored (negative: the bucket is ahead of the
+	// directory); absent without a directory.
+	Lag *int64 `json:"lag,omitempty"`
+}
+
+func newReplicaStatusCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status [DIR]",
+		Short: "What the bucket holds of each ledger, and how far behind it is",
+		Long: `replica status reads the bucket that --replica (or $ANNAL_REPLICA) names and
+prints, for each ledger, its epoch (one more at each takeover), the
+writer that holds it, the last event stored in the bucket and, with a data
+directory (DIR, or --dir), the ledger's local head and the lag between the
+two: the events the directory holds and the bucket does not yet (a
+negative lag: the bucket is ahead of the directory, whose writer's open
+refuses the ledger). It writes nothing to the bucket nor the directory,
+and needs no writer running: the directory is opened read-only. Without
+DIR nor --dir it lists every ledger of the bucket.
+
+JSON and NDJSON objects have the fields name, id, epoch, writer, written,
+stored, local and lag.`,
+		Args: usageArgs(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			format, err := g.outputFormat(cmd)
+			if err != nil {
+				return err
+			}
+			var o engine.Options
+			if err := g.replicaOptions(&o); err != nil {
+				return err
+			}
+			if o.Replica == "" {
+				return usageErr("replica status: no replica: give --replica URL (or $ANNAL_REPLICA)")
+			}
+			dir := ""
+			switch f := cmd.Flag("dir"); {
+			case len(args) == 1:
+				dir = args[0]
+			case f != nil && f.Changed, os.Getenv("ANNAL_DIR") != "":
+				if dir, err = g.dataDir(cmd); err != nil {
+					return err
+				}
+			}
+			local := map[eventid.LedgerID]engine.LedgerInfo{}
+			var ids []eventid.LedgerID
+			if dir != "" {
+				if err := checkDataDir(dir); err != nil {
+					return &exitErr{code: exitError, err: err}
+				}
+				db, err := engine.OpenReadOnly(dir, nil)
+				if err != nil {
+					return openError(dir, err)
+				}
+				for _, l := range db.Ledgers() {
+					local[l.ID] = l
+					ids = append(ids, l.ID)
+				}
+				if err := db.Close(); err != nil {
+					return &exitErr{code: exitError, err: err}
+				}
+				if ids == nil {
+					ids = []eventid.LedgerID{}
+				}
+			}
+			bucket, err := engine.InspectReplica(cmd.Context(), o.Replica, ids)
+			if err != nil {
+				return &exitErr{code: exitError, err: err}
+			}
+			rows := make([]replicaStatusJSON, 0, len(bucket))
+			for _, b := range bucket {
+				r := replicaStatusJSON{Name: b.Name, ID: b.Ledger.String(), Epoch: b.Epoch, Writer: b.Writer, Stored: b.Stored}
+				if !b.Written.IsZero() {
+					r.Written = b.Written.UTC().Format(time.RFC3339)
+				}
+				if l, ok := local[b.Ledger]; ok {
+					r.Name, r.Local = l.Name, l.Count
+					lag := int64(l.Count) - int64(b.Stored)
+					r.Lag = &lag
+				}
+				rows = append(rows, r)
+			}
+			if format != formatTable {
+				if format == formatJSON {
+					return writeJSON(cmd.OutOrStdout(), format, rows)
+				}
+				for _, r := range rows {
+					if err := writeJSON(cmd.OutOrStdout(), format, r); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			tw := newTable(cmd.OutOrStdout())
+			fmt.Fprintln(tw, "NAME\tID\tEPOCH\tSTORED\tLOCAL\tLAG\tWRITER")
+			for _, r := range rows {
+				localText, lagText := "-", "-"
+				if r.Lag != nil {
+					localText, lagText = fmt.Sprint(r.Local), fmt.Sprint(*r.Lag)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", safeName(r.Name), r.ID, r.Epoch, r.Stored, localText, lagText, safeText(r.Writer))
+			}
+			return tw.Flush()
+		},
+	}
+}

@@ -1,0 +1,692 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/annal-db/annal/engine/internal/replica"
+	"github.com/annal-db/annal/engine/internal/replica/store"
+	"github.com/annal-db/annal/engine/tree"
+	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment"
+	"github.com/annal-db/annal/segment/invariants"
+)
+
+// Replication is how a replicated ledger's appends wait for its bucket
+// (Options.Replication; docs/replication.md, "Modes").
+type Replication int
+
+const (
+	// Replicated: an append returns once its events are durable locally
+	// (Sync) and stored in the bucket, with every event before them; no
+	// read shows an event before it is stored.
+	Replicated = Replication(replica.Replicated)
+	// Shipped: an append returns once its events are durable locally, as
+	// without a replica; they are stored within Options.ShipInterval
+	// (DB.ReplicaStatus gives the lag, DB.WaitReplicated waits).
+	Shipped = Replication(replica.Shipped)
+)
+
+// String returns "replicated" or "shipped".
+func (r Replication) String() string {
+	switch r {
+	case Replicated:
+		return "replicated"
+	case Shipped:
+		return "shipped"
+	}
+	return fmt.Sprintf("Replication(%d)", int(r))
+}
+
+// The errors of a replicated ledger, matched with errors.Is.
+var (
+	// ErrFenced: another writer took the ledger (annal takeover, or a
+	// DB opened elsewhere on a copy of the directory). It is sticky: the
+	// ledger takes no more appends and every pending one fails with it.
+	// What was acknowledged before was stored (Replicated mode).
+	ErrFenced = replica.ErrFenced
+	// ErrBehind: the bucket holds events of the ledger that the directory
+	// does not. The ledger is refused (ErrLedgerUnavailable); the cure is
+	// `annal restore URL DIR` into a new directory, or `annal takeover
+	// URL DIR`.
+	ErrBehind = replica.ErrBehind
+	// ErrDiverged: the bucket and the directory hold different events at
+	// the same sequence number. The ledger is refused.
+	ErrDiverged = replica.ErrDiverged
+)
+
+// The ranges of the replication options (docs/engine.md, "Options and
+// their defaults").
+const (
+	defaultShipInterval = time.Second
+	defaultStoreTimeout = 10 * time.Second
+	defaultGCGrace      = 10 * time.Minute
+	// A flush every 1 s at most is already the cost of Shipped mode.
+	maxMinFlushInterval = time.Second
+	// Below 10 ms an idle ledger's ticker burns CPU; above an hour the
+	// window a lost disk loses is no longer an interval.
+	minShipInterval, maxShipInterval = 10 * time.Millisecond, time.Hour
+	// Below 100 ms one slow request fails appends; above 10 min an
+	// append blocks unboundedly in all but name.
+	minStoreTimeout, maxStoreTimeout = 100 * time.Millisecond, 10 * time.Minute
+	minGCGrace, maxGCGrace           = time.Second, 24 * time.Hour
+)
+
+// replicaDefaults fills the replication options' defaults (withDefaults).
+func (o *Options) replicaDefaults() {
+	if o.Replica == "" && o.replicaStore == nil {
+		return
+	}
+	if o.Replication == 0 {
+		o.Replication = Replicated
+	}
+	if o.ShipInterval == 0 {
+		o.ShipInterval = defaultShipInterval
+	}
+	if o.StoreTimeout == 0 {
+		o.StoreTimeout = defaultStoreTimeout
+	}
+	if o.GCGrace == 0 {
+		o.GCGrace = defaultGCGrace
+	}
+}
+
+// checkReplication says what is wrong with the replication options, as
+// an error matching ErrInvalid naming the option (check).
+func (o *Options) checkReplication() error {
+	if o.Replica == "" && o.replicaStore == nil {
+		if o.Replication != 0 {
+			return fmt.Errorf("%w: options: Replication %v is set without a Replica", ErrInvalid, o.Replication)
+		}
+		return nil
+	}
+	if o.Replica != "" && o.replicaStore == nil {
+		if _, err := store.ParseLocation(o.Replica); err != nil {
+			return fmt.Errorf("%w: options: Replica: %w", ErrInvalid, err)
+		}
+	}
+	if o.Replication != Replicated && o.Replication != Shipped {
+		return fmt.Errorf("%w: options: Replication %v is neither Replicated nor Shipped", ErrInvalid, o.Replication)
+	}
+	if o.Replication == Replicated && o.Durability != Sync {
+		return fmt.Errorf("%w: options: Durability %v with Replication Replicated: a replicated append is durable locally before it is stored (Sync), so that the bucket never holds events a local crash could lose", ErrInvalid, o.Durability)
+	}
+	for _, d := range [...]struct {
+		name     string
+		v        time.Duration
+		lo, hi   time.Duration
+		fallback string
+	}{
+		{"MinFlushInterval", o.MinFlushInterval, 0, maxMinFlushInterval, "0 (no lower bound)"},
+		{"ShipInterval", o.ShipInterval, minShipInterval, maxShipInterval, defaultShipInterval.String()},
+		{"StoreTimeout", o.StoreTimeout, minStoreTimeout, maxStoreTimeout, defaultStoreTimeout.String()},
+		{"GCGrace", o.GCGrace, minGCGrace, maxGCGrace, defaultGCGrace.String()},
+	} {
+		if d.v < d.lo || d.v > d.hi {
+			return fmt.Errorf("%w: options: %s %v is out of range: 0 (the default, %s) or %v to %v", ErrInvalid, d.name, d.v, d.fallback, d.lo, d.hi)
+		}
+	}
+	if o.GCGrace <= o.StoreTimeout {
+		return fmt.Errorf("%w: options: GCGrace %v must be more than StoreTimeout %v (a writer re-reads the manifest when its last look is older than GCGrace)", ErrInvalid, o.GCGrace, o.StoreTimeout)
+	}
+	return nil
+}
+
+// replicas is a DB's replication: the store, shared by its ledgers.
+type replicas struct {
+	store    store.Store
+	endpoint string // names the store in errors
+	identity replica.Identity
+}
+
+// openReplicaStore opens the store Options.Replica names (or the one a
+// test gave) and probes it once: a store that cannot be reached, or
+// lacks a guarantee that fencing needs, fails Open in both modes. At
+// Open every ledger compares itself with the bucket (ErrBehind) before
+// it writes: without the bucket it cannot know that no one wrote since.
+func (db *DB) openReplicaStore(ctx context.Context) error {
+	o := &db.opts
+	if o.Replica == "" && o.replicaStore == nil {
+		return nil
+	}
+	r := &replicas{store: o.replicaStore, endpoint: o.replicaEndpoint}
+	if r.store == nil {
+		loc, err := store.ParseLocation(o.Replica)
+		if err != nil {
+			return fmt.Errorf("%w: options: Replica: %w", ErrInvalid, err)
+		}
+		s3, err := store.OpenS3(ctx, loc, store.S3Options{})
+		if err != nil {
+			return fmt.Errorf("engine: replica %s: %w", loc, err)
+		}
+		r.store, r.endpoint = s3, endpointOf(loc)
+	}
+	if r.endpoint == "" {
+		r.endpoint = "the replica store"
+	}
+	if err := store.Probe(ctx, r.store, "probe/"); err != nil {
+		return fmt.Errorf("engine: replica %s: %w", r.endpoint, err)
+	}
+	host, _ := os.Hostname()
+	var nonce [8]byte
+	rand.Read(nonce[:])
+	r.identity = replica.Identity{Host: host, PID: os.Getpid(), Started: time.Now().UTC(), Nonce: hex.EncodeToString(nonce[:])}
+	db.repl = r
+	return nil
+}
+
+// endpointOf names a replica location in errors: the bucket, the prefix
+// and the endpoint.
+func endpointOf(loc store.Location) string {
+	s := "s3://" + loc.Bucket + "/" + loc.Prefix
+	if loc.Endpoint != "" {
+		s += " at " + loc.Endpoint
+	}
+	return s
+}
+
+// ledgerRepl is a replicated ledger's Writer and what the engine keeps
+// of it.
+type ledgerRepl struct {
+	w    *replica.Writer
+	mode Replication
+	// fenced: the Writer said ErrFenced once: no more appends.
+	fenced atomic.Bool
+	// unstored (under the ledger's idxMu, Replicated mode only): the
+	// heads of the groups published and not yet known to be stored, in
+	// order; the readers' bound (ledger.stored) moves along them as
+	// Waits return.
+	unstored []segment.Head
+}
+
+// writerConfig returns the Config of l's Writer.
+func (l *ledger) writerConfig() replica.Config {
+	o := &l.db.opts
+	return replica.Config{
+		Store: l.db.repl.store, Ledger: l.meta.ID, Name: l.meta.Name,
+		Mode: replica.Mode(o.Replication), Identity: l.db.repl.identity,
+		MinFlushInterval: o.MinFlushInterval, ShipInterval: o.ShipInterval,
+		StoreTimeout: o.StoreTimeout, GCGrace: o.GCGrace,
+		Source: ledgerSource{l}, Endpoint: l.db.repl.endpoint, Now: o.Now,
+	}
+}
+
+// attachReplica opens l's Writer, compares the bucket's tail with the
+// ledger's head, and takes the ledger: the Writer then stores what the
+// bucket lacks and every group committed from now on (Hooks.Records).
+// The bucket ahead of the directory is ErrBehind, another event at the
+// bucket's head ErrDiverged. In Replicated mode it waits until the
+// bucket holds every local event (readers see them then, as they see an
+// append once it is stored). Called before the ledger is reachable.
+func (l *ledger) attachReplica(ctx context.Context) error {
+	db := l.db
+	w, tail, err := replica.Open(ctx, l.writerConfig())
+	if err != nil {
+		return fmt.Errorf("replica %s: %w", db.repl.endpoint, err)
+	}
+	head := l.log.Head()
+	cure := fmt.Sprintf("restore it from the bucket into a new directory (annal restore URL DIR), or make this directory the ledger's writer with annal takeover URL %s", db.dir)
+	switch {
+	case tail.Seq > head.Seq:
+		w.Close(ctx)
+		return fmt.Errorf("%w: ledger %s: the bucket %s holds events to #%d, the directory to #%d: %s", ErrBehind, l.meta.Name, db.repl.endpoint, tail.Seq, head.Seq, cure)
+	case tail.Seq > 0:
+		local, err := l.idAt(tail.Seq)
+		if err != nil {
+			w.Close(ctx)
+			return err
+		}
+		if local != tail.ID {
+			w.Close(ctx)
+			return fmt.Errorf("%w: ledger %s: event #%d is %s in the bucket %s and %s in the directory", ErrDiverged, l.meta.Name, tail.Seq, tail.ID, db.repl.endpoint, local)
+		}
+	}
+	r := &ledgerRepl{w: w, mode: db.opts.Replication}
+	l.repl = r
+	if err := w.Take(ctx); err != nil {
+		l.repl = nil
+		w.Close(ctx)
+		return fmt.Errorf("replica %s: take ledger %s: %w", db.repl.endpoint, l.meta.Name, err)
+	}
+	if r.mode == Replicated && head.Seq > tail.Seq {
+		// What a crash between the local fsync and the upload left, or
+		// a ledger new to the bucket: stored before anyone sees it.
+		if err := w.Wait(ctx, head.Seq); err != nil {
+			l.repl = nil
+			w.Close(ctx)
+			return fmt.Errorf("replica %s: ledger %s: storing events #%d to #%d, which the bucket lacks: %w", db.repl.endpoint, l.meta.Name, tail.Seq+1, head.Seq, err)
+		}
+	}
+	l.idxMu.Lock()
+	l.stored = l.idxHead
+	l.idxMu.Unlock()
+	return nil
+}
+
+// idAt returns the ID of event seq of the ledger, from its index.
+func (l *ledger) idAt(seq uint64) (eventid.ID, error) {
+	id, ok, err := l.db.idx.BySeq(l.meta.ID, seq)
+	if err == nil && !ok {
+		err = fmt.Errorf("event #%d is not in the index", seq)
+	}
+	if err != nil {
+		return eventid.ID{}, fmt.Errorf("ledger %s: %w", l.meta.Name, err)
+	}
+	return id, nil
+}
+
+// openReplicas attaches a Writer to every ledger Open recovered; a ledger
+// that the bucket refuses (ErrBehind, ErrDiverged, a store error) is
+// refused as one that failed recovery is (ErrLedgerUnavailable, see
+// Unavailable), and the others open.
+func (db *DB) openReplicas() error {
+	if db.repl == nil {
+		return nil
+	}
+	for id, l := range db.byID {
+		ctx, cancel := context.WithTimeout(context.Background(), db.opts.StoreTimeout)
+		err := l.attachReplica(ctx)
+		cancel()
+		if err == nil {
+			continue
+		}
+		name := l.meta.Name
+		delete(db.byID, id)
+		delete(db.byName, name)
+		delete(db.witnessed, l)
+		err = errors.Join(err, l.log.Close(), l.closeTree())
+		db.setBroken(name, id, fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err))
+	}
+	return nil
+}
+
+// closeReplica closes l's Writer, if it has one, within StoreTimeout,
+// after a checkpoint of the ledger's head if checkpoint is set (the
+// log synced first) for the Writer to store: in Shipped mode what it
+// could not ship stays in the segments and the next Open ships it.
+func (l *ledger) closeReplica(checkpoint bool) error {
+	r := l.repl
+	if r == nil {
+		return nil
+	}
+	var ckErr error
+	if checkpoint && !r.fenced.Load() && l.refusedErr() == nil {
+		if ckErr = l.log.Sync(); ckErr == nil {
+			if n, err := l.treeState(); err == nil && n > l.latestSize() {
+				_, ckErr = l.issueCheckpoint(0)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.db.opts.StoreTimeout)
+	defer cancel()
+	err := r.w.Close(ctx)
+	if err != nil && r.mode == Shipped && !errors.Is(err, ErrFenced) {
+		err = nil // the lag stays local, shipped at the next Open
+	}
+	if err = errors.Join(err, ckErr); err != nil {
+		return fmt.Errorf("ledger %s: replica %s: %w", l.meta.Name, l.db.repl.endpoint, err)
+	}
+	return nil
+}
+
+// shipRecords is the segment log's Records hook: it gives each committed
+// group to the Writer with the leaves groupWritten hashed for it.
+func (l *ledger) shipRecords(s segment.Span) {
+	r := l.repl
+	if r == nil {
+		return
+	}
+	if n := s.Last.Seq - s.FirstSeq + 1; l.hookFirst != s.FirstSeq || uint64(len(l.hookLeaves)) != n {
+		// Not expected: Written hashes every group's leaves before
+		// Records (segment.Hooks). Computed again from the records.
+		if invariants.Enabled {
+			panic(fmt.Sprintf("engine: invariant broken: ledger %s: the written hook hashed %d leaves from #%d, the span has %d from #%d", l.meta.Name, len(l.hookLeaves), l.hookFirst, n, s.FirstSeq))
+		}
+		leaves := make([]tree.Hash, 0, n)
+		var buf []byte
+		l.leavesOfSpan(s, &leaves, &buf)
+		r.w.Add(s, leaves)
+		return
+	}
+	r.w.Add(s, l.hookLeaves)
+}
+
+// leavesOfSpan hashes the leaves of a span's records, read back from the
+// log (the span is committed).
+func (l *ledger) leavesOfSpan(s segment.Span, leaves *[]tree.Hash, buf *[]byte) {
+	l.log.ReadSpan(segment.Location{Segment: s.Segment, Offset: s.Offset}, len(s.Bytes), func(r *segment.Record, _ segment.Location) {
+		if r.Seq > s.Last.Seq {
+			return
+		}
+		var h tree.Hash
+		h, *buf = recordLeafHash(*buf, r)
+		*leaves = append(*leaves, h)
+	})
+}
+
+// recordLeafHash is the leaf hash of a record read from a segment.
+func recordLeafHash(buf []byte, r *segment.Record) (tree.Hash, []byte) {
+	return lineLeafHash(buf, r.ID, string(r.Entity), string(r.Key), string(r.Event), r.Meta, r.Data)
+}
+
+// noteUnstored records, in Replicated mode, a published group's head,
+// which readers see once it is stored. Called with idxMu held.
+func (l *ledger) noteUnstored(h segment.Head) {
+	if r := l.repl; r != nil && r.mode == Replicated {
+		r.unstored = append(r.unstored, h)
+	}
+}
+
+// markStored moves the readers' bound (Replicated mode) to the last
+// group head at or before seq, every event to seq being stored.
+func (l *ledger) markStored(seq uint64) {
+	r := l.repl
+	if r == nil || r.mode != Replicated {
+		return
+	}
+	l.idxMu.Lock()
+	defer l.idxMu.Unlock()
+	i := 0
+	for i < len(r.unstored) && r.unstored[i].Seq <= seq {
+		i++
+	}
+	if i == 0 {
+		return
+	}
+	if h := r.unstored[i-1]; h.Seq > l.stored.Seq {
+		l.stored = h
+		l.wake()
+		l.cond.Broadcast()
+	}
+	r.unstored = append(r.unstored[:0], r.unstored[i:]...)
+}
+
+// replicaWait waits, in Replicated mode, until the events to seq are
+// stored, and moves the readers' bound; ErrFenced is kept (sticky).
+func (l *ledger) replicaWait(ctx context.Context, first, seq uint64) error {
+	r := l.repl
+	if r == nil || r.mode != Replicated {
+		return nil
+	}
+	err := r.w.Wait(ctx, seq)
+	if err == nil {
+		l.markStored(seq)
+		return nil
+	}
+	if errors.Is(err, ErrFenced) {
+		r.fenced.Store(true)
+		return fmt.Errorf("engine: append to %s: %w (events #%d to #%d are in the local segments only: this directory is no longer the ledger's writer)", l.meta.Name, err, first, seq)
+	}
+	return fmt.Errorf("engine: append to %s: events #%d to #%d are durable locally, but the replica %s did not store them: %w; they may yet be stored and become visible: retry with the same IdempotencyKey to learn their outcome without appending them twice", l.meta.Name, first, seq, l.db.repl.endpoint, err)
+}
+
+// replicaRefused returns ErrFenced once the ledger was fenced.
+func (l *ledger) replicaRefused() error {
+	r := l.repl
+	if r == nil {
+		return nil
+	}
+	if r.fenced.Load() || r.mode == Shipped && r.w.Status().Fenced {
+		r.fenced.Store(true)
+		return fmt.Errorf("engine: append to %s: %w", l.meta.Name, ErrFenced)
+	}
+	return nil
+}
+
+// ReplicaStatus is a replicated ledger's state (DB.ReplicaStatus).
+type ReplicaStatus struct {
+	Mode Replication
+	// Epoch is this writer's epoch of the ledger in the bucket.
+	Epoch uint64
+	// Stored is the last event stored in the bucket, Head the last one
+	// committed locally; Lag is Head - Stored, and LagTime the age of
+	// the oldest event not yet stored (0 if none).
+	Stored, Head, Lag uint64
+	LagTime           time.Duration
+	// Chunks is the number of the last chunk stored.
+	Chunks uint64
+	// LastError is the last upload's error (nil after a success), and
+	// LastErrorAt when it came.
+	LastError   error
+	LastErrorAt time.Time
+	// Fenced: another writer took the ledger; it takes no more appends.
+	Fenced bool
+}
+
+// ReplicaStatus returns the replication state of a ledger; ErrInvalid if
+// the DB has no replica.
+func (db *DB) ReplicaStatus(ledgerName string) (ReplicaStatus, error) {
+	l, err := db.ledger(ledgerName)
+	if err != nil {
+		return ReplicaStatus{}, err
+	}
+	r := l.repl
+	if r == nil {
+		return ReplicaStatus{}, invalid("ledger %s is not replicated (no Options.Replica)", l.meta.Name)
+	}
+	s := r.w.Status()
+	st := ReplicaStatus{Mode: Replication(s.Mode), Epoch: s.Epoch, Stored: s.Stored, Head: s.Head,
+		LagTime: s.LagTime, Chunks: s.Chunks, LastError: s.LastError, LastErrorAt: s.LastErrorAt, Fenced: s.Fenced}
+	if st.Head > st.Stored {
+		st.Lag = st.Head - st.Stored
+	}
+	return st, nil
+}
+
+// WaitReplicated waits until the event id, and every event before it in
+// its ledger, is stored in the bucket; or returns ErrFenced, the store's
+// error once it made no progress for StoreTimeout (naming the endpoint),
+// or ctx's error. An ID that is not an event of an open ledger is
+// ErrNotFound.
+func (db *DB) WaitReplicated(ctx context.Context, id eventid.ID) error {
+	if db.repl == nil {
+		return invalid("wait replicated: the DB has no replica (Options.Replica)")
+	}
+	db.mu.RLock()
+	l, ok := db.byID[id.Ledger()]
+	db.mu.RUnlock()
+	if !ok {
+		return fmt.Errorf("%w: wait replicated: no open ledger has the ID %s", ErrNotFound, id.Ledger())
+	}
+	if err := db.enterRead(); err != nil {
+		return err
+	}
+	seq, _, found, err := db.idx.Lookup(id)
+	db.exitRead()
+	if err != nil {
+		return fmt.Errorf("engine: wait replicated %s: %w", id, err)
+	}
+	if !found {
+		return fmt.Errorf("%w: wait replicated: event %s", ErrNotFound, id)
+	}
+	if err := l.repl.w.Wait(ctx, seq); err != nil {
+		return fmt.Errorf("engine: wait replicated %s (#%d of %s) in %s: %w", id, seq, l.meta.Name, db.repl.endpoint, err)
+	}
+	l.markStored(seq)
+	return nil
+}
+
+// ledgerSource is a ledger's log as its Writer reads it (replica.Source).
+type ledgerSource struct{ l *ledger }
+
+func (s ledgerSource) Head() segment.Head    { return s.l.log.Head() }
+func (s ledgerSource) Durable() segment.Head { return s.l.log.Durable() }
+func (s ledgerSource) Sync() error           { return s.l.log.Sync() }
+
+// Read returns committed records from event from on, with their leaves:
+// the record's location from the index, the records from the segment.
+func (s ledgerSource) Read(from uint64, max int) (segment.Span, []tree.Hash, error) {
+	l := s.l
+	db := l.db
+	if err := db.enterRead(); err != nil {
+		return segment.Span{}, nil, err
+	}
+	defer db.exitRead()
+	id, err := l.idAt(from)
+	if err != nil {
+		return segment.Span{}, nil, err
+	}
+	_, loc, found, err := db.idx.Lookup(id)
+	if err == nil && !found {
+		err = fmt.Errorf("event %s is not in the index", id)
+	}
+	if err != nil {
+		return segment.Span{}, nil, fmt.Errorf("ledger %s: event #%d: %w", l.meta.Name, from, err)
+	}
+	var leaves []tree.Hash
+	var buf []byte
+	span, err := l.log.ReadSpan(loc, max, func(r *segment.Record, _ segment.Location) {
+		var h tree.Hash
+		h, buf = recordLeafHash(buf, r)
+		leaves = append(leaves, h)
+	})
+	if err != nil {
+		return segment.Span{}, nil, fmt.Errorf("ledger %s: %w", l.meta.Name, err)
+	}
+	return span, leaves[:span.Last.Seq-span.FirstSeq+1], nil
+}
+
+// Sealed returns sealed segment n's file, whole.
+func (s ledgerSource) Sealed(n uint64) ([]byte, uint64, uint64, error) {
+	if err := s.l.db.enterRead(); err != nil {
+		return nil, 0, 0, err
+	}
+	defer s.l.db.exitRead()
+	return s.l.log.ReadSealed(n)
+}
+
+// Frontier returns a tree builder at size n, from the tree file.
+func (s ledgerSource) Frontier(n uint64) (*tree.Builder, error) {
+	t, _, err := s.l.readTree()
+	if err != nil {
+		return nil, err
+	}
+	return t.Builder(n)
+}
+
+// startReplication opens and probes the replica store, and attaches a
+// Writer to every ledger Open recovered (openReplicas).
+func (db *DB) startReplication() error {
+	if db.opts.Replica == "" && db.opts.replicaStore == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), db.opts.StoreTimeout)
+	err := db.openReplicaStore(ctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	return db.openReplicas()
+}
+
+// attachNew gives a ledger being created (CreateLedger) its Writer,
+// before its genesis event: the bucket must hold nothing of it.
+func (l *ledger) attachNew(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, l.db.opts.StoreTimeout)
+	defer cancel()
+	w, tail, err := replica.Open(ctx, l.writerConfig())
+	if err != nil {
+		return fmt.Errorf("replica %s: %w", l.db.repl.endpoint, err)
+	}
+	if tail.Seq > 0 || tail.Manifest.Epoch != 0 {
+		w.Close(ctx)
+		return fmt.Errorf("%w: the bucket %s already holds a ledger with the ID %s (events to #%d)", ErrBehind, l.db.repl.endpoint, l.meta.ID, tail.Seq)
+	}
+	l.repl = &ledgerRepl{w: w, mode: l.db.opts.Replication}
+	if err := w.Take(ctx); err != nil {
+		l.repl = nil
+		w.Close(ctx)
+		return fmt.Errorf("replica %s: take ledger %s: %w", l.db.repl.endpoint, l.meta.Name, err)
+	}
+	return nil
+}
+
+// BucketLedger is what a bucket holds of a ledger (InspectReplica).
+type BucketLedger struct {
+	Ledger eventid.LedgerID
+	// Name is the ledger's name, as its newest manifest gives it.
+	Name string
+	// Epoch is the newest manifest's epoch (0: the bucket holds nothing
+	// of the ledger), Writer the process that wrote it, and Written when.
+	Epoch   uint64
+	Writer  string
+	Written time.Time
+	// Stored is the last event stored, Head its ID.
+	Stored uint64
+	Head   eventid.ID
+}
+
+// InspectReplica reads what the bucket that replicaURL names holds of
+// each ledger (of every ledger in the bucket if ledgers is nil), writing
+// nothing (annal replica status): it needs no writer running, and no
+// data directory.
+func InspectReplica(ctx context.Context, replicaURL string, ledgers []eventid.LedgerID) ([]BucketLedger, error) {
+	loc, err := store.ParseLocation(replicaURL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: replica: %w", ErrInvalid, err)
+	}
+	s, err := store.OpenS3(ctx, loc, store.S3Options{})
+	if err != nil {
+		return nil, fmt.Errorf("engine: replica %s: %w", loc, err)
+	}
+	return inspectStore(ctx, s, endpointOf(loc), ledgers)
+}
+
+// inspectStore is InspectReplica on an open store.
+func inspectStore(ctx context.Context, s store.Store, endpoint string, ledgers []eventid.LedgerID) ([]BucketLedger, error) {
+	if ledgers == nil {
+		var err error
+		if ledgers, err = bucketLedgers(ctx, s); err != nil {
+			return nil, fmt.Errorf("engine: replica %s: %w", endpoint, err)
+		}
+	}
+	out := make([]BucketLedger, 0, len(ledgers))
+	for _, id := range ledgers {
+		cfg := replica.Config{Store: s, Ledger: id, Mode: replica.Shipped, Endpoint: endpoint}
+		w, tail, err := replica.Open(ctx, cfg)
+		if err != nil {
+			return out, fmt.Errorf("engine: replica %s: ledger %s: %w", endpoint, id, err)
+		}
+		w.Close(ctx)
+		m := tail.Manifest
+		b := BucketLedger{Ledger: id, Name: m.Name, Epoch: m.Epoch, Written: m.Written, Stored: tail.Seq, Head: tail.ID}
+		if m.Epoch != 0 {
+			b.Writer = m.Writer.String()
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// bucketLedgers lists the ledgers a bucket holds objects of: one List
+// call per ledger, each starting after the one before's objects.
+func bucketLedgers(ctx context.Context, s store.Store) ([]eventid.LedgerID, error) {
+	const prefix = "ledgers/"
+	var ids []eventid.LedgerID
+	after := ""
+	for {
+		page, err := s.List(ctx, prefix, after, 1)
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", prefix, err)
+		}
+		if len(page.Objects) == 0 {
+			return ids, nil
+		}
+		key := page.Objects[0].Key
+		name, _, ok := strings.Cut(strings.TrimPrefix(key, prefix), "/")
+		id, err := eventid.ParseLedgerID(name)
+		if !ok || err != nil || replica.LedgerPrefix(id) != prefix+name+"/" {
+			return nil, fmt.Errorf("object %s is not under a ledger's folder (%sLLLLLLLL/)", key, prefix)
+		}
+		ids = append(ids, id)
+		// After every key of the folder: '0' sorts after '/'.
+		after = prefix + name + "0"
+	}
+}
