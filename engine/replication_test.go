@@ -15,8 +15,10 @@ import (
 
 	"github.com/annal-db/annal/engine/internal/replica"
 	"github.com/annal-db/annal/engine/internal/replica/store"
+	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // testEndpoint names the tests' in-memory store in errors.
@@ -122,13 +124,19 @@ func openRepl(t *testing.T, dir string, st store.Store, mode Replication) *DB {
 
 // bucketEvents reads every chunk and sealed segment the bucket holds of
 // ledger id and checks that each holds, byte for byte, what the ledger's
-// segment files in dir hold at the same place; it returns the IDs of the
-// events they hold, by sequence number, and checks that they run from #1
-// without a gap.
+// segment files in dir (closed) hold at the same place, and that each
+// chunk's Merkle root is the ledger's tree's at its size (the leaves the
+// engine gave the Writer); it returns the IDs of the events they hold,
+// by sequence number, and checks that they run from #1 without a gap.
 func bucketEvents(t *testing.T, st store.Store, dir string, id eventid.LedgerID) []eventid.ID {
 	t.Helper()
 	ctx := context.Background()
 	segDir := filepath.Join(dir, ledgersDir, id.String())
+	tf, err := tree.OpenFileReadOnly(vfs.Default, filepath.Join(segDir, treeFileName), uint32(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tf.Close()
 	file := func(seg uint64) []byte {
 		b, err := os.ReadFile(filepath.Join(segDir, fmt.Sprintf("%020d.seg", seg)))
 		if err != nil {
@@ -151,6 +159,9 @@ func bucketEvents(t *testing.T, st store.Store, dir string, id eventid.LedgerID)
 			}
 			if c.Fence() {
 				continue
+			}
+			if root, err := tf.Root(c.TreeSize); err != nil || root != tree.Hash(c.Root) {
+				t.Fatalf("chunk %s: root at size %d %x, the tree's %x (%v)", key, c.TreeSize, c.Root, root, err)
 			}
 			local := file(uint64(c.Segment))
 			if end := int(c.Offset) + len(c.Records); end > len(local) || !bytes.Equal(local[c.Offset:end], c.Records) {
@@ -722,5 +733,66 @@ func TestReplicaOptions(t *testing.T) {
 	w := o.withDefaults()
 	if err := w.check(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestShippedLagShipsAtNextOpen: in Shipped mode (with Durability None)
+// a Close while the store holds the uploads back returns within
+// StoreTimeout without an error, the events not stored staying in the
+// segments; the next Open ships them (read back from the segments, with
+// their Merkle leaves), then the events appended after it.
+func TestShippedLagShipsAtNextOpen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st := newReplStore()
+	o := replOptions(st, Shipped)
+	o.Durability = None
+	o.StoreTimeout = 300 * time.Millisecond
+	o.GCGrace = 10 * time.Second
+	db, err := Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := db.CreateLedger(ctx, LedgerSpec{Name: "cash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.WaitReplicated(ctx, info.Head); err != nil {
+		t.Fatal(err)
+	}
+	st.holdChunks()
+	for i := range 200 {
+		if _, err := appendOne(ctx, db, "cash", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	if err := db.Close(); err != nil {
+		t.Fatalf("Close of a Shipped DB with uploads held: %v", err)
+	}
+	if took := time.Since(start); took > o.StoreTimeout+2*time.Second {
+		t.Fatalf("Close took %v, StoreTimeout is %v", took, o.StoreTimeout)
+	}
+	st.release()
+	db, err = Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var last AppendResult
+	for i := range 20 {
+		if last, err = appendOne(ctx, db, "cash", 1000+i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.WaitReplicated(ctx, last.IDs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ids := bucketEvents(t, st, dir, info.ID); len(ids) != 221 || ids[220] != last.IDs[0] {
+		t.Fatalf("the bucket holds %d events, want 221", len(ids))
 	}
 }
