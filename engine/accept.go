@@ -85,7 +85,7 @@ func (db *DB) AcceptLedger(ctx context.Context, name string) (Checkpoint, error)
 	delete(db.unsigned, id)
 	db.mu.Unlock()
 	c := *l.latest.Load()
-	if _, err := db.register(l, l.meta.Name, id); err != nil {
+	if _, err := db.registerReplicated(ctx, l, l.meta.Name, id); err != nil {
 		return Checkpoint{}, fmt.Errorf("engine: accept ledger %s: %w", name, err)
 	}
 	return c, nil

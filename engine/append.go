@@ -204,6 +204,10 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 			if cerr := l.awaitIndexed(ctx, ce.seq); cerr != nil {
 				return AppendResult{}, fmt.Errorf("engine: append to %s: %w (%w while waiting for the index to show what the condition saw: it may not be readable yet)", l.meta.Name, err, cerr)
 			}
+			// Replicated mode: readers see it once it is stored.
+			if cerr := l.awaitStored(ctx, ce.seq); cerr != nil {
+				return AppendResult{}, fmt.Errorf("engine: append to %s: %w (%w while waiting for the replica to store what the condition saw: it may not be readable yet)", l.meta.Name, err, cerr)
+			}
 		}
 		if err != nil {
 			return AppendResult{}, fmt.Errorf("engine: append to %s: %w", l.meta.Name, err)

@@ -795,7 +795,7 @@ func (im *importer) commit(head segment.Head, lm ledgerMeta) (LedgerInfo, error)
 		return undo(l, err)
 	}
 
-	info, err := db.register(l, im.name, im.id)
+	info, err := db.registerReplicated(im.ctx, l, im.name, im.id)
 	if err != nil {
 		return LedgerInfo{}, fmt.Errorf("engine: import of ledger %s: %w", im.id, err)
 	}

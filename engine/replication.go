@@ -224,9 +224,13 @@ func (l *ledger) writerConfig() replica.Config {
 // The bucket ahead of the directory is ErrBehind, another event at the
 // bucket's head ErrDiverged. In Replicated mode it waits until the
 // bucket holds every local event (readers see them then, as they see an
-// append once it is stored). Called before the ledger is reachable.
+// append once it is stored): as long as the store makes progress, or ctx
+// ends. Called before the ledger is reachable.
 func (l *ledger) attachReplica(ctx context.Context) error {
 	db := l.db
+	wctx := ctx
+	ctx, cancel := context.WithTimeout(ctx, db.opts.StoreTimeout)
+	defer cancel()
 	w, tail, err := replica.Open(ctx, l.writerConfig())
 	if err != nil {
 		return fmt.Errorf("replica %s: %w", db.repl.endpoint, err)
@@ -258,7 +262,7 @@ func (l *ledger) attachReplica(ctx context.Context) error {
 	if r.mode == Replicated && head.Seq > tail.Seq {
 		// What a crash between the local fsync and the upload left, or
 		// a ledger new to the bucket: stored before anyone sees it.
-		if err := w.Wait(ctx, head.Seq); err != nil {
+		if err := w.Wait(wctx, head.Seq); err != nil {
 			l.repl = nil
 			w.Close(ctx)
 			return fmt.Errorf("replica %s: ledger %s: storing events #%d to #%d, which the bucket lacks: %w", db.repl.endpoint, l.meta.Name, tail.Seq+1, head.Seq, err)
@@ -291,9 +295,7 @@ func (db *DB) openReplicas() error {
 		return nil
 	}
 	for id, l := range db.byID {
-		ctx, cancel := context.WithTimeout(context.Background(), db.opts.StoreTimeout)
-		err := l.attachReplica(ctx)
-		cancel()
+		err := l.attachReplica(context.Background())
 		if err == nil {
 			continue
 		}
@@ -305,6 +307,24 @@ func (db *DB) openReplicas() error {
 		db.setBroken(name, id, fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err))
 	}
 	return nil
+}
+
+// registerReplicated is register for a ledger that Import or AcceptLedger
+// made complete on disk: with a replica, it is attached first
+// (attachReplica); a ledger the bucket refuses is refused as Open refuses
+// it (ErrLedgerUnavailable), its files kept for the next Open.
+func (db *DB) registerReplicated(ctx context.Context, l *ledger, name string, id eventid.LedgerID) (LedgerInfo, error) {
+	if db.repl != nil {
+		if err := l.attachReplica(ctx); err != nil {
+			err = errors.Join(err, l.log.Close(), l.closeTree())
+			err = fmt.Errorf("%w: ledger %s: %w", ErrLedgerUnavailable, id, err)
+			db.mu.Lock()
+			db.setBroken(name, id, err)
+			db.mu.Unlock()
+			return LedgerInfo{}, err
+		}
+	}
+	return db.register(l, name, id)
 }
 
 // closeReplica closes l's Writer, if it has one, within StoreTimeout,
@@ -427,6 +447,21 @@ func (l *ledger) replicaWait(ctx context.Context, first, seq uint64) error {
 	return fmt.Errorf("engine: append to %s: events #%d to #%d are durable locally, but the replica %s did not store them: %w; they may yet be stored and become visible: retry with the same IdempotencyKey to learn their outcome without appending them twice", l.meta.Name, first, seq, l.db.repl.endpoint, err)
 }
 
+// awaitStored waits, in Replicated mode, until the events to seq are
+// stored (what a failed condition saw, for the caller to read), and
+// moves the readers' bound.
+func (l *ledger) awaitStored(ctx context.Context, seq uint64) error {
+	r := l.repl
+	if r == nil || r.mode != Replicated || seq == 0 || l.log.Head().Seq < seq {
+		return nil
+	}
+	if err := r.w.Wait(ctx, seq); err != nil {
+		return err
+	}
+	l.markStored(seq)
+	return nil
+}
+
 // replicaRefused returns ErrFenced once the ledger was fenced.
 func (l *ledger) replicaRefused() error {
 	r := l.repl
@@ -514,6 +549,9 @@ func (db *DB) WaitReplicated(ctx context.Context, id eventid.ID) error {
 }
 
 // ledgerSource is a ledger's log as its Writer reads it (replica.Source).
+// Its reads do not enter the DB's readers (enterRead), which Close stops
+// first: the Writer is closed before the log and the index (closeReplica
+// in Close), and it reads sealed segments and the backlog until then.
 type ledgerSource struct{ l *ledger }
 
 func (s ledgerSource) Head() segment.Head    { return s.l.log.Head() }
@@ -525,10 +563,6 @@ func (s ledgerSource) Sync() error           { return s.l.log.Sync() }
 func (s ledgerSource) Read(from uint64, max int) (segment.Span, []tree.Hash, error) {
 	l := s.l
 	db := l.db
-	if err := db.enterRead(); err != nil {
-		return segment.Span{}, nil, err
-	}
-	defer db.exitRead()
 	id, err := l.idAt(from)
 	if err != nil {
 		return segment.Span{}, nil, err
@@ -555,10 +589,6 @@ func (s ledgerSource) Read(from uint64, max int) (segment.Span, []tree.Hash, err
 
 // Sealed returns sealed segment n's file, whole.
 func (s ledgerSource) Sealed(n uint64) ([]byte, uint64, uint64, error) {
-	if err := s.l.db.enterRead(); err != nil {
-		return nil, 0, 0, err
-	}
-	defer s.l.db.exitRead()
 	return s.l.log.ReadSealed(n)
 }
 

@@ -796,3 +796,82 @@ func TestShippedLagShipsAtNextOpen(t *testing.T) {
 		t.Fatalf("the bucket holds %d events, want 221", len(ids))
 	}
 }
+
+// TestReplicatedImport: a ledger imported into a replicated DB is taken
+// in the bucket and stored whole before Import returns (Replicated mode),
+// and its later appends are replicated as any other ledger's.
+func TestReplicatedImport(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := openTest(t, t.TempDir())
+	if _, err := src.CreateLedger(ctx, LedgerSpec{Name: "cash"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		if _, err := appendOne(ctx, src, "cash", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in, _ := exportBytes(t, src, "cash", ExportOptions{})
+	src.Close()
+	dir := t.TempDir()
+	st := newReplStore()
+	db := openRepl(t, dir, st, Replicated)
+	info := importBytes(t, db, in, ImportOptions{})
+	res, err := appendOne(ctx, db, info.Name, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ids := bucketEvents(t, st, dir, info.ID); len(ids) != 302 || ids[301] != res.IDs[0] {
+		t.Fatalf("the bucket holds %d events of the imported ledger, want 302", len(ids))
+	}
+}
+
+// TestReplicatedConditionSeesStored: in Replicated mode a failed
+// condition that saw an event not yet stored returns once it is, so that
+// the caller can read what it found (read-your-conflicts).
+func TestReplicatedConditionSeesStored(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newReplStore()
+	db := openRepl(t, t.TempDir(), st, Replicated)
+	defer db.Close()
+	info, err := db.CreateLedger(ctx, LedgerSpec{Name: "cash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.holdChunks()
+	first := make(chan error, 1)
+	go func() {
+		_, err := appendOne(ctx, db, "cash", 1)
+		first <- err
+	}()
+	for st.held.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	second := make(chan error, 1)
+	go func() {
+		_, err := db.Append(ctx, "cash", []EventInput{ev("acct", "a1", "debited")}, &AppendOptions{ExpectedHead: info.Genesis})
+		second <- err
+	}()
+	select {
+	case err := <-second:
+		t.Fatalf("the conditional append returned (%v) while the event it conflicts with is not stored", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	st.release()
+	err = <-second
+	var ce *ConditionError
+	if !errors.As(err, &ce) {
+		t.Fatalf("the conditional append: %v, want a ConditionError", err)
+	}
+	if _, err := db.Get(ctx, ce.Head); err != nil {
+		t.Fatalf("the event the condition found is not readable once it returned: %v", err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+}
