@@ -251,9 +251,10 @@ func appendOne(ctx context.Context, db *DB, name string, i int) (AppendResult, e
 
 // TestReplicatedAppendReturnsOnceStored: in Replicated mode an append
 // whose chunk the store holds back does not return, and no read (Scan,
-// GetSeq, Get, the ledger's count) shows its event, until the store
-// takes the chunk; then the append returns and every read shows it, and
-// the bucket holds it byte for byte as the segment does.
+// GetSeq, the ledger's count, a subscriber) shows its event, until the
+// store takes the chunk; then the append returns and every read shows it,
+// the subscriber gets it, and the bucket holds it byte for byte as the
+// segment does.
 func TestReplicatedAppendReturnsOnceStored(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -264,6 +265,20 @@ func TestReplicatedAppendReturnsOnceStored(t *testing.T) {
 	info, err := db.CreateLedger(ctx, LedgerSpec{Name: "cash"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	subCtx, stopSub := context.WithCancel(ctx)
+	defer stopSub()
+	got := make(chan Event, 4)
+	go func() {
+		for e, err := range db.Subscribe(subCtx, "cash", SubscribeOptions{}) {
+			if err != nil {
+				return
+			}
+			got <- e
+		}
+	}()
+	if e := <-got; e.ID != info.Genesis {
+		t.Fatalf("the subscriber's first event: %s, want the genesis", e.ID)
 	}
 	st.holdChunks()
 	type result struct {
@@ -292,10 +307,23 @@ func TestReplicatedAppendReturnsOnceStored(t *testing.T) {
 	if li, _ := db.Ledger("cash"); li.Count != 1 {
 		t.Fatalf("the ledger's count while the chunk is held: %d, want 1", li.Count)
 	}
+	select {
+	case e := <-got:
+		t.Fatalf("the subscriber got %s while its chunk is held", e.ID)
+	default:
+	}
 	st.release()
 	r := <-done
 	if r.err != nil {
 		t.Fatal(r.err)
+	}
+	select {
+	case e := <-got:
+		if e.ID != r.res.IDs[0] {
+			t.Fatalf("the subscriber got %s, want %s", e.ID, r.res.IDs[0])
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the subscriber did not get the stored event")
 	}
 	ev, err := db.GetSeq(ctx, "cash", 2)
 	if err != nil || ev.ID != r.res.IDs[0] {
