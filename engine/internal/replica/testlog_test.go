@@ -29,9 +29,9 @@ type testLog struct {
 	dir string
 	log *segment.Log
 
-	mu     sync.Mutex
-	spans  []spanInfo // every committed span, in order
-	leaves []tree.Hash
+	mu      sync.Mutex
+	spans   []spanInfo // every committed span, in order
+	leaves  []tree.Hash
 	writers []*Writer // fed by records
 }
 
