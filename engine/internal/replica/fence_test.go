@@ -168,3 +168,57 @@ func TestTakeFencesShippingWriter(t *testing.T) {
 	}
 	t.Logf("A acknowledged up to %d; B (epoch %d) fenced after %d (%d Takes behind first)", acked.Load(), epoch, fence.LastSeq, behind)
 }
+
+// TestFencedWritersLateChunkIsReplaced: a chunk of the old epoch that
+// lands after the new writer's fence (an upload the fenced writer had in
+// flight) is not part of the history: a Writer opened then finds the
+// tail at the fence, and the new writer, reaching that slot, deletes it
+// and stores its own chunk, keeping the hash chain whole.
+func TestFencedWritersLateChunkIsReplaced(t *testing.T) {
+	t.Parallel()
+	tl := newTestLog(t, 1<<20, segment.Sync)
+	st := store.NewMemory()
+	ctx := context.Background()
+	a := openTake(t, testConfig(st, tl, Replicated), tl)
+	last := tl.append(3)
+	if err := a.Wait(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	aChunks, _ := bucketChunks(t, st)
+	b, _, err := Open(ctx, testConfig(st, tl, Replicated))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Take(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(ctx)
+	fence := aChunks[len(aChunks)-1].Number + 1
+	// A's late upload: epoch 1, at the slot after B's fence, chained to
+	// an A chunk the bucket does not hold.
+	late := Chunk{Ledger: testLedgerID(), Number: fence + 1, Epoch: 1, FirstSeq: last + 1, LastSeq: last,
+		TreeSize: last, Root: tl.root(last), Prev: Hash{1}, Segment: 1, Offset: 64}
+	if _, err := st.Put(ctx, ChunkKey(testLedgerID(), fence+1), late.Encode(), store.CreateOnly()); err != nil {
+		t.Fatal(err)
+	}
+	c, tail, err := Open(ctx, testConfig(st, tl, Replicated))
+	if err != nil {
+		t.Fatalf("Open with a fenced writer's chunk after the fence: %v", err)
+	}
+	_ = c.Close(ctx)
+	if tail.Seq != last || tail.ID != tl.Head().ID {
+		t.Fatalf("tail %d %v, want B's fence after %d", tail.Seq, tail.ID, last)
+	}
+	tl.attach(b)
+	last = tl.append(2)
+	if err := b.Wait(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	chunks := tl.checkBucket(t, st, last)
+	if got := chunks[len(chunks)-1]; got.Number != fence+1 || got.Epoch != 2 {
+		t.Fatalf("chunk %d holds epoch %d, want B's (2)", got.Number, got.Epoch)
+	}
+}

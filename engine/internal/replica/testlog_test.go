@@ -88,6 +88,19 @@ func (tl *testLog) attach(w *Writer) {
 	tl.mu.Unlock()
 }
 
+// detach stops the Log's commits going to w.
+func (tl *testLog) detach(w *Writer) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	var ws []*Writer
+	for _, x := range tl.writers {
+		if x != w {
+			ws = append(ws, x)
+		}
+	}
+	tl.writers = ws
+}
+
 // frameLeaves returns the SHA-256 of each frame in b.
 func frameLeaves(b []byte) []tree.Hash {
 	var out []tree.Hash
