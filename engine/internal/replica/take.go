@@ -180,7 +180,17 @@ func (s *writerState) writeFence(ctx context.Context, root Hash) (uint64, Hash, 
 			return 0, Hash{}, derr
 		case got.Epoch >= s.epoch:
 			return 0, Hash{}, fmt.Errorf("%w: chunk %s holds epoch %d, this writer's is %d", ErrFenced, key, got.Epoch, s.epoch)
-		case got.Fence() && got.LastSeq == s.tail.Seq && got.Prev == prev:
+		case got.Prev != prev:
+			// Not the history's next chunk: a fenced writer's upload
+			// that landed after a fence. It is nobody's acknowledged
+			// record; the slot is this writer's.
+			if try > 20 {
+				return 0, Hash{}, fmt.Errorf("replica: Take: chunk %s (epoch %d) keeps coming back after being deleted", key, got.Epoch)
+			}
+			if err := s.cfg.Store.Delete(ctx, key); err != nil {
+				return 0, Hash{}, fmt.Errorf("replica: Take: delete a fenced writer's chunk %s at %s: %w", key, s.cfg.Endpoint, err)
+			}
+		case got.Fence() && got.LastSeq == s.tail.Seq:
 			// An old epoch's fence after the tail: take it in.
 			n, prev = n+1, Sum(o.Data)
 		default:

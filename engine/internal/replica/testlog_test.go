@@ -29,10 +29,10 @@ type testLog struct {
 	dir string
 	log *segment.Log
 
-	mu     sync.Mutex
-	spans  []spanInfo // every committed span, in order
-	leaves []tree.Hash
-	writer atomic.Pointer[Writer]
+	mu      sync.Mutex
+	spans   []spanInfo // every committed span, in order
+	leaves  []tree.Hash
+	writers []*Writer // fed by records
 }
 
 // spanInfo is where a committed span is.
@@ -74,14 +74,32 @@ func (tl *testLog) records(s segment.Span) {
 	tl.mu.Lock()
 	tl.spans = append(tl.spans, spanInfo{seg: s.Segment, off: s.Offset, end: s.Offset + int64(len(s.Bytes)), first: s.FirstSeq, last: s.Last.Seq})
 	tl.leaves = append(tl.leaves, leaves...)
+	writers := tl.writers
 	tl.mu.Unlock()
-	if w := tl.writer.Load(); w != nil {
+	for _, w := range writers {
 		w.Add(s, leaves)
 	}
 }
 
-// attach makes the Log's commits go to w.
-func (tl *testLog) attach(w *Writer) { tl.writer.Store(w) }
+// attach makes the Log's commits go to w as well.
+func (tl *testLog) attach(w *Writer) {
+	tl.mu.Lock()
+	tl.writers = append(tl.writers[:len(tl.writers):len(tl.writers)], w)
+	tl.mu.Unlock()
+}
+
+// detach stops the Log's commits going to w.
+func (tl *testLog) detach(w *Writer) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	var ws []*Writer
+	for _, x := range tl.writers {
+		if x != w {
+			ws = append(ws, x)
+		}
+	}
+	tl.writers = ws
+}
 
 // frameLeaves returns the SHA-256 of each frame in b.
 func frameLeaves(b []byte) []tree.Hash {

@@ -33,9 +33,12 @@ func (s *writerState) upload(c cut) {
 			s.fail(err)
 			return
 		}
+		if errors.Is(err, errRetry) {
+			continue
+		}
 		s.noteError(err)
 		select {
-		case <-time.After(backoff(try)):
+		case <-time.After(min(backoff(try), s.cfg.StoreTimeout/4)):
 		case <-s.ctx.Done():
 			return
 		}
@@ -131,6 +134,16 @@ func (s *writerState) judgeChunk(key string, found []byte) error {
 	if c.Epoch > s.epoch {
 		return fmt.Errorf("%w: chunk %s holds epoch %d, this writer's is %d", ErrFenced, key, c.Epoch, s.epoch)
 	}
+	if c.Epoch < s.epoch {
+		// A fenced writer's upload that landed after this writer's
+		// fence: the chain cannot pass through it (epochs never go
+		// down), nobody acknowledged it, and the slot is this
+		// writer's. Delete it; the retry creates the chunk.
+		if err := s.cfg.Store.Delete(s.ctx, key); err != nil {
+			return fmt.Errorf("replica: delete a fenced writer's chunk %s at %s: %w", key, s.cfg.Endpoint, err)
+		}
+		return fmt.Errorf("replica: chunk %s held a fenced writer's chunk (epoch %d), deleted: %w", key, c.Epoch, errRetry)
+	}
 	return fmt.Errorf("%w: replica: chunk %s holds other bytes (epoch %d, records %d to %d) than this writer (epoch %d) wrote there",
 		errDamage, key, c.Epoch, c.FirstSeq, c.LastSeq, s.epoch)
 }
@@ -140,6 +153,9 @@ func (s *writerState) judgeChunk(key string, found []byte) error {
 func (s *writerState) judgeOther(key string, found []byte) error {
 	return fmt.Errorf("%w: replica: %s holds %d bytes other than the %s this writer stores", errDamage, key, len(found), "object")
 }
+
+// errRetry marks an upload to try again at once.
+var errRetry = errors.New("retry")
 
 // isFatal says whether err stops the Writer: a fence, or damage.
 func isFatal(err error) bool {

@@ -246,64 +246,55 @@ func (s *writerState) readTail(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("replica: list %s at %s: %w", prefix, s.cfg.Endpoint, err)
 		}
+		gap := false
 		for _, o := range page.Objects {
 			n, ok := ParseNumber(o.Key)
 			if !ok {
 				return fmt.Errorf("%w: replica: %s is not a chunk's key", errDamage, o.Key)
 			}
 			if len(nums) > 0 && n != nums[len(nums)-1]+1 {
-				return fmt.Errorf("%w: replica: chunk %s follows chunk %d: a gap", errDamage, o.Key, nums[len(nums)-1])
+				// Chunks after a gap are uploads of a writer still at
+				// work, stored before the one in the gap: none of them
+				// is acknowledged yet.
+				gap = true
+				break
 			}
 			nums = append(nums, n)
 		}
-		if !page.Truncated || len(page.Objects) == 0 {
+		if gap || !page.Truncated || len(page.Objects) == 0 {
 			break
 		}
 		after = page.Objects[len(page.Objects)-1].Key
 	}
 	s.tail.Segment, s.tail.Offset = 1, segment.RecordsStart
-	// Walk back from the last chunk to the last that holds records.
-	var next *Chunk // the chunk after the one read, for its Prev
-	for i := len(nums) - 1; i >= 0; i-- {
-		key := ChunkKey(s.cfg.Ledger, nums[i])
-		o, err := s.cfg.Store.Get(ctx, key)
-		if err != nil {
-			return fmt.Errorf("replica: read chunk %s at %s: %w", key, s.cfg.Endpoint, err)
-		}
-		c, err := DecodeChunk(key, s.cfg.Ledger, o.Data)
-		if err != nil {
-			return err
-		}
-		if next == nil {
-			s.tailChunk, s.tailSum, s.tailRoot = c.Number, Sum(o.Data), c.Root
-			s.tail.Seq = c.LastSeq
-			s.tail.Segment, s.tail.Offset = uint64(c.Segment), int64(c.Offset)+int64(len(c.Records))
-		} else {
-			if Sum(o.Data) != next.Prev {
-				return fmt.Errorf("%w: replica: chunk %s is not the one chunk %d names as its previous (hash chain broken)", errDamage, key, next.Number)
+	run, err := s.chainTail(ctx, nums)
+	if err != nil {
+		return err
+	}
+	if len(run) > 0 {
+		last := run[0].c
+		s.tailChunk, s.tailSum, s.tailRoot = last.Number, run[0].sum, last.Root
+		s.tail.Seq = last.LastSeq
+		s.tail.Segment, s.tail.Offset = uint64(last.Segment), int64(last.Offset)+int64(len(last.Records))
+		for _, r := range run {
+			if r.c.Fence() {
+				continue
 			}
-			if c.LastSeq != s.tail.Seq {
-				return fmt.Errorf("%w: replica: chunk %s ends at record %d, the fence chunk after it begins after %d", errDamage, key, c.LastSeq, s.tail.Seq)
+			c, key := r.c, ChunkKey(s.cfg.Ledger, r.c.Number)
+			prev, err := segment.SpanPrev(c.Records)
+			if err != nil {
+				return fmt.Errorf("%w: replica: chunk %s: %w", errDamage, key, err)
 			}
+			h, err := segment.VerifySpan(s.cfg.Ledger, segment.Head{ID: prev, Seq: c.FirstSeq - 1}, key, uint64(c.Segment), int64(c.Offset), c.Records, nil)
+			if err != nil {
+				return err
+			}
+			if h.Seq != c.LastSeq {
+				return fmt.Errorf("%w: replica: chunk %s holds records up to %d, its header says %d", errDamage, key, h.Seq, c.LastSeq)
+			}
+			s.tail.ID = h.ID
+			return nil
 		}
-		if c.Fence() {
-			cc := c
-			next = &cc
-			continue
-		}
-		prev, err := segment.SpanPrev(c.Records)
-		if err != nil {
-			return fmt.Errorf("%w: replica: chunk %s: %w", errDamage, key, err)
-		}
-		h, err := segment.VerifySpan(s.cfg.Ledger, segment.Head{ID: prev, Seq: c.FirstSeq - 1}, key, uint64(c.Segment), int64(c.Offset), c.Records, nil)
-		if err != nil {
-			return err
-		}
-		if h.Seq != c.LastSeq {
-			return fmt.Errorf("%w: replica: chunk %s holds records up to %d, its header says %d", errDamage, key, h.Seq, c.LastSeq)
-		}
-		s.tail.ID = h.ID
-		return nil
 	}
 	// No chunk holds a record: the tail is the last sealed segment's.
 	if m.Segments == 0 {
@@ -342,6 +333,53 @@ func (s *writerState) readTail(ctx context.Context) error {
 		s.tail.Segment, s.tail.Offset = m.Segments+1, segment.RecordsStart
 	}
 	return nil
+}
+
+// tailDepth bounds how many chunks chainTail reads back from the last
+// before it trusts the chain, when it meets no fence chunk: far more
+// than the uploads a writer has in flight.
+const tailDepth = 64
+
+// chained is a chunk as chainTail read it.
+type chained struct {
+	c   Chunk
+	sum Hash
+}
+
+// chainTail reads the chunks nums (consecutive) back from the last, and
+// returns the newest ones that continue the history, newest first: each
+// names the one before as its Prev, and epochs never go down. Chunks
+// after a link that breaks are not part of the history: a fenced
+// writer's uploads that landed after the fence, and what follows them
+// (docs/replication.md, "Fencing"). It reads back to a fence chunk, or
+// tailDepth chunks, once the run holds a data chunk.
+func (s *writerState) chainTail(ctx context.Context, nums []uint64) ([]chained, error) {
+	var run []chained
+	data, fence := false, false
+	for i := len(nums) - 1; i >= 0 && !(data && (fence || len(run) >= tailDepth)); i-- {
+		key := ChunkKey(s.cfg.Ledger, nums[i])
+		o, err := s.cfg.Store.Get(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("replica: read chunk %s at %s: %w", key, s.cfg.Endpoint, err)
+		}
+		c, err := DecodeChunk(key, s.cfg.Ledger, o.Data)
+		if err != nil {
+			return nil, err
+		}
+		sum := Sum(o.Data)
+		if len(run) > 0 {
+			next := run[len(run)-1].c
+			if next.Prev != sum || next.Epoch < c.Epoch {
+				run, data, fence = run[:0], false, false
+			} else if next.FirstSeq != c.LastSeq+1 {
+				return nil, fmt.Errorf("%w: replica: chunk %s ends at record %d, chunk %d after it begins at %d", errDamage, key, c.LastSeq, next.Number, next.FirstSeq)
+			}
+		}
+		run = append(run, chained{c: c, sum: sum})
+		data = data || !c.Fence()
+		fence = fence || c.Fence()
+	}
+	return run, nil
 }
 
 // lastSegment reads the seg/ object of the manifest's last sealed segment.
@@ -622,4 +660,14 @@ func (s *writerState) close(ctx context.Context) error {
 	s.stop()
 	s.wg.Wait()
 	return err
+}
+
+// kick wakes the maintainer (seals, checkpoint, GC) now.
+func (s *writerState) kick() {
+	s.mu.Lock()
+	taken := s.taken
+	s.mu.Unlock()
+	if taken {
+		notify(s.maint)
+	}
 }
