@@ -89,14 +89,7 @@ func (r *Reader) State(ctx context.Context) (State, error) {
 	if st.CheckpointSize, st.CheckpointRoot, err = r.cfg.OpenCheckpoint(ckKey, obj.Data); err != nil {
 		return st, fmt.Errorf("%w: %s: %w", corruption.Err, ckKey, err)
 	}
-	if st.ManifestKey, err = r.newestManifest(ctx); err != nil {
-		return st, err
-	}
-	obj, err = r.cfg.Store.Get(ctx, st.ManifestKey)
-	if err != nil {
-		return st, fmt.Errorf("replica: read %s: %w", st.ManifestKey, err)
-	}
-	if st.Manifest, err = DecodeManifest(st.ManifestKey, id, obj.Data); err != nil {
+	if st.Manifest, st.ManifestKey, err = r.Manifest(ctx); err != nil {
 		return st, err
 	}
 	segs, err := r.listSegments(ctx)
@@ -117,6 +110,21 @@ func (r *Reader) State(ctx context.Context) (State, error) {
 		return st, err
 	}
 	return st, nil
+}
+
+// Manifest returns the ledger's newest manifest and its key (a ledger
+// the bucket does not hold is ErrNoReplica).
+func (r *Reader) Manifest(ctx context.Context) (Manifest, string, error) {
+	key, err := r.newestManifest(ctx)
+	if err != nil {
+		return Manifest{}, "", err
+	}
+	obj, err := r.cfg.Store.Get(ctx, key)
+	if err != nil {
+		return Manifest{}, "", fmt.Errorf("replica: read %s: %w", key, err)
+	}
+	m, err := DecodeManifest(key, r.cfg.Ledger, obj.Data)
+	return m, key, err
 }
 
 // newestManifest returns the key of the manifest with the highest number.
@@ -212,8 +220,10 @@ func (r *Reader) list(ctx context.Context, prefix, startAfter string, each func(
 }
 
 // Limit is where a Read stops yielding records: after record Seq (0: no
-// limit), and before the first record later than Time (zero: no limit).
-// The records after it are read and verified all the same.
+// limit), and before the first record later than Time (zero: no limit);
+// a batch is all or nothing, so the records yielded end with the last
+// whole batch within the limit. The records after it are read and
+// verified all the same.
 type Limit struct {
 	Seq  uint64
 	Time time.Time
@@ -292,7 +302,8 @@ type read struct {
 	b       tree.Builder
 	yielded segment.Head // the last record yielded
 	cut     bool         // a record past lim was met: nothing more is yielded
-	stopped int64        // the offset of that record in the piece being verified; -1: none
+	stopped int64        // the offset of that record's batch in the piece being verified; -1: none
+	batch   int64        // the offset where the batch of the next record begins
 
 	// The segment the records reach: its number, where its records end,
 	// whether it is sealed (a seg/ object), the head before it and the
@@ -383,7 +394,12 @@ func (rd *read) record(key string, rec *segment.Record, loc segment.Location) er
 		}
 	}
 	if !rd.cut && (rd.lim.Seq != 0 && rec.Seq > rd.lim.Seq || !rd.lim.Time.IsZero() && rec.ID.Micros() > uint64(rd.lim.Time.UnixMicro())) {
-		rd.cut, rd.stopped = true, loc.Offset
+		// A batch is all or nothing: the cut is before the batch of the
+		// first record past the limit. Batches never span pieces.
+		rd.cut, rd.stopped = true, rd.batch
+	}
+	if !rec.More() {
+		rd.batch = loc.End()
 	}
 	return nil
 }
@@ -420,7 +436,7 @@ func (rd *read) verified(key string, data []byte, s SegmentObject, from int64) e
 	prev, known := rd.segPrev, rd.segLeaves
 	rd.segLeaves = nil
 	knownSeq := prev.Seq + uint64(len(known))
-	rd.stopped = -1
+	rd.stopped, rd.batch = -1, max(from, segment.HeaderSize)
 	startHead := rd.head
 	h, err := segment.VerifyFile(id, s.Number, prev, key, data, func(rec *segment.Record, loc segment.Location) error {
 		if rec.Seq <= knownSeq {
@@ -523,7 +539,7 @@ func (rd *read) chunk(key string, c *Chunk, missing string) error {
 		return gap("records at segment %d offset %d, the records before end at segment %d offset %d%s", c.Segment, c.Offset, rd.seg, rd.end, map[bool]string{true: " (sealed)", false: ""}[rd.sealed])
 	}
 	prev := rd.head
-	rd.stopped = -1
+	rd.stopped, rd.batch = -1, int64(c.Offset)
 	h, err := segment.VerifySpan(rd.r.cfg.Ledger, prev, key, rd.seg, int64(c.Offset), c.Records, func(rec *segment.Record, loc segment.Location) error {
 		if rec.Seq == c.FirstSeq && rec.ID.Micros() != c.FirstMicros || rec.Seq == c.LastSeq && rec.ID.Micros() != c.LastMicros {
 			return gap("event %d's time is %d µs, the header says %d and %d for its first and last", rec.Seq, rec.ID.Micros(), c.FirstMicros, c.LastMicros)
