@@ -109,6 +109,10 @@ type Record struct {
 	more bool
 }
 
+// More says that more records of r's batch follow it (format.md §6, flag
+// bit 1): a cut after r would split its batch, which is all or nothing.
+func (r *Record) More() bool { return r.more }
+
 // Content returns what the record's checksum covers. Its strings share
 // memory with the record's slices (no copy), so it is valid as long as
 // they are.

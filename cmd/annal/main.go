@@ -21,6 +21,8 @@
 //	                            with its signed checkpoint written to C
 //	annal backup TARGET         a consistent copy of the data directory in a new directory,
 //	                            made while it is in use (not while another process holds it)
+//	annal restore URL DIR       a new data directory from a replica in an S3-compatible bucket,
+//	                            every object verified; --at TIME | --seq N: a point in time
 //	annal accept-lost-positions accept that the named consumers' positions were lost with
 //	                            meta.db (until then every consumer call fails)
 //	annal demo                  annal's whole job on a local directory, with a SIGKILL, in seconds
@@ -32,7 +34,8 @@
 // Global flags: --dir D (default $ANNAL_DIR, or ./annal-data) and
 // --format table|json|ndjson (default table when standard output is a
 // terminal, ndjson otherwise). Only create, import and demo make a data
-// directory; the other commands refuse one that does not exist.
+// directory (and restore the DIR it is given); the other commands refuse
+// one that does not exist.
 //
 // Exit codes: 0 success, 1 error (a panic too), 2 usage, 3 verification
 // failed, 4 condition failed, 5 refused by the replica (fenced: another
@@ -204,11 +207,13 @@ func newRootCmd() *cobra.Command {
 		Use:   "annal",
 		Short: "annal: an embedded, append-only ledger database",
 		Long: `annal works on an annal data directory (create, ledgers, append, get, scan,
-tail, verify, stats, key, checkpoint, prove, backup) and checks Evently ledgers without
-one (verify-file, with a signed checkpoint and its key too).
+tail, verify, stats, key, checkpoint, prove, backup), makes one from a replica
+(restore URL DIR), and checks Evently ledgers without one (verify-file, with a
+signed checkpoint and its key too).
 
 The data directory is --dir, or $ANNAL_DIR when --dir is not given, or
-./annal-data. Only create, import and demo make a directory that does not exist. One process
+./annal-data. Only create, import and demo make a directory that does not exist (and
+restore, the DIR it is given). One process
 at a time may have a data directory open; a command run while another process
 has it open fails with "data directory D is in use by process N (its command)".
 
@@ -261,7 +266,7 @@ history: annal restore, or annal takeover).`,
 		newImportCmd(g), newExportCmd(g), newDemoCmd(g), newDemoWriterCmd(g),
 		newReindexCmd(g), newBackupCmd(g), newKeyCmd(g), newCheckpointCmd(g), newProveCmd(g),
 		newCanonCmd(), newIDCmd(), newVerifyFileCmd(), newAcceptLostPositionsCmd(g),
-		newReplicaCmd(g),
+		newReplicaCmd(g), newRestoreCmd(g),
 	)
 	return root
 }

@@ -166,7 +166,7 @@ func openStore(t *testing.T) store.Store {
 // access key with secretKey, and nothing else from the machine: no shared
 // config or profile, no CA bundle (with one, the SDK refuses a custom
 // HTTP client), no instance metadata.
-func credentialsInEnvironment(t *testing.T, secretKey string) {
+func credentialsInEnvironment(t testing.TB, secretKey string) {
 	t.Setenv("AWS_ACCESS_KEY_ID", access)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", secretKey)
 	for _, name := range []string{"AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_CA_BUNDLE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_REGION", "AWS_DEFAULT_REGION"} {

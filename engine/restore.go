@@ -1,0 +1,347 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/annal-db/annal/engine/internal/replica"
+	"github.com/annal-db/annal/engine/internal/replica/store"
+	"github.com/annal-db/annal/engine/tree"
+	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"golang.org/x/mod/sumdb/note"
+)
+
+// RestoreOptions say what Restore restores, from where, and how the
+// restored directory opens.
+type RestoreOptions struct {
+	// Replica is the bucket, in the URL form of docs/replication.md
+	// ("s3://BUCKET/PREFIX?endpoint=URL&region=R&path-style=true").
+	Replica string
+	// Ledger is the name (or the ID in hex) of the ledger to restore;
+	// "" restores every ledger the bucket holds.
+	Ledger string
+	// At and Seq restore a point in time: the events up to At (those of
+	// a time not after it), or up to sequence number Seq. At most one is
+	// set; neither restores every event the bucket holds. The events
+	// after the point are read and verified all the same, up to the
+	// bucket's signed checkpoint and beyond: an object changed after the
+	// point fails the restore as one before it does.
+	At  time.Time
+	Seq uint64
+	// Options are those the restored directory is opened with (its
+	// signing key: Signer, SigningKeyFile, or none: the directory's own
+	// signing.key, made by the restore). nil: the defaults.
+	Options *Options
+	// VerifierKey is the verifier (public) key, in the sumdb/note
+	// verifier format (what `annal checkpoint key` prints), that signed
+	// the bucket's checkpoints. "": the key of Options, which then
+	// must be the key that signed them.
+	VerifierKey string
+	// Progress, if not nil, is called after each object restored with
+	// the ledger and what was restored of it so far.
+	Progress func(RestoreProgress)
+
+	// store, if set, is the bucket instead of Replica's (tests).
+	store store.Store
+}
+
+// RestoreProgress is what a restore did so far, for a progress display.
+type RestoreProgress struct {
+	Ledger  eventid.LedgerID
+	Name    string
+	Records int64 // events written
+	Bytes   int64 // bytes of their frames
+}
+
+// RestoredLedger is a ledger as Restore restored it.
+type RestoredLedger struct {
+	ID   eventid.LedgerID
+	Name string
+	// Events is the number of events restored; Verified the number the
+	// bucket held and that were verified (more than Events for a point in
+	// time).
+	Events, Verified uint64
+	// Head is the last event restored.
+	Head eventid.ID
+	// Resigned says that the restored ledger was signed anew by the
+	// directory's key (as DB.AcceptLedger does): for a point in time
+	// before the bucket's checkpoint, or a checkpoint signed by another
+	// key than the directory's (VerifierKey). Else the bucket's
+	// checkpoint was restored as the ledger's checkpoint file.
+	Resigned bool
+}
+
+// restoreTmpMark is in the name of the temporary directory a restore
+// writes beside its target.
+const restoreTmpMark = ".restore-"
+
+// Restore makes dir, a new or empty directory, a data directory holding
+// the ledgers of a replica (docs/replication.md, "Restore"): for each,
+// the sealed segments stored under seg/ written as they are, byte for
+// byte, and the records of the WAL chunks after them laid out at the
+// segment and offset where the writer had them (a segment begun from
+// chunks gets a header made for it, created at its first record's time:
+// docs/format.md §6), its NAME from the manifest, and the bucket's signed
+// checkpoint. Every object is verified before it is used (replica.Reader:
+// frames, chains, the chunks' hash chain and epochs, every chunk's Merkle
+// root and the signed checkpoint's root); a gap, a changed object or a
+// stale writer's chunk is an error naming the object, never a shorter
+// ledger. Objects written while the restore runs are not read: it
+// restores what the bucket held when it read the ledger's checkpoint and
+// newest manifest.
+//
+// The restore is written to a temporary directory beside dir (".DIR" +
+// restoreTmpMark + random), opened there with Options (which builds the
+// index, the Merkle tree file and meta.db from the segments), closed, and
+// renamed to dir: a restore that fails leaves nothing in dir.
+//
+// The bucket's checkpoint is checked with VerifierKey, or the key of
+// Options. It becomes the ledger's checkpoint file when the directory's
+// key signed it and every event it covers is restored; otherwise (a point
+// in time before it, or another key) the directory's key signs the
+// restored ledger anew, as DB.AcceptLedger does, and RestoredLedger says
+// so. A key that signs the live ledger too remembers that signature: a
+// point in time is a new branch of the ledger's history, best signed with
+// another key (the default: the restored directory's own).
+func Restore(ctx context.Context, dir string, o RestoreOptions) ([]RestoredLedger, error) {
+	if o.Seq != 0 && !o.At.IsZero() {
+		return nil, invalid("restore: a point in time is a time or a sequence number, not both")
+	}
+	target, err := restoreTarget(dir)
+	if err != nil {
+		return nil, err
+	}
+	st := o.store
+	where := "the bucket"
+	if st == nil {
+		loc, err := store.ParseLocation(o.Replica)
+		if err != nil {
+			return nil, fmt.Errorf("%w: restore: %w", ErrInvalid, err)
+		}
+		where = loc.String()
+		s3, err := store.OpenS3(ctx, loc, store.S3Options{})
+		if err != nil {
+			return nil, fmt.Errorf("engine: restore from %s: %w", where, err)
+		}
+		st = s3
+	}
+	ids, err := restoreLedgers(ctx, st, o.Ledger)
+	if err != nil {
+		return nil, fmt.Errorf("engine: restore from %s: %w", where, err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(target), "."+filepath.Base(target)+restoreTmpMark)
+	if err != nil {
+		return nil, fmt.Errorf("engine: restore to %s: create its temporary directory: %w", dir, err)
+	}
+	res, err := restoreInto(ctx, tmp, st, ids, o)
+	if err == nil {
+		err = moveInPlace(tmp, target)
+	}
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, fmt.Errorf("engine: restore from %s to %s (nothing was left there): %w", where, dir, err)
+	}
+	return res, nil
+}
+
+// restoreTarget checks the target of a restore, a new or empty
+// directory, and returns its absolute path, its parent made if missing.
+func restoreTarget(dir string) (string, error) {
+	if dir == "" {
+		return "", invalid("restore: no target directory given")
+	}
+	target, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("engine: restore to %s: %w", dir, err)
+	}
+	names, err := vfs.Default.List(target)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return "", fmt.Errorf("engine: restore to %s: %w", dir, err)
+	case len(names) > 0:
+		slices.Sort(names)
+		return "", invalid("restore to %s: the directory is not empty (it holds %s): restore into a new or empty directory", dir, strings.Join(quoteAll(names[:min(len(names), 5)]), ", "))
+	}
+	if err := mkdirSynced(vfs.Default, filepath.Dir(target)); err != nil {
+		return "", fmt.Errorf("engine: restore to %s: create its parent: %w", dir, err)
+	}
+	return target, nil
+}
+
+// moveInPlace renames the complete restore tmp to target (an empty
+// target directory makes way) and syncs the parent.
+func moveInPlace(tmp, target string) error {
+	if fi, err := os.Lstat(target); err == nil {
+		if !fi.IsDir() {
+			return invalid("something else was made at %s meanwhile", target)
+		}
+		if err := os.Remove(target); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%w: the target is no longer an empty directory: %w", ErrInvalid, err)
+		}
+	}
+	if err := os.Rename(tmp, target); err != nil {
+		return fmt.Errorf("rename the complete restore %s to it (the target must be on the file system of its parent): %w", tmp, err)
+	}
+	return segment.SyncDir(vfs.Default, filepath.Dir(target))
+}
+
+// restoreLedgers returns the IDs of the ledgers to restore: the one
+// named (by its ID, or the name its newest manifest gives), or every one
+// under ledgers/.
+func restoreLedgers(ctx context.Context, st store.Store, name string) ([]eventid.LedgerID, error) {
+	if id, err := eventid.ParseLedgerID(name); err == nil && id.String() == name {
+		return []eventid.LedgerID{id}, nil
+	}
+	var ids []eventid.LedgerID
+	after := ""
+	for {
+		p, err := st.List(ctx, "ledgers/", after, 1)
+		if err != nil {
+			return nil, fmt.Errorf("list ledgers/: %w", err)
+		}
+		if len(p.Objects) == 0 {
+			break
+		}
+		key := p.Objects[0].Key
+		folder, _, _ := strings.Cut(strings.TrimPrefix(key, "ledgers/"), "/")
+		id, err := eventid.ParseLedgerID(folder)
+		if err != nil || id.String() != folder {
+			return nil, fmt.Errorf("%w: %s: not in a ledger's folder (ledgers/ and 8 hex digits)", ErrCorruption, key)
+		}
+		ids = append(ids, id)
+		after = "ledgers/" + folder + "0" // '0' follows '/': past every key of the folder
+	}
+	if name == "" {
+		if len(ids) == 0 {
+			return nil, fmt.Errorf("%w: the bucket holds no ledger (nothing under ledgers/)", replica.ErrNoReplica)
+		}
+		return ids, nil
+	}
+	for _, id := range ids {
+		r := replica.NewReader(replica.ReaderConfig{Store: st, Ledger: id})
+		m, _, err := r.Manifest(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if m.Name == name {
+			return []eventid.LedgerID{id}, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %q: no ledger of the bucket has that name in its newest manifest (%d ledgers)", ErrNotFound, name, len(ids))
+}
+
+// restoreInto restores the ledgers ids from st into tmp, a new data
+// directory, and opens it once to build its index, trees and metadata.
+func restoreInto(ctx context.Context, tmp string, st store.Store, ids []eventid.LedgerID, o RestoreOptions) ([]RestoredLedger, error) {
+	// An empty data directory first: its meta.db then exists when the
+	// ledgers are opened (one missing beside ledgers would say that
+	// consumers' positions were lost), and its key is known.
+	db, err := Open(tmp, o.Options)
+	if err != nil {
+		return nil, err
+	}
+	own := db.verifier
+	if err := db.Close(); err != nil {
+		return nil, err
+	}
+	v := own
+	if o.VerifierKey != "" {
+		if v, err = note.NewVerifier(strings.TrimSpace(o.VerifierKey)); err != nil {
+			return nil, fmt.Errorf("%w: restore: the verifier key: %w", ErrInvalid, err)
+		}
+	}
+	lim := replica.Limit{Seq: o.Seq, Time: o.At}
+	var res []RestoredLedger
+	for _, id := range ids {
+		dir := filepath.Join(tmp, ledgersDir, id.String())
+		r := newLedgerReader(st, id, v)
+		state, err := r.State(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rl := RestoredLedger{ID: id, Name: state.Manifest.Name}
+		var progress func(records, bytes int64)
+		if o.Progress != nil {
+			progress = func(records, bytes int64) {
+				o.Progress(RestoreProgress{Ledger: id, Name: rl.Name, Records: records, Bytes: bytes})
+			}
+		}
+		got, err := pullLedger(ctx, vfs.Default, dir, segment.Head{ID: eventid.Genesis(id)}, r, state, lim, progress)
+		if err != nil {
+			return nil, err
+		}
+		if got.Yielded.Seq == 0 {
+			return nil, invalid("restore: ledger %s (%q): no event at the point in time given (its first event is later)", id, rl.Name)
+		}
+		rl.Events, rl.Verified, rl.Head = got.Yielded.Seq, got.Verified.Seq, got.Yielded.ID
+		if rl.Name != "" {
+			if err := writeNameFile(vfs.Default, dir, rl.Name); err != nil {
+				return nil, err
+			}
+		}
+		rl.Resigned = state.CheckpointSize > rl.Events || v.KeyHash() != own.KeyHash() || v.Name() != own.Name()
+		if !rl.Resigned {
+			if err := writeFileAtomic(vfs.Default, dir, checkpointFileName, state.Checkpoint, true); err != nil {
+				return nil, fmt.Errorf("engine: restore ledger %s: %w", id, err)
+			}
+		}
+		res = append(res, rl)
+	}
+	if db, err = Open(tmp, o.Options); err != nil {
+		return nil, err
+	}
+	for i := range res {
+		rl := &res[i]
+		if rl.Resigned {
+			if _, err := db.AcceptLedger(ctx, rl.ID.String()); err != nil {
+				db.Close()
+				return nil, fmt.Errorf("engine: restore ledger %s: sign it with the directory's key: %w", rl.ID, err)
+			}
+		}
+	}
+	var errs []error
+	for _, err := range db.Unavailable() {
+		errs = append(errs, err)
+	}
+	if err := db.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("the restored directory does not open whole: %w", errors.Join(errs...))
+	}
+	return res, nil
+}
+
+// newLedgerReader returns a Reader of ledger id in st, that checks the
+// checkpoint with v and computes the engine's Merkle leaves.
+func newLedgerReader(st store.Store, id eventid.LedgerID, v note.Verifier) *replica.Reader {
+	var buf []byte
+	return replica.NewReader(replica.ReaderConfig{
+		Store:  st,
+		Ledger: id,
+		Leaf: func(r *segment.Record) tree.Hash {
+			var h tree.Hash
+			h, buf = leafHash(buf, r)
+			return h
+		},
+		OpenCheckpoint: func(key string, msg []byte) (uint64, tree.Hash, error) {
+			if v == nil {
+				return 0, tree.Hash{}, fmt.Errorf("no verifier key to check it with")
+			}
+			c, err := openCheckpoint(msg, v, id)
+			if err != nil {
+				return 0, tree.Hash{}, fmt.Errorf("not a checkpoint of ledger %s signed by the key %s+%08x: %w (give the key that signed it)", id, v.Name(), v.KeyHash(), err)
+			}
+			return c.Size, c.Root, nil
+		},
+	})
+}
