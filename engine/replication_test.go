@@ -903,3 +903,87 @@ func TestReplicatedConditionSeesStored(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTakeoverPullsAndFences: a copy of the directory taken before the
+// writer appended more is behind its bucket; Takeover pulls the bucket's
+// events into it and takes the ledger: the old writer's next append
+// fails with ErrFenced, the new one appends after every event the old
+// one acknowledged, and the bucket holds them all, byte for byte the new
+// directory's segments. A directory whose events differ from the
+// bucket's is refused with ErrDiverged, nothing written into it.
+func TestTakeoverPullsAndFences(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st := newReplStore()
+	a := openRepl(t, dir, st, Replicated)
+	info, err := a.CreateLedger(ctx, LedgerSpec{Name: "cash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	old := copyDir(t, dir)
+	diverged := copyDir(t, dir)
+	a = openRepl(t, dir, st, Replicated)
+	defer a.Close()
+	acked := []eventid.ID{info.Genesis}
+	for i := range 300 { // several segments: sealed ones are pulled whole
+		res, err := appendOne(ctx, a, "cash", i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked = append(acked, res.IDs[0])
+	}
+	b, res, err := Takeover(ctx, old, replOptions(st, Replicated))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if len(res) != 1 || res[0].Local != 1 || res[0].Pulled != 301 {
+		t.Fatalf("takeover: %+v, want #1 pulled to #301", res)
+	}
+	if _, err := appendOne(ctx, a, "cash", 999); !errors.Is(err, ErrFenced) {
+		t.Fatalf("the old writer's append after the takeover: %v, want ErrFenced", err)
+	}
+	next, err := appendOne(ctx, b, "cash", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.FirstSeq != 302 {
+		t.Fatalf("the new writer appended #%d, want #302", next.FirstSeq)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ids := bucketEvents(t, st, old, info.ID)
+	if len(ids) != 302 {
+		t.Fatalf("the bucket holds %d events, want 302", len(ids))
+	}
+	for i, id := range append(acked, next.IDs[0]) {
+		if ids[i] != id {
+			t.Fatalf("event #%d: the bucket holds %s, want %s", i+1, ids[i], id)
+		}
+	}
+
+	// A copy that went on without the replica holds another #2.
+	plain := openTest(t, diverged)
+	if _, err := appendOne(ctx, plain, "cash", 5000); err != nil {
+		t.Fatal(err)
+	}
+	if err := plain.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seg := filepath.Join(diverged, ledgersDir, info.ID.String(), fmt.Sprintf("%020d.seg", 1))
+	before, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Takeover(ctx, diverged, replOptions(st, Replicated)); !errors.Is(err, ErrDiverged) {
+		t.Fatalf("takeover of a diverged directory: %v, want ErrDiverged", err)
+	}
+	if after, _ := os.ReadFile(seg); !bytes.Equal(after, before) {
+		t.Fatal("the refused takeover wrote into the directory's segment")
+	}
+}

@@ -266,7 +266,7 @@ history: annal restore, or annal takeover).`,
 		newImportCmd(g), newExportCmd(g), newDemoCmd(g), newDemoWriterCmd(g),
 		newReindexCmd(g), newBackupCmd(g), newKeyCmd(g), newCheckpointCmd(g), newProveCmd(g),
 		newCanonCmd(), newIDCmd(), newVerifyFileCmd(), newAcceptLostPositionsCmd(g),
-		newReplicaCmd(g), newRestoreCmd(g),
+		newReplicaCmd(g), newRestoreCmd(g), newTakeoverCmd(g),
 	)
 	return root
 }

@@ -180,3 +180,63 @@ stored, local and lag.`,
 		},
 	}
 }
+
+func newTakeoverCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "takeover URL DIR",
+		Short: "Make DIR the writer of its ledgers replicated to URL, fencing the writer that held them",
+		Long: `takeover makes the data directory DIR the writer of its ledgers in the
+bucket URL (s3://BUCKET/PREFIX?endpoint=URL&region=R&path-style=true;
+credentials from the standard AWS chain), also of those whose bucket is
+ahead of it: an older copy of the directory, or a node that was not the
+writer. For each such ledger it pulls the events the bucket holds beyond
+the directory's into the ledger's segments (every object verified, the
+bucket's checkpoint checked with the directory's key), then opens DIR as
+the writer: each ledger gets the next epoch in the bucket, and the writer
+that held it is fenced (its appends fail, exit 5).
+
+The directory's events must be a prefix of the bucket's: a ledger whose
+events differ is refused (exit 5) and nothing is written into it. DIR must
+not be open in another process. --replication says how the next commands
+that open DIR with --replica append; takeover itself only takes.
+
+It prints one line a ledger: its name, ID, the events it had and the events
+it has now.`,
+		Args: usageArgs(cobra.ExactArgs(2)),
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			if err := checkDataDir(args[1]); err != nil {
+				return &exitErr{code: exitError, err: err}
+			}
+			g.replica = args[0]
+			opts, err := g.options()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			db, res, err := engine.Takeover(ctx, args[1], opts)
+			if err != nil {
+				switch {
+				case replicaRefusal(err):
+					return &exitErr{code: exitReplica, err: err}
+				case errors.Is(err, engine.ErrInvalid):
+					return &exitErr{code: exitUsage, err: err}
+				case errors.Is(err, engine.ErrCorruption):
+					return &exitErr{code: exitVerification, err: err}
+				}
+				return openError(args[1], err)
+			}
+			defer closeDB(db, &err)
+			for name, why := range db.Unavailable() {
+				fmt.Fprintf(cmd.ErrOrStderr(), "annal: ledger %s is not taken: %s\n", safeText(name), safeText(errorLine(why)))
+				err = &exitErr{code: unavailableCode(why)}
+			}
+			out := cmd.OutOrStdout()
+			for _, r := range res {
+				fmt.Fprintf(out, "%s\t%s\t%d events before\t%d now\n", safeName(r.Name), r.Ledger, r.Local, r.Pulled)
+			}
+			fmt.Fprintf(out, "takeover %s: %d ledgers\n", safeText(args[1]), len(res))
+			return err
+		},
+	}
+}
