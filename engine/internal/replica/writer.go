@@ -113,6 +113,7 @@ type writerState struct {
 type pendingSpan struct {
 	span   segment.Span
 	leaves []tree.Hash
+	added  time.Time // by the monotonic clock, for ShipInterval
 }
 
 type ageMark struct {
@@ -422,7 +423,7 @@ func (s *writerState) add(sp segment.Span, leaves []tree.Hash) {
 	if s.fatal != nil || s.closed {
 		return
 	}
-	p := pendingSpan{span: sp, leaves: append([]tree.Hash(nil), leaves...)}
+	p := pendingSpan{span: sp, leaves: append([]tree.Hash(nil), leaves...), added: time.Now()}
 	p.span.Bytes = append([]byte(nil), sp.Bytes...)
 	s.pending = append(s.pending, p)
 	s.pendingBytes += len(p.span.Bytes)
@@ -653,6 +654,9 @@ func (s *writerState) close(ctx context.Context) error {
 			}
 			break
 		}
+	}
+	if err == nil && s.fatal != nil {
+		err = fmt.Errorf("replica: closing: %w", s.fatal)
 	}
 	s.closed = true
 	s.broadcastLocked()
