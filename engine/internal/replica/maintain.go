@@ -119,7 +119,20 @@ func (s *writerState) writeManifest(ctx context.Context, m Manifest) error {
 	if err != nil {
 		return err
 	}
+	// The create succeeds in a slot GC emptied too: a writer paused
+	// past the grace period writes below newer manifests. Only none
+	// after it makes it the newest.
 	now := s.cfg.Now()
+	newest, n, err := s.newestManifest(ctx)
+	if err != nil {
+		return err
+	}
+	if n > num {
+		if newest.Epoch > s.epoch {
+			return fmt.Errorf("%w: manifest %s has epoch %d (%s), this writer's is %d", ErrFenced, ManifestKey(s.cfg.Ledger, n), newest.Epoch, newest.Writer, s.epoch)
+		}
+		return fmt.Errorf("%w: replica: manifest %s (epoch %d, %s) follows the one this writer (epoch %d) just wrote, %s", errDamage, ManifestKey(s.cfg.Ledger, n), newest.Epoch, newest.Writer, s.epoch, key)
+	}
 	s.mu.Lock()
 	s.manifest, s.manifestNum, s.manifestAt, s.manifestChecked = m, num, now, now
 	s.mu.Unlock()
