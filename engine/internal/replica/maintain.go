@@ -173,6 +173,7 @@ func (s *writerState) storeCheckpoint(ctx context.Context) error {
 			if s.checkpointSize <= s.checkpointDone {
 				s.checkpointMsg = nil
 			}
+			s.broadcastLocked() // Close waits for it
 			s.mu.Unlock()
 			return nil
 		case (errors.Is(err, store.ErrPreconditionFailed) || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound)) && try < 5:

@@ -637,7 +637,8 @@ func (s *writerState) close(ctx context.Context) error {
 	notify(s.wake)
 	notify(s.maint)
 	var err error
-	for s.fatal == nil && (s.storedSeq < s.lastAdded || len(s.seals) > 0) {
+	for s.fatal == nil && (s.storedSeq < s.lastAdded || len(s.seals) > 0 ||
+		s.checkpointMsg != nil && s.checkpointSize <= s.lastAdded) {
 		ch := s.progress
 		s.mu.Unlock()
 		select {
@@ -649,8 +650,10 @@ func (s *writerState) close(ctx context.Context) error {
 			if s.storedSeq < s.lastAdded {
 				err = fmt.Errorf("replica: closing: records %d to %d are not stored at %s (they stay in the local log): %w",
 					s.storedSeq+1, s.lastAdded, s.cfg.Endpoint, ctx.Err())
-			} else {
+			} else if len(s.seals) > 0 {
 				err = fmt.Errorf("replica: closing: sealed segment %d is not stored at %s: %w", s.seals[0].seg, s.cfg.Endpoint, ctx.Err())
+			} else {
+				err = fmt.Errorf("replica: closing: the checkpoint of size %d is not stored at %s: %w", s.checkpointSize, s.cfg.Endpoint, ctx.Err())
 			}
 			break
 		}
