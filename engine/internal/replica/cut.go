@@ -110,7 +110,7 @@ func (s *writerState) dueLocked(now time.Time) (wait time.Duration, spans []pend
 		}
 	default: // Shipped
 		if s.urgent == 0 && s.pendingBytes < s.cfg.MaxChunkBytes {
-			if d := s.cfg.ShipInterval/2 - s.cfg.Now().Sub(s.oldestPendingLocked()); d > 0 {
+			if d := s.cfg.ShipInterval/2 - now.Sub(s.pending[0].added); d > 0 {
 				return d, nil, false
 			}
 		}
@@ -137,16 +137,6 @@ func (s *writerState) dueLocked(now time.Time) (wait time.Duration, spans []pend
 	s.pending = s.pending[n:]
 	s.pendingBytes -= size
 	return 0, spans, false
-}
-
-// oldestPendingLocked is when the oldest record not stored was added.
-func (s *writerState) oldestPendingLocked() time.Time {
-	for _, a := range s.ages {
-		if a.last >= s.nextSeq {
-			return a.at
-		}
-	}
-	return s.cfg.Now()
 }
 
 // cutChunk encodes the next chunk from spans, or from the Source (read).

@@ -96,8 +96,9 @@ func TestCutShippedWithinShipInterval(t *testing.T) {
 }
 
 // TestCloseShipsPendingAndStopsGoroutines: Close stores what was added
-// and not yet shipped (Shipped mode, long ShipInterval), and leaves no
-// goroutine of the Writer behind.
+// and not yet shipped (Shipped mode, long ShipInterval), the sealed
+// segments and the checkpoint given before it, and leaves no goroutine
+// of the Writer behind.
 func TestCloseShipsPendingAndStopsGoroutines(t *testing.T) {
 	tl := newTestLog(t, 4<<10, segment.Sync)
 	st := store.NewMemory()
@@ -119,10 +120,14 @@ func TestCloseShipsPendingAndStopsGoroutines(t *testing.T) {
 	if s := w.Status(); s.Stored >= last {
 		t.Fatalf("stored %d before Close with an hour's ShipInterval", s.Stored)
 	}
+	w.Checkpoint(testCheckpoint(tl, last), last)
 	if err := w.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	tl.checkBucket(t, st, last)
+	if n := checkpointIn(t, st); n != last {
+		t.Fatalf("the checkpoint given before Close has size %d in the bucket, want %d", n, last)
+	}
 	if err := w.Wait(context.Background(), last+1); err == nil {
 		t.Fatal("Wait after Close succeeded")
 	}

@@ -76,7 +76,7 @@ func (s *writerState) storeSeals(ctx context.Context) error {
 			return nil // its records are not all stored yet
 		}
 		key := SegmentKey(s.cfg.Ledger, first, last)
-		if err := s.create(ctx, key, data, s.judgeOther); err != nil {
+		if err := s.create(ctx, key, data, s.judgeSegment); err != nil {
 			return err
 		}
 		s.mu.Lock()
@@ -119,7 +119,20 @@ func (s *writerState) writeManifest(ctx context.Context, m Manifest) error {
 	if err != nil {
 		return err
 	}
+	// The create succeeds in a slot GC emptied too: a writer paused
+	// past the grace period writes below newer manifests. Only none
+	// after it makes it the newest.
 	now := s.cfg.Now()
+	newest, n, err := s.newestManifest(ctx)
+	if err != nil {
+		return err
+	}
+	if n > num {
+		if newest.Epoch > s.epoch {
+			return fmt.Errorf("%w: manifest %s has epoch %d (%s), this writer's is %d", ErrFenced, ManifestKey(s.cfg.Ledger, n), newest.Epoch, newest.Writer, s.epoch)
+		}
+		return fmt.Errorf("%w: replica: manifest %s (epoch %d, %s) follows the one this writer (epoch %d) just wrote, %s", errDamage, ManifestKey(s.cfg.Ledger, n), newest.Epoch, newest.Writer, s.epoch, key)
+	}
 	s.mu.Lock()
 	s.manifest, s.manifestNum, s.manifestAt, s.manifestChecked = m, num, now, now
 	s.mu.Unlock()
@@ -160,6 +173,7 @@ func (s *writerState) storeCheckpoint(ctx context.Context) error {
 			if s.checkpointSize <= s.checkpointDone {
 				s.checkpointMsg = nil
 			}
+			s.broadcastLocked() // Close waits for it
 			s.mu.Unlock()
 			return nil
 		case (errors.Is(err, store.ErrPreconditionFailed) || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound)) && try < 5:

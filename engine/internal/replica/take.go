@@ -27,7 +27,9 @@ func (s *writerState) take(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.mu.Lock() // Status reads it
 	s.epoch = m.Epoch
+	s.mu.Unlock()
 
 	// The tree at the tail: the fence chunk's root, and the builder the
 	// cutter feeds.

@@ -148,10 +148,11 @@ func (s *writerState) judgeChunk(key string, found []byte) error {
 		errDamage, key, c.Epoch, c.FirstSeq, c.LastSeq, s.epoch)
 }
 
-// judgeOther says that other bytes under a key this writer creates
-// (a sealed segment) are damage.
-func (s *writerState) judgeOther(key string, found []byte) error {
-	return fmt.Errorf("%w: replica: %s holds %d bytes other than the %s this writer stores", errDamage, key, len(found), "object")
+// judgeSegment says that other bytes under a sealed segment's key are
+// damage: a segment, once sealed, is the same file in every directory
+// that holds the ledger.
+func (s *writerState) judgeSegment(key string, found []byte) error {
+	return fmt.Errorf("%w: replica: %s holds %d bytes, not the sealed segment's this writer stores there", errDamage, key, len(found))
 }
 
 // errRetry marks an upload to try again at once.

@@ -2,13 +2,16 @@ package replica
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/annal-db/annal/engine/internal/replica/store"
 	"github.com/annal-db/annal/segment"
+	"github.com/annal-db/annal/segment/corruption"
 )
 
 // TestUploadLostResponseIsSuccess: a chunk Put that was applied but whose
@@ -102,4 +105,75 @@ func TestUploadStoreDownWaitTimesOut(t *testing.T) {
 		t.Fatalf("last error after success: %v", s.LastError)
 	}
 	tl.checkBucket(t, fs, last)
+}
+
+// durableCheck is a store wrapper that, at each chunk Put, checks that
+// the local log had made the chunk's records durable.
+type durableCheck struct {
+	store.Store
+	tl  *testLog
+	bad atomic.Int32
+}
+
+func (d *durableCheck) Put(ctx context.Context, key string, data []byte, cond store.Condition) (string, error) {
+	if isChunk(key) && d.tl.Durable().Seq < binary.BigEndian.Uint64(data[40:]) {
+		d.bad.Add(1)
+	}
+	return d.Store.Put(ctx, key, data, cond)
+}
+
+// TestUploadSyncsBeforeUpload: records appended without a sync (the
+// log's Durability None) are made durable locally before their chunk is
+// uploaded: the bucket never holds records a local crash could lose.
+func TestUploadSyncsBeforeUpload(t *testing.T) {
+	t.Parallel()
+	tl := newTestLog(t, 1<<20, segment.None)
+	dc := &durableCheck{Store: store.NewMemory(), tl: tl}
+	w := openTake(t, testConfig(dc, tl, Replicated), tl)
+	ctx := context.Background()
+	var last uint64
+	for range 30 {
+		last = tl.append(2)
+		if err := w.Wait(ctx, last); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := dc.bad.Load(); n > 0 {
+		t.Fatalf("%d chunks uploaded before their records were durable locally", n)
+	}
+	if d := tl.Durable().Seq; d < last {
+		t.Fatalf("the log is durable to %d after Wait(%d)", d, last)
+	}
+	tl.checkBucket(t, dc, last)
+}
+
+// TestUploadOtherBytesOfOwnEpochIsDamage: a chunk of this writer's own
+// epoch with other bytes in the slot it uploads to is not a fence but
+// damage: Wait fails with an error that matches corruption and names the
+// key, and nothing more is uploaded.
+func TestUploadOtherBytesOfOwnEpochIsDamage(t *testing.T) {
+	t.Parallel()
+	tl := newTestLog(t, 1<<20, segment.Sync)
+	st := store.NewMemory()
+	w := openTake(t, testConfig(st, tl, Replicated), tl)
+	ctx := context.Background()
+	if err := w.Wait(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	next := w.Status().Chunks + 1
+	key := ChunkKey(testLedgerID(), next)
+	other := Chunk{Ledger: testLedgerID(), Number: next, Epoch: 1, FirstSeq: 2, LastSeq: 1, TreeSize: 1, Root: tl.root(1), Prev: Hash{7}, Segment: 1, Offset: 64}
+	if _, err := st.Put(ctx, key, other.Encode(), store.CreateOnly()); err != nil {
+		t.Fatal(err)
+	}
+	err := w.Wait(ctx, tl.append(1))
+	if !errors.Is(err, corruption.Err) || errors.Is(err, ErrFenced) || !strings.Contains(err.Error(), key) {
+		t.Fatalf("Wait = %v, want damage naming %s", err, key)
+	}
+	if err := w.Wait(ctx, tl.append(1)); !errors.Is(err, corruption.Err) {
+		t.Fatalf("the next Wait = %v, want the same damage", err)
+	}
+	if n := len(keys(t, st, "wal/")); uint64(n) != next {
+		t.Fatalf("%d chunks in the bucket, want %d: nothing more uploaded", n, next)
+	}
 }

@@ -113,6 +113,7 @@ type writerState struct {
 type pendingSpan struct {
 	span   segment.Span
 	leaves []tree.Hash
+	added  time.Time // by the monotonic clock, for ShipInterval
 }
 
 type ageMark struct {
@@ -422,7 +423,7 @@ func (s *writerState) add(sp segment.Span, leaves []tree.Hash) {
 	if s.fatal != nil || s.closed {
 		return
 	}
-	p := pendingSpan{span: sp, leaves: append([]tree.Hash(nil), leaves...)}
+	p := pendingSpan{span: sp, leaves: append([]tree.Hash(nil), leaves...), added: time.Now()}
 	p.span.Bytes = append([]byte(nil), sp.Bytes...)
 	s.pending = append(s.pending, p)
 	s.pendingBytes += len(p.span.Bytes)
@@ -636,7 +637,8 @@ func (s *writerState) close(ctx context.Context) error {
 	notify(s.wake)
 	notify(s.maint)
 	var err error
-	for s.fatal == nil && (s.storedSeq < s.lastAdded || len(s.seals) > 0) {
+	for s.fatal == nil && (s.storedSeq < s.lastAdded || len(s.seals) > 0 ||
+		s.checkpointMsg != nil && s.checkpointSize <= s.lastAdded) {
 		ch := s.progress
 		s.mu.Unlock()
 		select {
@@ -648,11 +650,16 @@ func (s *writerState) close(ctx context.Context) error {
 			if s.storedSeq < s.lastAdded {
 				err = fmt.Errorf("replica: closing: records %d to %d are not stored at %s (they stay in the local log): %w",
 					s.storedSeq+1, s.lastAdded, s.cfg.Endpoint, ctx.Err())
-			} else {
+			} else if len(s.seals) > 0 {
 				err = fmt.Errorf("replica: closing: sealed segment %d is not stored at %s: %w", s.seals[0].seg, s.cfg.Endpoint, ctx.Err())
+			} else {
+				err = fmt.Errorf("replica: closing: the checkpoint of size %d is not stored at %s: %w", s.checkpointSize, s.cfg.Endpoint, ctx.Err())
 			}
 			break
 		}
+	}
+	if err == nil && s.fatal != nil {
+		err = fmt.Errorf("replica: closing: %w", s.fatal)
 	}
 	s.closed = true
 	s.broadcastLocked()
