@@ -677,8 +677,8 @@ func TestReplicatedStoreDown(t *testing.T) {
 }
 
 // TestReplicaCheckpointsReachBucket: a signed checkpoint the DB issues
-// (on request, and by the background checkpointer) is stored in the
-// bucket once its events are.
+// (on request, by the background checkpointer, at Close) is stored in
+// the bucket once its events are; Close's before Close returns.
 func TestReplicaCheckpointsReachBucket(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -729,6 +729,24 @@ func TestReplicaCheckpointsReachBucket(t *testing.T) {
 			t.Fatalf("the checkpointer's checkpoint of size 6 is not in the bucket: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	// And the one Close issues, stored before Close returns.
+	if _, err := appendOne(ctx, db, "cash", 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := os.ReadFile(filepath.Join(dir, ledgersDir, info.ID.String(), checkpointFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Data, local) || !strings.Contains(string(local), "\n7\n") {
+		t.Fatalf("the bucket's checkpoint after Close:\n%s\nthe directory's:\n%s", got.Data, local)
 	}
 }
 
