@@ -1002,3 +1002,49 @@ func TestTakeoverPullsAndFences(t *testing.T) {
 		t.Fatal("the refused takeover wrote into the directory's segment")
 	}
 }
+
+// TestShippedFenced: in Shipped mode a writer learns that another took
+// the ledger at its next upload: from then on its appends fail with
+// ErrFenced, and ReplicaStatus says Fenced; the events it acknowledged
+// and had not shipped stay in its directory only.
+func TestShippedFenced(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st := newReplStore()
+	a := openRepl(t, dir, st, Shipped)
+	if _, err := a.CreateLedger(ctx, LedgerSpec{Name: "cash"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	copied := copyDir(t, dir)
+	a = openRepl(t, dir, st, Shipped)
+	defer a.Close()
+	b := openRepl(t, copied, st, Shipped)
+	defer b.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	var err error
+	for n := 0; ; n++ {
+		if _, err = appendOne(ctx, a, "cash", n); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the fenced writer still appends after %d events", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !errors.Is(err, ErrFenced) {
+		t.Fatalf("the fenced writer's append: %v, want ErrFenced", err)
+	}
+	if _, err := appendOne(ctx, a, "cash", 1000); !errors.Is(err, ErrFenced) {
+		t.Fatalf("a later append: %v, want ErrFenced", err)
+	}
+	if s, err := a.ReplicaStatus("cash"); err != nil || !s.Fenced {
+		t.Fatalf("the fenced writer's status: %+v, %v", s, err)
+	}
+	if _, err := appendOne(ctx, b, "cash", 2000); err != nil {
+		t.Fatalf("the new writer: %v", err)
+	}
+}
