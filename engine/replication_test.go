@@ -1048,3 +1048,47 @@ func TestShippedFenced(t *testing.T) {
 		t.Fatalf("the new writer: %v", err)
 	}
 }
+
+// TestReplicatedIdempotentRetry: an append that failed because the store
+// was down, retried with the same IdempotencyKey once it answers, returns
+// the first one's result (nothing appended twice), stored and visible.
+func TestReplicatedIdempotentRetry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st := newReplStore()
+	o := replOptions(st, Replicated)
+	o.StoreTimeout = 300 * time.Millisecond
+	db, err := Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	info, err := db.CreateLedger(ctx, LedgerSpec{Name: "cash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := []EventInput{ev("acct", "a1", "credited"), ev("acct", "a1", "debited")}
+	key := &AppendOptions{IdempotencyKey: "pay-1"}
+	st.down.Store(true)
+	if _, err := db.Append(ctx, "cash", events, key); err == nil {
+		t.Fatal("an append with the store down succeeded")
+	}
+	st.down.Store(false)
+	res, err := db.Append(ctx, "cash", events, key)
+	if err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	if res.FirstSeq != 2 || len(res.IDs) != 2 {
+		t.Fatalf("the retry's result: %+v, want the first append's #2 and #3", res)
+	}
+	if evs := collect(t, db.Scan(ctx, "cash", ScanOptions{})); len(evs) != 3 || evs[2].ID != res.IDs[1] {
+		t.Fatalf("Scan after the retry: %d events", len(evs))
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ids := bucketEvents(t, st, dir, info.ID); len(ids) != 3 || ids[1] != res.IDs[0] {
+		t.Fatalf("the bucket holds %d events, want 3", len(ids))
+	}
+}
