@@ -105,6 +105,13 @@ func (r AppendResult) Last() (eventid.ID, uint64) {
 // An append that commits its group itself (the one that found no commit
 // under way) is not interrupted during its write and fsync: it returns
 // its result.
+//
+// With Options.Replica in Replicated mode, an append also waits until
+// its events are stored in the bucket (no read shows them before), and
+// fails with ErrNotStored when the store made no progress for
+// StoreTimeout or ctx ended meanwhile: its events are durable locally and
+// may yet be stored and visible; retry with the same IdempotencyKey. A
+// ledger another writer took fails every append with ErrFenced.
 func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput, opts *AppendOptions) (AppendResult, error) {
 	if err := ctx.Err(); err != nil {
 		return AppendResult{}, fmt.Errorf("engine: append to %s: %w: nothing was appended", ledgerName, err)

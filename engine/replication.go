@@ -60,6 +60,12 @@ var (
 	// ErrDiverged: the bucket and the directory hold different events at
 	// the same sequence number. The ledger is refused.
 	ErrDiverged = replica.ErrDiverged
+	// ErrNotStored: a Replicated append's events are durable locally,
+	// but the replica did not store them: the store made no progress for
+	// StoreTimeout (the error names the endpoint and the store's last
+	// error), or ctx ended. They stay in the segments, and may yet be
+	// stored and become visible: retry with the same IdempotencyKey.
+	ErrNotStored = errors.New("engine: not stored in the replica")
 )
 
 // The ranges of the replication options (docs/engine.md, "Options and
@@ -444,7 +450,7 @@ func (l *ledger) replicaWait(ctx context.Context, first, seq uint64) error {
 		r.fenced.Store(true)
 		return fmt.Errorf("engine: append to %s: %w (events #%d to #%d are in the local segments only: this directory is no longer the ledger's writer)", l.meta.Name, err, first, seq)
 	}
-	return fmt.Errorf("engine: append to %s: events #%d to #%d are durable locally, but the replica %s did not store them: %w; they may yet be stored and become visible: retry with the same IdempotencyKey to learn their outcome without appending them twice", l.meta.Name, first, seq, l.db.repl.endpoint, err)
+	return fmt.Errorf("%w: append to %s: events #%d to #%d are durable locally, but the replica %s did not store them: %w; they may yet be stored and become visible: retry with the same IdempotencyKey to learn their outcome without appending them twice", ErrNotStored, l.meta.Name, first, seq, l.db.repl.endpoint, err)
 }
 
 // awaitStored waits, in Replicated mode, until the events to seq are

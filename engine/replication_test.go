@@ -649,6 +649,9 @@ func TestReplicatedStoreDown(t *testing.T) {
 	if took > o.StoreTimeout+time.Second {
 		t.Fatalf("the append failed after %v, StoreTimeout is %v", took, o.StoreTimeout)
 	}
+	if !errors.Is(err, ErrNotStored) || !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("the append with the store down: %v, want ErrNotStored and the store's error", err)
+	}
 	for _, want := range []string{testEndpoint, "may yet be stored", "IdempotencyKey"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Fatalf("the error does not say %q: %v", want, err)
