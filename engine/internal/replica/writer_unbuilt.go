@@ -14,15 +14,24 @@ import (
 
 var errWriterUnbuilt = errors.New("replica: the Writer is not built on this branch")
 
-type writerState struct{}
+// writerState is the Writer's state: here only the error its methods
+// return.
+type writerState struct{ err error }
+
+func (w *Writer) fail() error {
+	if w.err != nil {
+		return w.err
+	}
+	return errWriterUnbuilt
+}
 
 func open(context.Context, Config) (*Writer, Tail, error) {
 	return nil, Tail{}, errWriterUnbuilt
 }
 
-func (w *Writer) take(context.Context) error         { return errWriterUnbuilt }
+func (w *Writer) take(context.Context) error         { return w.fail() }
 func (w *Writer) add(segment.Span, []tree.Hash)      {}
-func (w *Writer) wait(context.Context, uint64) error { return errWriterUnbuilt }
+func (w *Writer) wait(context.Context, uint64) error { return w.fail() }
 func (w *Writer) checkpoint([]byte, uint64)          {}
-func (w *Writer) status() Status                     { return Status{LastError: errWriterUnbuilt} }
-func (w *Writer) close(context.Context) error        { return errWriterUnbuilt }
+func (w *Writer) status() Status                     { return Status{LastError: w.fail()} }
+func (w *Writer) close(context.Context) error        { return w.fail() }
