@@ -69,16 +69,32 @@ func pullLedger(ctx context.Context, fs vfs.FS, dir string, local segment.Head, 
 }
 
 // pullFromBucket is pullLedger from what bucket holds now of ledger id,
-// every record, its checkpoint checked with v: a takeover's pull into the
-// ledger's folder dir of a closed data directory whose records end at
-// local.
+// every record, its checkpoint checked with v (the directory's key): a
+// takeover's pull into the ledger's folder dir of a closed data directory
+// whose records end at local. The bucket's checkpoint then replaces the
+// folder's checkpoint file if it covers more events (the key signed it
+// for the bucket's records, which the folder now holds), so that the
+// next Open finds the checkpoint its signer's state remembers.
 func pullFromBucket(ctx context.Context, fs vfs.FS, dir string, id eventid.LedgerID, local segment.Head, bucket store.Store, v note.Verifier) (replica.Result, error) {
 	r := newLedgerReader(bucket, id, v)
 	st, err := r.State(ctx)
 	if err != nil {
 		return replica.Result{}, err
 	}
-	return pullLedger(ctx, fs, dir, local, r, st, replica.Limit{}, nil)
+	res, err := pullLedger(ctx, fs, dir, local, r, st, replica.Limit{}, nil)
+	if err != nil {
+		return replica.Result{}, err
+	}
+	msg, err := readSmallFile(fs, fs.PathJoin(dir, checkpointFileName), maxCheckpointFile)
+	if err == nil {
+		if c, cerr := openCheckpoint(msg, v, id); cerr == nil && c.Size >= st.CheckpointSize {
+			return res, nil
+		}
+	}
+	if err := writeFileAtomic(fs, dir, checkpointFileName, st.Checkpoint, true); err != nil {
+		return replica.Result{}, fmt.Errorf("engine: pull ledger %s: %w", id, err)
+	}
+	return res, nil
 }
 
 // layer writes the pieces of a pull into a ledger's folder.

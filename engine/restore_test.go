@@ -336,6 +336,20 @@ func checkOpens(t *testing.T, s *sourceLedger, dir string, opts *Options, n uint
 	if u := db.Unavailable(); len(u) > 0 {
 		t.Fatalf("unavailable after the restore: %v", u)
 	}
+	// The restore's own Open built the index, the tree and meta.db: this
+	// one has nothing to report.
+	if err := db.MetaRebuilt(); err != nil {
+		t.Fatalf("meta.db rebuilt at the Open after the restore: %v", err)
+	}
+	if err := db.IndexRebuilt(); err != nil {
+		t.Fatalf("index rebuilt at the Open after the restore: %v", err)
+	}
+	if tr := db.TreeRebuilt(); len(tr) > 0 {
+		t.Fatalf("trees rebuilt at the Open after the restore: %v", tr)
+	}
+	if r := db.Renamed(); len(r) > 0 {
+		t.Fatalf("ledgers renamed at the Open after the restore: %v", r)
+	}
 	rep, err := db.Verify(context.Background(), s.name, nil)
 	if err != nil {
 		t.Fatalf("full Verify of the restored ledger: %v", err)
@@ -811,6 +825,23 @@ func TestPullBehindDirectory(t *testing.T) {
 	}
 	if res.Verified.Seq != restoreEvents || res.Yielded.Seq != restoreEvents {
 		t.Fatalf("pulled %+v", res)
+	}
+	// The bucket's checkpoint replaced the copy's; the copy's tree file
+	// is behind it: the first Open extends it from the segments, saying
+	// so.
+	ck, err := os.ReadFile(filepath.Join(ldir, checkpointFileName))
+	if err != nil || !bytes.Equal(ck, s.ck) {
+		t.Fatalf("the pulled folder's checkpoint is not the bucket's (%v)", err)
+	}
+	db, err = Open(behind, s.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr := db.TreeRebuilt(); len(tr) != 1 || !strings.Contains(tr[restoreLedger].Error(), "holds 1500 leaves") {
+		t.Fatalf("the first Open after the pull: trees rebuilt %v", tr)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
 	}
 	// The segments the copy held keep their own headers; those the pull
 	// began from chunks differ in their creation time only.
