@@ -32,8 +32,10 @@ import (
 // replica.ErrDiverged and names the segment file and the object; then
 // the bucket's records after local are written from local's end (over
 // its segment's zero tail, format.md "The zero tail", which is cut at the
-// records' new end) and in the segments after it. Local records beyond
-// the bucket's end are left as they are. The records after local are
+// records' new end, or at local's last record when the bucket's records
+// go on in the next segment: a sealed segment has no zero tail) and in
+// the segments after it. Local records beyond the bucket's end are left
+// as they are. The records after local are
 // held in memory until r has verified every object (the checkpoint's
 // root among them), so that a failed pull writes nothing; a restore
 // (local empty) writes them as they come, into a directory its caller
@@ -156,20 +158,31 @@ func (l *layer) piece(p replica.Piece) error {
 		if !(p.Segment == local.Loc.Segment && p.Offset == local.Loc.End() || p.Segment == local.Loc.Segment+1 && p.Offset == segment.HeaderSize) {
 			return l.diverged(p, "the bucket's event %d is at segment %d offset %d, this directory's records end at segment %d offset %d", local.Seq+1, p.Segment, p.Offset, local.Loc.Segment, local.Loc.End())
 		}
+		if p.Segment != local.Loc.Segment {
+			// The local active segment is sealed by the bucket's next
+			// segment: cut its zero tail, if any (nothing written).
+			l.add(layWrite{seg: local.Loc.Segment, off: local.Loc.End()})
+		}
 	}
-	w := layWrite{seg: p.Segment, off: off, header: header, bytes: b}
 	l.records += int64(p.Last.Seq - max(p.Prev.Seq, local.Seq))
 	l.bytes += int64(len(b))
-	if l.buffer {
-		w.header, w.bytes = bytes.Clone(header), bytes.Clone(b)
-		l.pending = append(l.pending, w)
-	} else if err := l.write(w); err != nil {
+	if err := l.add(layWrite{seg: p.Segment, off: off, header: header, bytes: b}); err != nil {
 		return err
 	}
 	if l.progress != nil {
 		l.progress(l.records, l.bytes)
 	}
 	return nil
+}
+
+// add writes w, or keeps a copy of it for later (buffer).
+func (l *layer) add(w layWrite) error {
+	if l.buffer {
+		w.header, w.bytes = bytes.Clone(w.header), bytes.Clone(w.bytes)
+		l.pending = append(l.pending, w)
+		return nil
+	}
+	return l.write(w)
 }
 
 // compare checks that the local segment file holds b at p's segment and

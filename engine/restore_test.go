@@ -818,6 +818,19 @@ func TestPullBehindDirectory(t *testing.T) {
 	if local.Seq != 1500 {
 		t.Fatalf("the copy holds %d events", local.Seq)
 	}
+	// Its active segment ends with a zero tail (format.md "The zero
+	// tail"), as a writer with Sync appends leaves it when it stops.
+	active := filepath.Join(ldir, segment.FileName(local.Loc.Segment))
+	f, err := os.OpenFile(active, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(make([]byte, 64<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 	v := mustVerifier(t, mustKey(t, s.opts.SigningKeyFile))
 	res, err := pullFromBucket(ctx, vfs.Default, ldir, s.id, local, b.st, v)
 	if err != nil {
@@ -851,6 +864,40 @@ func TestPullBehindDirectory(t *testing.T) {
 	if _, err := pullFromBucket(ctx, vfs.Default, ldir, s.id, localHead(t, s.id, ldir), b.st, v); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestPullCutsZeroTailOfSealedSegment: a directory whose records end with
+// a segment (and a zero tail after them) that the bucket's next segment
+// seals gets the bucket's next segments, and its own is cut at its last
+// record (a sealed segment has no zero tail).
+func TestPullCutsZeroTailOfSealedSegment(t *testing.T) {
+	ctx := context.Background()
+	s := makeSource(t, restoreEvents)
+	b := storeSource(t, s)
+	behind := copyDir(t, s.dir)
+	ldir := filepath.Join(behind, ledgersDir, s.id.String())
+	k := len(s.files) - 2 // a segment the bucket holds as chunks
+	for n := k + 1; n <= len(s.files); n++ {
+		if err := os.Remove(filepath.Join(ldir, segment.FileName(uint64(n)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	local := localHead(t, s.id, ldir)
+	if _, last := s.segmentRange(uint64(k)); local.Seq != last || local.Loc.Segment != uint64(k) {
+		t.Fatalf("the copy ends at %+v", local)
+	}
+	f, err := os.OpenFile(filepath.Join(ldir, segment.FileName(uint64(k))), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(make([]byte, 64<<10)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := pullFromBucket(ctx, vfs.Default, ldir, s.id, local, b.st, mustVerifier(t, mustKey(t, s.opts.SigningKeyFile))); err != nil {
+		t.Fatal(err)
+	}
+	checkRestored(t, s, behind, restoreEvents, k)
 }
 
 func mustKey(t *testing.T, path string) tree.Key {
