@@ -32,8 +32,10 @@ import (
 // replica.ErrDiverged and names the segment file and the object; then
 // the bucket's records after local are written from local's end (over
 // its segment's zero tail, format.md "The zero tail", which is cut at the
-// records' new end) and in the segments after it. Local records beyond
-// the bucket's end are left as they are. The records after local are
+// records' new end, or at local's last record when the bucket's records
+// go on in the next segment: a sealed segment has no zero tail) and in
+// the segments after it. Local records beyond the bucket's end are left
+// as they are. The records after local are
 // held in memory until r has verified every object (the checkpoint's
 // root among them), so that a failed pull writes nothing; a restore
 // (local empty) writes them as they come, into a directory its caller
@@ -69,16 +71,32 @@ func pullLedger(ctx context.Context, fs vfs.FS, dir string, local segment.Head, 
 }
 
 // pullFromBucket is pullLedger from what bucket holds now of ledger id,
-// every record, its checkpoint checked with v: a takeover's pull into the
-// ledger's folder dir of a closed data directory whose records end at
-// local.
+// every record, its checkpoint checked with v (the directory's key): a
+// takeover's pull into the ledger's folder dir of a closed data directory
+// whose records end at local. The bucket's checkpoint then replaces the
+// folder's checkpoint file if it covers more events (the key signed it
+// for the bucket's records, which the folder now holds), so that the
+// next Open finds the checkpoint its signer's state remembers.
 func pullFromBucket(ctx context.Context, fs vfs.FS, dir string, id eventid.LedgerID, local segment.Head, bucket store.Store, v note.Verifier) (replica.Result, error) {
 	r := newLedgerReader(bucket, id, v)
 	st, err := r.State(ctx)
 	if err != nil {
 		return replica.Result{}, err
 	}
-	return pullLedger(ctx, fs, dir, local, r, st, replica.Limit{}, nil)
+	res, err := pullLedger(ctx, fs, dir, local, r, st, replica.Limit{}, nil)
+	if err != nil {
+		return replica.Result{}, err
+	}
+	msg, err := readSmallFile(fs, fs.PathJoin(dir, checkpointFileName), maxCheckpointFile)
+	if err == nil {
+		if c, cerr := openCheckpoint(msg, v, id); cerr == nil && c.Size >= st.CheckpointSize {
+			return res, nil
+		}
+	}
+	if err := writeFileAtomic(fs, dir, checkpointFileName, st.Checkpoint, true); err != nil {
+		return replica.Result{}, fmt.Errorf("engine: pull ledger %s: %w", id, err)
+	}
+	return res, nil
 }
 
 // layer writes the pieces of a pull into a ledger's folder.
@@ -140,20 +158,31 @@ func (l *layer) piece(p replica.Piece) error {
 		if !(p.Segment == local.Loc.Segment && p.Offset == local.Loc.End() || p.Segment == local.Loc.Segment+1 && p.Offset == segment.HeaderSize) {
 			return l.diverged(p, "the bucket's event %d is at segment %d offset %d, this directory's records end at segment %d offset %d", local.Seq+1, p.Segment, p.Offset, local.Loc.Segment, local.Loc.End())
 		}
+		if p.Segment != local.Loc.Segment {
+			// The local active segment is sealed by the bucket's next
+			// segment: cut its zero tail, if any (nothing written).
+			l.add(layWrite{seg: local.Loc.Segment, off: local.Loc.End()})
+		}
 	}
-	w := layWrite{seg: p.Segment, off: off, header: header, bytes: b}
 	l.records += int64(p.Last.Seq - max(p.Prev.Seq, local.Seq))
 	l.bytes += int64(len(b))
-	if l.buffer {
-		w.header, w.bytes = bytes.Clone(header), bytes.Clone(b)
-		l.pending = append(l.pending, w)
-	} else if err := l.write(w); err != nil {
+	if err := l.add(layWrite{seg: p.Segment, off: off, header: header, bytes: b}); err != nil {
 		return err
 	}
 	if l.progress != nil {
 		l.progress(l.records, l.bytes)
 	}
 	return nil
+}
+
+// add writes w, or keeps a copy of it for later (buffer).
+func (l *layer) add(w layWrite) error {
+	if l.buffer {
+		w.header, w.bytes = bytes.Clone(w.header), bytes.Clone(w.bytes)
+		l.pending = append(l.pending, w)
+		return nil
+	}
+	return l.write(w)
 }
 
 // compare checks that the local segment file holds b at p's segment and

@@ -236,7 +236,7 @@ func restoreLedgers(ctx context.Context, st store.Store, name string) ([]eventid
 			return []eventid.LedgerID{id}, nil
 		}
 	}
-	return nil, fmt.Errorf("%w: %q: no ledger of the bucket has that name in its newest manifest (%d ledgers)", ErrNotFound, name, len(ids))
+	return nil, fmt.Errorf("%w: %q: no ledger of the bucket has that name in its newest manifest (%d ledgers)", ErrLedgerNotFound, name, len(ids))
 }
 
 // restoreInto restores the ledgers ids from st into tmp, a new data

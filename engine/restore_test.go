@@ -39,6 +39,7 @@ const (
 // sourceLedger is a closed data directory holding one ledger, and what
 // its segment files hold.
 type sourceLedger struct {
+	name    string
 	dir     string
 	opts    *Options // its key
 	id      eventid.LedgerID
@@ -61,26 +62,38 @@ type sourceRecord struct {
 // (its genesis included) in segments of restoreSegment bytes.
 func makeSource(t testing.TB, n int) *sourceLedger {
 	t.Helper()
+	return makeSources(t, n, restoreLedger)[0]
+}
+
+// makeSources makes a data directory holding a ledger of n events for
+// each name.
+func makeSources(t testing.TB, n int, names ...string) []*sourceLedger {
+	t.Helper()
 	dir := t.TempDir()
-	opts := &Options{SegmentSize: restoreSegment}
-	db, err := Open(dir, opts)
+	db, err := Open(dir, &Options{SegmentSize: restoreSegment})
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := db.CreateLedger(context.Background(), LedgerSpec{Name: restoreLedger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendEvents(t, db, restoreLedger, n-1, appendSpec{Batch: batchesOf(restoreAppendSize), Options: unsynced})
-	if _, err := db.Checkpoint(context.Background(), restoreLedger); err != nil {
-		t.Fatal(err)
+	opts := &Options{SegmentSize: restoreSegment, SigningKeyFile: filepath.Join(dir, signingKeyFile)}
+	var ss []*sourceLedger
+	for _, name := range names {
+		info, err := db.CreateLedger(context.Background(), LedgerSpec{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendEvents(t, db, name, n-1, appendSpec{Batch: batchesOf(restoreAppendSize), Options: unsynced})
+		if _, err := db.Checkpoint(context.Background(), name); err != nil {
+			t.Fatal(err)
+		}
+		ss = append(ss, &sourceLedger{name: name, dir: dir, opts: opts, id: info.ID})
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s := &sourceLedger{dir: dir, opts: &Options{SegmentSize: restoreSegment, SigningKeyFile: filepath.Join(dir, signingKeyFile)}, id: info.ID}
-	s.read(t)
-	return s
+	for _, s := range ss {
+		s.read(t)
+	}
+	return ss
 }
 
 // ledgerDir is the source's ledger folder.
@@ -149,8 +162,14 @@ type bucket struct {
 // epochs.
 func storeSource(t testing.TB, s *sourceLedger) *bucket {
 	t.Helper()
+	return storeSourceIn(t, s, store.NewMemory())
+}
+
+// storeSourceIn is storeSource into st.
+func storeSourceIn(t testing.TB, s *sourceLedger, st *store.Memory) *bucket {
+	t.Helper()
 	ctx := context.Background()
-	b := &bucket{st: store.NewMemory(), sealed: len(s.files) - 3}
+	b := &bucket{st: st, sealed: len(s.files) - 3}
 	if b.sealed < 2 {
 		t.Fatalf("%d segments: too few for the layout", len(s.files))
 	}
@@ -211,8 +230,8 @@ func storeSource(t testing.TB, s *sourceLedger) *bucket {
 	}
 	_, sealedSeq := s.segmentRange(uint64(b.sealed))
 	for i, m := range []replica.Manifest{
-		{V: 1, Ledger: s.id.String(), Name: restoreLedger, Epoch: 1, Fence: 1, Segments: uint64(b.sealed), SealedSeq: sealedSeq, GC: 1},
-		{V: 1, Ledger: s.id.String(), Name: restoreLedger, Epoch: 2, Fence: b.fence, Segments: uint64(b.sealed), SealedSeq: sealedSeq, GC: 1},
+		{V: 1, Ledger: s.id.String(), Name: s.name, Epoch: 1, Fence: 1, Segments: uint64(b.sealed), SealedSeq: sealedSeq, GC: 1},
+		{V: 1, Ledger: s.id.String(), Name: s.name, Epoch: 2, Fence: b.fence, Segments: uint64(b.sealed), SealedSeq: sealedSeq, GC: 1},
 	} {
 		put(replica.ManifestKey(s.id, uint64(i)+1), m.Encode())
 	}
@@ -302,7 +321,14 @@ func checkRestored(t *testing.T, s *sourceLedger, dir string, n uint64, identica
 			t.Fatalf("segment %d differs from the source's but for its creation time (%d bytes, want %d)", i+1, len(f), len(want))
 		}
 	}
-	db, err := Open(dir, s.opts)
+	checkOpens(t, s, dir, s.opts, n)
+}
+
+// checkOpens checks that dir opens with opts, passes a full Verify of s's
+// ledger and holds its first n events.
+func checkOpens(t *testing.T, s *sourceLedger, dir string, opts *Options, n uint64) {
+	t.Helper()
+	db, err := Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +336,21 @@ func checkRestored(t *testing.T, s *sourceLedger, dir string, n uint64, identica
 	if u := db.Unavailable(); len(u) > 0 {
 		t.Fatalf("unavailable after the restore: %v", u)
 	}
-	rep, err := db.Verify(context.Background(), restoreLedger, nil)
+	// The restore's own Open built the index, the tree and meta.db: this
+	// one has nothing to report.
+	if err := db.MetaRebuilt(); err != nil {
+		t.Fatalf("meta.db rebuilt at the Open after the restore: %v", err)
+	}
+	if err := db.IndexRebuilt(); err != nil {
+		t.Fatalf("index rebuilt at the Open after the restore: %v", err)
+	}
+	if tr := db.TreeRebuilt(); len(tr) > 0 {
+		t.Fatalf("trees rebuilt at the Open after the restore: %v", tr)
+	}
+	if r := db.Renamed(); len(r) > 0 {
+		t.Fatalf("ledgers renamed at the Open after the restore: %v", r)
+	}
+	rep, err := db.Verify(context.Background(), s.name, nil)
 	if err != nil {
 		t.Fatalf("full Verify of the restored ledger: %v", err)
 	}
@@ -318,7 +358,7 @@ func checkRestored(t *testing.T, s *sourceLedger, dir string, n uint64, identica
 		t.Fatalf("Verify: %d events, head %s, tree %d; want %d, %s", rep.Events, rep.Head, rep.TreeSize, n, s.ids[n-1])
 	}
 	var got []eventid.ID
-	for ev, err := range db.Scan(context.Background(), restoreLedger, ScanOptions{}) {
+	for ev, err := range db.Scan(context.Background(), s.name, ScanOptions{}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -378,10 +418,63 @@ func TestRestoreByName(t *testing.T) {
 		checkRestored(t, s, dir, 1500, b.sealed)
 	}
 	dir, _, err := restoreTo(t, s, b.st, RestoreOptions{Ledger: "other"})
-	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), `"other"`) {
+	if !errors.Is(err, ErrLedgerNotFound) || !strings.Contains(err.Error(), `"other"`) {
 		t.Fatalf("restore of a ledger the bucket lacks: %v", err)
 	}
 	checkNothingLeft(t, dir)
+}
+
+func TestRestoreEveryLedger(t *testing.T) {
+	ss := makeSources(t, 1500, "orders", "refunds")
+	st := store.NewMemory()
+	b := storeSourceIn(t, ss[0], st)
+	storeSourceIn(t, ss[1], st)
+	dir, res, err := restoreTo(t, ss[0], st, RestoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 2 {
+		t.Fatalf("restored %+v", res)
+	}
+	for _, s := range ss {
+		checkRestored(t, s, dir, 1500, b.sealed)
+	}
+	dir, res, err = restoreTo(t, ss[0], st, RestoreOptions{Ledger: "refunds"})
+	if err != nil || len(res) != 1 || res[0].ID != ss[1].id {
+		t.Fatalf("restore of refunds: %+v, %v", res, err)
+	}
+	checkRestored(t, ss[1], dir, 1500, b.sealed)
+}
+
+// TestRestoreWithAnotherKey: a bucket's checkpoint checked with the
+// verifier key given, and the ledger signed anew by the new directory's
+// own key.
+func TestRestoreWithAnotherKey(t *testing.T) {
+	s := makeSource(t, 1500)
+	b := storeSource(t, s)
+	k := mustKey(t, s.opts.SigningKeyFile)
+	dir := filepath.Join(t.TempDir(), "restored")
+	res, err := Restore(context.Background(), dir, RestoreOptions{store: b.st, VerifierKey: k.Verifier})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res[0].Resigned || res[0].Events != 1500 {
+		t.Fatalf("restored %+v", res)
+	}
+	checkOpens(t, s, dir, nil, 1500)
+	db, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if db.VerifierKey() == k.Verifier {
+		t.Fatal("the restored directory signs with the source's key")
+	}
+	// Without the verifier key the bucket's checkpoint is refused.
+	_, err = Restore(context.Background(), filepath.Join(t.TempDir(), "r"), RestoreOptions{store: b.st})
+	if err == nil || !strings.Contains(err.Error(), "give the key that signed it") {
+		t.Fatalf("restore with a key that did not sign the bucket's checkpoint: %v", err)
+	}
 }
 
 func TestRestoreRefusesNonEmptyTarget(t *testing.T) {
@@ -725,6 +818,19 @@ func TestPullBehindDirectory(t *testing.T) {
 	if local.Seq != 1500 {
 		t.Fatalf("the copy holds %d events", local.Seq)
 	}
+	// Its active segment ends with a zero tail (format.md "The zero
+	// tail"), as a writer with Sync appends leaves it when it stops.
+	active := filepath.Join(ldir, segment.FileName(local.Loc.Segment))
+	f, err := os.OpenFile(active, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(make([]byte, 64<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 	v := mustVerifier(t, mustKey(t, s.opts.SigningKeyFile))
 	res, err := pullFromBucket(ctx, vfs.Default, ldir, s.id, local, b.st, v)
 	if err != nil {
@@ -732,6 +838,23 @@ func TestPullBehindDirectory(t *testing.T) {
 	}
 	if res.Verified.Seq != restoreEvents || res.Yielded.Seq != restoreEvents {
 		t.Fatalf("pulled %+v", res)
+	}
+	// The bucket's checkpoint replaced the copy's; the copy's tree file
+	// is behind it: the first Open extends it from the segments, saying
+	// so.
+	ck, err := os.ReadFile(filepath.Join(ldir, checkpointFileName))
+	if err != nil || !bytes.Equal(ck, s.ck) {
+		t.Fatalf("the pulled folder's checkpoint is not the bucket's (%v)", err)
+	}
+	db, err = Open(behind, s.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr := db.TreeRebuilt(); len(tr) != 1 || !strings.Contains(tr[restoreLedger].Error(), "holds 1500 leaves") {
+		t.Fatalf("the first Open after the pull: trees rebuilt %v", tr)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
 	}
 	// The segments the copy held keep their own headers; those the pull
 	// began from chunks differ in their creation time only.
@@ -741,6 +864,40 @@ func TestPullBehindDirectory(t *testing.T) {
 	if _, err := pullFromBucket(ctx, vfs.Default, ldir, s.id, localHead(t, s.id, ldir), b.st, v); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestPullCutsZeroTailOfSealedSegment: a directory whose records end with
+// a segment (and a zero tail after them) that the bucket's next segment
+// seals gets the bucket's next segments, and its own is cut at its last
+// record (a sealed segment has no zero tail).
+func TestPullCutsZeroTailOfSealedSegment(t *testing.T) {
+	ctx := context.Background()
+	s := makeSource(t, restoreEvents)
+	b := storeSource(t, s)
+	behind := copyDir(t, s.dir)
+	ldir := filepath.Join(behind, ledgersDir, s.id.String())
+	k := len(s.files) - 2 // a segment the bucket holds as chunks
+	for n := k + 1; n <= len(s.files); n++ {
+		if err := os.Remove(filepath.Join(ldir, segment.FileName(uint64(n)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	local := localHead(t, s.id, ldir)
+	if _, last := s.segmentRange(uint64(k)); local.Seq != last || local.Loc.Segment != uint64(k) {
+		t.Fatalf("the copy ends at %+v", local)
+	}
+	f, err := os.OpenFile(filepath.Join(ldir, segment.FileName(uint64(k))), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(make([]byte, 64<<10)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := pullFromBucket(ctx, vfs.Default, ldir, s.id, local, b.st, mustVerifier(t, mustKey(t, s.opts.SigningKeyFile))); err != nil {
+		t.Fatal(err)
+	}
+	checkRestored(t, s, behind, restoreEvents, k)
 }
 
 func mustKey(t *testing.T, path string) tree.Key {
