@@ -34,8 +34,8 @@ func readerLedger() eventid.LedgerID {
 
 func testLeaf(r *segment.Record) tree.Hash { return sha256.Sum256(r.ID[:]) }
 
-// testLog is a closed log: its segment files and the spans it committed.
-type testLog struct {
+// closedLog is a closed log: its segment files and the spans it committed.
+type closedLog struct {
 	files  [][]byte
 	spans  []segment.Span
 	leaves []tree.Hash // of every record, in order
@@ -44,10 +44,10 @@ type testLog struct {
 
 // writeLog appends n events (after the genesis) in batches of 1 to 5 to
 // a new log in segments of 8 KiB.
-func writeLog(t *testing.T, n int) *testLog {
+func writeLog(t *testing.T, n int) *closedLog {
 	t.Helper()
 	fs := vfs.NewMem()
-	tl := &testLog{}
+	tl := &closedLog{}
 	o := segment.Options{FS: fs, Ledger: readerLedger(), SegmentSize: 8 << 10, Hooks: segment.Hooks{Records: func(s segment.Span) {
 		s.Bytes = bytes.Clone(s.Bytes)
 		tl.spans = append(tl.spans, s)
@@ -100,7 +100,7 @@ func writeLog(t *testing.T, n int) *testLog {
 }
 
 // root is the Merkle root of the first n records.
-func (tl *testLog) root(n uint64) tree.Hash {
+func (tl *closedLog) root(n uint64) tree.Hash {
 	var b tree.Builder
 	for _, l := range tl.leaves[:n] {
 		b.Add(l)
@@ -108,7 +108,7 @@ func (tl *testLog) root(n uint64) tree.Hash {
 	return b.Root()
 }
 
-// testBucket is a testLog stored as a Writer would: segments but the
+// testBucket is a closedLog stored as a Writer would: segments but the
 // last two under seg/, each span of the last two as a chunk (after an
 // epoch 1 fence; epoch 2's fence before the middle one).
 type testBucket struct {
@@ -118,7 +118,7 @@ type testBucket struct {
 	sealed int
 }
 
-func storeLog(t *testing.T, tl *testLog) *testBucket {
+func storeLog(t *testing.T, tl *closedLog) *testBucket {
 	t.Helper()
 	ctx := context.Background()
 	id := readerLedger()
