@@ -435,10 +435,14 @@ func (l *ledger) markStored(seq uint64) {
 }
 
 // groupEnd returns the last event of the published group that holds
-// seq (Replicated mode), or seq if no group not yet stored holds it.
+// seq (Replicated mode), or seq if readers see it already or no group
+// not yet stored holds it.
 func (l *ledger) groupEnd(seq uint64) uint64 {
 	l.idxMu.Lock()
 	defer l.idxMu.Unlock()
+	if l.stored.Seq >= seq {
+		return seq // readable already
+	}
 	for _, h := range l.repl.unstored {
 		if h.Seq >= seq {
 			return h.Seq
@@ -456,9 +460,10 @@ func (l *ledger) replicaWait(ctx context.Context, first, seq uint64) error {
 	}
 	// The readers' bound moves by whole groups: the group's end, else
 	// the appender would not read its own events.
-	err := r.w.Wait(ctx, l.groupEnd(seq))
+	end := l.groupEnd(seq)
+	err := r.w.Wait(ctx, end)
 	if err == nil {
-		l.markStored(l.groupEnd(seq))
+		l.markStored(end)
 		return nil
 	}
 	if errors.Is(err, ErrFenced) {
