@@ -29,7 +29,7 @@ import (
 // any gateway starts) that append in Replicated mode from several
 // goroutines and report each acknowledged append on stdout. Each round
 // the parent stops the writer with SIGSTOP, copies its directory (a
-// crash image of a live writer), starts a new writer on the copy with
+// crash image of a live writer) or restores the bucket, starts a new writer on the copy with
 // engine.Takeover, waits for it to acknowledge appends, and sends SIGCONT
 // to the old one: its pending and later appends must fail with ErrFenced,
 // which it reports before it exits. The new writer is the next round's
@@ -231,7 +231,9 @@ func (w *zombieWriter) await(t *testing.T, d time.Duration, what string, cond fu
 }
 
 // TestVersityGWZombieRounds runs the zombie acceptance rounds (see the
-// comment at the top of this file) against versitygw.
+// comment at the top of this file) against versitygw; every fifth new
+// writer is on a directory restored from the bucket (engine.Restore)
+// instead of a copy.
 func TestVersityGWZombieRounds(t *testing.T) {
 	rounds := 20
 	if testing.Short() {
@@ -247,7 +249,7 @@ func TestVersityGWZombieRounds(t *testing.T) {
 	cur.await(t, time.Minute, "ready and acks", func() bool { return len(cur.acks) >= acksPerRound })
 	var all []*zombieWriter
 	all = append(all, cur)
-	fencedTotal := 0
+	fencedTotal, restores := 0, 0
 	for r := 1; r <= rounds; r++ {
 		old := cur
 		if err := old.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -256,7 +258,11 @@ func TestVersityGWZombieRounds(t *testing.T) {
 		// The stopped writer's directory as it is: a crash image.
 		time.Sleep(20 * time.Millisecond) // let the stop land
 		dir := filepath.Join(root, fmt.Sprintf("w%d", r))
-		if err := copyTree(old.dir, dir); err != nil {
+		if r%5 == 0 {
+			// A directory restored from the bucket, with the key.
+			zombieRestore(t, url, old.dir, dir)
+			restores++
+		} else if err := copyTree(old.dir, dir); err != nil {
 			t.Fatalf("round %d: copy the stopped writer's directory: %v", r, err)
 		}
 		name := fmt.Sprintf("w%d", r)
@@ -339,8 +345,29 @@ func TestVersityGWZombieRounds(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d rounds in %s: %d writers, %d events acknowledged, all in the restored ledger of %d events, each once; %d appends of resumed writers fenced",
-		rounds, time.Since(start).Round(time.Millisecond), len(all), acked, res[0].Events, fencedTotal)
+	t.Logf("%d rounds in %s (%d new writers on a restored directory, the others on a copy): %d writers, %d events acknowledged, all in the restored ledger of %d events, each once; %d appends of resumed writers fenced",
+		rounds, time.Since(start).Round(time.Millisecond), restores, len(all), acked, res[0].Events, fencedTotal)
+}
+
+// zombieRestore restores the bucket into dir with engine.Restore, signed
+// by the key of the directory from (a copy of it, which becomes dir's
+// own signing.key).
+func zombieRestore(t *testing.T, url, from, dir string) {
+	t.Helper()
+	key, err := os.ReadFile(filepath.Join(from, "signing.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "signing.key")
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.Restore(context.Background(), dir, engine.RestoreOptions{Replica: url, Options: &engine.Options{SigningKeyFile: keyFile}}); err != nil {
+		t.Fatalf("restore into %s: %v", dir, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "signing.key"), key, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // copyTree copies the directory from to the new directory to, with the
