@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/annal-db/annal/engine"
+)
+
+// restoreBench builds a ledger of n events (its genesis included) in
+// Shipped mode, appended in batches of 500 with durability None, waits
+// until the bucket holds them all, then restores it three times into a
+// fresh directory and prints each restore's events per second.
+func restoreBench(b *bench, n int) error {
+	ctx := context.Background()
+	src, err := b.dir()
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(src)
+	url := replicaURL(b.endpoint, fmt.Sprintf("p%d", b.prefixes))
+	start := time.Now()
+	db, err := engine.Open(src, &engine.Options{Replica: url, Replication: engine.Shipped})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := db.CreateLedger(ctx, engine.LedgerSpec{Name: ledgerName}); err != nil {
+		return err
+	}
+	evs := make([]engine.EventInput, 0, 500)
+	var last engine.AppendResult
+	for i := 1; i < n; {
+		evs = evs[:0]
+		for ; len(evs) < 500 && i < n; i++ {
+			evs = append(evs, event(i))
+		}
+		if last, err = db.Append(ctx, ledgerName, evs, &engine.AppendOptions{Durability: engine.None}); err != nil {
+			return err
+		}
+	}
+	id, _ := last.Last()
+	if err := db.WaitReplicated(ctx, id); err != nil {
+		return err
+	}
+	if _, err := db.Checkpoint(ctx, ledgerName); err != nil {
+		return err
+	}
+	st, err := db.ReplicaStatus(ledgerName)
+	if err != nil {
+		return err
+	}
+	if err := db.Close(); err != nil {
+		return err
+	}
+	fmt.Printf("restore: a ledger of %d events built and shipped in %.1f s (%d chunks and the sealed segments)\n", n, time.Since(start).Seconds(), st.Chunks)
+	key := &engine.Options{SigningKeyFile: filepath.Join(src, "signing.key")}
+	for i := 1; i <= 3; i++ {
+		dst, err := b.dir()
+		if err != nil {
+			return err
+		}
+		t := time.Now()
+		got, err := engine.Restore(ctx, filepath.Join(dst, "r"), engine.RestoreOptions{Replica: url, Options: key})
+		took := time.Since(t)
+		os.RemoveAll(dst)
+		if err != nil {
+			return err
+		}
+		if len(got) != 1 {
+			return fmt.Errorf("restore: %d ledgers restored, want 1", len(got))
+		}
+		fmt.Printf("  restore %d: %.2f s, %.0f events/s (target >= 300000)\n", i, took.Seconds(), float64(n)/took.Seconds())
+	}
+	return nil
+}
