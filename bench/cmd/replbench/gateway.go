@@ -143,7 +143,7 @@ type counter struct {
 	// walPuts and walBytes: the chunks' PUTs (keys with /wal/) and
 	// their bodies' bytes.
 	walPuts, walBytes atomic.Int64
-	srv                     *http.Server
+	srv               *http.Server
 }
 
 func startCounter(target string) (*counter, error) {

@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -49,9 +50,23 @@ func main() {
 	run := flag.Duration("run", 3*time.Second, "how long each configuration runs in a round")
 	restoreN := flag.Int("restore", 1_000_000, "events of the restored ledger (0: no restore)")
 	dir := flag.String("dir", "", "directory to work in (a temporary directory inside it is used and removed); default: the system's temporary directory")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "replbench:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "replbench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := runAll(*rounds, *run, *restoreN, *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "replbench:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
@@ -96,6 +111,8 @@ type bench struct {
 	tmp      string
 	endpoint string // where the engine's replica points
 	prefixes int
+	// warm, if set, is called after each run's warm-up appends.
+	warm func()
 }
 
 func (b *bench) dir() (string, error) {
@@ -129,6 +146,9 @@ func (b *bench) measure(c config, d time.Duration) (result, error) {
 		if _, err := db.Append(ctx, ledgerName, []engine.EventInput{event(i)}, nil); err != nil {
 			return result{}, err
 		}
+	}
+	if b.warm != nil {
+		b.warm()
 	}
 	var chunks0 uint64
 	if c.mode != 0 {
@@ -214,18 +234,32 @@ func runAll(rounds int, run time.Duration, restoreN int, parent string) error {
 	}
 	fmt.Printf("versitygw v1.8.0 on %s (in process); %d rounds of %v per configuration\n\n", gw.endpoint, rounds, run)
 
-	// Calibration and cost, through the counting proxy.
+	if rounds > 0 {
+		if err := alternate(gw, dbs, rounds, run); err != nil {
+			return err
+		}
+	}
+	if restoreN > 0 {
+		if err := restoreBench(&bench{tmp: dbs, endpoint: gw.endpoint}, restoreN); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// alternate runs the calibration (the cost) through a counting proxy,
+// then the rounds of alternated configurations, and prints the targets.
+func alternate(gw *gateway, dbs string, rounds int, run time.Duration) error {
 	ctr, err := startCounter(gw.endpoint)
 	if err != nil {
 		return err
 	}
 	defer ctr.srv.Close()
-	cb := &bench{tmp: dbs, endpoint: ctr.endpoint}
+	cb := &bench{tmp: dbs, endpoint: ctr.endpoint, warm: ctr.reset}
 	fmt.Println("cost at the defaults (requests per second through a counting proxy, appenders in a closed loop):")
 	fmt.Printf("  %-7s %10s %9s %8s %8s %8s %8s %11s %12s\n", "config", "events/s", "chunks/s", "PUT/s", "GET/s", "LIST/s", "DEL/s", "B/chunk", "PUTs/month")
-	var chunk1 int
+	var chunk1, chunk64 int
 	for _, c := range []config{{"repl1", 1, engine.Replicated}, {"repl64", 64, engine.Replicated}, {"ship64", 64, engine.Shipped}} {
-		ctr.reset()
 		r, err := cb.measure(c, run)
 		if err != nil {
 			return err
@@ -235,14 +269,17 @@ func runAll(rounds int, run time.Duration, restoreN int, parent string) error {
 		if n := ctr.walPuts.Load(); n > 0 {
 			per = int(ctr.walBytes.Load() / n)
 		}
-		if c.name == "repl1" {
+		switch c.name {
+		case "repl1":
 			chunk1 = per
+		case "repl64":
+			chunk64 = per
 		}
 		fmt.Printf("  %-7s %10.0f %9.1f %8.1f %8.1f %8.1f %8.1f %11d %12.3g\n", c.name, r.rate(), r.uploadsS,
 			float64(ctr.puts.Load())/s, float64(ctr.gets.Load())/s, float64(ctr.lists.Load())/s, float64(ctr.dels.Load())/s, per,
 			float64(ctr.puts.Load())/s*30*24*3600)
 	}
-	if chunk1 == 0 {
+	if chunk1 == 0 || chunk64 == 0 {
 		return fmt.Errorf("calibration: no chunk stored")
 	}
 	fmt.Println()
@@ -256,13 +293,8 @@ func runAll(rounds int, run time.Duration, restoreN int, parent string) error {
 		{"local1", 1, 0},
 		{"repl1", 1, engine.Replicated},
 	}
-	group := chunk1 - chunkHeader
-	var (
-		replRatio, shipRatio, latRatio []float64
-		all                            = map[string][]result{}
-		puts, syncs                    []time.Duration
-	)
-	fmt.Printf("rounds (probes: PUT of %d B, the mean repl1 chunk; write+fsync of %d B, its records):\n", chunk1, group)
+	var replRatio, shipRatio, latRatio, bound, efficiency, capacity []float64
+	fmt.Printf("rounds (probes: PUT of %d B, the mean repl1 chunk, and of %d B, the mean repl64 chunk; write+fsync of their records):\n", chunk1, chunk64)
 	fmt.Printf("  %-5s %-8s %10s %9s %9s %9s %9s\n", "round", "config", "events/s", "p50", "p99", "chunks/s", "ev/chunk")
 	for round := 1; round <= rounds; round++ {
 		res := map[string]result{}
@@ -272,40 +304,59 @@ func runAll(rounds int, run time.Duration, restoreN int, parent string) error {
 				return err
 			}
 			res[c.name] = r
-			all[c.name] = append(all[c.name], r)
 			evc := "-"
 			if r.chunks > 0 {
 				evc = fmt.Sprintf("%.1f", float64(r.events)/float64(r.chunks))
 			}
 			fmt.Printf("  %-5d %-8s %10.0f %9s %9s %9.1f %9s\n", round, c.name, r.rate(), ms(r.pct(0.5)), ms(r.pct(0.99)), r.uploadsS, evc)
 		}
-		put, err := probePut(gw, chunk1, fmt.Sprintf("probe/%d/", round), 200)
+		put1, err := probePut(gw, chunk1, fmt.Sprintf("probe/%d/1/", round), 200)
 		if err != nil {
 			return err
 		}
-		sync, err := probeFsync(dbs, group, 200)
+		sync1, err := probeFsync(dbs, chunk1-chunkHeader, 200)
 		if err != nil {
 			return err
 		}
-		puts, syncs = append(puts, put), append(syncs, sync)
-		fmt.Printf("  %-5d %-8s %10s %9s\n", round, "PUT", "", ms(put))
-		fmt.Printf("  %-5d %-8s %10s %9s\n", round, "fsync", "", ms(sync))
-		replRatio = append(replRatio, res["repl64"].rate()/res["local64"].rate())
-		shipRatio = append(shipRatio, res["ship64"].rate()/res["local64"].rate())
-		latRatio = append(latRatio, float64(res["repl1"].pct(0.5))/float64(put+sync))
+		put64, err := probePut(gw, chunk64, fmt.Sprintf("probe/%d/64/", round), 100)
+		if err != nil {
+			return err
+		}
+		sync64, err := probeFsync(dbs, chunk64-chunkHeader, 100)
+		if err != nil {
+			return err
+		}
+		rate, err := probePutRate(gw, chunk64, fmt.Sprintf("probe/%d/rate/", round), 4, time.Second)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("  %-5d %-8s %10s %9s  (%d B)\n", round, "PUT", "", ms(put1), chunk1)
+		fmt.Printf("  %-5d %-8s %10s %9s  (%d B)\n", round, "fsync", "", ms(sync1), chunk1-chunkHeader)
+		fmt.Printf("  %-5d %-8s %10s %9s  (%d B)\n", round, "PUT", "", ms(put64), chunk64)
+		fmt.Printf("  %-5d %-8s %10s %9s  (%d B)\n", round, "fsync", "", ms(sync64), chunk64-chunkHeader)
+		fmt.Printf("  %-5d %-8s %10s %9s  (PUTs/s of %d B, 4 in flight)\n", round, "PUT x4", "", fmt.Sprintf("%.0f/s", rate), chunk64)
+		local := res["local64"].rate()
+		// The closed loop's bound: 64 appenders, each waiting at least
+		// one fsync and one PUT of a chunk, with unbounded uploads in
+		// flight and a store whose PUTs do not slow each other down.
+		closed := 64 / (put64 + sync64).Seconds()
+		replRatio = append(replRatio, res["repl64"].rate()/local)
+		shipRatio = append(shipRatio, res["ship64"].rate()/local)
+		latRatio = append(latRatio, float64(res["repl1"].pct(0.5))/float64(put1+sync1))
+		bound = append(bound, closed/local)
+		efficiency = append(efficiency, res["repl64"].rate()/closed)
+		capacity = append(capacity, res["repl64"].uploadsS/rate)
 	}
 	fmt.Println()
 	fmt.Println("targets (ratio per round; median, spread min..max):")
 	target("Replicated 64 / local Sync 64 (>= 0.5)", replRatio, 0.5, true)
 	target("Shipped 64 / local Sync 64 (>= 0.9)", shipRatio, 0.9, true)
 	target("Replicated 1 p50 / (PUT p50 + fsync p50) (<= 1.5)", latRatio, 1.5, false)
+	fmt.Println("why (ratio per round; median, spread):")
+	figure("64 / (PUT p50 + fsync p50) / local Sync 64", bound)
+	figure("Replicated 64 / (64 / (PUT p50 + fsync p50))", efficiency)
+	figure("Replicated 64 chunks/s / PUTs/s at 4 in flight", capacity)
 	fmt.Println()
-
-	if restoreN > 0 {
-		if err := restoreBench(b, restoreN); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
@@ -319,10 +370,7 @@ func target(name string, rs []float64, bound float64, atLeast bool) {
 	for _, r := range rs {
 		parts = append(parts, fmt.Sprintf("%.2f", r))
 	}
-	med := s[len(s)/2]
-	if len(s)%2 == 0 {
-		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
+	med := median(s)
 	ok := med >= bound
 	if !atLeast {
 		ok = med <= bound
@@ -332,6 +380,24 @@ func target(name string, rs []float64, bound float64, atLeast bool) {
 		verdict = "MISSED"
 	}
 	fmt.Printf("  %-52s %s; median %.2f, spread %.2f..%.2f: %s\n", name, strings.Join(parts, " "), med, s[0], s[len(s)-1], verdict)
+}
+
+func figure(name string, rs []float64) {
+	s := slices.Clone(rs)
+	slices.Sort(s)
+	var parts []string
+	for _, r := range rs {
+		parts = append(parts, fmt.Sprintf("%.2f", r))
+	}
+	fmt.Printf("  %-52s %s; median %.2f, spread %.2f..%.2f\n", name, strings.Join(parts, " "), median(s), s[0], s[len(s)-1])
+}
+
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
 }
 
 func ms(d time.Duration) string {

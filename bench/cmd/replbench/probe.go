@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -59,4 +60,44 @@ func probeFsync(dir string, size int, n int) (time.Duration, error) {
 func p50(ds []time.Duration) time.Duration {
 	slices.Sort(ds)
 	return ds[len(ds)/2]
+}
+
+// probePutRate is the PUTs per second that k PUT loops of size bytes,
+// each to a new key under prefix, get from the gateway in d: the store's
+// capacity at the Writer's depth of uploads in flight.
+func probePutRate(gw *gateway, size int, prefix string, k int, d time.Duration) (float64, error) {
+	body := bytes.Repeat([]byte{0xa5}, size)
+	var (
+		mu    sync.Mutex
+		total int
+		first error
+		wg    sync.WaitGroup
+	)
+	start := time.Now()
+	for w := range k {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := 0
+			for ; time.Since(start) < d; n++ {
+				_, err := gw.client.PutObject(context.Background(), &s3.PutObjectInput{
+					Bucket: aws.String(bucket), Key: aws.String(fmt.Sprintf("%s%02d-%06d", prefix, w, n)),
+					Body: bytes.NewReader(body), IfNoneMatch: aws.String("*"),
+				})
+				if err != nil {
+					mu.Lock()
+					if first == nil {
+						first = fmt.Errorf("probe: PUT %s%02d-%06d: %w", prefix, w, n, err)
+					}
+					mu.Unlock()
+					return
+				}
+			}
+			mu.Lock()
+			total += n
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return float64(total) / time.Since(start).Seconds(), first
 }
