@@ -22,7 +22,7 @@
 // Before the rounds, a calibration runs repl1, repl64 and ship64 through a
 // counting proxy: the requests per second at the defaults (the cost), and
 // the chunks' mean size. After them it builds a ledger of -restore events
-// in Shipped mode and restores it three times (engine.Restore: every
+// in Shipped mode and restores it five times (engine.Restore: every
 // object read and verified, the files written and synced, the index
 // built).
 //
@@ -40,6 +40,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/annal-db/annal/engine"
@@ -110,14 +111,19 @@ func (r result) pct(p float64) time.Duration {
 type bench struct {
 	tmp      string
 	endpoint string // where the engine's replica points
-	prefixes int
 	// warm, if set, is called after each run's warm-up appends.
 	warm func()
 }
 
+// prefixes numbers the bucket's prefixes: each run has its own.
+var prefixes atomic.Int64
+
 func (b *bench) dir() (string, error) {
-	b.prefixes++
 	return os.MkdirTemp(b.tmp, "db-")
+}
+
+func (b *bench) replica() string {
+	return replicaURL(b.endpoint, fmt.Sprintf("p%d", prefixes.Add(1)))
 }
 
 // measure runs c for d on a fresh directory and prefix.
@@ -130,7 +136,7 @@ func (b *bench) measure(c config, d time.Duration) (result, error) {
 	defer os.RemoveAll(dir)
 	opts := &engine.Options{Durability: engine.Sync}
 	if c.mode != 0 {
-		opts.Replica = replicaURL(b.endpoint, fmt.Sprintf("p%d", b.prefixes))
+		opts.Replica = b.replica()
 		opts.Replication = c.mode
 	}
 	db, err := engine.Open(dir, opts)
