@@ -87,6 +87,10 @@ type config struct {
 	name      string
 	appenders int
 	mode      engine.Replication // 0: no replica
+	// pace, if not zero, is the time from one append's start to the
+	// next one's, per appender: a steady load rather than a closed loop
+	// (an appender that falls behind appends at once).
+	pace time.Duration
 }
 
 // result is one run of a configuration.
@@ -176,7 +180,10 @@ func (b *bench) measure(c config, d time.Duration) (result, error) {
 		go func() {
 			defer wg.Done()
 			var mine []time.Duration
-			for i := a; time.Since(start) < d; i += c.appenders {
+			for i, k := a, 1; time.Since(start) < d; i, k = i+c.appenders, k+1 {
+				if c.pace > 0 {
+					time.Sleep(time.Until(start.Add(time.Duration(k) * c.pace)))
+				}
 				t := time.Now()
 				if _, err := db.Append(ctx, ledgerName, []engine.EventInput{event(i)}, nil); err != nil {
 					mu.Lock()
@@ -190,6 +197,9 @@ func (b *bench) measure(c config, d time.Duration) (result, error) {
 			lats = append(lats, mine...)
 			mu.Unlock()
 		}()
+	}
+	if c.appenders == 0 {
+		time.Sleep(d) // idle
 	}
 	wg.Wait()
 	r := result{events: len(lats), elapsed: time.Since(start), lat: lats}
@@ -262,10 +272,17 @@ func alternate(gw *gateway, dbs string, rounds int, run time.Duration) error {
 	}
 	defer ctr.srv.Close()
 	cb := &bench{tmp: dbs, endpoint: ctr.endpoint, warm: ctr.reset}
-	fmt.Println("cost at the defaults (requests per second through a counting proxy, appenders in a closed loop):")
+	fmt.Println("cost at the defaults (requests per second through a counting proxy; appenders in a closed loop, or at a steady 100 events/s, or idle):")
 	fmt.Printf("  %-7s %10s %9s %8s %8s %8s %8s %11s %12s\n", "config", "events/s", "chunks/s", "PUT/s", "GET/s", "LIST/s", "DEL/s", "B/chunk", "PUTs/month")
 	var chunk1, chunk64 int
-	for _, c := range []config{{"repl1", 1, engine.Replicated}, {"repl64", 64, engine.Replicated}, {"ship64", 64, engine.Shipped}} {
+	for _, c := range []config{
+		{name: "repl1", appenders: 1, mode: engine.Replicated},
+		{name: "repl64", appenders: 64, mode: engine.Replicated},
+		{name: "ship64", appenders: 64, mode: engine.Shipped},
+		{name: "repl100", appenders: 1, mode: engine.Replicated, pace: 10 * time.Millisecond},
+		{name: "ship100", appenders: 1, mode: engine.Shipped, pace: 10 * time.Millisecond},
+		{name: "idle", mode: engine.Replicated},
+	} {
 		r, err := cb.measure(c, run)
 		if err != nil {
 			return err
@@ -293,11 +310,11 @@ func alternate(gw *gateway, dbs string, rounds int, run time.Duration) error {
 	// The alternated rounds, straight to the gateway.
 	b := &bench{tmp: dbs, endpoint: gw.endpoint}
 	configs := []config{
-		{"local64", 64, 0},
-		{"repl64", 64, engine.Replicated},
-		{"ship64", 64, engine.Shipped},
-		{"local1", 1, 0},
-		{"repl1", 1, engine.Replicated},
+		{name: "local64", appenders: 64},
+		{name: "repl64", appenders: 64, mode: engine.Replicated},
+		{name: "ship64", appenders: 64, mode: engine.Shipped},
+		{name: "local1", appenders: 1},
+		{name: "repl1", appenders: 1, mode: engine.Replicated},
 	}
 	var replRatio, shipRatio, latRatio, bound, efficiency, capacity []float64
 	fmt.Printf("rounds (probes: PUT of %d B, the mean repl1 chunk, and of %d B, the mean repl64 chunk; write+fsync of their records):\n", chunk1, chunk64)
