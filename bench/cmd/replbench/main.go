@@ -34,6 +34,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -73,6 +74,9 @@ func main() {
 }
 
 const ledgerName = "orders"
+
+// out is where the figures go.
+var out io.Writer = os.Stdout
 
 // event is the i-th event appended: an order of about 110 bytes of
 // data, a frame of about 260 bytes (bench.Entry's size).
@@ -248,7 +252,7 @@ func runAll(rounds int, run time.Duration, restoreN int, parent string) error {
 	if err := os.Mkdir(dbs, 0o755); err != nil {
 		return err
 	}
-	fmt.Printf("versitygw v1.8.0 on %s (in process); %d rounds of %v per configuration\n\n", gw.endpoint, rounds, run)
+	fmt.Fprintf(out, "versitygw v1.8.0 on %s (in process); %d rounds of %v per configuration\n\n", gw.endpoint, rounds, run)
 
 	if rounds > 0 {
 		if err := alternate(gw, dbs, rounds, run); err != nil {
@@ -272,8 +276,8 @@ func alternate(gw *gateway, dbs string, rounds int, run time.Duration) error {
 	}
 	defer ctr.srv.Close()
 	cb := &bench{tmp: dbs, endpoint: ctr.endpoint, warm: ctr.reset}
-	fmt.Println("cost at the defaults (requests per second through a counting proxy; appenders in a closed loop, or at a steady 100 events/s, or idle):")
-	fmt.Printf("  %-7s %10s %9s %8s %8s %8s %8s %11s %12s\n", "config", "events/s", "chunks/s", "PUT/s", "GET/s", "LIST/s", "DEL/s", "B/chunk", "PUTs/month")
+	fmt.Fprintln(out, "cost at the defaults (requests per second through a counting proxy; appenders in a closed loop, or at a steady 100 events/s, or idle):")
+	fmt.Fprintf(out, "  %-7s %10s %9s %8s %8s %8s %8s %11s %12s\n", "config", "events/s", "chunks/s", "PUT/s", "GET/s", "LIST/s", "DEL/s", "B/chunk", "PUTs/month")
 	var chunk1, chunk64 int
 	for _, c := range []config{
 		{name: "repl1", appenders: 1, mode: engine.Replicated},
@@ -298,14 +302,14 @@ func alternate(gw *gateway, dbs string, rounds int, run time.Duration) error {
 		case "repl64":
 			chunk64 = per
 		}
-		fmt.Printf("  %-7s %10.0f %9.1f %8.1f %8.1f %8.1f %8.1f %11d %12.3g\n", c.name, r.rate(), r.uploadsS,
+		fmt.Fprintf(out, "  %-7s %10.0f %9.1f %8.1f %8.1f %8.1f %8.1f %11d %12.3g\n", c.name, r.rate(), r.uploadsS,
 			float64(ctr.puts.Load())/s, float64(ctr.gets.Load())/s, float64(ctr.lists.Load())/s, float64(ctr.dels.Load())/s, per,
 			float64(ctr.puts.Load())/s*30*24*3600)
 	}
 	if chunk1 == 0 || chunk64 == 0 {
 		return fmt.Errorf("calibration: no chunk stored")
 	}
-	fmt.Println()
+	fmt.Fprintln(out)
 
 	// The alternated rounds, straight to the gateway.
 	b := &bench{tmp: dbs, endpoint: gw.endpoint}
@@ -317,8 +321,8 @@ func alternate(gw *gateway, dbs string, rounds int, run time.Duration) error {
 		{name: "repl1", appenders: 1, mode: engine.Replicated},
 	}
 	var replRatio, shipRatio, latRatio, bound, efficiency, capacity []float64
-	fmt.Printf("rounds (probes: PUT of %d B, the mean repl1 chunk, and of %d B, the mean repl64 chunk; write+fsync of their records):\n", chunk1, chunk64)
-	fmt.Printf("  %-5s %-8s %10s %9s %9s %9s %9s\n", "round", "config", "events/s", "p50", "p99", "chunks/s", "ev/chunk")
+	fmt.Fprintf(out, "rounds (probes: PUT of %d B, the mean repl1 chunk, and of %d B, the mean repl64 chunk; write+fsync of their records):\n", chunk1, chunk64)
+	fmt.Fprintf(out, "  %-5s %-8s %10s %9s %9s %9s %9s\n", "round", "config", "events/s", "p50", "p99", "chunks/s", "ev/chunk")
 	for round := 1; round <= rounds; round++ {
 		res := map[string]result{}
 		for _, c := range configs {
@@ -331,7 +335,7 @@ func alternate(gw *gateway, dbs string, rounds int, run time.Duration) error {
 			if r.chunks > 0 {
 				evc = fmt.Sprintf("%.1f", float64(r.events)/float64(r.chunks))
 			}
-			fmt.Printf("  %-5d %-8s %10.0f %9s %9s %9.1f %9s\n", round, c.name, r.rate(), ms(r.pct(0.5)), ms(r.pct(0.99)), r.uploadsS, evc)
+			fmt.Fprintf(out, "  %-5d %-8s %10.0f %9s %9s %9.1f %9s\n", round, c.name, r.rate(), ms(r.pct(0.5)), ms(r.pct(0.99)), r.uploadsS, evc)
 		}
 		put1, err := probePut(gw, chunk1, fmt.Sprintf("probe/%d/1/", round), 200)
 		if err != nil {
@@ -353,11 +357,11 @@ func alternate(gw *gateway, dbs string, rounds int, run time.Duration) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("  %-5d %-8s %10s %9s  (%d B)\n", round, "PUT", "", ms(put1), chunk1)
-		fmt.Printf("  %-5d %-8s %10s %9s  (%d B)\n", round, "fsync", "", ms(sync1), chunk1-chunkHeader)
-		fmt.Printf("  %-5d %-8s %10s %9s  (%d B)\n", round, "PUT", "", ms(put64), chunk64)
-		fmt.Printf("  %-5d %-8s %10s %9s  (%d B)\n", round, "fsync", "", ms(sync64), chunk64-chunkHeader)
-		fmt.Printf("  %-5d %-8s %10s %9s  (PUTs/s of %d B, 4 in flight)\n", round, "PUT x4", "", fmt.Sprintf("%.0f/s", rate), chunk64)
+		fmt.Fprintf(out, "  %-5d %-8s %10s %9s  (%d B)\n", round, "PUT", "", ms(put1), chunk1)
+		fmt.Fprintf(out, "  %-5d %-8s %10s %9s  (%d B)\n", round, "fsync", "", ms(sync1), chunk1-chunkHeader)
+		fmt.Fprintf(out, "  %-5d %-8s %10s %9s  (%d B)\n", round, "PUT", "", ms(put64), chunk64)
+		fmt.Fprintf(out, "  %-5d %-8s %10s %9s  (%d B)\n", round, "fsync", "", ms(sync64), chunk64-chunkHeader)
+		fmt.Fprintf(out, "  %-5d %-8s %10s %9s  (PUTs/s of %d B, 4 in flight)\n", round, "PUT x4", "", fmt.Sprintf("%.0f/s", rate), chunk64)
 		local := res["local64"].rate()
 		// The closed loop's bound: 64 appenders, each waiting at least
 		// one fsync and one PUT of a chunk, with unbounded uploads in
@@ -370,16 +374,16 @@ func alternate(gw *gateway, dbs string, rounds int, run time.Duration) error {
 		efficiency = append(efficiency, res["repl64"].rate()/closed)
 		capacity = append(capacity, res["repl64"].uploadsS/rate)
 	}
-	fmt.Println()
-	fmt.Println("targets (ratio per round; median, spread min..max):")
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "targets (ratio per round; median, spread min..max):")
 	target("Replicated 64 / local Sync 64 (>= 0.5)", replRatio, 0.5, true)
 	target("Shipped 64 / local Sync 64 (>= 0.9)", shipRatio, 0.9, true)
 	target("Replicated 1 p50 / (PUT p50 + fsync p50) (<= 1.5)", latRatio, 1.5, false)
-	fmt.Println("why (ratio per round; median, spread):")
+	fmt.Fprintln(out, "why (ratio per round; median, spread):")
 	figure("64 / (PUT p50 + fsync p50) / local Sync 64", bound)
 	figure("Replicated 64 / (64 / (PUT p50 + fsync p50))", efficiency)
 	figure("Replicated 64 chunks/s / PUTs/s at 4 in flight", capacity)
-	fmt.Println()
+	fmt.Fprintln(out)
 	return nil
 }
 
@@ -402,7 +406,7 @@ func target(name string, rs []float64, bound float64, atLeast bool) {
 	if !ok {
 		verdict = "MISSED"
 	}
-	fmt.Printf("  %-52s %s; median %.2f, spread %.2f..%.2f: %s\n", name, strings.Join(parts, " "), med, s[0], s[len(s)-1], verdict)
+	fmt.Fprintf(out, "  %-52s %s; median %.2f, spread %.2f..%.2f: %s\n", name, strings.Join(parts, " "), med, s[0], s[len(s)-1], verdict)
 }
 
 func figure(name string, rs []float64) {
@@ -412,7 +416,7 @@ func figure(name string, rs []float64) {
 	for _, r := range rs {
 		parts = append(parts, fmt.Sprintf("%.2f", r))
 	}
-	fmt.Printf("  %-52s %s; median %.2f, spread %.2f..%.2f\n", name, strings.Join(parts, " "), median(s), s[0], s[len(s)-1])
+	fmt.Fprintf(out, "  %-52s %s; median %.2f, spread %.2f..%.2f\n", name, strings.Join(parts, " "), median(s), s[0], s[len(s)-1])
 }
 
 func median(sorted []float64) float64 {

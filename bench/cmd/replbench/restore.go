@@ -57,7 +57,7 @@ func restoreBench(b *bench, n int) error {
 	if err := db.Close(); err != nil {
 		return err
 	}
-	fmt.Printf("restore: a ledger of %d events built and shipped in %.1f s (%d chunks and the sealed segments)\n", n, time.Since(start).Seconds(), st.Chunks)
+	fmt.Fprintf(out, "restore: a ledger of %d events built and shipped in %.1f s (%d chunks and the sealed segments)\n", n, time.Since(start).Seconds(), st.Chunks)
 	key := &engine.Options{SigningKeyFile: filepath.Join(src, "signing.key")}
 	var rates []float64
 	for i := 1; i <= 5; i++ {
@@ -76,13 +76,13 @@ func restoreBench(b *bench, n int) error {
 			return fmt.Errorf("restore: %+v restored, want one ledger of %d events", got, n)
 		}
 		rates = append(rates, float64(n)/took.Seconds())
-		fmt.Printf("  restore %d: %.2f s, %.0f events/s\n", i, took.Seconds(), rates[len(rates)-1])
+		fmt.Fprintf(out, "  restore %d: %.2f s, %.0f events/s\n", i, took.Seconds(), rates[len(rates)-1])
 	}
 	slices.Sort(rates)
 	verdict := "met"
 	if median(rates) < 300_000 {
 		verdict = "MISSED"
 	}
-	fmt.Printf("  restore events/s (>= 300000): median %.0f, spread %.0f..%.0f: %s\n", median(rates), rates[0], rates[len(rates)-1], verdict)
+	fmt.Fprintf(out, "  restore events/s (>= 300000): median %.0f, spread %.0f..%.0f: %s\n", median(rates), rates[0], rates[len(rates)-1], verdict)
 	return nil
 }
