@@ -79,7 +79,7 @@ const ledgerName = "orders"
 var out io.Writer = os.Stdout
 
 // event is the i-th event appended: an order of about 110 bytes of
-// data, a frame of about 260 bytes (bench.Entry's size).
+// data, a frame of 197 bytes.
 func event(i int) engine.EventInput {
 	return engine.EventInput{Entity: "order", Key: fmt.Sprintf("order-%d", i%1000), Event: "order-placed",
 		Data: fmt.Appendf(nil, `{"customer":"c-%06d","items":[{"sku":"sku-%04d","qty":%d}],"total":"%d.%02d","currency":"EUR","n":%d}`,
