@@ -1,10 +1,17 @@
 // Command replbench measures replication's speed (issue 27's acceptance
-// point) against versitygw running in this process on the loopback:
+// point) against versitygw v1.8.0 running in this process on the
+// loopback:
 //
-//	cd bench && go run ./cmd/replbench [-rounds 3] [-run 3s] [-restore 1000000] [-dir DIR]
+//	cd bench && go run ./cmd/replbench [-rounds 3] [-run 3s] [-restore 1000000] [-dir DIR] [-cpuprofile F]
 //
-// It runs, in rounds, each of these on a fresh data directory (and a
-// fresh prefix of the bucket), one after the other, so that the
+// First a calibration runs, through a proxy that counts the requests by
+// kind: repl1, repl64 and ship64 (below), a steady 100 events/s in
+// Replicated and in Shipped mode, and an idle ledger: the requests per
+// second at the defaults (the cost), and the chunks' mean size with one
+// appender and with 64.
+//
+// Then it runs, in rounds, each of these on a fresh data directory (and
+// a fresh prefix of the bucket), one after the other, so that the
 // configurations alternate (A B C D E A B C D E ...) and a ratio is taken
 // within a round, between runs seconds apart:
 //
@@ -14,20 +21,19 @@
 //   - repl64, ship64: the same with Options.Replica, Replicated and
 //     Shipped (the defaults otherwise);
 //   - local1, repl1: one appender, for the latency of one append;
-//   - the probes: one PUT of a typical chunk (the mean size of repl1's
-//     chunks, measured first) with the S3 SDK, and one write and fsync of
-//     a typical group (that chunk's records) on a plain file, each many
-//     times, for their p50.
+//   - the probes: a PUT (with the S3 SDK, create-only) of each mean chunk
+//     size, and a write and fsync of its records on a plain file, many
+//     times each, for their p50; and the PUTs per second of 4 PUT loops
+//     (the Writer's uploads in flight) of repl64's chunk size.
 //
-// Before the rounds, a calibration runs repl1, repl64 and ship64 through a
-// counting proxy: the requests per second at the defaults (the cost), and
-// the chunks' mean size. After them it builds a ledger of -restore events
+// It prints every round's figures, and per target the ratio of each round
+// with the median and the spread (lowest to highest), then the ratios that
+// say why: the closed loop's bound 64 / (PUT p50 + fsync p50) against
+// local Sync, Replicated 64 against that bound, and its chunks per second
+// against the bare PUT loops'. Last, it builds a ledger of -restore events
 // in Shipped mode and restores it five times (engine.Restore: every
 // object read and verified, the files written and synced, the index
 // built).
-//
-// It prints every round's figures, and per target the ratio of each round
-// with the median and the spread (min to max).
 package main
 
 import (
