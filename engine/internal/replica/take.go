@@ -95,11 +95,16 @@ func (s *writerState) take(ctx context.Context) error {
 func (s *writerState) writeTakeManifest(ctx context.Context) (Manifest, uint64, error) {
 	m, num := s.tail.Manifest, s.manifestNo
 	for try := 0; ; try++ {
+		// The next epoch is above the chunks' too: a newest manifest
+		// deleted from the bucket must not give this writer the epoch of
+		// the writer that wrote it (two writers of one epoch, and a fence
+		// chunk that a restore refuses).
+		epoch := max(m.Epoch, s.tailEpoch)
 		next := Manifest{
 			V:         ManifestVersion,
 			Ledger:    fmt.Sprintf("%08x", uint32(s.cfg.Ledger)),
 			Name:      s.cfg.Name,
-			Epoch:     m.Epoch + 1,
+			Epoch:     epoch + 1,
 			Writer:    s.cfg.Identity,
 			Segments:  m.Segments,
 			SealedSeq: m.SealedSeq,
