@@ -3,10 +3,13 @@ package replica
 import (
 	"context"
 	"errors"
+	"math"
+	"strings"
 	"testing"
 
 	"github.com/annal-db/annal/engine/internal/replica/store"
 	"github.com/annal-db/annal/segment"
+	"github.com/annal-db/annal/segment/corruption"
 )
 
 // TestTakeEpochAboveTheChunksWhenNewestManifestDeleted: an operator
@@ -50,3 +53,43 @@ func TestTakeEpochAboveTheChunksWhenNewestManifestDeleted(t *testing.T) {
 	}
 }
 
+// TestTakeRefusesTheLastEpoch: a manifest whose epoch is the largest
+// number (written by someone with write access to the bucket) leaves no
+// next epoch: Take refuses with an error naming the manifest, and writes
+// no manifest of epoch 0 (which no reader accepts).
+func TestTakeRefusesTheLastEpoch(t *testing.T) {
+	t.Parallel()
+	tl := newTestLog(t, 1<<20, segment.Sync)
+	st := store.NewMemory()
+	ctx := context.Background()
+	a := openTake(t, testConfig(st, tl, Replicated), tl)
+	last := tl.append(3)
+	if err := a.Wait(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tl.detach(a)
+	m, num, _, err := a.manifests(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Epoch = math.MaxUint64
+	forged := ManifestKey(testLedgerID(), num+1)
+	if _, err := st.Put(ctx, forged, m.Encode(), store.CreateOnly()); err != nil {
+		t.Fatal(err)
+	}
+	w, _, err := Open(ctx, testConfig(st, tl, Replicated))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	err = w.Take(ctx)
+	if !errors.Is(err, corruption.Err) || !strings.Contains(err.Error(), forged) {
+		t.Fatalf("Take after a manifest of epoch 2^64-1: %v, want a corruption error naming %s", err, forged)
+	}
+	if n := len(keys(t, st, "manifest/")); n != int(num)+1 {
+		t.Fatalf("%d manifests after the refused Take, want %d", n, num+1)
+	}
+}

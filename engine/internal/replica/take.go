@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/annal-db/annal/engine/internal/replica/store"
@@ -100,6 +101,10 @@ func (s *writerState) writeTakeManifest(ctx context.Context) (Manifest, uint64, 
 		// the writer that wrote it (two writers of one epoch, and a fence
 		// chunk that a restore refuses).
 		epoch := max(m.Epoch, s.tailEpoch)
+		if epoch == math.MaxUint64 {
+			return Manifest{}, 0, fmt.Errorf("%w: replica: Take: manifest %s or the chunks at %s hold epoch %d, which has no next epoch",
+				errDamage, ManifestKey(s.cfg.Ledger, num), s.cfg.Endpoint, epoch)
+		}
 		next := Manifest{
 			V:         ManifestVersion,
 			Ledger:    fmt.Sprintf("%08x", uint32(s.cfg.Ledger)),
