@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -220,23 +221,48 @@ func restoreLedgers(ctx context.Context, st store.Store, name string) ([]eventid
 		ids = append(ids, id)
 		after = "ledgers/" + folder + "0" // '0' follows '/': past every key of the folder
 	}
-	if name == "" {
-		if len(ids) == 0 {
-			return nil, fmt.Errorf("%w: the bucket holds no ledger (nothing under ledgers/)", replica.ErrNoReplica)
-		}
-		return ids, nil
+	if name == "" && len(ids) == 0 {
+		return nil, fmt.Errorf("%w: the bucket holds no ledger (nothing under ledgers/)", replica.ErrNoReplica)
 	}
+	// The names the newest manifests give: two ledgers of one name (two
+	// data directories replicating to one prefix, each of which made a
+	// ledger of that name) are not told apart by it, nor restored into
+	// one directory.
+	byName := map[string][]eventid.LedgerID{}
 	for _, id := range ids {
 		r := replica.NewReader(replica.ReaderConfig{Store: st, Ledger: id})
 		m, _, err := r.Manifest(ctx)
 		if err != nil {
+			if name == "" {
+				continue // the restore of the ledger says what is wrong
+			}
 			return nil, err
 		}
-		if m.Name == name {
-			return []eventid.LedgerID{id}, nil
+		byName[m.Name] = append(byName[m.Name], id)
+	}
+	twice := func(n string, of []eventid.LedgerID) error {
+		s := make([]string, len(of))
+		for i, id := range of {
+			s[i] = id.String()
+		}
+		return invalid("restore: ledgers %s of the bucket all have the name %q (data directories that replicate to one prefix made them): restore one by its ID (--ledger ID) into a directory of its own", strings.Join(s, ", "), n)
+	}
+	if name != "" {
+		switch of := byName[name]; len(of) {
+		case 0:
+			return nil, fmt.Errorf("%w: %q: no ledger of the bucket has that name in its newest manifest (%d ledgers)", ErrLedgerNotFound, name, len(ids))
+		case 1:
+			return of, nil
+		default:
+			return nil, twice(name, of)
 		}
 	}
-	return nil, fmt.Errorf("%w: %q: no ledger of the bucket has that name in its newest manifest (%d ledgers)", ErrLedgerNotFound, name, len(ids))
+	for _, n := range slices.Sorted(maps.Keys(byName)) {
+		if of := byName[n]; len(of) > 1 {
+			return nil, twice(n, of)
+		}
+	}
+	return ids, nil
 }
 
 // restoreInto restores the ledgers ids from st into tmp, a new data
