@@ -70,6 +70,13 @@ type RestoredLedger struct {
 	// bucket held and that were verified (more than Events for a point in
 	// time).
 	Events, Verified uint64
+	// Signed is the number of events the bucket's signed checkpoint
+	// vouches for (its size). The events after it were checked only for
+	// what anyone with write access to the bucket can recompute (frames,
+	// CRC32C chains, the chunks' hash chain and Merkle roots): a writer
+	// acknowledges events before it stores their checkpoint, so they are
+	// restored, but no signature stands for them.
+	Signed uint64
 	// Head is the last event restored.
 	Head eventid.ID
 	// Resigned says that the restored ledger was signed anew by the
@@ -309,6 +316,7 @@ func restoreInto(ctx context.Context, tmp string, st store.Store, ids []eventid.
 			return nil, invalid("restore: ledger %s (%q): no event at the point in time given (its first event is later)", id, rl.Name)
 		}
 		rl.Events, rl.Verified, rl.Head = got.Yielded.Seq, got.Verified.Seq, got.Yielded.ID
+		rl.Signed = got.Signed
 		if rl.Name != "" {
 			if err := writeNameFile(vfs.Default, dir, rl.Name); err != nil {
 				return nil, err

@@ -258,6 +258,10 @@ type Result struct {
 	// Verified is the head after the last record read and verified: the
 	// State's last.
 	Verified segment.Head
+	// Signed is the number of events yielded that the signed checkpoint
+	// vouches for (its root checked): the events after them were checked
+	// only for what anyone with write access to the bucket can recompute.
+	Signed uint64
 }
 
 // Read reads every object of st in order, the seg/ objects and then the
@@ -288,7 +292,7 @@ func (r *Reader) Read(ctx context.Context, st State, lim Limit, yield func(Piece
 	if err := rd.run(ctx); err != nil {
 		return Result{}, err
 	}
-	return Result{Yielded: rd.yielded, Verified: rd.head}, nil
+	return Result{Yielded: rd.yielded, Verified: rd.head, Signed: min(st.CheckpointSize, rd.yielded.Seq)}, nil
 }
 
 // read is the state of one Read.
