@@ -151,6 +151,12 @@ func (s *writerState) writeTakeManifest(ctx context.Context) (Manifest, uint64, 
 // its number and Sum.
 func (s *writerState) writeFence(ctx context.Context, root Hash) (uint64, Hash, error) {
 	n, prev := s.tailChunk+1, s.tailSum
+	if s.tailChunk == 0 {
+		// No chunk at or above the GC boundary (all deleted, by hand):
+		// the history's chunks go on from the boundary, where readers
+		// look and GC does not delete, not from chunk 1.
+		n = max(s.tail.Manifest.GC, 1)
+	}
 	micros := s.tail.ID.Micros()
 	if s.tail.Seq == 0 {
 		micros = 0
