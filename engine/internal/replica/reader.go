@@ -179,15 +179,23 @@ func (r *Reader) listSegments(ctx context.Context) ([]SegmentObject, error) {
 }
 
 // listChunks lists wal/ from chunk gc on (gc 0 or 1: from the first):
-// numbered without a gap, from gc.
+// numbered without a gap. The first need not be gc: a manifest's
+// boundary may be below the first chunk left (the newest manifests
+// deleted by hand, and the next writer's copied an older boundary, or
+// none); the records of the first chunk must then follow the seg/
+// objects', which Read checks (a missing chunk that held records is a
+// gap in the records).
 func (r *Reader) listChunks(ctx context.Context, gc uint64) ([]string, error) {
 	gc = max(gc, 1)
 	var keys []string
-	next := gc
+	next := uint64(0)
 	err := r.list(ctx, LedgerPrefix(r.cfg.Ledger)+"wal/", ChunkKey(r.cfg.Ledger, gc-1), func(o store.ObjectInfo) error {
 		n, ok := ParseNumber(o.Key)
 		if !ok {
 			return fmt.Errorf("%w: %s: not a chunk's key (wal/ and 20 digits)", corruption.Err, o.Key)
+		}
+		if next == 0 {
+			next = n
 		}
 		if n != next {
 			return fmt.Errorf("%w: %s: chunk %d follows chunk %d: %s is missing (a gap)", corruption.Err, o.Key, n, next-1, ChunkKey(r.cfg.Ledger, next))
