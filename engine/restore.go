@@ -77,6 +77,10 @@ type RestoredLedger struct {
 	// acknowledges events before it stores their checkpoint, so they are
 	// restored, but no signature stands for them.
 	Signed uint64
+	// Ignored, if not "", names the chunk that ends the ledger's history
+	// before the last chunk in the bucket, and why (a fenced writer's
+	// late upload: not part of the history, nor what follows it).
+	Ignored string
 	// Head is the last event restored.
 	Head eventid.ID
 	// Resigned says that the restored ledger was signed anew by the
@@ -316,7 +320,7 @@ func restoreInto(ctx context.Context, tmp string, st store.Store, ids []eventid.
 			return nil, invalid("restore: ledger %s (%q): no event at the point in time given (its first event is later)", id, rl.Name)
 		}
 		rl.Events, rl.Verified, rl.Head = got.Yielded.Seq, got.Verified.Seq, got.Yielded.ID
-		rl.Signed = got.Signed
+		rl.Signed, rl.Ignored = got.Signed, got.Ignored
 		if rl.Name != "" {
 			if err := writeNameFile(vfs.Default, dir, rl.Name); err != nil {
 				return nil, err

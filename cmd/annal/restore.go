@@ -111,6 +111,9 @@ roots): a writer acknowledges events before it stores their checkpoint.`,
 			}
 			out := cmd.OutOrStdout()
 			for _, l := range res {
+				if l.Ignored != "" {
+					fmt.Fprintf(cmd.ErrOrStderr(), "annal: ledger %s: the history ends before the last chunk in the bucket, which were not read: %s\n", safeName(l.Name), safeText(l.Ignored))
+				}
 				signed := "the bucket's checkpoint"
 				if l.Resigned {
 					signed = "signed anew by the directory's key"

@@ -270,6 +270,9 @@ type Result struct {
 	// vouches for (its root checked): the events after them were checked
 	// only for what anyone with write access to the bucket can recompute.
 	Signed uint64
+	// Ignored, if not "", says which chunk ends the history before the
+	// last chunk listed, and why: it and those after it were not read.
+	Ignored string
 }
 
 // Read reads every object of st in order, the seg/ objects and then the
@@ -300,7 +303,7 @@ func (r *Reader) Read(ctx context.Context, st State, lim Limit, yield func(Piece
 	if err := rd.run(ctx); err != nil {
 		return Result{}, err
 	}
-	return Result{Yielded: rd.yielded, Verified: rd.head, Signed: min(st.CheckpointSize, rd.yielded.Seq)}, nil
+	return Result{Yielded: rd.yielded, Verified: rd.head, Signed: min(st.CheckpointSize, rd.yielded.Seq), Ignored: rd.ended}, nil
 }
 
 // read is the state of one Read.
@@ -327,6 +330,9 @@ type read struct {
 	segPrev   segment.Head
 	segLeaves []tree.Hash
 	segObjs   int // the seg/ objects read
+	// ended says why the chunks read end before the last listed: the
+	// first that does not continue the history ("": none).
+	ended string
 }
 
 func (rd *read) run(ctx context.Context) error {
@@ -367,15 +373,23 @@ func (rd *read) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		// A chunk that does not name the chunk before it, or of a lower
+		// epoch, ends the history: a fenced writer's upload that landed
+		// after the fence, and what follows it, none of it acknowledged
+		// (docs/replication.md, "A fenced writer's late uploads"). The
+		// signed checkpoint's events must all be before it.
 		if prev != nil && c.Prev != *prev {
-			return fmt.Errorf("%w: chunk %s: names %x as the previous chunk's SHA-256, the previous chunk's is %x", corruption.Err, key, c.Prev[:], prev[:])
+			rd.ended = fmt.Sprintf("chunk %s: names %x as the previous chunk's SHA-256, the previous chunk's is %x", key, c.Prev[:], prev[:])
+			break
+		}
+		if epoch != 0 && c.Epoch < epoch {
+			rd.ended = fmt.Sprintf("chunk %s: of epoch %d, after a chunk of epoch %d (a fenced writer's chunk after the fence)", key, c.Epoch, epoch)
+			break
 		}
 		sum := Sum(obj.Data)
 		prev = &sum
 		switch {
 		case epoch == 0:
-		case c.Epoch < epoch:
-			return fmt.Errorf("%w: chunk %s: of epoch %d, after a chunk of epoch %d (a fenced writer's chunk after the fence)", corruption.Err, key, c.Epoch, epoch)
 		case c.Fence() && c.Epoch == epoch:
 			return fmt.Errorf("%w: chunk %s: a fence chunk of epoch %d, the epoch of the chunk before", corruption.Err, key, c.Epoch)
 		case !c.Fence() && c.Epoch > epoch:
@@ -388,7 +402,11 @@ func (rd *read) run(ctx context.Context) error {
 		missing = ""
 	}
 	if rd.head.Seq < rd.st.CheckpointSize {
-		return fmt.Errorf("%w: %s: signed for %d events, the bucket's objects hold %d", corruption.Err, CheckpointKey(rd.r.cfg.Ledger), rd.st.CheckpointSize, rd.head.Seq)
+		why := ""
+		if rd.ended != "" {
+			why = "; the history ends before " + rd.ended
+		}
+		return fmt.Errorf("%w: %s: signed for %d events, the bucket's objects hold %d%s", corruption.Err, CheckpointKey(rd.r.cfg.Ledger), rd.st.CheckpointSize, rd.head.Seq, why)
 	}
 	return nil
 }
