@@ -240,7 +240,16 @@ func restoreLedgers(ctx context.Context, st store.Store, name string) ([]eventid
 	// ledger of that name) are not told apart by it, nor restored into
 	// one directory.
 	byName := map[string][]eventid.LedgerID{}
+	kept := ids[:0]
 	for _, id := range ids {
+		unborn, err := unbornLedger(ctx, st, id)
+		if err != nil {
+			return nil, err
+		}
+		if unborn {
+			continue
+		}
+		kept = append(kept, id)
 		r := replica.NewReader(replica.ReaderConfig{Store: st, Ledger: id})
 		m, _, err := r.Manifest(ctx)
 		if err != nil {
@@ -273,7 +282,30 @@ func restoreLedgers(ctx context.Context, st store.Store, name string) ([]eventid
 			return nil, twice(n, of)
 		}
 	}
-	return ids, nil
+	if len(kept) == 0 {
+		return nil, fmt.Errorf("%w: the bucket holds no ledger with an event (under ledgers/)", replica.ErrNoReplica)
+	}
+	return kept, nil
+}
+
+// unbornLedger says whether the bucket's ledger id holds no event and no
+// signed checkpoint: a CreateLedger that failed after its Writer took the
+// ledger (the store timed out before the genesis event was stored) left
+// its manifest, and no data directory holds the ledger. A restore of
+// every ledger, or of one by name, passes over it.
+func unbornLedger(ctx context.Context, st store.Store, id eventid.LedgerID) (bool, error) {
+	_, err := st.Head(ctx, replica.CheckpointKey(id))
+	if err == nil {
+		return false, nil
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return false, fmt.Errorf("read %s: %w", replica.CheckpointKey(id), err)
+	}
+	bl, err := inspectStore(ctx, st, "the bucket", []eventid.LedgerID{id})
+	if err != nil {
+		return false, nil // its restore says what is wrong
+	}
+	return bl[0].Stored == 0, nil
 }
 
 // restoreInto restores the ledgers ids from st into tmp, a new data
