@@ -4,7 +4,6 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
-
 )
 
 // TestRestoreSkipsLedgerWhoseCreateFailed: a CreateLedger that fails
