@@ -78,8 +78,10 @@ type RestoredLedger struct {
 	// restored, but no signature stands for them.
 	Signed uint64
 	// Ignored, if not "", names the chunk that ends the ledger's history
-	// before the last chunk in the bucket, and why (a fenced writer's
-	// late upload: not part of the history, nor what follows it).
+	// before the last chunk in the bucket, and why: a gap (a chunk not
+	// stored, and later ones that were), or a fenced writer's late
+	// upload. Neither it nor what follows is part of the history, and none
+	// of it was acknowledged.
 	Ignored string
 	// Head is the last event restored.
 	Head eventid.ID

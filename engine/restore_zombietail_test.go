@@ -37,3 +37,33 @@ func TestRestoreIgnoresFencedWritersLateChunk(t *testing.T) {
 	}
 	checkRestored(t, s, dir, 1500, b.sealed)
 }
+
+// TestRestoreEndsHistoryAtGapAfterCrash: a writer killed with uploads in
+// flight may leave a later chunk stored and an earlier one not (a gap):
+// it acknowledged nothing from the gap on (acknowledgements follow chunk
+// order), and its Open ignores the chunks after the gap. A restore (its
+// disk lost) does the same instead of refusing the bucket: it restores the
+// history before the gap and names it (RestoredLedger.Ignored). A gap
+// before events that the signed checkpoint covers still fails it.
+func TestRestoreEndsHistoryAtGapAfterCrash(t *testing.T) {
+	s := makeSource(t, 1500)
+	b := storeSource(t, s)
+	last := b.chunks[len(b.chunks)-1]
+	later := last
+	later.Number = last.Number + 2
+	later.FirstSeq, later.LastSeq = last.LastSeq+uint64(restoreChunkSize)+1, last.LastSeq+2*uint64(restoreChunkSize)
+	later.TreeSize = later.LastSeq
+	later.Prev[0] ^= 0xff // the chunk in the gap, never stored
+	missing := replica.ChunkKey(s.id, last.Number+1)
+	if _, err := b.st.Put(context.Background(), replica.ChunkKey(s.id, later.Number), later.Encode(), store.CreateOnly()); err != nil {
+		t.Fatal(err)
+	}
+	dir, res, err := restoreTo(t, s, b.st, RestoreOptions{})
+	if err != nil {
+		t.Fatalf("restore with a gap after the history's last chunk: %v", err)
+	}
+	if res[0].Events != 1500 || !strings.Contains(res[0].Ignored, missing) {
+		t.Fatalf("restored %+v, want 1500 events and the gap at %s named", res, missing)
+	}
+	checkRestored(t, s, dir, 1500, b.sealed)
+}

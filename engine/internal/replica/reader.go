@@ -57,8 +57,10 @@ type State struct {
 	// Segments are the sealed segments 1 to Manifest.Segments.
 	Segments []SegmentObject
 	// Chunks are the keys of the chunks from the manifest's GC boundary
-	// on, numbered without a gap.
+	// on, numbered without a gap: up to the first gap, if any, which Gap
+	// names (the chunks after it are not part of the history).
 	Chunks []string
+	Gap    string
 	// Checkpoint is the signed checkpoint (the checkpoint object), of
 	// CheckpointSize events with root CheckpointRoot.
 	Checkpoint     []byte
@@ -106,7 +108,7 @@ func (r *Reader) State(ctx context.Context) (State, error) {
 		s := st.Segments[m.Segments-1]
 		return st, fmt.Errorf("%w: %s says segment %d ends at event %d, its seg/ object %s at %d", corruption.Err, st.ManifestKey, m.Segments, m.SealedSeq, s.Key, s.Last)
 	}
-	if st.Chunks, err = r.listChunks(ctx, m.GC); err != nil {
+	if st.Chunks, st.Gap, err = r.listChunks(ctx, m.GC); err != nil {
 		return st, err
 	}
 	return st, nil
@@ -179,17 +181,22 @@ func (r *Reader) listSegments(ctx context.Context) ([]SegmentObject, error) {
 }
 
 // listChunks lists wal/ from chunk gc on (gc 0 or 1: from the first):
-// numbered without a gap. The first need not be gc: a manifest's
-// boundary may be below the first chunk left (the newest manifests
-// deleted by hand, and the next writer's copied an older boundary, or
-// none); the records of the first chunk must then follow the seg/
-// objects', which Read checks (a missing chunk that held records is a
-// gap in the records).
-func (r *Reader) listChunks(ctx context.Context, gc uint64) ([]string, error) {
+// numbered without a gap, up to the first gap, which gap names ("":
+// none). The chunks after a gap are not part of the history: uploads
+// of a writer that were stored before the one in the gap, none of them
+// acknowledged (acknowledgements follow chunk order), as the writer's
+// Open takes them (docs/replication.md, "Finding the tail"); the signed
+// checkpoint's events must all be before it (Read). The first need not
+// be gc: a manifest's boundary may be below the first chunk left (the
+// newest manifests deleted by hand, and the next writer's copied an
+// older boundary, or none); the records of the first chunk must then
+// follow the seg/ objects', which Read checks (a missing chunk that held
+// records is a gap in the records).
+func (r *Reader) listChunks(ctx context.Context, gc uint64) (keys []string, gap string, err error) {
 	gc = max(gc, 1)
-	var keys []string
 	next := uint64(0)
-	err := r.list(ctx, LedgerPrefix(r.cfg.Ledger)+"wal/", ChunkKey(r.cfg.Ledger, gc-1), func(o store.ObjectInfo) error {
+	errEnd := errors.New("the chunks end at a gap")
+	err = r.list(ctx, LedgerPrefix(r.cfg.Ledger)+"wal/", ChunkKey(r.cfg.Ledger, gc-1), func(o store.ObjectInfo) error {
 		n, ok := ParseNumber(o.Key)
 		if !ok {
 			return fmt.Errorf("%w: %s: not a chunk's key (wal/ and 20 digits)", corruption.Err, o.Key)
@@ -198,13 +205,17 @@ func (r *Reader) listChunks(ctx context.Context, gc uint64) ([]string, error) {
 			next = n
 		}
 		if n != next {
-			return fmt.Errorf("%w: %s: chunk %d follows chunk %d: %s is missing (a gap)", corruption.Err, o.Key, n, next-1, ChunkKey(r.cfg.Ledger, next))
+			gap = fmt.Sprintf("%s, missing (a gap): chunk %d follows chunk %d", ChunkKey(r.cfg.Ledger, next), n, next-1)
+			return errEnd
 		}
 		keys = append(keys, o.Key)
 		next++
 		return nil
 	})
-	return keys, err
+	if errors.Is(err, errEnd) {
+		err = nil
+	}
+	return keys, gap, err
 }
 
 // list calls each with every object under prefix after startAfter, in
@@ -271,7 +282,8 @@ type Result struct {
 	// only for what anyone with write access to the bucket can recompute.
 	Signed uint64
 	// Ignored, if not "", says which chunk ends the history before the
-	// last chunk listed, and why: it and those after it were not read.
+	// last chunk in the bucket, and why (a gap, or a chunk that does not
+	// continue the history): it and those after it were not read.
 	Ignored string
 }
 
@@ -344,6 +356,7 @@ func (rd *read) run(ctx context.Context) error {
 	var prev *Hash
 	var epoch uint64
 	missing := ""
+	rd.ended = rd.st.Gap
 	for i, key := range rd.st.Chunks {
 		if err := ctx.Err(); err != nil {
 			return err
