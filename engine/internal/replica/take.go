@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/annal-db/annal/engine/internal/replica/store"
+	"github.com/annal-db/annal/segment"
 )
 
 // take fences the ledger (docs/replication.md, "Fencing"): the next
@@ -41,6 +42,9 @@ func (s *writerState) take(ctx context.Context) error {
 	root := Hash(b.Root())
 	if s.tailChunk != 0 && root != s.tailRoot {
 		return fmt.Errorf("%w: the local Merkle root at size %d is not chunk %s's", ErrDiverged, s.tail.Seq, ChunkKey(s.cfg.Ledger, s.tailChunk))
+	}
+	if err := s.checkTailPlace(); err != nil {
+		return err
 	}
 	fenceNo, fenceSum, err := s.writeFence(ctx, root)
 	if err != nil {
@@ -89,6 +93,47 @@ func (s *writerState) take(ctx context.Context) error {
 	notify(s.wake)
 	notify(s.maint)
 	return nil
+}
+
+// checkTailPlace checks that the bucket's tail puts the next record where
+// the local log does: after the local record tail.Seq, in its segment or
+// at the start of the next. The fence chunk says so to every reader; a
+// bucket whose last chunk says otherwise (its header rewritten) is not
+// built on.
+func (s *writerState) checkTailPlace() error {
+	if s.tail.Seq == 0 {
+		return nil
+	}
+	sp, _, err := s.cfg.Source.Read(s.tail.Seq, 1)
+	if err != nil {
+		return fmt.Errorf("replica: Take: the local record %d: %w", s.tail.Seq, err)
+	}
+	prev, err := segment.SpanPrev(sp.Bytes)
+	if err != nil {
+		return fmt.Errorf("replica: Take: the local record %d: %w", s.tail.Seq, err)
+	}
+	seg, end := sp.Segment, int64(-1)
+	_, err = segment.VerifySpan(s.cfg.Ledger, segment.Head{ID: prev, Seq: sp.FirstSeq - 1}, "the local log", sp.Segment, sp.Offset, sp.Bytes, func(r *segment.Record, loc segment.Location) error {
+		if r.Seq == s.tail.Seq {
+			end = loc.End()
+		}
+		return nil
+	})
+	if err == nil && end < 0 {
+		err = fmt.Errorf("records %d to %d read", sp.FirstSeq, sp.Last.Seq)
+	}
+	if err != nil {
+		return fmt.Errorf("replica: Take: the local record %d: %w", s.tail.Seq, err)
+	}
+	if s.tail.Segment == seg && s.tail.Offset == end || s.tail.Segment == seg+1 && s.tail.Offset == segment.RecordsStart {
+		return nil
+	}
+	what := "the last seg/ object"
+	if s.tailChunk != 0 {
+		what = "chunk " + ChunkKey(s.cfg.Ledger, s.tailChunk)
+	}
+	return fmt.Errorf("%w: replica: %s puts the records after %d at segment %d offset %d; the local record %d ends at segment %d offset %d",
+		errDamage, what, s.tail.Seq, s.tail.Segment, s.tail.Offset, s.tail.Seq, seg, end)
 }
 
 // writeTakeManifest writes the next manifest with the next epoch,
