@@ -90,6 +90,7 @@ func pullFromBucket(ctx context.Context, fs vfs.FS, dir string, id eventid.Ledge
 	msg, err := readSmallFile(fs, fs.PathJoin(dir, checkpointFileName), maxCheckpointFile)
 	if err == nil {
 		if c, cerr := openCheckpoint(msg, v, id); cerr == nil && c.Size >= st.CheckpointSize {
+			res.Signed = max(res.Signed, min(c.Size, res.Yielded.Seq))
 			return res, nil
 		}
 	}

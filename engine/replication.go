@@ -277,6 +277,13 @@ func (l *ledger) attachReplica(ctx context.Context) error {
 	l.idxMu.Lock()
 	l.stored = l.idxHead
 	l.idxMu.Unlock()
+	if c := l.latest.Load(); c != nil {
+		// The ledger's latest checkpoint, which the bucket may lack (its
+		// checkpoint object deleted, or never stored): the Writer stores
+		// it if the bucket's is smaller. Without it no restore is
+		// possible, and a Close with no new event signs nothing new.
+		w.Checkpoint(c.Note, c.Size)
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -69,6 +70,19 @@ type RestoredLedger struct {
 	// bucket held and that were verified (more than Events for a point in
 	// time).
 	Events, Verified uint64
+	// Signed is the number of events the bucket's signed checkpoint
+	// vouches for (its size). The events after it were checked only for
+	// what anyone with write access to the bucket can recompute (frames,
+	// CRC32C chains, the chunks' hash chain and Merkle roots): a writer
+	// acknowledges events before it stores their checkpoint, so they are
+	// restored, but no signature stands for them.
+	Signed uint64
+	// Ignored, if not "", names the chunk that ends the ledger's history
+	// before the last chunk in the bucket, and why: a gap (a chunk not
+	// stored, and later ones that were), or a fenced writer's late
+	// upload. Neither it nor what follows is part of the history, and none
+	// of it was acknowledged.
+	Ignored string
 	// Head is the last event restored.
 	Head eventid.ID
 	// Resigned says that the restored ledger was signed anew by the
@@ -220,23 +234,80 @@ func restoreLedgers(ctx context.Context, st store.Store, name string) ([]eventid
 		ids = append(ids, id)
 		after = "ledgers/" + folder + "0" // '0' follows '/': past every key of the folder
 	}
-	if name == "" {
-		if len(ids) == 0 {
-			return nil, fmt.Errorf("%w: the bucket holds no ledger (nothing under ledgers/)", replica.ErrNoReplica)
-		}
-		return ids, nil
+	if name == "" && len(ids) == 0 {
+		return nil, fmt.Errorf("%w: the bucket holds no ledger (nothing under ledgers/)", replica.ErrNoReplica)
 	}
+	// The names the newest manifests give: two ledgers of one name (two
+	// data directories replicating to one prefix, each of which made a
+	// ledger of that name) are not told apart by it, nor restored into
+	// one directory.
+	byName := map[string][]eventid.LedgerID{}
+	kept := ids[:0]
 	for _, id := range ids {
-		r := replica.NewReader(replica.ReaderConfig{Store: st, Ledger: id})
-		m, _, err := r.Manifest(ctx)
+		unborn, err := unbornLedger(ctx, st, id)
 		if err != nil {
 			return nil, err
 		}
-		if m.Name == name {
-			return []eventid.LedgerID{id}, nil
+		if unborn {
+			continue
+		}
+		kept = append(kept, id)
+		r := replica.NewReader(replica.ReaderConfig{Store: st, Ledger: id})
+		m, _, err := r.Manifest(ctx)
+		if err != nil {
+			if name == "" {
+				continue // the restore of the ledger says what is wrong
+			}
+			return nil, err
+		}
+		byName[m.Name] = append(byName[m.Name], id)
+	}
+	twice := func(n string, of []eventid.LedgerID) error {
+		s := make([]string, len(of))
+		for i, id := range of {
+			s[i] = id.String()
+		}
+		return invalid("restore: ledgers %s of the bucket all have the name %q (data directories that replicate to one prefix made them): restore one by its ID (--ledger ID) into a directory of its own", strings.Join(s, ", "), n)
+	}
+	if name != "" {
+		switch of := byName[name]; len(of) {
+		case 0:
+			return nil, fmt.Errorf("%w: %q: no ledger of the bucket has that name in its newest manifest (%d ledgers)", ErrLedgerNotFound, name, len(ids))
+		case 1:
+			return of, nil
+		default:
+			return nil, twice(name, of)
 		}
 	}
-	return nil, fmt.Errorf("%w: %q: no ledger of the bucket has that name in its newest manifest (%d ledgers)", ErrLedgerNotFound, name, len(ids))
+	for _, n := range slices.Sorted(maps.Keys(byName)) {
+		if of := byName[n]; len(of) > 1 {
+			return nil, twice(n, of)
+		}
+	}
+	if len(kept) == 0 {
+		return nil, fmt.Errorf("%w: the bucket holds no ledger with an event (under ledgers/)", replica.ErrNoReplica)
+	}
+	return kept, nil
+}
+
+// unbornLedger says whether the bucket's ledger id holds no event and no
+// signed checkpoint: a CreateLedger that failed after its Writer took the
+// ledger (the store timed out before the genesis event was stored) left
+// its manifest, and no data directory holds the ledger. A restore of
+// every ledger, or of one by name, passes over it.
+func unbornLedger(ctx context.Context, st store.Store, id eventid.LedgerID) (bool, error) {
+	_, err := st.Head(ctx, replica.CheckpointKey(id))
+	if err == nil {
+		return false, nil
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return false, fmt.Errorf("read %s: %w", replica.CheckpointKey(id), err)
+	}
+	bl, err := inspectStore(ctx, st, "the bucket", []eventid.LedgerID{id})
+	if err != nil {
+		return false, nil // its restore says what is wrong
+	}
+	return bl[0].Stored == 0, nil
 }
 
 // restoreInto restores the ledgers ids from st into tmp, a new data
@@ -283,6 +354,7 @@ func restoreInto(ctx context.Context, tmp string, st store.Store, ids []eventid.
 			return nil, invalid("restore: ledger %s (%q): no event at the point in time given (its first event is later)", id, rl.Name)
 		}
 		rl.Events, rl.Verified, rl.Head = got.Yielded.Seq, got.Verified.Seq, got.Yielded.ID
+		rl.Signed, rl.Ignored = got.Signed, got.Ignored
 		if rl.Name != "" {
 			if err := writeNameFile(vfs.Default, dir, rl.Name); err != nil {
 				return nil, err

@@ -18,6 +18,11 @@ type TakeoverResult struct {
 	// Local is the directory's last event before the takeover, Pulled the
 	// last after it (equal when the bucket was not ahead).
 	Local, Pulled uint64
+	// Signed, when events were pulled, is the number of events the
+	// bucket's signed checkpoint vouches for: those pulled after it were
+	// checked only for what anyone with write access to the bucket can
+	// recompute (frames, chains, the chunks' Merkle roots).
+	Signed uint64
 }
 
 // Takeover makes the data directory dir the writer of its replicated
@@ -157,6 +162,7 @@ func pullBehind(ctx context.Context, dir string, o Options) ([]TakeoverResult, e
 				return out, fmt.Errorf("ledger %s (%q): pull events #%d to #%d from %s: %w", l.id, l.name, l.head.Seq+1, bl[0].Stored, db.repl.endpoint, err)
 			}
 			r.Pulled = max(r.Pulled, got.Yielded.Seq)
+			r.Signed = got.Signed
 		}
 		out = append(out, r)
 	}

@@ -233,7 +233,11 @@ it has now.`,
 			}
 			out := cmd.OutOrStdout()
 			for _, r := range res {
-				fmt.Fprintf(out, "%s\t%s\t%d events before\t%d now\n", safeName(r.Name), r.Ledger, r.Local, r.Pulled)
+				if r.Pulled > r.Local {
+					fmt.Fprintf(out, "%s\t%s\t%d events before\t%d now\t%s\n", safeName(r.Name), r.Ledger, r.Local, r.Pulled, vouched(r.Signed, r.Pulled))
+				} else {
+					fmt.Fprintf(out, "%s\t%s\t%d events before\t%d now\n", safeName(r.Name), r.Ledger, r.Local, r.Pulled)
+				}
 			}
 			fmt.Fprintf(out, "takeover %s: %d ledgers\n", safeText(args[1]), len(res))
 			return err

@@ -48,8 +48,12 @@ The restore is written under a temporary name beside DIR
 builds the index, the Merkle trees and meta.db): a failed restore leaves
 nothing in DIR. On a terminal, a bar shows the events restored.
 
-It prints one line a ledger: its name, ID, the events restored and the
-events the bucket holds.`,
+It prints one line a ledger: its name, ID, the events restored, the
+events the bucket holds, how the restored ledger is signed, and how many
+of the events the bucket's signed checkpoint vouches for. The events after
+those were checked only for what anyone with write access to the bucket
+can recompute (frames, CRC32C chains, the chunks' hash chain and Merkle
+roots): a writer acknowledges events before it stores their checkpoint.`,
 		Args: usageArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o := engine.RestoreOptions{Replica: args[0], Ledger: ledger}
@@ -107,11 +111,14 @@ events the bucket holds.`,
 			}
 			out := cmd.OutOrStdout()
 			for _, l := range res {
+				if l.Ignored != "" {
+					fmt.Fprintf(cmd.ErrOrStderr(), "annal: ledger %s: the history ends before the last chunk in the bucket, which were not read: %s\n", safeName(l.Name), safeText(l.Ignored))
+				}
 				signed := "the bucket's checkpoint"
 				if l.Resigned {
 					signed = "signed anew by the directory's key"
 				}
-				fmt.Fprintf(out, "%s\t%s\t%d events restored\t%d in the bucket\t%s\n", safeName(l.Name), l.ID, l.Events, l.Verified, signed)
+				fmt.Fprintf(out, "%s\t%s\t%d events restored\t%d in the bucket\t%s\t%s\n", safeName(l.Name), l.ID, l.Events, l.Verified, signed, vouched(l.Signed, l.Events))
 			}
 			fmt.Fprintf(out, "restore %s: %d ledgers\n", safeText(args[1]), len(res))
 			return nil
@@ -123,4 +130,13 @@ events the bucket holds.`,
 	f.StringVar(&ledger, "ledger", "", "restore only this ledger (its name or ID); default every ledger of the bucket")
 	f.StringVar(&key, "key", "", "the verifier key that signed the bucket's checkpoints (name+hash+base64, as annal key prints it), or @FILE holding it; default the restored directory's key")
 	return cmd
+}
+
+// vouched says how many of n events restored or pulled the bucket's
+// signed checkpoint vouches for.
+func vouched(signed, n uint64) string {
+	if signed >= n {
+		return "every event vouched for by the signed checkpoint"
+	}
+	return fmt.Sprintf("events #%d to #%d NOT vouched for by a signed checkpoint (only #1 to #%d are)", signed+1, n, signed)
 }

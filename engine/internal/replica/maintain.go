@@ -162,6 +162,15 @@ func (s *writerState) storeCheckpoint(ctx context.Context) error {
 				return fmt.Errorf("%w: replica: %s: %w", errDamage, key, err)
 			}
 			cond = store.ReplaceIf(o.ETag)
+			if have > size {
+				forged, err := s.beyondStored(ctx, key, have)
+				if err != nil {
+					return err
+				}
+				if forged {
+					have = 0 // not a checkpoint of the history: replaced
+				}
+			}
 		}
 		if have < size {
 			_, err = s.cfg.Store.Put(ctx, key, msg, cond)
@@ -182,6 +191,32 @@ func (s *writerState) storeCheckpoint(ctx context.Context) error {
 			return fmt.Errorf("replica: put %s at %s: %w", key, s.cfg.Endpoint, err)
 		}
 	}
+}
+
+// beyondStored judges a bucket checkpoint of have events, more than the
+// one this writer would store. Writers store a checkpoint only once its
+// records are stored, and the writer of the newest epoch holds every
+// stored record of the history: one beyond this writer's stored records
+// is another writer's only if it took the ledger since (ErrFenced);
+// otherwise no writer stored it, and it is to be replaced (forged; the
+// damage is noted in Status.LastError), so that the bucket does not keep a
+// checkpoint that no restore accepts and the writer never replaces.
+func (s *writerState) beyondStored(ctx context.Context, key string, have uint64) (forged bool, err error) {
+	s.mu.Lock()
+	stored, epoch := s.storedSeq, s.epoch
+	s.mu.Unlock()
+	if have <= stored {
+		return false, nil // of records stored: kept
+	}
+	m, n, err := s.newestManifest(ctx)
+	if err != nil {
+		return false, err
+	}
+	if m.Epoch > epoch {
+		return false, fmt.Errorf("%w: manifest %s has epoch %d (%s), this writer's is %d", ErrFenced, ManifestKey(s.cfg.Ledger, n), m.Epoch, m.Writer, epoch)
+	}
+	s.noteError(fmt.Errorf("%w: replica: %s claims %d events, the bucket holds %d: no writer stored it; replaced", errDamage, key, have, stored))
+	return true, nil
 }
 
 // checkpointSize is the tree size of a signed checkpoint: its note's

@@ -57,13 +57,10 @@ type State struct {
 	// Segments are the sealed segments 1 to Manifest.Segments.
 	Segments []SegmentObject
 	// Chunks are the keys of the chunks from the manifest's GC boundary
-	// on, numbered without a gap: up to the first gap, if any.
+	// on, numbered without a gap: up to the first gap, if any, which Gap
+	// names (the chunks after it are not part of the history).
 	Chunks []string
-	// Gap is the key of the first chunk missing after Chunks when chunks
-	// numbered after it are stored (an upload in flight stored before the
-	// one in the gap, or damage: Read tells which), else "". The chunks
-	// after a gap are not part of the history.
-	Gap string
+	Gap    string
 	// Checkpoint is the signed checkpoint (the checkpoint object), of
 	// CheckpointSize events with root CheckpointRoot.
 	Checkpoint     []byte
@@ -184,29 +181,38 @@ func (r *Reader) listSegments(ctx context.Context) ([]SegmentObject, error) {
 }
 
 // listChunks lists wal/ from chunk gc on (gc 0 or 1: from the first):
-// the chunks numbered without a gap from gc, and the key of the first
-// missing one if chunks after it are stored (docs/replication.md,
-// "Finding the tail": the chunks after a gap are ignored).
-func (r *Reader) listChunks(ctx context.Context, gc uint64) ([]string, string, error) {
+// numbered without a gap, up to the first gap, which gap names ("":
+// none). The chunks after a gap are not part of the history: uploads
+// of a writer that were stored before the one in the gap, none of them
+// acknowledged (acknowledgements follow chunk order), as the writer's
+// Open takes them (docs/replication.md, "Finding the tail"); the signed
+// checkpoint's events must all be before it (Read). The first need not
+// be gc: a manifest's boundary may be below the first chunk left (the
+// newest manifests deleted by hand, and the next writer's copied an
+// older boundary, or none); the records of the first chunk must then
+// follow the seg/ objects', which Read checks (a missing chunk that held
+// records is a gap in the records).
+func (r *Reader) listChunks(ctx context.Context, gc uint64) (keys []string, gap string, err error) {
 	gc = max(gc, 1)
-	var keys []string
-	gap := ""
-	next := gc
-	errStop := errors.New("stop")
-	err := r.list(ctx, LedgerPrefix(r.cfg.Ledger)+"wal/", ChunkKey(r.cfg.Ledger, gc-1), func(o store.ObjectInfo) error {
+	next := uint64(0)
+	errEnd := errors.New("the chunks end at a gap")
+	err = r.list(ctx, LedgerPrefix(r.cfg.Ledger)+"wal/", ChunkKey(r.cfg.Ledger, gc-1), func(o store.ObjectInfo) error {
 		n, ok := ParseNumber(o.Key)
 		if !ok {
 			return fmt.Errorf("%w: %s: not a chunk's key (wal/ and 20 digits)", corruption.Err, o.Key)
 		}
+		if next == 0 {
+			next = n
+		}
 		if n != next {
-			gap = ChunkKey(r.cfg.Ledger, next)
-			return errStop
+			gap = fmt.Sprintf("%s, missing (a gap): chunk %d follows chunk %d", ChunkKey(r.cfg.Ledger, next), n, next-1)
+			return errEnd
 		}
 		keys = append(keys, o.Key)
 		next++
 		return nil
 	})
-	if errors.Is(err, errStop) {
+	if errors.Is(err, errEnd) {
 		err = nil
 	}
 	return keys, gap, err
@@ -271,6 +277,14 @@ type Result struct {
 	// Verified is the head after the last record read and verified: the
 	// State's last.
 	Verified segment.Head
+	// Signed is the number of events yielded that the signed checkpoint
+	// vouches for (its root checked): the events after them were checked
+	// only for what anyone with write access to the bucket can recompute.
+	Signed uint64
+	// Ignored, if not "", says which chunk ends the history before the
+	// last chunk in the bucket, and why (a gap, or a chunk that does not
+	// continue the history): it and those after it were not read.
+	Ignored string
 }
 
 // Read reads every object of st in order, the seg/ objects and then the
@@ -287,15 +301,7 @@ type Result struct {
 // before it, that each chunk's records go where the record before ended
 // (or at the start of the next segment), each chunk's Merkle root, and
 // the checkpoint's root at its size; and that the objects hold every
-// event the checkpoint covers.
-//
-// The history is the chain of linked chunks from the first: it ends at
-// the first gap in the numbers (State.Gap), or at the first chunk that
-// does not name the one before it as Prev or is of a lower epoch (a
-// fenced writer's late upload), and the chunks after that end are not
-// read (docs/replication.md, "Fencing"). That end must hold every event
-// the checkpoint covers and reach the newest manifest's fence chunk:
-// else it is damage. Any failure is an error naming the object,
+// event the checkpoint covers. Any failure is an error naming the object,
 // matching corruption.Err where the bucket's data is at fault; records
 // yielded before it must be discarded (they are whole and chained, but
 // the objects after them did not verify).
@@ -309,7 +315,7 @@ func (r *Reader) Read(ctx context.Context, st State, lim Limit, yield func(Piece
 	if err := rd.run(ctx); err != nil {
 		return Result{}, err
 	}
-	return Result{Yielded: rd.yielded, Verified: rd.head}, nil
+	return Result{Yielded: rd.yielded, Verified: rd.head, Signed: min(st.CheckpointSize, rd.yielded.Seq), Ignored: rd.ended}, nil
 }
 
 // read is the state of one Read.
@@ -336,6 +342,9 @@ type read struct {
 	segPrev   segment.Head
 	segLeaves []tree.Hash
 	segObjs   int // the seg/ objects read
+	// ended says why the chunks read end before the last listed: the
+	// first that does not continue the history ("": none).
+	ended string
 }
 
 func (rd *read) run(ctx context.Context) error {
@@ -347,13 +356,8 @@ func (rd *read) run(ctx context.Context) error {
 	var prev *Hash
 	var epoch uint64
 	missing := ""
-	// Where the history ends (docs/replication.md, "Fencing"): at the
-	// first gap, or at the first chunk that does not link to the one
-	// before (a fenced writer's late upload, or one of a lower epoch).
-	end, last := "", max(rd.st.Manifest.GC, 1)-1
-	if rd.st.Gap != "" {
-		end = fmt.Sprintf("chunk %s is missing (chunks after it are stored)", rd.st.Gap)
-	}
+	rd.ended = rd.st.Gap
+	last := max(rd.st.Manifest.GC, 1) - 1 // the last chunk of the history read
 	for i, key := range rd.st.Chunks {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -374,9 +378,6 @@ func (rd *read) run(ctx context.Context) error {
 				missing = key
 			}
 			prev = nil // the chain goes on from the next chunk
-			if n, ok := ParseNumber(key); ok {
-				last = n
-			}
 			continue
 		}
 		if err != nil {
@@ -386,12 +387,17 @@ func (rd *read) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		// A chunk that does not name the chunk before it, or of a lower
+		// epoch, ends the history: a fenced writer's upload that landed
+		// after the fence, and what follows it, none of it acknowledged
+		// (docs/replication.md, "A fenced writer's late uploads"). The
+		// signed checkpoint's events must all be before it.
 		if prev != nil && c.Prev != *prev {
-			end = fmt.Sprintf("chunk %s names %x as the previous chunk's SHA-256, the previous chunk's is %x", key, c.Prev[:], prev[:])
+			rd.ended = fmt.Sprintf("chunk %s: names %x as the previous chunk's SHA-256, the previous chunk's is %x", key, c.Prev[:], prev[:])
 			break
 		}
 		if epoch != 0 && c.Epoch < epoch {
-			end = fmt.Sprintf("chunk %s is of epoch %d, after a chunk of epoch %d", key, c.Epoch, epoch)
+			rd.ended = fmt.Sprintf("chunk %s: of epoch %d, after a chunk of epoch %d (a fenced writer's chunk after the fence)", key, c.Epoch, epoch)
 			break
 		}
 		sum := Sum(obj.Data)
@@ -414,18 +420,18 @@ func (rd *read) run(ctx context.Context) error {
 	// late ones), but not before what the bucket vouches for: the
 	// checkpoint's events and the newest manifest's fence chunk.
 	if rd.head.Seq < rd.st.CheckpointSize {
-		if end != "" {
-			return fmt.Errorf("%w: the history ends at event %d, where %s; %s is signed for %d events",
-				corruption.Err, rd.head.Seq, end, CheckpointKey(rd.r.cfg.Ledger), rd.st.CheckpointSize)
+		why := ""
+		if rd.ended != "" {
+			why = "; the history ends before " + rd.ended
 		}
-		return fmt.Errorf("%w: %s: signed for %d events, the bucket's objects hold %d", corruption.Err, CheckpointKey(rd.r.cfg.Ledger), rd.st.CheckpointSize, rd.head.Seq)
+		return fmt.Errorf("%w: %s: signed for %d events, the bucket's objects hold %d%s", corruption.Err, CheckpointKey(rd.r.cfg.Ledger), rd.st.CheckpointSize, rd.head.Seq, why)
 	}
 	if m := rd.st.Manifest; m.Fence > last {
 		why := "the chunks listed end there"
-		if end != "" {
-			why = end
+		if rd.ended != "" {
+			why = "it ends before " + rd.ended
 		}
-		return fmt.Errorf("%w: %s: says epoch %d's fence chunk is %s; the history ends at chunk %d, where %s",
+		return fmt.Errorf("%w: %s: says epoch %d's fence chunk is %s; the history ends at chunk %d: %s",
 			corruption.Err, rd.st.ManifestKey, m.Epoch, ChunkKey(rd.r.cfg.Ledger, m.Fence), last, why)
 	}
 	return nil

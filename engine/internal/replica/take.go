@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/annal-db/annal/engine/internal/replica/store"
+	"github.com/annal-db/annal/segment"
 )
 
 // take fences the ledger (docs/replication.md, "Fencing"): the next
@@ -40,6 +42,9 @@ func (s *writerState) take(ctx context.Context) error {
 	root := Hash(b.Root())
 	if s.tailChunk != 0 && root != s.tailRoot {
 		return fmt.Errorf("%w: the local Merkle root at size %d is not chunk %s's", ErrDiverged, s.tail.Seq, ChunkKey(s.cfg.Ledger, s.tailChunk))
+	}
+	if err := s.checkTailPlace(); err != nil {
+		return err
 	}
 	fenceNo, fenceSum, err := s.writeFence(ctx, root)
 	if err != nil {
@@ -90,16 +95,66 @@ func (s *writerState) take(ctx context.Context) error {
 	return nil
 }
 
+// checkTailPlace checks that the bucket's tail puts the next record where
+// the local log does: after the local record tail.Seq, in its segment or
+// at the start of the next. The fence chunk says so to every reader; a
+// bucket whose last chunk says otherwise (its header rewritten) is not
+// built on.
+func (s *writerState) checkTailPlace() error {
+	if s.tail.Seq == 0 {
+		return nil
+	}
+	sp, _, err := s.cfg.Source.Read(s.tail.Seq, 1)
+	if err != nil {
+		return fmt.Errorf("replica: Take: the local record %d: %w", s.tail.Seq, err)
+	}
+	prev, err := segment.SpanPrev(sp.Bytes)
+	if err != nil {
+		return fmt.Errorf("replica: Take: the local record %d: %w", s.tail.Seq, err)
+	}
+	seg, end := sp.Segment, int64(-1)
+	_, err = segment.VerifySpan(s.cfg.Ledger, segment.Head{ID: prev, Seq: sp.FirstSeq - 1}, "the local log", sp.Segment, sp.Offset, sp.Bytes, func(r *segment.Record, loc segment.Location) error {
+		if r.Seq == s.tail.Seq {
+			end = loc.End()
+		}
+		return nil
+	})
+	if err == nil && end < 0 {
+		err = fmt.Errorf("records %d to %d read", sp.FirstSeq, sp.Last.Seq)
+	}
+	if err != nil {
+		return fmt.Errorf("replica: Take: the local record %d: %w", s.tail.Seq, err)
+	}
+	if s.tail.Segment == seg && s.tail.Offset == end || s.tail.Segment == seg+1 && s.tail.Offset == segment.RecordsStart {
+		return nil
+	}
+	what := "the last seg/ object"
+	if s.tailChunk != 0 {
+		what = "chunk " + ChunkKey(s.cfg.Ledger, s.tailChunk)
+	}
+	return fmt.Errorf("%w: replica: %s puts the records after %d at segment %d offset %d; the local record %d ends at segment %d offset %d",
+		errDamage, what, s.tail.Seq, s.tail.Segment, s.tail.Offset, s.tail.Seq, seg, end)
+}
+
 // writeTakeManifest writes the next manifest with the next epoch,
 // create-only, re-reading the newest after a 412.
 func (s *writerState) writeTakeManifest(ctx context.Context) (Manifest, uint64, error) {
 	m, num := s.tail.Manifest, s.manifestNo
 	for try := 0; ; try++ {
+		// The next epoch is above the chunks' too: a newest manifest
+		// deleted from the bucket must not give this writer the epoch of
+		// the writer that wrote it (two writers of one epoch, and a fence
+		// chunk that a restore refuses).
+		epoch := max(m.Epoch, s.tailEpoch)
+		if epoch == math.MaxUint64 {
+			return Manifest{}, 0, fmt.Errorf("%w: replica: Take: manifest %s or the chunks at %s hold epoch %d, which has no next epoch",
+				errDamage, ManifestKey(s.cfg.Ledger, num), s.cfg.Endpoint, epoch)
+		}
 		next := Manifest{
 			V:         ManifestVersion,
 			Ledger:    fmt.Sprintf("%08x", uint32(s.cfg.Ledger)),
 			Name:      s.cfg.Name,
-			Epoch:     m.Epoch + 1,
+			Epoch:     epoch + 1,
 			Writer:    s.cfg.Identity,
 			Segments:  m.Segments,
 			SealedSeq: m.SealedSeq,
@@ -141,6 +196,12 @@ func (s *writerState) writeTakeManifest(ctx context.Context) (Manifest, uint64, 
 // its number and Sum.
 func (s *writerState) writeFence(ctx context.Context, root Hash) (uint64, Hash, error) {
 	n, prev := s.tailChunk+1, s.tailSum
+	if s.tailChunk == 0 {
+		// No chunk at or above the GC boundary (all deleted, by hand):
+		// the history's chunks go on from the boundary, where readers
+		// look and GC does not delete, not from chunk 1.
+		n = max(s.tail.Manifest.GC, 1)
+	}
 	micros := s.tail.ID.Micros()
 	if s.tail.Seq == 0 {
 		micros = 0

@@ -43,6 +43,7 @@ type writerState struct {
 	tailChunk   uint64 // the last chunk in the bucket at Open (0: none)
 	tailSum     Hash   // Sum of its object
 	tailRoot    Hash   // its Root
+	tailEpoch   uint64 // the highest epoch of the chunks of the history read at Open
 	manifestNo  uint64 // the newest manifest's number at Open (0: none)
 	manifestLow uint64 // the oldest manifest's number at Open
 
@@ -275,6 +276,9 @@ func (s *writerState) readTail(ctx context.Context) error {
 	if len(run) > 0 {
 		last := run[0].c
 		s.tailChunk, s.tailSum, s.tailRoot = last.Number, run[0].sum, last.Root
+		for _, r := range run {
+			s.tailEpoch = max(s.tailEpoch, r.c.Epoch)
+		}
 		s.tail.Seq = last.LastSeq
 		s.tail.Segment, s.tail.Offset = uint64(last.Segment), int64(last.Offset)+int64(len(last.Records))
 		for _, r := range run {
