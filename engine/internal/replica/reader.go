@@ -57,10 +57,14 @@ type State struct {
 	// Segments are the sealed segments 1 to Manifest.Segments.
 	Segments []SegmentObject
 	// Chunks are the keys of the chunks from the manifest's GC boundary
-	// on, numbered without a gap: up to the first gap, if any, which Gap
-	// names (the chunks after it are not part of the history).
+	// on, numbered without a gap: up to the first gap, if any.
 	Chunks []string
-	Gap    string
+	// Gap is the key of the first chunk missing after Chunks when chunks
+	// numbered after it are stored (an upload in flight stored before the
+	// one in the gap, or damage: Read tells which by what the checkpoint
+	// and the newest manifest vouch for), else "". The chunks after a gap
+	// are not part of the history.
+	Gap string
 	// Checkpoint is the signed checkpoint (the checkpoint object), of
 	// CheckpointSize events with root CheckpointRoot.
 	Checkpoint     []byte
@@ -205,7 +209,7 @@ func (r *Reader) listChunks(ctx context.Context, gc uint64) (keys []string, gap 
 			next = n
 		}
 		if n != next {
-			gap = fmt.Sprintf("%s, missing (a gap): chunk %d follows chunk %d", ChunkKey(r.cfg.Ledger, next), n, next-1)
+			gap = ChunkKey(r.cfg.Ledger, next)
 			return errEnd
 		}
 		keys = append(keys, o.Key)
@@ -356,7 +360,9 @@ func (rd *read) run(ctx context.Context) error {
 	var prev *Hash
 	var epoch uint64
 	missing := ""
-	rd.ended = rd.st.Gap
+	if rd.st.Gap != "" {
+		rd.ended = rd.st.Gap + ", missing (a gap): later chunks are stored"
+	}
 	last := max(rd.st.Manifest.GC, 1) - 1 // the last chunk of the history read
 	for i, key := range rd.st.Chunks {
 		if err := ctx.Err(); err != nil {
