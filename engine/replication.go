@@ -139,8 +139,8 @@ func (o *Options) checkReplication() error {
 			return fmt.Errorf("%w: options: %s %v is out of range: 0 (the default, %s) or %v to %v", ErrInvalid, d.name, d.v, d.fallback, d.lo, d.hi)
 		}
 	}
-	if o.GCGrace <= o.StoreTimeout {
-		return fmt.Errorf("%w: options: GCGrace %v must be more than StoreTimeout %v (a writer re-reads the manifest when its last look is older than GCGrace)", ErrInvalid, o.GCGrace, o.StoreTimeout)
+	if o.GCGrace <= 2*o.StoreTimeout {
+		return fmt.Errorf("%w: options: GCGrace %v must be more than twice StoreTimeout %v (a writer re-reads the newest manifest before it acknowledges when its last look is older than half of GCGrace)", ErrInvalid, o.GCGrace, o.StoreTimeout)
 	}
 	return nil
 }

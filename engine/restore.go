@@ -411,7 +411,7 @@ func newLedgerReader(st store.Store, id eventid.LedgerID, v note.Verifier) *repl
 			}
 			c, err := openCheckpoint(msg, v, id)
 			if err != nil {
-				return 0, tree.Hash{}, fmt.Errorf("not a checkpoint of ledger %s signed by the key %s+%08x: %w (give the key that signed it)", id, v.Name(), v.KeyHash(), err)
+				return 0, tree.Hash{}, fmt.Errorf("not a checkpoint of ledger %s signed by the key %s+%08x: %w (give the key that signed it: Options.SigningKeyFile or Signer, or RestoreOptions.VerifierKey; annal restore --signing-key FILE or --key KEY)", id, v.Name(), v.KeyHash(), err)
 			}
 			return c.Size, c.Root, nil
 		},

@@ -239,8 +239,16 @@ it has now.`,
 					fmt.Fprintf(out, "%s\t%s\t%d events before\t%d now\n", safeName(r.Name), r.Ledger, r.Local, r.Pulled)
 				}
 			}
-			fmt.Fprintf(out, "takeover %s: %d ledgers\n", safeText(args[1]), len(res))
+			fmt.Fprintf(out, "takeover %s: %s\n", safeText(args[1]), plural(len(res), "ledger"))
 			return err
 		},
 	}
+}
+
+// plural says n things: "1 ledger", "2 ledgers".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }

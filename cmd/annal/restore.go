@@ -120,7 +120,7 @@ roots): a writer acknowledges events before it stores their checkpoint.`,
 				}
 				fmt.Fprintf(out, "%s\t%s\t%d events restored\t%d in the bucket\t%s\t%s\n", safeName(l.Name), l.ID, l.Events, l.Verified, signed, vouched(l.Signed, l.Events))
 			}
-			fmt.Fprintf(out, "restore %s: %d ledgers\n", safeText(args[1]), len(res))
+			fmt.Fprintf(out, "restore %s: %s\n", safeText(args[1]), plural(len(res), "ledger"))
 			return nil
 		},
 	}
