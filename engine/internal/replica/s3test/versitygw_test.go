@@ -32,10 +32,14 @@ const (
 // endpoint is the running gateway's URL, set by TestMain.
 var endpoint string
 
-// TestMain starts one versitygw for the package (embedgw allows one per
+// TestMain runs the child writer of the disk loss tests when the
+// environment says so (childwriter_test.go), else it starts one versitygw for the package (embedgw allows one per
 // process) on a posix root with sidecar metadata, so that no extended
 // attributes are needed from the file system, and creates the bucket.
 func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(runChildWriter())
+	}
 	os.Exit(runWithGateway(m))
 }
 
