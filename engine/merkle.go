@@ -387,6 +387,14 @@ func (l *ledger) issueCheckpoint(limit uint64) (Checkpoint, error) {
 	if d := l.log.Durable().Seq; d < n {
 		n = d
 	}
+	if r := l.repl; r != nil && r.mode == Replicated {
+		// Only events the bucket holds: the signer remembers what it
+		// signed, and a restore after the disk is lost gives only those
+		// (a signature past them would refuse it as a rollback).
+		if v := l.visible().Seq; v < n {
+			n = v
+		}
+	}
 	if limit != 0 && limit < n {
 		n = limit
 	}

@@ -52,6 +52,9 @@ func childOptions(replicaURL, keyFile string, mode engine.Replication, storeTime
 		SegmentSize:    childSegmentSize,
 		StoreTimeout:   storeTimeout,
 		ShipInterval:   shipInterval,
+		// Checkpoints every 100 ms (the least allowed), so that a round
+		// of under a second stores some in the bucket.
+		CheckpointInterval: 100 * time.Millisecond,
 	}
 }
 
