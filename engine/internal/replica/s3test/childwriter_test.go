@@ -33,6 +33,7 @@ const (
 	childRound        = "ANNAL_S3TEST_CHILD_ROUND"
 	childStoreTimeout = "ANNAL_S3TEST_CHILD_STORE_TIMEOUT"
 	childShipInterval = "ANNAL_S3TEST_CHILD_SHIP_INTERVAL"
+	childPause        = "ANNAL_S3TEST_CHILD_PAUSE"
 
 	// lossLedger is the ledger the child writes.
 	lossLedger = "payments"
@@ -69,12 +70,13 @@ func eventName(round, w, n int) string { return fmt.Sprintf("r%d/w%d/n%d", round
 
 // runChildWriter is the child's main. Its lines on descriptor 3:
 //
-//	ready [takeover]
+//	ready LEDGER [takeover]
 //	ack NAME ID NANOS        (Append returned the event's ID)
 //	notstored NAME NANOS     (Append failed with ErrNotStored)
 //	error NAME NANOS MESSAGE (any other failure; the appender stops)
 //
-// NANOS is how long the Append call took.
+// NANOS is how long the Append call took. Each appender pauses for
+// childPause after each call.
 func runChildWriter() int {
 	out := os.NewFile(3, "reports")
 	var mu sync.Mutex
@@ -99,6 +101,10 @@ func runChildWriter() int {
 		return fail(err)
 	}
 	shipInterval, err := time.ParseDuration(os.Getenv(childShipInterval))
+	if err != nil {
+		return fail(err)
+	}
+	pause, err := time.ParseDuration(os.Getenv(childPause))
 	if err != nil {
 		return fail(err)
 	}
@@ -130,7 +136,11 @@ func runChildWriter() int {
 	} else if err != nil {
 		return fail(fmt.Errorf("ledger %s: %w", lossLedger, err))
 	}
-	report("ready%s", takeover)
+	info, err := db.Ledger(lossLedger)
+	if err != nil {
+		return fail(err)
+	}
+	report("ready %s%s", info.ID, takeover)
 	var wg sync.WaitGroup
 	for w := range childAppenders {
 		wg.Go(func() {
@@ -149,6 +159,7 @@ func runChildWriter() int {
 					report("error %s %d %s", name, took, strings.ReplaceAll(err.Error(), "\n", " "))
 					return
 				}
+				time.Sleep(pause)
 			}
 		})
 	}
@@ -181,8 +192,9 @@ func parseChildReport(line string, at time.Time) (childReport, error) {
 	}
 	var err error
 	switch {
-	case r.kind == "ready":
-		r.text = strings.Join(f[1:], " ")
+	case r.kind == "ready" && len(f) >= 2:
+		r.id = f[1]
+		r.text = strings.Join(f[2:], " ")
 	case r.kind == "ack" && len(f) == 4:
 		r.name, r.id = f[1], f[2]
 		err = nanos(f[3])
@@ -213,7 +225,7 @@ type childRun struct {
 
 // startChildWriter starts the child on dir for round. Its reports come on
 // c.reports, which is closed when the child's end of the pipe is.
-func startChildWriter(t *testing.T, dir, replicaURL, keyFile, mode string, round int, storeTimeout, shipInterval time.Duration) *childRun {
+func startChildWriter(t *testing.T, dir, replicaURL, keyFile, mode string, round int, storeTimeout, shipInterval, pause time.Duration) *childRun {
 	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -230,6 +242,7 @@ func startChildWriter(t *testing.T, dir, replicaURL, keyFile, mode string, round
 		childRound+"="+strconv.Itoa(round),
 		childStoreTimeout+"="+storeTimeout.String(),
 		childShipInterval+"="+shipInterval.String(),
+		childPause+"="+pause.String(),
 	)
 	c.cmd.ExtraFiles = []*os.File{w}
 	c.cmd.Stderr = &c.stderr
