@@ -34,6 +34,7 @@ type diskLoss struct {
 	storeTimeout time.Duration
 	shipInterval time.Duration
 	pause        time.Duration // each appender's pause after each Append
+	seed         uint64        // the kills' seed; 0: testseed's
 	// killMin and killMax bound the random time from the writer's first
 	// acknowledgement to its SIGKILL.
 	killMin, killMax time.Duration
@@ -60,7 +61,10 @@ type lossFigures struct {
 func (d *diskLoss) run(t *testing.T) lossFigures {
 	t.Helper()
 	ctx := context.Background()
-	seed := testseed.Seed(t)
+	seed := d.seed
+	if seed == 0 {
+		seed = testseed.Seed(t)
+	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x5bd1e995))
 	base := t.TempDir()
 	dir := filepath.Join(base, "data")
