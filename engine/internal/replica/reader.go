@@ -57,8 +57,15 @@ type State struct {
 	// Segments are the sealed segments 1 to Manifest.Segments.
 	Segments []SegmentObject
 	// Chunks are the keys of the chunks from the manifest's GC boundary
-	// on, numbered without a gap.
+	// on, numbered without a gap, up to the first gap: the chunks after
+	// it are uploads of a writer that stopped (or is still at work)
+	// before the one in the gap was stored, none acknowledged
+	// (acknowledgements follow chunk order), and are ignored as the
+	// Writer's Open ignores them. Gap is the key of the chunk missing
+	// there ("" if none is): it is damage when the checkpoint covers
+	// events after it.
 	Chunks []string
+	Gap    string
 	// Checkpoint is the signed checkpoint (the checkpoint object), of
 	// CheckpointSize events with root CheckpointRoot.
 	Checkpoint     []byte
@@ -106,7 +113,7 @@ func (r *Reader) State(ctx context.Context) (State, error) {
 		s := st.Segments[m.Segments-1]
 		return st, fmt.Errorf("%w: %s says segment %d ends at event %d, its seg/ object %s at %d", corruption.Err, st.ManifestKey, m.Segments, m.SealedSeq, s.Key, s.Last)
 	}
-	if st.Chunks, err = r.listChunks(ctx, m.GC); err != nil {
+	if st.Chunks, st.Gap, err = r.listChunks(ctx, m.GC); err != nil {
 		return st, err
 	}
 	return st, nil
@@ -179,24 +186,28 @@ func (r *Reader) listSegments(ctx context.Context) ([]SegmentObject, error) {
 }
 
 // listChunks lists wal/ from chunk gc on (gc 0 or 1: from the first):
-// numbered without a gap, from gc.
-func (r *Reader) listChunks(ctx context.Context, gc uint64) ([]string, error) {
+// numbered without a gap, from gc, up to the first gap, whose missing
+// chunk's key it returns too (see State.Chunks).
+func (r *Reader) listChunks(ctx context.Context, gc uint64) (keys []string, gap string, err error) {
 	gc = max(gc, 1)
-	var keys []string
 	next := gc
-	err := r.list(ctx, LedgerPrefix(r.cfg.Ledger)+"wal/", ChunkKey(r.cfg.Ledger, gc-1), func(o store.ObjectInfo) error {
+	err = r.list(ctx, LedgerPrefix(r.cfg.Ledger)+"wal/", ChunkKey(r.cfg.Ledger, gc-1), func(o store.ObjectInfo) error {
 		n, ok := ParseNumber(o.Key)
 		if !ok {
 			return fmt.Errorf("%w: %s: not a chunk's key (wal/ and 20 digits)", corruption.Err, o.Key)
 		}
+		if gap != "" {
+			return nil
+		}
 		if n != next {
-			return fmt.Errorf("%w: %s: chunk %d follows chunk %d: %s is missing (a gap)", corruption.Err, o.Key, n, next-1, ChunkKey(r.cfg.Ledger, next))
+			gap = ChunkKey(r.cfg.Ledger, next)
+			return nil
 		}
 		keys = append(keys, o.Key)
 		next++
 		return nil
 	})
-	return keys, err
+	return keys, gap, err
 }
 
 // list calls each with every object under prefix after startAfter, in
@@ -374,6 +385,9 @@ func (rd *read) run(ctx context.Context) error {
 			return err
 		}
 		missing = ""
+	}
+	if rd.head.Seq < rd.st.CheckpointSize && rd.st.Gap != "" {
+		return fmt.Errorf("%w: %s is missing (a gap): %s is signed for %d events, the chunks before the gap hold %d", corruption.Err, rd.st.Gap, CheckpointKey(rd.r.cfg.Ledger), rd.st.CheckpointSize, rd.head.Seq)
 	}
 	if rd.head.Seq < rd.st.CheckpointSize {
 		return fmt.Errorf("%w: %s: signed for %d events, the bucket's objects hold %d", corruption.Err, CheckpointKey(rd.r.cfg.Ledger), rd.st.CheckpointSize, rd.head.Seq)
