@@ -61,6 +61,9 @@ type lossFigures struct {
 func (d *diskLoss) run(t *testing.T) lossFigures {
 	t.Helper()
 	ctx := context.Background()
+	if testing.Short() {
+		d.rounds = min(d.rounds, 5)
+	}
 	seed := d.seed
 	if seed == 0 {
 		seed = testseed.Seed(t)
