@@ -63,7 +63,7 @@ type State struct {
 	// (acknowledgements follow chunk order), and are ignored as the
 	// Writer's Open ignores them. Gap is the key of the chunk missing
 	// there ("" if none is): it is damage when the checkpoint covers
-	// events after it.
+	// events after it, or the manifest's fence is at or after it.
 	Chunks []string
 	Gap    string
 	// Checkpoint is the signed checkpoint (the checkpoint object), of
@@ -115,6 +115,9 @@ func (r *Reader) State(ctx context.Context) (State, error) {
 	}
 	if st.Chunks, st.Gap, err = r.listChunks(ctx, m.GC); err != nil {
 		return st, err
+	}
+	if n, ok := ParseNumber(st.Gap); ok && n <= m.Fence {
+		return st, fmt.Errorf("%w: %s is missing (a gap): %s's fence is chunk %d", corruption.Err, st.Gap, st.ManifestKey, m.Fence)
 	}
 	return st, nil
 }
