@@ -692,6 +692,17 @@ func (l *ledger) visible() segment.Head {
 	return l.idxHead
 }
 
+// unstored says, in Replicated mode, that event seq is beyond what
+// readers see (visible): not stored yet. Get by ID shows no more than
+// the other reads do (docs/replication.md, "Readers see only what is
+// stored").
+func (l *ledger) unstored(seq uint64) bool {
+	l.idxMu.Lock()
+	replicated := l.repl != nil && l.repl.mode == Replicated
+	l.idxMu.Unlock()
+	return replicated && seq > l.visible().Seq
+}
+
 // awaitIndexed waits until the index covers the record at seq, which a
 // condition was checked against: read-your-conflicts. The batch that
 // held it was committed or aborted by the time Append returned the

@@ -113,7 +113,7 @@ func (db *DB) Get(ctx context.Context, id eventid.ID) (Event, error) {
 	if err != nil {
 		return Event{}, fmt.Errorf("engine: get %s: %w", id, err)
 	}
-	if !found || seq > l.log.Head().Seq {
+	if !found || seq > l.log.Head().Seq || l.unstored(seq) {
 		return Event{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	return l.read(index.Position{ID: id, Seq: seq, Loc: loc})

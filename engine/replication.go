@@ -434,6 +434,23 @@ func (l *ledger) markStored(seq uint64) {
 	r.unstored = append(r.unstored[:0], r.unstored[i:]...)
 }
 
+// groupEnd returns the last event of the published group that holds
+// seq (Replicated mode), or seq if readers see it already or no group
+// not yet stored holds it.
+func (l *ledger) groupEnd(seq uint64) uint64 {
+	l.idxMu.Lock()
+	defer l.idxMu.Unlock()
+	if l.stored.Seq >= seq {
+		return seq // readable already
+	}
+	for _, h := range l.repl.unstored {
+		if h.Seq >= seq {
+			return h.Seq
+		}
+	}
+	return seq
+}
+
 // replicaWait waits, in Replicated mode, until the events to seq are
 // stored, and moves the readers' bound; ErrFenced is kept (sticky).
 func (l *ledger) replicaWait(ctx context.Context, first, seq uint64) error {
@@ -441,9 +458,12 @@ func (l *ledger) replicaWait(ctx context.Context, first, seq uint64) error {
 	if r == nil || r.mode != Replicated {
 		return nil
 	}
-	err := r.w.Wait(ctx, seq)
+	// The readers' bound moves by whole groups: the group's end, else
+	// the appender would not read its own events.
+	end := l.groupEnd(seq)
+	err := r.w.Wait(ctx, end)
 	if err == nil {
-		l.markStored(seq)
+		l.markStored(end)
 		return nil
 	}
 	if errors.Is(err, ErrFenced) {
@@ -455,12 +475,15 @@ func (l *ledger) replicaWait(ctx context.Context, first, seq uint64) error {
 
 // awaitStored waits, in Replicated mode, until the events to seq are
 // stored (what a failed condition saw, for the caller to read), and
-// moves the readers' bound.
+// moves the readers' bound. The bound moves by whole groups: it waits
+// for the end of the group that holds seq (published: awaitIndexed came
+// first), else a seq inside a group stays unreadable.
 func (l *ledger) awaitStored(ctx context.Context, seq uint64) error {
 	r := l.repl
 	if r == nil || r.mode != Replicated || seq == 0 || l.log.Head().Seq < seq {
 		return nil
 	}
+	seq = l.groupEnd(seq)
 	if err := r.w.Wait(ctx, seq); err != nil {
 		return err
 	}

@@ -32,7 +32,10 @@ type TakeoverResult struct {
 // The directory's records must be a prefix of the bucket's: a ledger
 // whose records differ is refused with ErrDiverged and nothing is written
 // into it. The directory must not be open (ErrLocked): it is held while
-// the records are pulled. annal takeover URL DIR.
+// the records are pulled. A ledger whose bucket moved ahead again
+// between the pull and the take (its writer at work) is pulled again, a
+// few times; after that it is refused as Open refuses it (ErrBehind, in
+// Unavailable). annal takeover URL DIR.
 func Takeover(ctx context.Context, dir string, opts *Options) (*DB, []TakeoverResult, error) {
 	o := opts.withDefaults()
 	if err := o.check(); err != nil {
@@ -41,15 +44,51 @@ func Takeover(ctx context.Context, dir string, opts *Options) (*DB, []TakeoverRe
 	if o.Replica == "" && o.replicaStore == nil {
 		return nil, nil, invalid("takeover of %s: no replica (Options.Replica)", dir)
 	}
-	res, err := pullBehind(ctx, dir, o)
-	if err != nil {
-		return nil, nil, fmt.Errorf("engine: takeover of %s: %w", dir, err)
+	var res []TakeoverResult
+	for try := 0; ; try++ {
+		got, err := pullBehind(ctx, dir, o)
+		if err != nil {
+			return nil, res, fmt.Errorf("engine: takeover of %s: %w", dir, err)
+		}
+		res = mergeTakeover(res, got)
+		db, err := Open(dir, opts)
+		if err != nil {
+			return nil, res, fmt.Errorf("engine: takeover of %s: %w", dir, err)
+		}
+		// A writer still at work stored more between the pull and the
+		// take: its ledger is refused (ErrBehind), the bucket not yet
+		// fenced. Pull again and take again.
+		behind := false
+		for _, err := range db.Unavailable() {
+			behind = behind || errors.Is(err, ErrBehind)
+		}
+		if !behind || try+1 == takeoverTries {
+			return db, res, nil
+		}
+		if err := db.Close(); err != nil {
+			return nil, res, fmt.Errorf("engine: takeover of %s: %w", dir, err)
+		}
 	}
-	db, err := Open(dir, opts)
-	if err != nil {
-		return nil, res, fmt.Errorf("engine: takeover of %s: %w", dir, err)
+}
+
+// takeoverTries bounds the pulls of a Takeover that finds the bucket
+// ahead again at the take (a writer at work that keeps storing).
+const takeoverTries = 5
+
+// mergeTakeover adds the results of a later pull to those of the pulls
+// before: a ledger's Local stays the first's.
+func mergeTakeover(res, got []TakeoverResult) []TakeoverResult {
+	if res == nil {
+		return got
 	}
-	return db, res, nil
+	for _, g := range got {
+		for i := range res {
+			if res[i].Ledger == g.Ledger {
+				res[i].Pulled = max(res[i].Pulled, g.Pulled)
+			}
+		}
+	}
+	return res
 }
 
 // pullBehind pulls into each ledger of dir, held (its lock) meanwhile,

@@ -57,15 +57,13 @@ type State struct {
 	// Segments are the sealed segments 1 to Manifest.Segments.
 	Segments []SegmentObject
 	// Chunks are the keys of the chunks from the manifest's GC boundary
-	// on, numbered without a gap, up to the first gap: the chunks after
-	// it are uploads of a writer that stopped (or is still at work)
-	// before the one in the gap was stored, none acknowledged
-	// (acknowledgements follow chunk order), and are ignored as the
-	// Writer's Open ignores them. Gap is the key of the chunk missing
-	// there ("" if none is): it is damage when the checkpoint covers
-	// events after it, or the manifest's fence is at or after it.
+	// on, numbered without a gap: up to the first gap, if any.
 	Chunks []string
-	Gap    string
+	// Gap is the key of the first chunk missing after Chunks when chunks
+	// numbered after it are stored (an upload in flight stored before the
+	// one in the gap, or damage: Read tells which), else "". The chunks
+	// after a gap are not part of the history.
+	Gap string
 	// Checkpoint is the signed checkpoint (the checkpoint object), of
 	// CheckpointSize events with root CheckpointRoot.
 	Checkpoint     []byte
@@ -115,9 +113,6 @@ func (r *Reader) State(ctx context.Context) (State, error) {
 	}
 	if st.Chunks, st.Gap, err = r.listChunks(ctx, m.GC); err != nil {
 		return st, err
-	}
-	if n, ok := ParseNumber(st.Gap); ok && n <= m.Fence {
-		return st, fmt.Errorf("%w: %s is missing (a gap): %s's fence is chunk %d", corruption.Err, st.Gap, st.ManifestKey, m.Fence)
 	}
 	return st, nil
 }
@@ -189,27 +184,31 @@ func (r *Reader) listSegments(ctx context.Context) ([]SegmentObject, error) {
 }
 
 // listChunks lists wal/ from chunk gc on (gc 0 or 1: from the first):
-// numbered without a gap, from gc, up to the first gap, whose missing
-// chunk's key it returns too (see State.Chunks).
-func (r *Reader) listChunks(ctx context.Context, gc uint64) (keys []string, gap string, err error) {
+// the chunks numbered without a gap from gc, and the key of the first
+// missing one if chunks after it are stored (docs/replication.md,
+// "Finding the tail": the chunks after a gap are ignored).
+func (r *Reader) listChunks(ctx context.Context, gc uint64) ([]string, string, error) {
 	gc = max(gc, 1)
+	var keys []string
+	gap := ""
 	next := gc
-	err = r.list(ctx, LedgerPrefix(r.cfg.Ledger)+"wal/", ChunkKey(r.cfg.Ledger, gc-1), func(o store.ObjectInfo) error {
+	errStop := errors.New("stop")
+	err := r.list(ctx, LedgerPrefix(r.cfg.Ledger)+"wal/", ChunkKey(r.cfg.Ledger, gc-1), func(o store.ObjectInfo) error {
 		n, ok := ParseNumber(o.Key)
 		if !ok {
 			return fmt.Errorf("%w: %s: not a chunk's key (wal/ and 20 digits)", corruption.Err, o.Key)
 		}
-		if gap != "" {
-			return nil
-		}
 		if n != next {
 			gap = ChunkKey(r.cfg.Ledger, next)
-			return nil
+			return errStop
 		}
 		keys = append(keys, o.Key)
 		next++
 		return nil
 	})
+	if errors.Is(err, errStop) {
+		err = nil
+	}
 	return keys, gap, err
 }
 
@@ -288,7 +287,15 @@ type Result struct {
 // before it, that each chunk's records go where the record before ended
 // (or at the start of the next segment), each chunk's Merkle root, and
 // the checkpoint's root at its size; and that the objects hold every
-// event the checkpoint covers. Any failure is an error naming the object,
+// event the checkpoint covers.
+//
+// The history is the chain of linked chunks from the first: it ends at
+// the first gap in the numbers (State.Gap), or at the first chunk that
+// does not name the one before it as Prev or is of a lower epoch (a
+// fenced writer's late upload), and the chunks after that end are not
+// read (docs/replication.md, "Fencing"). That end must hold every event
+// the checkpoint covers and reach the newest manifest's fence chunk:
+// else it is damage. Any failure is an error naming the object,
 // matching corruption.Err where the bucket's data is at fault; records
 // yielded before it must be discarded (they are whole and chained, but
 // the objects after them did not verify).
@@ -340,6 +347,13 @@ func (rd *read) run(ctx context.Context) error {
 	var prev *Hash
 	var epoch uint64
 	missing := ""
+	// Where the history ends (docs/replication.md, "Fencing"): at the
+	// first gap, or at the first chunk that does not link to the one
+	// before (a fenced writer's late upload, or one of a lower epoch).
+	end, last := "", max(rd.st.Manifest.GC, 1)-1
+	if rd.st.Gap != "" {
+		end = fmt.Sprintf("chunk %s is missing (chunks after it are stored)", rd.st.Gap)
+	}
 	for i, key := range rd.st.Chunks {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -360,6 +374,9 @@ func (rd *read) run(ctx context.Context) error {
 				missing = key
 			}
 			prev = nil // the chain goes on from the next chunk
+			if n, ok := ParseNumber(key); ok {
+				last = n
+			}
 			continue
 		}
 		if err != nil {
@@ -370,14 +387,17 @@ func (rd *read) run(ctx context.Context) error {
 			return err
 		}
 		if prev != nil && c.Prev != *prev {
-			return fmt.Errorf("%w: chunk %s: names %x as the previous chunk's SHA-256, the previous chunk's is %x", corruption.Err, key, c.Prev[:], prev[:])
+			end = fmt.Sprintf("chunk %s names %x as the previous chunk's SHA-256, the previous chunk's is %x", key, c.Prev[:], prev[:])
+			break
+		}
+		if epoch != 0 && c.Epoch < epoch {
+			end = fmt.Sprintf("chunk %s is of epoch %d, after a chunk of epoch %d", key, c.Epoch, epoch)
+			break
 		}
 		sum := Sum(obj.Data)
 		prev = &sum
 		switch {
 		case epoch == 0:
-		case c.Epoch < epoch:
-			return fmt.Errorf("%w: chunk %s: of epoch %d, after a chunk of epoch %d (a fenced writer's chunk after the fence)", corruption.Err, key, c.Epoch, epoch)
 		case c.Fence() && c.Epoch == epoch:
 			return fmt.Errorf("%w: chunk %s: a fence chunk of epoch %d, the epoch of the chunk before", corruption.Err, key, c.Epoch)
 		case !c.Fence() && c.Epoch > epoch:
@@ -388,12 +408,25 @@ func (rd *read) run(ctx context.Context) error {
 			return err
 		}
 		missing = ""
+		last = c.Number
 	}
-	if rd.head.Seq < rd.st.CheckpointSize && rd.st.Gap != "" {
-		return fmt.Errorf("%w: %s is missing (a gap): %s is signed for %d events, the chunks before the gap hold %d", corruption.Err, rd.st.Gap, CheckpointKey(rd.r.cfg.Ledger), rd.st.CheckpointSize, rd.head.Seq)
-	}
+	// The history may end early (uploads in flight, a fenced writer's
+	// late ones), but not before what the bucket vouches for: the
+	// checkpoint's events and the newest manifest's fence chunk.
 	if rd.head.Seq < rd.st.CheckpointSize {
+		if end != "" {
+			return fmt.Errorf("%w: the history ends at event %d, where %s; %s is signed for %d events",
+				corruption.Err, rd.head.Seq, end, CheckpointKey(rd.r.cfg.Ledger), rd.st.CheckpointSize)
+		}
 		return fmt.Errorf("%w: %s: signed for %d events, the bucket's objects hold %d", corruption.Err, CheckpointKey(rd.r.cfg.Ledger), rd.st.CheckpointSize, rd.head.Seq)
+	}
+	if m := rd.st.Manifest; m.Fence > last {
+		why := "the chunks listed end there"
+		if end != "" {
+			why = end
+		}
+		return fmt.Errorf("%w: %s: says epoch %d's fence chunk is %s; the history ends at chunk %d, where %s",
+			corruption.Err, rd.st.ManifestKey, m.Epoch, ChunkKey(rd.r.cfg.Ledger, m.Fence), last, why)
 	}
 	return nil
 }

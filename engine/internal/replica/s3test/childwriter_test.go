@@ -23,7 +23,7 @@ import (
 // until it is killed, reporting each append's outcome on file descriptor
 // 3 as soon as Append returns. It starts no gateway (embedgw allows one
 // per process, and posix.New changes the working directory): TestMain
-// dispatches to runChildWriter before it starts one.
+// runs runChildWriter instead (childMains).
 const (
 	childEnv          = "ANNAL_S3TEST_CHILD_WRITER"
 	childDir          = "ANNAL_S3TEST_CHILD_DIR"
@@ -43,6 +43,8 @@ const (
 	// the bucket holds seg/ objects as well as chunks.
 	childSegmentSize = 32 << 10
 )
+
+func init() { childMains[childEnv] = func(string) int { return runChildWriter() } }
 
 // childOptions are the options the child opens its directory with.
 func childOptions(replicaURL, keyFile string, mode engine.Replication, storeTimeout, shipInterval time.Duration) *engine.Options {

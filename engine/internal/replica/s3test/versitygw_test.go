@@ -32,16 +32,23 @@ const (
 // endpoint is the running gateway's URL, set by TestMain.
 var endpoint string
 
-// TestMain runs the child writer of the disk loss tests when the
-// environment says so (childwriter_test.go), else it starts one versitygw for the package (embedgw allows one per
+// TestMain starts one versitygw for the package (embedgw allows one per
 // process) on a posix root with sidecar metadata, so that no extended
 // attributes are needed from the file system, and creates the bucket.
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) != "" {
-		os.Exit(runChildWriter())
+	for env, main := range childMains {
+		if v, ok := os.LookupEnv(env); ok {
+			os.Exit(main(v))
+		}
 	}
 	os.Exit(runWithGateway(m))
 }
+
+// childMains are run instead of the tests when their environment
+// variable is set: the test binary run again as a child process by a
+// test, which must not start a gateway of its own. Each gets the
+// variable's value and returns the exit code.
+var childMains = map[string]func(string) int{}
 
 func runWithGateway(m *testing.M) int {
 	tmp, err := os.MkdirTemp("", "annal-versitygw-")

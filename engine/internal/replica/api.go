@@ -1,8 +1,11 @@
 package replica
 
-// This file fixes the Writer's API for the three parts being built at
-// once (the Writer, the Reader and restore, the engine's use of both).
-// Its bodies are built in writer.go; it goes away when they land.
+// The Writer's API, as the engine uses it: its configuration, the
+// Source it reads the local log through, what Open finds in the bucket,
+// and the methods. Their bodies are in writer.go (state, Open, Add, Wait,
+// Status, Close), take.go (the takeover's manifest and fence), cut.go
+// (chunks), upload.go (uploads, acknowledgements in chunk order) and
+// maintain.go (sealed segments, manifests, checkpoints, GC).
 
 import (
 	"context"

@@ -1,0 +1,438 @@
+// Command replbench measures replication's speed (issue 27's acceptance
+// point) against versitygw v1.8.0 running in this process on the
+// loopback:
+//
+//	cd bench && go run ./cmd/replbench [-rounds 3] [-run 3s] [-restore 1000000] [-dir DIR] [-cpuprofile F]
+//
+// First a calibration runs, through a proxy that counts the requests by
+// kind: repl1, repl64 and ship64 (below), a steady 100 events/s in
+// Replicated and in Shipped mode, and an idle ledger: the requests per
+// second at the defaults (the cost), and the chunks' mean size with one
+// appender and with 64.
+//
+// Then it runs, in rounds, each of these on a fresh data directory (and
+// a fresh prefix of the bucket), one after the other, so that the
+// configurations alternate (A B C D E A B C D E ...) and a ratio is taken
+// within a round, between runs seconds apart:
+//
+//   - local64: the engine without a replica, Sync durability, 64
+//     appenders, each appending one event and waiting for it, again and
+//     again, for -run;
+//   - repl64, ship64: the same with Options.Replica, Replicated and
+//     Shipped (the defaults otherwise);
+//   - local1, repl1: one appender, for the latency of one append;
+//   - the probes: a PUT (with the S3 SDK, create-only) of each mean chunk
+//     size, and a write and fsync of its records on a plain file, many
+//     times each, for their p50; and the PUTs per second of 4 PUT loops
+//     (the Writer's uploads in flight) of repl64's chunk size.
+//
+// It prints every round's figures, and per target the ratio of each round
+// with the median and the spread (lowest to highest), then the ratios that
+// say why: the closed loop's bound 64 / (PUT p50 + fsync p50) against
+// local Sync, Replicated 64 against that bound, and its chunks per second
+// against the bare PUT loops'. Last, it builds a ledger of -restore events
+// in Shipped mode and restores it five times (engine.Restore: every
+// object read and verified, the files written and synced, the index
+// built).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/annal-db/annal/engine"
+)
+
+func main() {
+	rounds := flag.Int("rounds", 3, "rounds of the alternated configurations")
+	run := flag.Duration("run", 3*time.Second, "how long each configuration runs in a round")
+	restoreN := flag.Int("restore", 1_000_000, "events of the restored ledger (0: no restore)")
+	dir := flag.String("dir", "", "directory to work in (a temporary directory inside it is used and removed); default: the system's temporary directory")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "replbench:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "replbench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if err := runAll(*rounds, *run, *restoreN, *dir); err != nil {
+		fmt.Fprintln(os.Stderr, "replbench:", err)
+		pprof.StopCPUProfile()
+		os.Exit(1)
+	}
+}
+
+const ledgerName = "orders"
+
+// out is where the figures go.
+var out io.Writer = os.Stdout
+
+// event is the i-th event appended: an order of about 110 bytes of
+// data, a frame of 197 bytes.
+func event(i int) engine.EventInput {
+	return engine.EventInput{Entity: "order", Key: fmt.Sprintf("order-%d", i%1000), Event: "order-placed",
+		Data: fmt.Appendf(nil, `{"customer":"c-%06d","items":[{"sku":"sku-%04d","qty":%d}],"total":"%d.%02d","currency":"EUR","n":%d}`,
+			i%100000, i%5000, i%7+1, i%997, i%100, i)}
+}
+
+// config is one configuration of the engine under load.
+type config struct {
+	name      string
+	appenders int
+	mode      engine.Replication // 0: no replica
+	// pace, if not zero, is the time from one append's start to the
+	// next one's, per appender: a steady load rather than a closed loop
+	// (an appender that falls behind appends at once).
+	pace time.Duration
+}
+
+// result is one run of a configuration.
+type result struct {
+	events   int
+	elapsed  time.Duration
+	lat      []time.Duration // every append's latency, sorted
+	chunks   uint64          // chunks stored meanwhile (ReplicaStatus)
+	uploadsS float64
+}
+
+func (r result) rate() float64 { return float64(r.events) / r.elapsed.Seconds() }
+
+func (r result) pct(p float64) time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	return r.lat[min(len(r.lat)-1, int(p*float64(len(r.lat))))]
+}
+
+// bench is the state of one invocation.
+type bench struct {
+	tmp      string
+	endpoint string // where the engine's replica points
+	// warm, if set, is called after each run's warm-up appends.
+	warm func()
+}
+
+// prefixes numbers the bucket's prefixes: each run has its own.
+var prefixes atomic.Int64
+
+func (b *bench) dir() (string, error) {
+	return os.MkdirTemp(b.tmp, "db-")
+}
+
+func (b *bench) replica() string {
+	return replicaURL(b.endpoint, fmt.Sprintf("p%d", prefixes.Add(1)))
+}
+
+// measure runs c for d on a fresh directory and prefix.
+func (b *bench) measure(c config, d time.Duration) (result, error) {
+	ctx := context.Background()
+	dir, err := b.dir()
+	if err != nil {
+		return result{}, err
+	}
+	defer os.RemoveAll(dir)
+	opts := &engine.Options{Durability: engine.Sync}
+	if c.mode != 0 {
+		opts.Replica = b.replica()
+		opts.Replication = c.mode
+	}
+	db, err := engine.Open(dir, opts)
+	if err != nil {
+		return result{}, err
+	}
+	defer db.Close()
+	if _, err := db.CreateLedger(ctx, engine.LedgerSpec{Name: ledgerName}); err != nil {
+		return result{}, err
+	}
+	// Warm up: the first appends open files and connections.
+	for i := range 20 {
+		if _, err := db.Append(ctx, ledgerName, []engine.EventInput{event(i)}, nil); err != nil {
+			return result{}, err
+		}
+	}
+	if b.warm != nil {
+		b.warm()
+	}
+	var chunks0 uint64
+	if c.mode != 0 {
+		st, err := db.ReplicaStatus(ledgerName)
+		if err != nil {
+			return result{}, err
+		}
+		chunks0 = st.Chunks
+	}
+	var (
+		mu    sync.Mutex
+		lats  []time.Duration
+		first error
+		wg    sync.WaitGroup
+	)
+	start := time.Now()
+	for a := range c.appenders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for i, k := a, 1; time.Since(start) < d; i, k = i+c.appenders, k+1 {
+				if c.pace > 0 {
+					time.Sleep(time.Until(start.Add(time.Duration(k) * c.pace)))
+				}
+				t := time.Now()
+				if _, err := db.Append(ctx, ledgerName, []engine.EventInput{event(i)}, nil); err != nil {
+					mu.Lock()
+					first = cmpOr(first, err)
+					mu.Unlock()
+					break
+				}
+				mine = append(mine, time.Since(t))
+			}
+			mu.Lock()
+			lats = append(lats, mine...)
+			mu.Unlock()
+		}()
+	}
+	if c.appenders == 0 {
+		time.Sleep(d) // idle
+	}
+	wg.Wait()
+	r := result{events: len(lats), elapsed: time.Since(start), lat: lats}
+	if first != nil {
+		return r, fmt.Errorf("%s: %w", c.name, first)
+	}
+	slices.Sort(r.lat)
+	if c.mode != 0 {
+		st, err := db.ReplicaStatus(ledgerName)
+		if err != nil {
+			return result{}, err
+		}
+		r.chunks = st.Chunks - chunks0
+		r.uploadsS = float64(r.chunks) / r.elapsed.Seconds()
+	}
+	return r, db.Close()
+}
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func runAll(rounds int, run time.Duration, restoreN int, parent string) error {
+	tmp, err := os.MkdirTemp(parent, "replbench-")
+	if err != nil {
+		return err
+	}
+	if tmp, err = filepath.Abs(tmp); err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	useCredentials(tmp)
+	gwDir := filepath.Join(tmp, "gw")
+	if err := os.Mkdir(gwDir, 0o755); err != nil {
+		return err
+	}
+	gw, err := startGateway(gwDir)
+	if err != nil {
+		return err
+	}
+	defer gw.stop()
+	dbs := filepath.Join(tmp, "dbs")
+	if err := os.Mkdir(dbs, 0o755); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "versitygw v1.8.0 on %s (in process); %d rounds of %v per configuration\n\n", gw.endpoint, rounds, run)
+
+	if rounds > 0 {
+		if err := alternate(gw, dbs, rounds, run); err != nil {
+			return err
+		}
+	}
+	if restoreN > 0 {
+		if err := restoreBench(&bench{tmp: dbs, endpoint: gw.endpoint}, restoreN); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// alternate runs the calibration (the cost) through a counting proxy,
+// then the rounds of alternated configurations, and prints the targets.
+func alternate(gw *gateway, dbs string, rounds int, run time.Duration) error {
+	ctr, err := startCounter(gw.endpoint)
+	if err != nil {
+		return err
+	}
+	defer ctr.srv.Close()
+	cb := &bench{tmp: dbs, endpoint: ctr.endpoint, warm: ctr.reset}
+	fmt.Fprintln(out, "cost at the defaults (requests per second through a counting proxy; appenders in a closed loop, or at a steady 100 events/s, or idle):")
+	fmt.Fprintf(out, "  %-7s %10s %9s %8s %8s %8s %8s %11s %12s\n", "config", "events/s", "chunks/s", "PUT/s", "GET/s", "LIST/s", "DEL/s", "B/chunk", "PUTs/month")
+	var chunk1, chunk64 int
+	for _, c := range []config{
+		{name: "repl1", appenders: 1, mode: engine.Replicated},
+		{name: "repl64", appenders: 64, mode: engine.Replicated},
+		{name: "ship64", appenders: 64, mode: engine.Shipped},
+		{name: "repl100", appenders: 1, mode: engine.Replicated, pace: 10 * time.Millisecond},
+		{name: "ship100", appenders: 1, mode: engine.Shipped, pace: 10 * time.Millisecond},
+		{name: "idle", mode: engine.Replicated},
+	} {
+		r, err := cb.measure(c, run)
+		if err != nil {
+			return err
+		}
+		s := r.elapsed.Seconds()
+		per := 0
+		if n := ctr.walPuts.Load(); n > 0 {
+			per = int(ctr.walBytes.Load() / n)
+		}
+		switch c.name {
+		case "repl1":
+			chunk1 = per
+		case "repl64":
+			chunk64 = per
+		}
+		fmt.Fprintf(out, "  %-7s %10.0f %9.1f %8.1f %8.1f %8.1f %8.1f %11d %12.3g\n", c.name, r.rate(), r.uploadsS,
+			float64(ctr.puts.Load())/s, float64(ctr.gets.Load())/s, float64(ctr.lists.Load())/s, float64(ctr.dels.Load())/s, per,
+			float64(ctr.puts.Load())/s*30*24*3600)
+	}
+	if chunk1 == 0 || chunk64 == 0 {
+		return fmt.Errorf("calibration: no chunk stored")
+	}
+	fmt.Fprintln(out)
+
+	// The alternated rounds, straight to the gateway.
+	b := &bench{tmp: dbs, endpoint: gw.endpoint}
+	configs := []config{
+		{name: "local64", appenders: 64},
+		{name: "repl64", appenders: 64, mode: engine.Replicated},
+		{name: "ship64", appenders: 64, mode: engine.Shipped},
+		{name: "local1", appenders: 1},
+		{name: "repl1", appenders: 1, mode: engine.Replicated},
+	}
+	var replRatio, shipRatio, latRatio, bound, efficiency, capacity []float64
+	fmt.Fprintf(out, "rounds (probes: PUT of %d B, the mean repl1 chunk, and of %d B, the mean repl64 chunk; write+fsync of their records):\n", chunk1, chunk64)
+	fmt.Fprintf(out, "  %-5s %-8s %10s %9s %9s %9s %9s\n", "round", "config", "events/s", "p50", "p99", "chunks/s", "ev/chunk")
+	for round := 1; round <= rounds; round++ {
+		res := map[string]result{}
+		for _, c := range configs {
+			r, err := b.measure(c, run)
+			if err != nil {
+				return err
+			}
+			res[c.name] = r
+			evc := "-"
+			if r.chunks > 0 {
+				evc = fmt.Sprintf("%.1f", float64(r.events)/float64(r.chunks))
+			}
+			fmt.Fprintf(out, "  %-5d %-8s %10.0f %9s %9s %9.1f %9s\n", round, c.name, r.rate(), ms(r.pct(0.5)), ms(r.pct(0.99)), r.uploadsS, evc)
+		}
+		put1, err := probePut(gw, chunk1, fmt.Sprintf("probe/%d/1/", round), 200)
+		if err != nil {
+			return err
+		}
+		sync1, err := probeFsync(dbs, chunk1-chunkHeader, 200)
+		if err != nil {
+			return err
+		}
+		put64, err := probePut(gw, chunk64, fmt.Sprintf("probe/%d/64/", round), 100)
+		if err != nil {
+			return err
+		}
+		sync64, err := probeFsync(dbs, chunk64-chunkHeader, 100)
+		if err != nil {
+			return err
+		}
+		rate, err := probePutRate(gw, chunk64, fmt.Sprintf("probe/%d/rate/", round), 4, time.Second)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "  %-5d %-8s %10s %9s  (%d B)\n", round, "PUT", "", ms(put1), chunk1)
+		fmt.Fprintf(out, "  %-5d %-8s %10s %9s  (%d B)\n", round, "fsync", "", ms(sync1), chunk1-chunkHeader)
+		fmt.Fprintf(out, "  %-5d %-8s %10s %9s  (%d B)\n", round, "PUT", "", ms(put64), chunk64)
+		fmt.Fprintf(out, "  %-5d %-8s %10s %9s  (%d B)\n", round, "fsync", "", ms(sync64), chunk64-chunkHeader)
+		fmt.Fprintf(out, "  %-5d %-8s %10s %9s  (PUTs/s of %d B, 4 in flight)\n", round, "PUT x4", "", fmt.Sprintf("%.0f/s", rate), chunk64)
+		local := res["local64"].rate()
+		// The closed loop's bound: 64 appenders, each waiting at least
+		// one fsync and one PUT of a chunk, with unbounded uploads in
+		// flight and a store whose PUTs do not slow each other down.
+		closed := 64 / (put64 + sync64).Seconds()
+		replRatio = append(replRatio, res["repl64"].rate()/local)
+		shipRatio = append(shipRatio, res["ship64"].rate()/local)
+		latRatio = append(latRatio, float64(res["repl1"].pct(0.5))/float64(put1+sync1))
+		bound = append(bound, closed/local)
+		efficiency = append(efficiency, res["repl64"].rate()/closed)
+		capacity = append(capacity, res["repl64"].uploadsS/rate)
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "targets (ratio per round; median, spread min..max):")
+	target("Replicated 64 / local Sync 64 (>= 0.5)", replRatio, 0.5, true)
+	target("Shipped 64 / local Sync 64 (>= 0.9)", shipRatio, 0.9, true)
+	target("Replicated 1 p50 / (PUT p50 + fsync p50) (<= 1.5)", latRatio, 1.5, false)
+	fmt.Fprintln(out, "why (ratio per round; median, spread):")
+	figure("64 / (PUT p50 + fsync p50) / local Sync 64", bound)
+	figure("Replicated 64 / (64 / (PUT p50 + fsync p50))", efficiency)
+	figure("Replicated 64 chunks/s / PUTs/s at 4 in flight", capacity)
+	fmt.Fprintln(out)
+	return nil
+}
+
+// chunkHeader is the size of a chunk's header (replica.Chunk).
+const chunkHeader = 160
+
+func target(name string, rs []float64, bound float64, atLeast bool) {
+	s := slices.Clone(rs)
+	slices.Sort(s)
+	var parts []string
+	for _, r := range rs {
+		parts = append(parts, fmt.Sprintf("%.2f", r))
+	}
+	med := median(s)
+	ok := med >= bound
+	if !atLeast {
+		ok = med <= bound
+	}
+	verdict := "met"
+	if !ok {
+		verdict = "MISSED"
+	}
+	fmt.Fprintf(out, "  %-52s %s; median %.2f, spread %.2f..%.2f: %s\n", name, strings.Join(parts, " "), med, s[0], s[len(s)-1], verdict)
+}
+
+func figure(name string, rs []float64) {
+	s := slices.Clone(rs)
+	slices.Sort(s)
+	var parts []string
+	for _, r := range rs {
+		parts = append(parts, fmt.Sprintf("%.2f", r))
+	}
+	fmt.Fprintf(out, "  %-52s %s; median %.2f, spread %.2f..%.2f\n", name, strings.Join(parts, " "), median(s), s[0], s[len(s)-1])
+}
+
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+func ms(d time.Duration) string {
+	return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+}
