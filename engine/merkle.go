@@ -387,6 +387,27 @@ func (l *ledger) issueCheckpoint(limit uint64) (Checkpoint, error) {
 	if d := l.log.Durable().Seq; d < n {
 		n = d
 	}
+	if r := l.repl; r != nil {
+		// Only events the bucket holds: the signer remembers what it
+		// signed, and a restore after the disk is lost gives only those
+		// (a signature past them would refuse it as a rollback, and the
+		// ledger could not go on from there without forking what was
+		// signed). In Replicated mode the readers' bound is what is
+		// stored; in Shipped mode the background and Close's checkpoints
+		// (limit 0) wait for the upload, while a requested one
+		// (DB.Checkpoint) signs the local head, as does the first one
+		// of a new ledger before anything is stored.
+		stored := l.visible().Seq
+		if r.mode == Shipped {
+			stored = 0
+			if limit == 0 {
+				stored = r.w.Status().Stored
+			}
+		}
+		if stored > 0 && stored < n {
+			n = stored
+		}
+	}
 	if limit != 0 && limit < n {
 		n = limit
 	}

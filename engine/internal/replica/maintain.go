@@ -76,7 +76,7 @@ func (s *writerState) storeSeals(ctx context.Context) error {
 			return nil // its records are not all stored yet
 		}
 		key := SegmentKey(s.cfg.Ledger, first, last)
-		if err := s.create(ctx, key, data, s.judgeSegment); err != nil {
+		if err := s.create(ctx, key, data, s.judgeSegment(t.seg, first, data)); err != nil {
 			return err
 		}
 		s.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/annal-db/annal/engine/internal/replica/store"
+	"github.com/annal-db/annal/segment"
 	"github.com/annal-db/annal/segment/corruption"
 )
 
@@ -151,8 +152,25 @@ func (s *writerState) judgeChunk(key string, found []byte) error {
 // judgeSegment says that other bytes under a sealed segment's key are
 // damage: a segment, once sealed, is the same file in every directory
 // that holds the ledger.
-func (s *writerState) judgeSegment(key string, found []byte) error {
-	return fmt.Errorf("%w: replica: %s holds %d bytes, not the sealed segment's this writer stores there", errDamage, key, len(found))
+func (s *writerState) judgeSegment(seg, first uint64, data []byte) func(key string, found []byte) error {
+	return func(key string, found []byte) error {
+		// The same records under another header that verifies for the
+		// segment: a writer that stored the segment before its disk was
+		// lost had the header this directory's restore made anew (only
+		// its creation time differs, docs/replication.md "Restore").
+		if len(found) == len(data) && len(data) > segment.RecordsStart &&
+			bytes.Equal(found[segment.RecordsStart:], data[segment.RecordsStart:]) {
+			prev, err := segment.SpanPrev(data[segment.RecordsStart:])
+			if err == nil {
+				_, err = segment.VerifyFile(s.cfg.Ledger, seg, segment.Head{ID: prev, Seq: first - 1}, key, found, nil)
+			}
+			if err == nil {
+				return nil
+			}
+			return fmt.Errorf("%w: replica: %s holds the sealed segment's records under a header that does not verify: %w", errDamage, key, err)
+		}
+		return fmt.Errorf("%w: replica: %s holds %d bytes, not the sealed segment's this writer stores there", errDamage, key, len(found))
+	}
 }
 
 // errRetry marks an upload to try again at once.

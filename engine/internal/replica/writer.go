@@ -600,6 +600,11 @@ func (s *writerState) status() Status {
 		LastErrorAt: s.lastErrAt,
 		Fenced:      errors.Is(s.fatal, ErrFenced),
 	}
+	if s.fatal != nil {
+		// The error that stopped the Writer is the last one, whether or
+		// not a store request gave it.
+		st.LastError = s.fatal
+	}
 	if !s.taken {
 		st.Stored = s.tail.Seq
 	}
