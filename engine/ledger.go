@@ -285,6 +285,12 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 		// The first signed checkpoint (size 1), the tree synced.
 		_, err = l.issueCheckpoint(0)
 	}
+	if err == nil && l.repl != nil && l.repl.mode == Replicated {
+		// Stored before the ledger takes appends: a restore needs a
+		// ledger's signed checkpoint, and a Replicated append is
+		// acknowledged as restorable.
+		err = l.repl.w.WaitCheckpoint(ctx, 1)
+	}
 	if err == nil {
 		err = meta.Put(db.meta, l.currentMeta())
 	}

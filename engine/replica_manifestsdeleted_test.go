@@ -24,7 +24,8 @@ func TestRestoreAfterManifestsDeleted(t *testing.T) {
 	key := filepath.Join(t.TempDir(), "shared.key")
 	o := replOptions(st, Replicated)
 	o.SigningKeyFile = key
-	o.GCGrace = 2100 * time.Millisecond // just above StoreTimeout
+	o.StoreTimeout = time.Second
+	o.GCGrace = 2100 * time.Millisecond // just above twice StoreTimeout
 	db, err := Open(dir, o)
 	if err != nil {
 		t.Fatal(err)

@@ -151,6 +151,12 @@ func (w *Writer) Wait(ctx context.Context, seq uint64) error { return w.wait(ctx
 // record up to n is stored.
 func (w *Writer) Checkpoint(signed []byte, n uint64) { w.checkpoint(signed, n) }
 
+// WaitCheckpoint returns once the bucket holds a signed checkpoint of at
+// least n events (given with Checkpoint), or with the Writer's sticky
+// error (ErrFenced), an error naming the endpoint after StoreTimeout, or
+// ctx's error.
+func (w *Writer) WaitCheckpoint(ctx context.Context, n uint64) error { return w.waitCheckpoint(ctx, n) }
+
 // Status returns the Writer's state.
 func (w *Writer) Status() Status { return w.status() }
 

@@ -687,3 +687,39 @@ func (s *writerState) kick() {
 		notify(s.maint)
 	}
 }
+
+// waitCheckpoint returns once the bucket holds a checkpoint of at least
+// n events, or with the Writer's sticky error, an error after
+// StoreTimeout, or ctx's.
+func (s *writerState) waitCheckpoint(ctx context.Context, n uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
+	defer cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.checkpointDone < n {
+		if s.fatal != nil {
+			return s.fatal
+		}
+		if s.closed {
+			return fmt.Errorf("replica: writer closed before the checkpoint of size %d was stored", n)
+		}
+		if s.taken {
+			notify(s.maint)
+		}
+		ch := s.progress
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+		s.mu.Lock()
+		if err := ctx.Err(); err != nil && s.checkpointDone < n {
+			last := ""
+			if s.lastErr != nil {
+				last = fmt.Sprintf(" (the store's last error: %v)", s.lastErr)
+			}
+			return fmt.Errorf("replica: the checkpoint of size %d is not stored at %s%s: %w", n, s.cfg.Endpoint, last, err)
+		}
+	}
+	return nil
+}
