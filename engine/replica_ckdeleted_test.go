@@ -19,26 +19,7 @@ func TestCheckpointDeletedFromBucketIsStoredAgain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := newReplStore()
-	dir := t.TempDir()
-	key := filepath.Join(t.TempDir(), "shared.key")
-	o := replOptions(st, Replicated)
-	o.SigningKeyFile = key
-	db, err := Open(dir, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := db.CreateLedger(ctx, LedgerSpec{Name: "cash"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 5 {
-		if _, err := appendOne(ctx, db, "cash", i); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dir, o, info := closedReplicatedLedger(t, st, 5)
 	ckKey := replica.CheckpointKey(info.ID)
 	before, err := st.Get(ctx, ckKey)
 	if err != nil {
@@ -47,7 +28,7 @@ func TestCheckpointDeletedFromBucketIsStoredAgain(t *testing.T) {
 	if err := st.Delete(ctx, ckKey); err != nil {
 		t.Fatal(err)
 	}
-	db, err = Open(dir, o)
+	db, err := Open(dir, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +42,7 @@ func TestCheckpointDeletedFromBucketIsStoredAgain(t *testing.T) {
 	if !bytes.Equal(after.Data, before.Data) {
 		t.Fatalf("the bucket's checkpoint is now\n%s\nwant the ledger's latest\n%s", after.Data, before.Data)
 	}
-	res, err := Restore(ctx, filepath.Join(t.TempDir(), "restored"), RestoreOptions{store: st, Options: &Options{SigningKeyFile: key}})
+	res, err := Restore(ctx, filepath.Join(t.TempDir(), "restored"), RestoreOptions{store: st, Options: &Options{SigningKeyFile: o.SigningKeyFile}})
 	if err != nil || res[0].Events != 6 {
 		t.Fatalf("restore: %+v, %v", res, err)
 	}

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -22,26 +21,7 @@ func TestOpenRefusesTailChunkAtAnotherPlace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := newReplStore()
-	dir := t.TempDir()
-	key := filepath.Join(t.TempDir(), "shared.key")
-	o := replOptions(st, Replicated)
-	o.SigningKeyFile = key
-	db, err := Open(dir, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := db.CreateLedger(ctx, LedgerSpec{Name: "cash"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 5 {
-		if _, err := appendOne(ctx, db, "cash", i); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dir, o, info := closedReplicatedLedger(t, st, 5)
 	wal := listAll(t, st, replica.LedgerPrefix(info.ID)+"wal/")
 	var lastKey string
 	var last replica.Chunk
@@ -66,7 +46,7 @@ func TestOpenRefusesTailChunkAtAnotherPlace(t *testing.T) {
 	if _, err := st.Put(ctx, lastKey, last.Encode(), store.Condition{}); err != nil {
 		t.Fatal(err)
 	}
-	db, err = Open(dir, o)
+	db, err := Open(dir, o)
 	if err != nil {
 		t.Fatal(err)
 	}

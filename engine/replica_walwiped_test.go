@@ -20,26 +20,7 @@ func TestReopenAfterWALDeleted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := newReplStore()
-	dir := t.TempDir()
-	key := filepath.Join(t.TempDir(), "shared.key")
-	o := replOptions(st, Replicated)
-	o.SigningKeyFile = key
-	db, err := Open(dir, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := db.CreateLedger(ctx, LedgerSpec{Name: "cash"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 600 {
-		if _, err := appendOne(ctx, db, "cash", i); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dir, o, info := closedReplicatedLedger(t, st, 600)
 	r := replica.NewReader(replica.ReaderConfig{Store: st, Ledger: info.ID})
 	m, _, err := r.Manifest(ctx)
 	if err != nil {
@@ -54,7 +35,7 @@ func TestReopenAfterWALDeleted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	db, err = Open(dir, o)
+	db, err := Open(dir, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +55,7 @@ func TestReopenAfterWALDeleted(t *testing.T) {
 			t.Fatalf("chunk %s written below the GC boundary %d", k, m.GC)
 		}
 	}
-	res, err := Restore(ctx, filepath.Join(t.TempDir(), "restored"), RestoreOptions{store: st, Options: &Options{SigningKeyFile: key}})
+	res, err := Restore(ctx, filepath.Join(t.TempDir(), "restored"), RestoreOptions{store: st, Options: &Options{SigningKeyFile: o.SigningKeyFile}})
 	if err != nil {
 		t.Fatalf("restore after the reopen: %v", err)
 	}

@@ -1095,3 +1095,33 @@ func TestReplicatedIdempotentRetry(t *testing.T) {
 		t.Fatalf("the bucket holds %d events, want 3", len(ids))
 	}
 }
+
+// closedReplicatedLedger makes a Replicated DB on a new directory with
+// the replica st and a signing key file outside the directory, creates
+// ledger "cash" with n events after its genesis and closes the DB. It
+// returns the directory, the options it was opened with (to open it
+// again, or restore with the same key) and the ledger.
+func closedReplicatedLedger(t *testing.T, st store.Store, n int) (string, *Options, LedgerInfo) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	o := replOptions(st, Replicated)
+	o.SigningKeyFile = filepath.Join(t.TempDir(), "shared.key")
+	db, err := Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := db.CreateLedger(ctx, LedgerSpec{Name: "cash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := appendOne(ctx, db, "cash", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir, o, info
+}
