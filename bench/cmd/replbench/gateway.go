@@ -45,11 +45,20 @@ func startGateway(dir string) (*gateway, error) {
 			return nil, err
 		}
 	}
-	ms, err := meta.NewSideCar(side)
-	if err != nil {
-		return nil, fmt.Errorf("versitygw sidecar: %w", err)
+	// Object metadata in extended attributes where the file system has
+	// them: the sidecar files cost several file writes per PUT, which on
+	// the loopback made versitygw's metadata, not annal, what was
+	// measured. The sidecar otherwise.
+	var ms meta.MetadataStorer = meta.XattrMeta{}
+	opts := posix.PosixOpts{}
+	if (meta.XattrMeta{}).Test(root) != nil {
+		sc, err := meta.NewSideCar(side)
+		if err != nil {
+			return nil, fmt.Errorf("versitygw sidecar: %w", err)
+		}
+		ms, opts = sc, posix.PosixOpts{SideCarDir: side}
 	}
-	be, err := posix.New(root, ms, posix.PosixOpts{SideCarDir: side})
+	be, err := posix.New(root, ms, opts)
 	if err != nil {
 		return nil, fmt.Errorf("versitygw posix backend: %w", err)
 	}
