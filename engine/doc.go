@@ -59,10 +59,23 @@
 //
 // A data directory:
 //
-//	DIR/LOCK              names the process holding the directory (its flock)
-//	DIR/meta.db           bbolt: one record per ledger
-//	DIR/index/            Pebble: the index of every ledger
-//	DIR/ledgers/LLLLLLLL/ the segment files of ledger LLLLLLLL, and its NAME
+//	DIR/LOCK                names the process holding the directory (its flock)
+//	DIR/meta.db             bbolt: one record per ledger, the consumers' positions
+//	DIR/index/              Pebble: the index of every ledger
+//	DIR/signing.key         the key that signs checkpoints (unless Options.Signer
+//	                        or SigningKeyFile), with signing.key.state (what it
+//	                        signed), signing.key.state.lock and signing.pub
+//	DIR/ledgers/LLLLLLLL/   ledger LLLLLLLL: its segment files (NNNN….seg), NAME,
+//	                        tree (the Merkle tree's hashes), checkpoint (the
+//	                        latest signed one) and sealed (the stamps of sealed
+//	                        segments, a cache)
 //
+// docs/format.md says what each holds, byte by byte (sections 6 to 10).
 // Files are created for the owner only (0600, directories 0700).
+//
+// With Options.Replica, every ledger is also replicated to an
+// S3-compatible bucket (docs/replication.md): Replicated mode returns an
+// append once the bucket holds it, Shipped mode within ShipInterval;
+// Restore makes a data directory from a bucket, Takeover makes a
+// directory the ledgers' writer, fencing the one before.
 package engine
