@@ -146,6 +146,9 @@ func ParseCheckpoint(text []byte) (Checkpoint, error) {
 	if len(text) == 0 || text[len(text)-1] != '\n' {
 		return bad("the body does not end with a newline")
 	}
+	if body, _, signed := strings.Cut(string(text), "\n\n\u2014 "); signed && strings.Count(body, "\n") >= 2 {
+		return bad("a signed note (the body, a blank line, then signature lines beginning with \"\u2014 \"): ParseCheckpoint reads the body only, unchecked; give the whole note to OpenCheckpoint, which checks its signature and returns the checkpoint")
+	}
 	lines := strings.Split(string(text[:len(text)-1]), "\n")
 	if len(lines) < 3 {
 		return bad("%d lines, want origin, size and root", len(lines))

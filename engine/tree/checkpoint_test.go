@@ -205,3 +205,21 @@ func TestOpenCheckpointRefusesSecondSignatureLine(t *testing.T) {
 		t.Fatalf("cosigned by an unknown key: %+v, %v", c, err)
 	}
 }
+
+// TestParseCheckpointGivenASignedNote: ParseCheckpoint given a whole
+// signed note (what a checkpoint file holds) fails with an error that
+// says to give it to OpenCheckpoint, and its body alone parses.
+func TestParseCheckpointGivenASignedNote(t *testing.T) {
+	k := testKey(t)
+	cp := Checkpoint{Origin: Origin(k.Signer.Name(), 0xe95bff80), Size: 2, Root: LeafHash([]byte("r"))}
+	msg, err := Sign(cp, k.Signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseCheckpoint(msg); !errors.Is(err, ErrCheckpoint) || !strings.Contains(err.Error(), "OpenCheckpoint") {
+		t.Fatalf("a signed note: %v, want ErrCheckpoint naming OpenCheckpoint", err)
+	}
+	if got, err := ParseCheckpoint(cp.Text()); err != nil || got != cp {
+		t.Fatalf("its body: %+v, %v", got, err)
+	}
+}
