@@ -83,7 +83,9 @@ func (db *DB) LatestCheckpoint(ledgerName string) (Checkpoint, error) {
 
 // ProveInclusion returns the inclusion proof of the event id in the tree
 // of size treeSize of its ledger; treeSize 0 means the latest checkpoint's
-// size (ErrNotFound if the event is not in that tree).
+// size. An event after that tree is ErrNotInTree (it exists: a checkpoint
+// that covers it, DB.Checkpoint, gives its proof); an unknown event, or a
+// ledger without a checkpoint when treeSize is 0, ErrNotFound.
 func (db *DB) ProveInclusion(ctx context.Context, id eventid.ID, treeSize uint64) (InclusionProof, error) {
 	if err := db.readOnlyErr("proofs need the writer's Merkle tree"); err != nil {
 		return InclusionProof{}, err

@@ -69,6 +69,11 @@ var (
 	ErrIdempotencyMismatch = errors.New("engine: idempotency key reused with other events")
 	// ErrNotFound: no event has that ID, prefix or sequence number.
 	ErrNotFound = errors.New("engine: event not found")
+	// ErrNotInTree: a proof was asked of an event that exists but comes
+	// after the tree asked for: after the latest signed checkpoint (issue
+	// one that covers it, DB.Checkpoint, or wait for the next), or after
+	// the tree size given.
+	ErrNotInTree = errors.New("engine: event not in that tree")
 	// ErrAmbiguous: a hex prefix matches more than one event; the error is
 	// an *AmbiguousError listing them.
 	ErrAmbiguous = errors.New("engine: ambiguous ID prefix")

@@ -1120,7 +1120,10 @@ func (db *DB) proveInclusion(ctx context.Context, id eventid.ID, treeSize uint64
 		return InclusionProof{}, err
 	}
 	if seq > n {
-		return InclusionProof{}, fmt.Errorf("%w: %s: event #%d is not in the tree of size %d of ledger %s", ErrNotFound, what, seq, n, l.meta.Name)
+		if treeSize == 0 {
+			return InclusionProof{}, fmt.Errorf("%w: %s: event #%d comes after the latest checkpoint of ledger %s, of size %d: DB.Checkpoint issues one that covers it", ErrNotInTree, what, seq, l.meta.Name, n)
+		}
+		return InclusionProof{}, fmt.Errorf("%w: %s: event #%d is not in the tree of size %d of ledger %s", ErrNotInTree, what, seq, n, l.meta.Name)
 	}
 	leaf, err := t.Leaf(seq - 1)
 	if err != nil {

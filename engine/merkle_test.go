@@ -159,8 +159,8 @@ func TestMerkleProofsOfEveryEvent(t *testing.T) {
 	if _, err := db.ProveInclusion(ctx, eventid.MaxForLedger(info.ID+1), 0); !errors.Is(err, ErrLedgerNotFound) {
 		t.Fatalf("unknown ledger: %v", err)
 	}
-	if _, err := db.ProveInclusion(ctx, events[50].ID, 50); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("event #51 in the tree of size 50: %v", err)
+	if _, err := db.ProveInclusion(ctx, events[50].ID, 50); !errors.Is(err, ErrNotInTree) || errors.Is(err, ErrNotFound) {
+		t.Fatalf("event #51 in the tree of size 50: %v, want ErrNotInTree (the event exists)", err)
 	}
 	if _, err := db.ProveConsistency(ctx, "shop", 5, 101); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("consistency beyond the head: %v", err)
@@ -1062,7 +1062,7 @@ func TestMerkleConcurrent(t *testing.T) {
 				if closedOK(err) {
 					return
 				}
-				if errors.Is(err, ErrNotFound) {
+				if errors.Is(err, ErrNotInTree) {
 					continue // appended after the checkpoint's size
 				}
 				if err != nil {
@@ -1124,5 +1124,36 @@ func TestMerkleConcurrent(t *testing.T) {
 	export, _ := exportBytes(t, db, "shop", ExportOptions{})
 	if got := mkRoot(mkLeaves(t, export)); got != c.Root {
 		t.Fatalf("root %s, the lines give %s", c.Root, got)
+	}
+}
+
+// TestProveInclusionAfterLatestCheckpoint: a proof asked of an event
+// that comes after the latest checkpoint is ErrNotInTree, not
+// ErrNotFound (the event exists), and says how to get one; once a
+// checkpoint covers it, the proof is given.
+func TestProveInclusionAfterLatestCheckpoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, err := Open(t.TempDir(), &Options{CheckpointInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "shop"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := db.Append(ctx, "shop", []EventInput{{Entity: "order", Key: "o1", Event: "placed", Data: []byte(`{}`)}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.ProveInclusion(ctx, res.IDs[0], 0)
+	if !errors.Is(err, ErrNotInTree) || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "DB.Checkpoint") {
+		t.Fatalf("an event after the latest checkpoint: %v, want ErrNotInTree naming DB.Checkpoint", err)
+	}
+	if _, err := db.Checkpoint(ctx, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ProveInclusion(ctx, res.IDs[0], 0); err != nil {
+		t.Fatalf("after a checkpoint that covers it: %v", err)
 	}
 }

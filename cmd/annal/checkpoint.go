@@ -578,13 +578,13 @@ func writePath(w io.Writer, hashes []tree.Hash) {
 // event outside the tree asked for says which trees it is in.
 func proveError(db *engine.DB, dir string, ev *engine.Event, size uint64, err error) error {
 	switch {
-	case errors.Is(err, engine.ErrNotFound) && size == 0:
+	case (errors.Is(err, engine.ErrNotFound) || errors.Is(err, engine.ErrNotInTree)) && size == 0:
 		if cp, cerr := db.LatestCheckpoint(ev.Ledger); cerr == nil {
 			return &exitErr{code: exitError, err: fmt.Errorf("ledger %s: event #%d %s is not in the latest checkpoint, of size %d: annal checkpoint %s --new issues one that covers it",
 				safeName(ev.Ledger), ev.Seq, ev.ID, cp.Size, safeName(ev.Ledger))}
 		}
 		return &exitErr{code: exitError, err: fmt.Errorf("ledger %s has no checkpoint yet: annal checkpoint %s --new issues one (or pass --size)", safeName(ev.Ledger), safeName(ev.Ledger))}
-	case errors.Is(err, engine.ErrNotFound), errors.Is(err, tree.ErrRange):
+	case errors.Is(err, engine.ErrNotFound), errors.Is(err, engine.ErrNotInTree), errors.Is(err, tree.ErrRange):
 		return &exitErr{code: exitError, err: fmt.Errorf("ledger %s: event #%d %s is not in the tree of size %d: %w", safeName(ev.Ledger), ev.Seq, ev.ID, size, err)}
 	}
 	return ledgerError(dir, ev.Ledger, err)
