@@ -232,6 +232,25 @@ const (
 	minCheckpointInterval, maxCheckpointInterval = 100 * time.Millisecond, 24 * time.Hour
 )
 
+// durationOption is a duration option and its range, for checkDurations.
+type durationOption struct {
+	name     string
+	v        time.Duration
+	lo, hi   time.Duration
+	fallback string // what 0 means
+}
+
+// checkDurations returns an error matching ErrInvalid naming the first
+// option set (not 0) outside its range.
+func checkDurations(ds ...durationOption) error {
+	for _, d := range ds {
+		if d.v != 0 && (d.v < d.lo || d.v > d.hi) {
+			return fmt.Errorf("%w: options: %s %v is out of range: 0 (the default, %s) or %v to %v", ErrInvalid, d.name, d.v, d.fallback, d.lo, d.hi)
+		}
+	}
+	return nil
+}
+
 // check says what is wrong with options after withDefaults, as an error
 // matching ErrInvalid that names the option and its range: an option the
 // segment log refuses would otherwise make every ledger look unavailable,
@@ -240,19 +259,12 @@ func (o *Options) check() error {
 	if err := (segment.Options{SegmentSize: o.SegmentSize, Durability: o.Durability}).Check(); err != nil {
 		return fmt.Errorf("%w: options: %w", ErrInvalid, err)
 	}
-	for _, d := range [...]struct {
-		name     string
-		v        time.Duration
-		lo, hi   time.Duration
-		fallback time.Duration
-	}{
-		{"SyncInterval", o.SyncInterval, minSyncInterval, maxSyncInterval, 50 * time.Millisecond},
-		{"WitnessInterval", o.WitnessInterval, minWitnessInterval, maxWitnessInterval, defaultWitnessInterval},
-		{"FollowInterval", o.FollowInterval, minFollowInterval, maxFollowInterval, defaultFollowInterval},
-	} {
-		if d.v != 0 && (d.v < d.lo || d.v > d.hi) {
-			return fmt.Errorf("%w: options: %s %v is out of range: 0 (the default, %v) or %v to %v", ErrInvalid, d.name, d.v, d.fallback, d.lo, d.hi)
-		}
+	if err := checkDurations(
+		durationOption{"SyncInterval", o.SyncInterval, minSyncInterval, maxSyncInterval, (50 * time.Millisecond).String()},
+		durationOption{"WitnessInterval", o.WitnessInterval, minWitnessInterval, maxWitnessInterval, defaultWitnessInterval.String()},
+		durationOption{"FollowInterval", o.FollowInterval, minFollowInterval, maxFollowInterval, defaultFollowInterval.String()},
+	); err != nil {
+		return err
 	}
 	if err := o.checkReplication(); err != nil {
 		return err

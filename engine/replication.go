@@ -124,20 +124,13 @@ func (o *Options) checkReplication() error {
 	if o.Replication == Replicated && o.Durability != Sync {
 		return fmt.Errorf("%w: options: Durability %v with Replication Replicated: a replicated append is durable locally before it is stored (Sync), so that the bucket never holds events a local crash could lose", ErrInvalid, o.Durability)
 	}
-	for _, d := range [...]struct {
-		name     string
-		v        time.Duration
-		lo, hi   time.Duration
-		fallback string
-	}{
-		{"MinFlushInterval", o.MinFlushInterval, 0, maxMinFlushInterval, "0 (no lower bound)"},
-		{"ShipInterval", o.ShipInterval, minShipInterval, maxShipInterval, defaultShipInterval.String()},
-		{"StoreTimeout", o.StoreTimeout, minStoreTimeout, maxStoreTimeout, defaultStoreTimeout.String()},
-		{"GCGrace", o.GCGrace, minGCGrace, maxGCGrace, defaultGCGrace.String()},
-	} {
-		if d.v < d.lo || d.v > d.hi {
-			return fmt.Errorf("%w: options: %s %v is out of range: 0 (the default, %s) or %v to %v", ErrInvalid, d.name, d.v, d.fallback, d.lo, d.hi)
-		}
+	if err := checkDurations(
+		durationOption{"MinFlushInterval", o.MinFlushInterval, 0, maxMinFlushInterval, "0 (no lower bound)"},
+		durationOption{"ShipInterval", o.ShipInterval, minShipInterval, maxShipInterval, defaultShipInterval.String()},
+		durationOption{"StoreTimeout", o.StoreTimeout, minStoreTimeout, maxStoreTimeout, defaultStoreTimeout.String()},
+		durationOption{"GCGrace", o.GCGrace, minGCGrace, maxGCGrace, defaultGCGrace.String()},
+	); err != nil {
+		return err
 	}
 	if o.GCGrace <= 2*o.StoreTimeout {
 		return fmt.Errorf("%w: options: GCGrace %v must be more than twice StoreTimeout %v (a writer re-reads the newest manifest before it acknowledges when its last look is older than half of GCGrace)", ErrInvalid, o.GCGrace, o.StoreTimeout)
