@@ -58,6 +58,7 @@ func main() {
 	run := flag.Duration("run", 3*time.Second, "how long each configuration runs in a round")
 	restoreN := flag.Int("restore", 1_000_000, "events of the restored ledger (0: no restore)")
 	dir := flag.String("dir", "", "directory to work in (a temporary directory inside it is used and removed); default: the system's temporary directory")
+	storeDir := flag.String("store-dir", "", "directory for versitygw's files (a temporary directory inside it is used and removed), for a store whose disk is not the data directories' as a remote store's is not; default: beside the data directories")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -72,7 +73,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := runAll(*rounds, *run, *restoreN, *dir); err != nil {
+	if err := runAll(*rounds, *run, *restoreN, *dir, *storeDir); err != nil {
 		fmt.Fprintln(os.Stderr, "replbench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
@@ -235,7 +236,7 @@ func cmpOr(a, b error) error {
 	return b
 }
 
-func runAll(rounds int, run time.Duration, restoreN int, parent string) error {
+func runAll(rounds int, run time.Duration, restoreN int, parent, storeParent string) error {
 	tmp, err := os.MkdirTemp(parent, "replbench-")
 	if err != nil {
 		return err
@@ -246,7 +247,15 @@ func runAll(rounds int, run time.Duration, restoreN int, parent string) error {
 	defer os.RemoveAll(tmp)
 	useCredentials(tmp)
 	gwDir := filepath.Join(tmp, "gw")
-	if err := os.Mkdir(gwDir, 0o755); err != nil {
+	if storeParent != "" {
+		if gwDir, err = os.MkdirTemp(storeParent, "replbench-store-"); err != nil {
+			return err
+		}
+		if gwDir, err = filepath.Abs(gwDir); err != nil {
+			return err
+		}
+		defer os.RemoveAll(gwDir)
+	} else if err := os.Mkdir(gwDir, 0o755); err != nil {
 		return err
 	}
 	gw, err := startGateway(gwDir)

@@ -66,6 +66,13 @@ func (c *Chunk) Fence() bool { return c.LastSeq+1 == c.FirstSeq }
 // Encode returns the chunk object: the header, then the records.
 func (c *Chunk) Encode() []byte {
 	b := make([]byte, ChunkHeaderSize, ChunkHeaderSize+len(c.Records))
+	c.putHeader(b)
+	return append(b, c.Records...)
+}
+
+// putHeader writes c's header (every field but Records) into
+// b[:ChunkHeaderSize].
+func (c *Chunk) putHeader(b []byte) {
 	copy(b, chunkMagic)
 	binary.BigEndian.PutUint16(b[8:], ChunkVersion)
 	binary.BigEndian.PutUint16(b[10:], ChunkHeaderSize)
@@ -81,8 +88,8 @@ func (c *Chunk) Encode() []byte {
 	copy(b[104:136], c.Root[:])
 	binary.BigEndian.PutUint32(b[136:], c.Segment)
 	binary.BigEndian.PutUint32(b[140:], c.Offset)
+	clear(b[144:156])
 	binary.BigEndian.PutUint32(b[156:], crc32.Checksum(b[:156], castagnoli))
-	return append(b, c.Records...)
 }
 
 // DecodeChunk parses the chunk object stored under key: its header's

@@ -143,7 +143,7 @@ func (s *writerState) dueLocked(now time.Time) (wait time.Duration, spans []pend
 // Only the cutter calls it. A cut with a nil object is nothing to cut.
 func (s *writerState) cutChunk(spans []pendingSpan, read bool) (cut, error) {
 	var (
-		recs    []byte
+		obj     []byte // the chunk object: its header's room, then the records
 		leaves  []tree.Hash
 		seg     uint64
 		off     int64
@@ -166,14 +166,20 @@ func (s *writerState) cutChunk(spans []pendingSpan, read bool) (cut, error) {
 	}
 	first = spans[0].span
 	seg, off = first.Segment, first.Offset
+	size, nLeaves := 0, 0
 	for _, p := range spans {
-		recs = append(recs, p.span.Bytes...)
+		size += len(p.span.Bytes)
+		nLeaves += len(p.leaves)
+	}
+	// The records are copied once, into the object, sized up front: a
+	// Shipped chunk gathers thousands of spans into up to 8 MiB.
+	obj = make([]byte, ChunkHeaderSize, ChunkHeaderSize+size)
+	leaves = make([]tree.Hash, 0, nLeaves)
+	for _, p := range spans {
+		obj = append(obj, p.span.Bytes...)
 		leaves = append(leaves, p.leaves...)
 		last = p.span.Last
 		durable = durable && p.span.Durable
-	}
-	if len(spans) == 1 {
-		recs = first.Bytes // already the Writer's own copy (or the Source's)
 	}
 	if want := last.Seq - first.FirstSeq + 1; uint64(len(leaves)) != want {
 		return cut{}, fmt.Errorf("%w: replica: records %d to %d came with %d Merkle leaves", errDamage, first.FirstSeq, last.Seq, len(leaves))
@@ -190,9 +196,9 @@ func (s *writerState) cutChunk(spans []pendingSpan, read bool) (cut, error) {
 		FirstMicros: first.FirstID.Micros(), LastMicros: last.ID.Micros(),
 		Prev: s.prevSum, TreeSize: last.Seq, Root: Hash(s.builder.Root()),
 		Segment: uint32(seg), Offset: uint32(off),
-		Records: recs,
+		Records: obj[ChunkHeaderSize:],
 	}
-	obj := c.Encode()
+	c.putHeader(obj)
 	s.prevSum = Sum(obj)
 	s.nextChunk++
 	s.nextSeq = last.Seq + 1
