@@ -516,6 +516,13 @@ type ReplicaStatus struct {
 	LagTime           time.Duration
 	// Chunks is the number of the last chunk stored.
 	Chunks uint64
+	// Uploads is the number of chunks this DB stored since it opened the
+	// ledger, and UploadTime the time their uploads took in all, each
+	// from its first PUT to the answer that stored it (retries included):
+	// the change of UploadTime over the change of Uploads is the mean
+	// upload latency under the load of the time.
+	Uploads    uint64
+	UploadTime time.Duration
 	// LastError is the last upload's error (nil after a success), and
 	// LastErrorAt when it came.
 	LastError   error
@@ -537,7 +544,7 @@ func (db *DB) ReplicaStatus(ledgerName string) (ReplicaStatus, error) {
 	}
 	s := r.w.Status()
 	st := ReplicaStatus{Mode: Replication(s.Mode), Epoch: s.Epoch, Stored: s.Stored, Head: s.Head,
-		LagTime: s.LagTime, Chunks: s.Chunks, LastError: s.LastError, LastErrorAt: s.LastErrorAt, Fenced: s.Fenced}
+		LagTime: s.LagTime, Chunks: s.Chunks, Uploads: s.Uploads, UploadTime: s.UploadTime, LastError: s.LastError, LastErrorAt: s.LastErrorAt, Fenced: s.Fenced}
 	if st.Head > st.Stored {
 		st.Lag = st.Head - st.Stored
 	}

@@ -111,6 +111,10 @@ type result struct {
 	lat      []time.Duration // every append's latency, sorted
 	chunks   uint64          // chunks stored meanwhile (ReplicaStatus)
 	uploadsS float64
+	// upload is the mean time the Writer's chunk uploads took meanwhile
+	// (ReplicaStatus.UploadTime over Uploads): the PUT latency under the
+	// run's load, which the idle probes do not see.
+	upload time.Duration
 }
 
 func (r result) rate() float64 { return float64(r.events) / r.elapsed.Seconds() }
@@ -171,13 +175,11 @@ func (b *bench) measure(c config, d time.Duration) (result, error) {
 	if b.warm != nil {
 		b.warm()
 	}
-	var chunks0 uint64
+	var st0 engine.ReplicaStatus
 	if c.mode != 0 {
-		st, err := db.ReplicaStatus(ledgerName)
-		if err != nil {
+		if st0, err = db.ReplicaStatus(ledgerName); err != nil {
 			return result{}, err
 		}
-		chunks0 = st.Chunks
 	}
 	var (
 		mu    sync.Mutex
@@ -223,8 +225,11 @@ func (b *bench) measure(c config, d time.Duration) (result, error) {
 		if err != nil {
 			return result{}, err
 		}
-		r.chunks = st.Chunks - chunks0
+		r.chunks = st.Chunks - st0.Chunks
 		r.uploadsS = float64(r.chunks) / r.elapsed.Seconds()
+		if n := st.Uploads - st0.Uploads; n > 0 {
+			r.upload = (st.UploadTime - st0.UploadTime) / time.Duration(n)
+		}
 	}
 	return r, db.Close()
 }
@@ -335,9 +340,9 @@ func alternate(gw *gateway, dbs string, rounds int, run time.Duration) error {
 		{name: "local1", appenders: 1},
 		{name: "repl1", appenders: 1, mode: engine.Replicated},
 	}
-	var replRatio, shipRatio, latRatio, bound, efficiency, capacity []float64
+	var replRatio, shipRatio, latRatio, bound, loaded, efficiency, capacity []float64
 	fmt.Fprintf(out, "rounds (probes: PUT of %d B, the mean repl1 chunk, and of %d B, the mean repl64 chunk; write+fsync of their records):\n", chunk1, chunk64)
-	fmt.Fprintf(out, "  %-5s %-8s %10s %9s %9s %9s %9s\n", "round", "config", "events/s", "p50", "p99", "chunks/s", "ev/chunk")
+	fmt.Fprintf(out, "  %-5s %-8s %10s %9s %9s %9s %9s %9s\n", "round", "config", "events/s", "p50", "p99", "chunks/s", "ev/chunk", "upload")
 	for round := 1; round <= rounds; round++ {
 		res := map[string]result{}
 		for _, c := range configs {
@@ -346,11 +351,14 @@ func alternate(gw *gateway, dbs string, rounds int, run time.Duration) error {
 				return err
 			}
 			res[c.name] = r
-			evc := "-"
+			evc, up := "-", "-"
 			if r.chunks > 0 {
 				evc = fmt.Sprintf("%.1f", float64(r.events)/float64(r.chunks))
 			}
-			fmt.Fprintf(out, "  %-5d %-8s %10.0f %9s %9s %9.1f %9s\n", round, c.name, r.rate(), ms(r.pct(0.5)), ms(r.pct(0.99)), r.uploadsS, evc)
+			if r.upload > 0 {
+				up = ms(r.upload)
+			}
+			fmt.Fprintf(out, "  %-5d %-8s %10.0f %9s %9s %9.1f %9s %9s\n", round, c.name, r.rate(), ms(r.pct(0.5)), ms(r.pct(0.99)), r.uploadsS, evc, up)
 		}
 		put1, err := probePut(gw, chunk1, fmt.Sprintf("probe/%d/1/", round), 200)
 		if err != nil {
@@ -386,6 +394,10 @@ func alternate(gw *gateway, dbs string, rounds int, run time.Duration) error {
 		shipRatio = append(shipRatio, res["ship64"].rate()/local)
 		latRatio = append(latRatio, float64(res["repl1"].pct(0.5))/float64(put1+sync1))
 		bound = append(bound, closed/local)
+		// The same bound with the latencies of the run itself: a local
+		// Sync append's p50 with 64 appenders, and the mean upload that
+		// the Replicated run's Writer saw under its load.
+		loaded = append(loaded, 64/(res["local64"].pct(0.5)+res["repl64"].upload).Seconds()/local)
 		efficiency = append(efficiency, res["repl64"].rate()/closed)
 		capacity = append(capacity, res["repl64"].uploadsS/rate)
 	}
@@ -397,6 +409,7 @@ func alternate(gw *gateway, dbs string, rounds int, run time.Duration) error {
 	fmt.Fprintln(out, "why (ratio per round; median, spread):")
 	figure("64 / (PUT p50 + fsync p50) / local Sync 64", bound)
 	figure("Replicated 64 / (64 / (PUT p50 + fsync p50))", efficiency)
+	figure("64 / (local64 p50 + repl64 upload) / local Sync 64", loaded)
 	figure("Replicated 64 chunks/s / PUTs/s at 4 in flight", capacity)
 	fmt.Fprintln(out)
 	return nil

@@ -112,6 +112,13 @@ type Status struct {
 	LagTime      time.Duration
 	// Chunks is the number of the last chunk stored.
 	Chunks uint64
+	// Uploads is the number of chunks this Writer stored since Take, and
+	// UploadTime the time their uploads took in all, each from its first
+	// PUT to the store's answer that stored it (retries and read-backs
+	// included; the wait for earlier chunks is not): the change of
+	// UploadTime over the change of Uploads is the mean upload latency.
+	Uploads    uint64
+	UploadTime time.Duration
 	// LastError is the last upload error (nil after a success), and when.
 	LastError   error
 	LastErrorAt time.Time

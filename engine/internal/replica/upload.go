@@ -18,6 +18,7 @@ import (
 func (s *writerState) upload(c cut) {
 	defer s.wg.Done()
 	defer func() { s.slots <- struct{}{} }()
+	start := time.Now()
 	for try := 0; ; try++ {
 		if s.ctx.Err() != nil || s.failed() {
 			return
@@ -27,7 +28,7 @@ func (s *writerState) upload(c cut) {
 			err = s.create(s.ctx, c.key, c.object, s.judgeChunk)
 		}
 		if err == nil {
-			s.stored(c)
+			s.stored(c, time.Since(start))
 			return
 		}
 		if isFatal(err) {
@@ -64,10 +65,13 @@ func (s *writerState) failed() bool {
 	return s.fatal != nil
 }
 
-// stored acknowledges chunk c once every chunk before it is stored.
-func (s *writerState) stored(c cut) {
+// stored acknowledges chunk c, whose upload took took, once every chunk
+// before it is stored.
+func (s *writerState) stored(c cut, took time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.uploads++
+	s.uploadTime += took
 	s.done[c.number] = c.lastSeq
 	moved := false
 	for {

@@ -83,10 +83,14 @@ type writerState struct {
 	storedChunk uint64 // Invariant: every chunk up to it is stored
 	storedSeq   uint64 // the last record of chunk storedChunk
 	storedAt    time.Time
-	fatal       error // sticky: ErrFenced, or damage found in the bucket
-	lastErr     error
-	lastErrAt   time.Time
-	progress    chan struct{} // closed and replaced at every change
+	// uploads and uploadTime: the chunks stored since Take and their
+	// uploads' time (Status).
+	uploads    uint64
+	uploadTime time.Duration
+	fatal      error // sticky: ErrFenced, or damage found in the bucket
+	lastErr    error
+	lastErrAt  time.Time
+	progress   chan struct{} // closed and replaced at every change
 	// The newest manifest as this writer wrote or read it, its number,
 	// when it wrote or read it (cfg.Now), and when it last checked that
 	// it is still the newest.
@@ -596,6 +600,8 @@ func (s *writerState) status() Status {
 		Epoch:       s.epoch,
 		Stored:      s.storedSeq,
 		Chunks:      s.storedChunk,
+		Uploads:     s.uploads,
+		UploadTime:  s.uploadTime,
 		LastError:   s.lastErr,
 		LastErrorAt: s.lastErrAt,
 		Fenced:      errors.Is(s.fatal, ErrFenced),

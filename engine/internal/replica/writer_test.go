@@ -149,3 +149,41 @@ func TestWriterConcurrentAppendersAckInOrder(t *testing.T) {
 	chunks := tl.checkBucket(t, fs, tl.Head().Seq)
 	t.Logf("%d records in %d chunks", tl.Head().Seq, len(chunks))
 }
+
+// slowChunks is a store whose chunk PUTs take at least d.
+type slowChunks struct {
+	store.Store
+	d time.Duration
+}
+
+func (s slowChunks) Put(ctx context.Context, key string, data []byte, cond store.Condition) (string, error) {
+	if isChunk(key) {
+		time.Sleep(s.d)
+	}
+	return s.Store.Put(ctx, key, data, cond)
+}
+
+// TestStatusCountsUploadsAndTheirTime: Status.Uploads counts the chunks
+// this Writer stored, and Status.UploadTime their uploads' time, so that
+// their quotient is at least what each PUT took.
+func TestStatusCountsUploadsAndTheirTime(t *testing.T) {
+	t.Parallel()
+	tl := newTestLog(t, 1<<20, segment.Sync)
+	const putTime = 5 * time.Millisecond
+	w := openTake(t, testConfig(slowChunks{Store: store.NewMemory(), d: putTime}, tl, Replicated), tl)
+	defer w.Close(context.Background())
+	before := w.Status()
+	for range 10 {
+		if err := w.Wait(context.Background(), tl.append(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := w.Status()
+	n := s.Uploads - before.Uploads
+	if n < 10 || s.Chunks-before.Chunks != n {
+		t.Fatalf("10 appends each waited for: %d uploads counted, chunks %d to %d", n, before.Chunks, s.Chunks)
+	}
+	if mean := (s.UploadTime - before.UploadTime) / time.Duration(n); mean < putTime {
+		t.Fatalf("mean upload time %v, each PUT took at least %v", mean, putTime)
+	}
+}
