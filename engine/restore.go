@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/annal-db/annal/engine/internal/dirlock"
 	"github.com/annal-db/annal/engine/internal/replica"
 	"github.com/annal-db/annal/engine/internal/replica/store"
 	"github.com/annal-db/annal/engine/tree"
@@ -94,8 +96,15 @@ type RestoredLedger struct {
 }
 
 // restoreTmpMark is in the name of the temporary directory a restore
-// writes beside its target.
-const restoreTmpMark = ".restore-"
+// writes beside its target; restoreHold is the subdirectory of it that
+// the restore holds while it runs (see makeRestoreTmp).
+const (
+	restoreTmpMark = ".restore-"
+	restoreHold    = ".restoring"
+	// restoreInitStale: a temporary directory without restoreHold that
+	// did not change for this long was left by a killed restore.
+	restoreInitStale = time.Minute
+)
 
 // Restore makes dir, a new or empty directory, a data directory holding
 // the ledgers of a replica (docs/replication.md, "Restore"): for each,
@@ -115,7 +124,9 @@ const restoreTmpMark = ".restore-"
 // The restore is written to a temporary directory beside dir (".DIR" +
 // restoreTmpMark + random), opened there with Options (which builds the
 // index, the Merkle tree file and meta.db from the segments), closed, and
-// renamed to dir: a restore that fails leaves nothing in dir.
+// renamed to dir: a restore that fails leaves nothing in dir. The
+// restore holds its temporary directory (a flock) while it runs; one that
+// a killed restore left beside dir is removed by the next restore to dir.
 //
 // The bucket's checkpoint is checked with VerifierKey, or the key of
 // Options. It becomes the ledger's checkpoint file when the directory's
@@ -151,7 +162,7 @@ func Restore(ctx context.Context, dir string, o RestoreOptions) ([]RestoredLedge
 	if err != nil {
 		return nil, fmt.Errorf("engine: restore from %s: %w", where, err)
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(target), "."+filepath.Base(target)+restoreTmpMark)
+	tmp, err := makeRestoreTmp(target, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("engine: restore to %s: create its temporary directory: %w", dir, err)
 	}
@@ -164,6 +175,72 @@ func Restore(ctx context.Context, dir string, o RestoreOptions) ([]RestoredLedge
 		return nil, fmt.Errorf("engine: restore from %s to %s (nothing was left there): %w", where, dir, err)
 	}
 	return res, nil
+}
+
+// makeRestoreTmp makes the temporary directory of a restore to target,
+// beside it, after it removed those that restores to target left when
+// they were killed (see removeStaleRestores). The restore holds it with
+// holdRestore once it is a data directory.
+func makeRestoreTmp(target string, now time.Time) (string, error) {
+	parent, base := filepath.Dir(target), filepath.Base(target)
+	removeStaleRestores(parent, base, now)
+	return os.MkdirTemp(parent, "."+base+restoreTmpMark)
+}
+
+// holdRestore holds tmp, a restore's temporary directory, until the
+// restore ends: a flock on its subdirectory restoreHold (the data
+// directory's own lock is taken by each Open of it), released by Close
+// or by the process's death. Nil where directories cannot be locked.
+func holdRestore(tmp string) (io.Closer, error) {
+	h := filepath.Join(tmp, restoreHold)
+	if err := os.Mkdir(h, 0o700); err != nil {
+		return nil, err
+	}
+	f, err := dirlock.Hold(h)
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return f, nil
+}
+
+// removeStaleRestores removes from parent the temporary directories of
+// restores to parent/base that no process holds (a restore killed before
+// it finished), and returns their paths. One whose restoreHold is held
+// (a running restore's), or that has none (a restore that has just made
+// it, or is renaming it into place) and changed within
+// restoreInitStale, is left alone.
+func removeStaleRestores(parent, base string, now time.Time) (removed []string) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return nil
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(name, "."+base+restoreTmpMark) {
+			continue
+		}
+		p := filepath.Join(parent, name)
+		f, err := dirlock.Hold(filepath.Join(p, restoreHold))
+		switch {
+		case err == nil:
+		case errors.Is(err, os.ErrNotExist):
+			if fi, err := e.Info(); err != nil || now.Sub(fi.ModTime()) < restoreInitStale {
+				continue
+			}
+		default:
+			continue // a running restore's, or not ours to open
+		}
+		if os.RemoveAll(p) == nil {
+			removed = append(removed, p)
+		}
+		if f != nil {
+			f.Close()
+		}
+	}
+	return removed
 }
 
 // restoreTarget checks the target of a restore, a new or empty
@@ -324,6 +401,13 @@ func restoreInto(ctx context.Context, tmp string, st store.Store, ids []eventid.
 	if err := db.Close(); err != nil {
 		return nil, err
 	}
+	hold, err := holdRestore(tmp)
+	if err != nil {
+		return nil, fmt.Errorf("hold the temporary directory %s: %w", tmp, err)
+	}
+	if hold != nil {
+		defer hold.Close()
+	}
 	v := own
 	if o.VerifierKey != "" {
 		if v, err = note.NewVerifier(strings.TrimSpace(o.VerifierKey)); err != nil {
@@ -389,6 +473,12 @@ func restoreInto(ctx context.Context, tmp string, st store.Store, ids []eventid.
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("the restored directory does not open whole: %w", errors.Join(errs...))
+	}
+	// The restored directory holds only what Open made. Removed while
+	// still held: a restore to the same target that starts before the
+	// rename leaves tmp alone, for it changed just now.
+	if err := os.Remove(filepath.Join(tmp, restoreHold)); err != nil {
+		return nil, err
 	}
 	return res, nil
 }

@@ -1,0 +1,89 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/annal-db/annal/engine/internal/dirlock"
+)
+
+// TestRestoreRemovesKilledRestoresTemporaryDirectories: the temporary
+// directory of a restore that was killed (no process holds it any more)
+// is removed by the next restore to the same target; a running restore's
+// (held), a just-made one under its first name, and other targets' are
+// left alone.
+func TestRestoreRemovesKilledRestoresTemporaryDirectories(t *testing.T) {
+	s := makeSource(t, 1500)
+	b := storeSource(t, s)
+	parent := t.TempDir()
+	target := filepath.Join(parent, "restored")
+
+	// A restore killed after it wrote part of a ledger: its flock died
+	// with it.
+	killed, err := makeRestoreTmp(target, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold, err := holdRestore(killed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(killed, ledgersDir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(killed, ledgersDir, "part"), make([]byte, 4096), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if hold == nil {
+		t.Skip("no flock on directories on this platform: a killed restore cannot be told from a running one")
+	}
+	hold.Close() // as the process's death does
+
+	// A running restore's, held.
+	running, err := makeRestoreTmp(target, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runHold, err := holdRestore(running)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer runHold.Close()
+	// One just made, not held yet; one that a restore killed at once
+	// made long ago.
+	fresh := filepath.Join(parent, ".restored"+restoreTmpMark+"1")
+	old := filepath.Join(parent, ".restored"+restoreTmpMark+"2")
+	other := filepath.Join(parent, ".other"+restoreTmpMark+"3")
+	for _, d := range []string{fresh, old, other} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := time.Now().Add(-2 * restoreInitStale)
+	if err := os.Chtimes(old, long, long); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := Restore(context.Background(), target, RestoreOptions{store: b.st, Options: s.opts}); err != nil {
+		t.Fatal(err)
+	}
+	checkRestored(t, s, target, 1500, b.sealed)
+	for _, d := range []string{killed, old} {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("the killed restore's %s is still there (%v)", filepath.Base(d), err)
+		}
+	}
+	for _, d := range []string{running, fresh, other} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s was removed: %v", filepath.Base(d), err)
+		}
+	}
+	// The running restore still holds its directory.
+	if f, err := dirlock.Hold(filepath.Join(running, restoreHold)); err == nil {
+		f.Close()
+		t.Errorf("the running restore's directory is no longer held")
+	}
+}
