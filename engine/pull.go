@@ -78,7 +78,7 @@ func pullLedger(ctx context.Context, fs vfs.FS, dir string, local segment.Head, 
 // for the bucket's records, which the folder now holds), so that the
 // next Open finds the checkpoint its signer's state remembers.
 func pullFromBucket(ctx context.Context, fs vfs.FS, dir string, id eventid.LedgerID, local segment.Head, bucket store.Store, v note.Verifier) (replica.Result, error) {
-	r := newLedgerReader(bucket, id, v)
+	r := newLedgerReader(bucket, id, v, false)
 	st, err := r.State(ctx)
 	if err != nil {
 		return replica.Result{}, err

@@ -60,6 +60,12 @@ var (
 	// ErrDiverged: the bucket and the directory hold different events at
 	// the same sequence number. The ledger is refused.
 	ErrDiverged = replica.ErrDiverged
+	// ErrNoCheckpoint: the bucket holds a ledger's events but no signed
+	// checkpoint (a Shipped ledger whose disk was lost before its first
+	// checkpoint was stored, or a checkpoint deleted from the bucket).
+	// Restore refuses such a ledger unless RestoreOptions.Unsigned says
+	// otherwise; the error matches ErrCorruption too.
+	ErrNoCheckpoint = replica.ErrNoCheckpoint
 	// ErrNotStored: a Replicated append's events are durable locally,
 	// but the replica did not store them: the store made no progress for
 	// StoreTimeout (the error names the endpoint and the store's last

@@ -51,6 +51,10 @@ type RestoreOptions struct {
 	// Progress, if not nil, is called after each object restored with
 	// the ledger and what was restored of it so far.
 	Progress func(RestoreProgress)
+	// Unsigned is what a restore does with a ledger whose bucket holds
+	// its events but no signed checkpoint (ErrNoCheckpoint): refuse the
+	// restore (the default), skip the ledger, or restore it.
+	Unsigned Unsigned
 
 	// store, if set, is the bucket instead of Replica's (tests).
 	store store.Store
@@ -63,6 +67,28 @@ type RestoreProgress struct {
 	Records int64 // events written
 	Bytes   int64 // bytes of their frames
 }
+
+// Unsigned is what Restore does with a ledger whose bucket holds no
+// signed checkpoint. A Shipped ledger whose disk was lost before its
+// first checkpoint was stored looks so (its events were acknowledged
+// once durable locally), and so does a bucket whose checkpoint object
+// was deleted, by mistake or to pass off other events: nothing that
+// anyone with write access to the bucket cannot recompute vouches for
+// them.
+type Unsigned int
+
+const (
+	// RefuseUnsigned fails the restore, naming the ledger (ErrNoCheckpoint).
+	RefuseUnsigned Unsigned = iota
+	// SkipUnsigned restores the other ledgers; the result lists the
+	// ledger with Skipped saying why, and nothing of it is restored.
+	SkipUnsigned
+	// RestoreUnsigned restores the ledger too, verified as any other
+	// (frames, chains, the chunks' hash chain and roots) and signed anew
+	// by the restored directory's key (Resigned, Signed 0): the operator
+	// vouches for it.
+	RestoreUnsigned
+)
 
 // RestoredLedger is a ledger as Restore restored it.
 type RestoredLedger struct {
@@ -87,6 +113,11 @@ type RestoredLedger struct {
 	Ignored string
 	// Head is the last event restored.
 	Head eventid.ID
+	// Skipped, if not "", says why the ledger was not restored (the
+	// bucket holds no signed checkpoint of it, RestoreOptions.Unsigned
+	// SkipUnsigned); nothing of it is in the directory and the other
+	// fields but ID and Name are zero.
+	Skipped string
 	// Resigned says that the restored ledger was signed anew by the
 	// directory's key (as DB.AcceptLedger does): for a point in time
 	// before the bucket's checkpoint, or a checkpoint signed by another
@@ -416,13 +447,26 @@ func restoreInto(ctx context.Context, tmp string, st store.Store, ids []eventid.
 	}
 	lim := replica.Limit{Seq: o.Seq, Time: o.At}
 	var res []RestoredLedger
+	restored := 0
 	for _, id := range ids {
 		dir := filepath.Join(tmp, ledgersDir, id.String())
-		r := newLedgerReader(st, id, v)
+		r := newLedgerReader(st, id, v, o.Unsigned == RestoreUnsigned)
 		state, err := r.State(ctx)
+		if errors.Is(err, ErrNoCheckpoint) {
+			name := ""
+			if m, _, merr := r.Manifest(ctx); merr == nil {
+				name = m.Name
+			}
+			if o.Unsigned == SkipUnsigned {
+				res = append(res, RestoredLedger{ID: id, Name: name, Skipped: "the bucket holds its events but no signed checkpoint (" + replica.CheckpointKey(id) + ")"})
+				continue
+			}
+			return nil, fmt.Errorf("restore ledger %s (%q): %w; a Shipped ledger whose disk was lost before its first checkpoint was stored looks so, and so does a bucket whose checkpoint was deleted: restore the other ledgers with RestoreOptions.Unsigned SkipUnsigned (annal restore --unsigned skip), or this one too, signed anew by the restored directory, with RestoreUnsigned (--unsigned restore) if you vouch for the bucket", id, name, err)
+		}
 		if err != nil {
 			return nil, err
 		}
+		restored++
 		rl := RestoredLedger{ID: id, Name: state.Manifest.Name}
 		var progress func(records, bytes int64)
 		if o.Progress != nil {
@@ -444,13 +488,16 @@ func restoreInto(ctx context.Context, tmp string, st store.Store, ids []eventid.
 				return nil, err
 			}
 		}
-		rl.Resigned = state.CheckpointSize > rl.Events || v.KeyHash() != own.KeyHash() || v.Name() != own.Name()
+		rl.Resigned = state.Checkpoint == nil || state.CheckpointSize > rl.Events || v.KeyHash() != own.KeyHash() || v.Name() != own.Name()
 		if !rl.Resigned {
 			if err := writeFileAtomic(vfs.Default, dir, checkpointFileName, state.Checkpoint, true); err != nil {
 				return nil, fmt.Errorf("engine: restore ledger %s: %w", id, err)
 			}
 		}
 		res = append(res, rl)
+	}
+	if restored == 0 {
+		return nil, fmt.Errorf("%w: restore: no ledger restored: every one has no signed checkpoint in the bucket (RestoreOptions.Unsigned SkipUnsigned)", ErrNoCheckpoint)
 	}
 	if db, err = Open(tmp, o.Options); err != nil {
 		return nil, err
@@ -484,12 +531,14 @@ func restoreInto(ctx context.Context, tmp string, st store.Store, ids []eventid.
 }
 
 // newLedgerReader returns a Reader of ledger id in st, that checks the
-// checkpoint with v and computes the engine's Merkle leaves.
-func newLedgerReader(st store.Store, id eventid.LedgerID, v note.Verifier) *replica.Reader {
+// checkpoint with v and computes the engine's Merkle leaves; unsigned
+// reads a ledger without a checkpoint (ReaderConfig.Unsigned).
+func newLedgerReader(st store.Store, id eventid.LedgerID, v note.Verifier, unsigned bool) *replica.Reader {
 	var buf []byte
 	return replica.NewReader(replica.ReaderConfig{
-		Store:  st,
-		Ledger: id,
+		Store:    st,
+		Ledger:   id,
+		Unsigned: unsigned,
 		Leaf: func(r *segment.Record) tree.Hash {
 			var h tree.Hash
 			h, buf = leafHash(buf, r)

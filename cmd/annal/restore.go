@@ -11,7 +11,7 @@ import (
 )
 
 func newRestoreCmd(g *globals) *cobra.Command {
-	var at, seq, ledger, key string
+	var at, seq, ledger, key, unsigned string
 	cmd := &cobra.Command{
 		Use:   "restore URL DIR",
 		Short: "Make a new data directory from a replica in an S3-compatible bucket",
@@ -48,6 +48,14 @@ The restore is written under a temporary name beside DIR
 builds the index, the Merkle trees and meta.db): a failed restore leaves
 nothing in DIR. On a terminal, a bar shows the events restored.
 
+A ledger whose events the bucket holds without a signed checkpoint (a
+Shipped ledger whose disk was lost before its first checkpoint was stored,
+or a checkpoint deleted from the bucket) fails the restore (exit 3) unless
+--unsigned says otherwise: skip restores the other ledgers and names it on
+stderr; restore restores it too, verified as any other and signed anew by
+the restored directory's key: nothing in the bucket that its writer signed
+vouches for it, so use restore only for a bucket you vouch for.
+
 It prints one line a ledger: its name, ID, the events restored, the
 events the bucket holds, how the restored ledger is signed, and how many
 of the events the bucket's signed checkpoint vouches for. The events after
@@ -57,6 +65,15 @@ roots): a writer acknowledges events before it stores their checkpoint.`,
 		Args: usageArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o := engine.RestoreOptions{Replica: args[0], Ledger: ledger}
+			switch unsigned {
+			case "refuse":
+			case "skip":
+				o.Unsigned = engine.SkipUnsigned
+			case "restore":
+				o.Unsigned = engine.RestoreUnsigned
+			default:
+				return usageErr("restore: --unsigned %q: want refuse, skip or restore", unsigned)
+			}
 			if at != "" && seq != "" {
 				return usageErr("restore: --at and --seq are one point in time: give one")
 			}
@@ -110,7 +127,13 @@ roots): a writer acknowledges events before it stores their checkpoint.`,
 				return &exitErr{code: exitError, err: err}
 			}
 			out := cmd.OutOrStdout()
+			n := 0
 			for _, l := range res {
+				if l.Skipped != "" {
+					fmt.Fprintf(cmd.ErrOrStderr(), "annal: ledger %s (%s) NOT restored: %s (--unsigned skip)\n", safeName(l.Name), l.ID, safeText(l.Skipped))
+					continue
+				}
+				n++
 				if l.Ignored != "" {
 					fmt.Fprintf(cmd.ErrOrStderr(), "annal: ledger %s: the history ends before the last chunk in the bucket, which were not read: %s\n", safeName(l.Name), safeText(l.Ignored))
 				}
@@ -120,7 +143,7 @@ roots): a writer acknowledges events before it stores their checkpoint.`,
 				}
 				fmt.Fprintf(out, "%s\t%s\t%d events restored\t%d in the bucket\t%s\t%s\n", safeName(l.Name), l.ID, l.Events, l.Verified, signed, vouched(l.Signed, l.Events))
 			}
-			fmt.Fprintf(out, "restore %s: %s\n", safeText(args[1]), plural(len(res), "ledger"))
+			fmt.Fprintf(out, "restore %s: %s\n", safeText(args[1]), plural(n, "ledger"))
 			return nil
 		},
 	}
@@ -128,6 +151,7 @@ roots): a writer acknowledges events before it stores their checkpoint.`,
 	f.StringVar(&at, "at", "", "restore the events up to this time (RFC 3339, a date, Unix seconds, an Event ID, or a relative time such as 2h)")
 	f.StringVar(&seq, "seq", "", "restore the events up to this sequence number")
 	f.StringVar(&ledger, "ledger", "", "restore only this ledger (its name or ID); default every ledger of the bucket")
+	f.StringVar(&unsigned, "unsigned", "refuse", "a ledger the bucket holds without a signed checkpoint: refuse (the restore fails), skip (restore the others) or restore (it too, signed anew by the directory's key)")
 	f.StringVar(&key, "key", "", "the verifier key that signed the bucket's checkpoints (name+hash+base64, as annal key prints it), or @FILE holding it; default the restored directory's key")
 	return cmd
 }

@@ -25,6 +25,7 @@ func TestRestoreRefusesBadArguments(t *testing.T) {
 	wantExit(t, exitUsage, []string{"--at"}, "restore", url, dir, "--at", "not a time")
 	wantExit(t, exitUsage, []string{"not empty", `"x"`}, "restore", url, full)
 	wantExit(t, exitUsage, []string{"s3://"}, "restore", "http://bucket", dir)
+	wantExit(t, exitUsage, []string{"--unsigned", `"maybe"`, "refuse, skip or restore"}, "restore", url, dir, "--unsigned", "maybe")
 	wantExit(t, exitUsage, []string{"accepts 2 arg"}, "restore", url)
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("a refused restore made %s: %v", dir, err)

@@ -16,3 +16,10 @@ var ErrBehind = errors.New("replica: the bucket is ahead of the directory")
 // ErrDiverged says that the bucket and the directory hold different
 // events at the same sequence number.
 var ErrDiverged = errors.New("replica: the bucket and the directory hold different histories")
+
+// ErrNoCheckpoint says that the bucket holds a ledger's manifests (and
+// events) but no signed checkpoint: a Shipped ledger whose disk was lost
+// before its first checkpoint was stored, or a checkpoint deleted. It is
+// damage (it matches corruption.Err too) unless the Reader is
+// configured to read such a ledger (ReaderConfig.Unsigned).
+var ErrNoCheckpoint = errors.New("replica: no signed checkpoint")

@@ -28,6 +28,11 @@ type ReaderConfig struct {
 	// OpenCheckpoint checks the signed checkpoint stored under key (its
 	// signature, that it is of the ledger) and returns its size and root.
 	OpenCheckpoint func(key string, note []byte) (size uint64, root tree.Hash, err error)
+	// Unsigned reads a ledger whose bucket holds no checkpoint object as
+	// one of a checkpoint of size 0: nothing but what anyone with write
+	// access to the bucket can recompute vouches for its events. Else
+	// such a ledger is damage (ErrNoCheckpoint).
+	Unsigned bool
 }
 
 // Reader reads what a bucket holds of one ledger and yields its records,
@@ -66,7 +71,8 @@ type State struct {
 	// are not part of the history.
 	Gap string
 	// Checkpoint is the signed checkpoint (the checkpoint object), of
-	// CheckpointSize events with root CheckpointRoot.
+	// CheckpointSize events with root CheckpointRoot; nil, and size 0,
+	// for a ledger without one read with ReaderConfig.Unsigned.
 	Checkpoint     []byte
 	CheckpointSize uint64
 	CheckpointRoot tree.Hash
@@ -82,18 +88,21 @@ func (r *Reader) State(ctx context.Context) (State, error) {
 	id := r.cfg.Ledger
 	ckKey := CheckpointKey(id)
 	obj, err := r.cfg.Store.Get(ctx, ckKey)
-	if errors.Is(err, store.ErrNotFound) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		if _, merr := r.newestManifest(ctx); errors.Is(merr, ErrNoReplica) {
 			return st, merr
 		}
-		return st, fmt.Errorf("%w: %s: missing: the bucket holds the ledger's manifests but no signed checkpoint, which vouches for its events", corruption.Err, ckKey)
-	}
-	if err != nil {
+		if !r.cfg.Unsigned {
+			return st, fmt.Errorf("%w: %s: missing: the bucket holds the ledger's manifests but no signed checkpoint, which vouches for its events: %w", corruption.Err, ckKey, ErrNoCheckpoint)
+		}
+	case err != nil:
 		return st, fmt.Errorf("replica: read %s: %w", ckKey, err)
-	}
-	st.Checkpoint = obj.Data
-	if st.CheckpointSize, st.CheckpointRoot, err = r.cfg.OpenCheckpoint(ckKey, obj.Data); err != nil {
-		return st, fmt.Errorf("%w: %s: %w", corruption.Err, ckKey, err)
+	default:
+		st.Checkpoint = obj.Data
+		if st.CheckpointSize, st.CheckpointRoot, err = r.cfg.OpenCheckpoint(ckKey, obj.Data); err != nil {
+			return st, fmt.Errorf("%w: %s: %w", corruption.Err, ckKey, err)
+		}
 	}
 	if st.Manifest, st.ManifestKey, err = r.Manifest(ctx); err != nil {
 		return st, err

@@ -2,6 +2,7 @@ package s3test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -99,5 +100,63 @@ func TestVersityGWCommandTakeover(t *testing.T) {
 	out = must(runBin(t, bin, "", "--format", "ndjson", "replica", "status"))
 	if !strings.Contains(out, `"name":"cash"`) || !strings.Contains(out, `"stored":7`) || strings.Contains(out, `"lag"`) {
 		t.Fatalf("replica status of the bucket alone: %s", out)
+	}
+}
+
+// TestVersityGWCommandRestoreUnsigned: annal restore of a bucket that
+// holds a ledger's events without a signed checkpoint of it fails
+// (exit 3) naming --unsigned; --unsigned skip restores the other ledger
+// and names the skipped one on stderr; --unsigned restore restores both,
+// and the restored directory verifies in full.
+func TestVersityGWCommandRestoreUnsigned(t *testing.T) {
+	credentialsInEnvironment(t, secret)
+	bin := annalBinary(t)
+	prefix := fmt.Sprintf("cmd%d", prefixes.Add(1))
+	url := bucketURL(endpoint, prefix)
+	dir := filepath.Join(t.TempDir(), "a")
+	must := func(code int, out, errOut string) string {
+		t.Helper()
+		if code != 0 {
+			t.Fatalf("exit %d: %s%s", code, out, errOut)
+		}
+		return out
+	}
+	events := strings.Repeat(`{"entity":"acct","key":"a1","event":"credited","data":{"n":1}}`+"\n", 3)
+	for _, name := range []string{"cash", "orders"} {
+		must(runBin(t, bin, "", "--replica", url, "--dir", dir, "create", name))
+		must(runBin(t, bin, events, "--replica", url, "--dir", dir, "append", name))
+	}
+	out := must(runBin(t, bin, "", "--format", "ndjson", "--dir", dir, "ledgers"))
+	var orders string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.Contains(line, `"name":"orders"`) {
+			_, rest, _ := strings.Cut(line, `"id":"`)
+			orders, _, _ = strings.Cut(rest, `"`)
+		}
+	}
+	if orders == "" {
+		t.Fatalf("no ID of orders in %s", out)
+	}
+	if err := openPrefix(t, prefix).Delete(context.Background(), "ledgers/"+orders+"/checkpoint"); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(dir, "signing.key")
+
+	code, _, errOut := runBin(t, bin, "", "--signing-key", key, "restore", url, filepath.Join(t.TempDir(), "r"))
+	if code != 3 || !strings.Contains(errOut, orders) || !strings.Contains(errOut, "--unsigned skip") {
+		t.Fatalf("restore of a bucket with a ledger without checkpoint: exit %d, %s; want 3 naming the ledger and --unsigned", code, errOut)
+	}
+	skipped := filepath.Join(t.TempDir(), "r")
+	code, out, errOut = runBin(t, bin, "", "--signing-key", key, "restore", url, skipped, "--unsigned", "skip")
+	if code != 0 || !strings.Contains(out, "1 ledger") || !strings.Contains(errOut, "orders") || !strings.Contains(errOut, "NOT restored") {
+		t.Fatalf("restore --unsigned skip: exit %d, %s%s", code, out, errOut)
+	}
+	all := filepath.Join(t.TempDir(), "r")
+	out = must(runBin(t, bin, "", "--signing-key", key, "restore", url, all, "--unsigned", "restore"))
+	if !strings.Contains(out, "2 ledgers") || !strings.Contains(out, "signed anew") {
+		t.Fatalf("restore --unsigned restore: %s", out)
+	}
+	for _, d := range []string{skipped, all} {
+		must(runBin(t, bin, "", "--signing-key", key, "--dir", d, "verify", "--full"))
 	}
 }

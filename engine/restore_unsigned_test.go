@@ -1,0 +1,138 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/annal-db/annal/engine/internal/replica"
+)
+
+// TestRestoreOfLedgerWithoutCheckpoint: a bucket that holds a ledger's
+// events but no signed checkpoint of it (what a Shipped ledger lost
+// before its first checkpoint was stored leaves, or a deleted
+// checkpoint) fails the restore by default, naming the ledger and both
+// cures; SkipUnsigned restores the other ledgers and says which one it
+// skipped; RestoreUnsigned restores it too, signed anew by the restored
+// directory, vouched for by no checkpoint of the bucket.
+func TestRestoreOfLedgerWithoutCheckpoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newReplStore()
+	key := filepath.Join(t.TempDir(), "shared.key")
+	o := replOptions(st, Replicated)
+	o.SigningKeyFile = key
+	db, err := Open(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos := map[string]LedgerInfo{}
+	for _, name := range []string{"cash", "orders"} {
+		info, err := db.CreateLedger(ctx, LedgerSpec{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos[name] = info
+		for i := range 40 {
+			if _, err := appendOne(ctx, db, name, i); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	orders := infos["orders"].ID
+	if err := st.Delete(ctx, replica.CheckpointKey(orders)); err != nil {
+		t.Fatal(err)
+	}
+	restore := func(u Unsigned) (string, []RestoredLedger, error) {
+		dir := filepath.Join(t.TempDir(), "restored")
+		res, err := Restore(ctx, dir, RestoreOptions{store: st, Unsigned: u, Options: &Options{SigningKeyFile: key}})
+		return dir, res, err
+	}
+
+	// Refused by default: nothing restored, the ledger and the cures named.
+	dir, _, err := restore(RefuseUnsigned)
+	if !errors.Is(err, ErrNoCheckpoint) || !errors.Is(err, ErrCorruption) {
+		t.Fatalf("restore of a bucket with a ledger without checkpoint: %v", err)
+	}
+	for _, want := range []string{orders.String(), `"orders"`, replica.CheckpointKey(orders), "SkipUnsigned", "--unsigned skip", "--unsigned restore"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, err)
+		}
+	}
+	if names, _ := os.ReadDir(dir); len(names) > 0 {
+		t.Fatalf("the refused restore left %d entries in its target", len(names))
+	}
+
+	// Skipped: the other ledger restored whole.
+	dir, res, err := restore(SkipUnsigned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 2 {
+		t.Fatalf("restored %+v", res)
+	}
+	for _, rl := range res {
+		switch rl.Name {
+		case "cash":
+			if rl.Skipped != "" || rl.Events != 41 || rl.Signed != 41 || rl.Resigned {
+				t.Fatalf("cash restored as %+v", rl)
+			}
+		case "orders":
+			if rl.Skipped == "" || !strings.Contains(rl.Skipped, "no signed checkpoint") || rl.Events != 0 {
+				t.Fatalf("orders, without checkpoint, as %+v", rl)
+			}
+		default:
+			t.Fatalf("restored %+v", rl)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, ledgersDir, orders.String())); !os.IsNotExist(err) {
+		t.Fatalf("the skipped ledger's folder is in the restored directory (%v)", err)
+	}
+	checkRestoredLedgers(t, dir, key, map[string]uint64{"cash": 41})
+
+	// Restored: signed anew, vouched for by no checkpoint of the bucket.
+	dir, res, err = restore(RestoreUnsigned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rl := range res {
+		if rl.Name == "orders" && (rl.Skipped != "" || rl.Events != 41 || rl.Signed != 0 || !rl.Resigned) {
+			t.Fatalf("orders, without checkpoint, restored as %+v", rl)
+		}
+	}
+	checkRestoredLedgers(t, dir, key, map[string]uint64{"cash": 41, "orders": 41})
+}
+
+// checkRestoredLedgers opens the data directory dir with the signing key key and
+// checks that it holds exactly the ledgers want, each of its number of
+// events, available and verifying in full.
+func checkRestoredLedgers(t *testing.T, dir, key string, want map[string]uint64) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := Open(dir, &Options{SigningKeyFile: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if u := db.Unavailable(); len(u) > 0 {
+		t.Fatalf("unavailable: %v", u)
+	}
+	got := db.Ledgers()
+	if len(got) != len(want) {
+		t.Fatalf("the directory holds %d ledgers, want %v", len(got), want)
+	}
+	for _, l := range got {
+		if n, ok := want[l.Name]; !ok || l.Count != n {
+			t.Fatalf("ledger %s holds %d events, want %v", l.Name, l.Count, want)
+		}
+		if _, err := db.Verify(ctx, l.Name, nil); err != nil {
+			t.Fatalf("verify %s: %v", l.Name, err)
+		}
+	}
+}
