@@ -608,10 +608,13 @@ func (im *importer) next() (*ndjson.Event, error) {
 	return ev, nil
 }
 
-// check applies the rule for names and the limits of the DB to a line.
+// check applies the rule for the names a ledger may hold and the limits
+// of the DB to a line. The rule is not Append's: a name with a control
+// character verifies, and a ledger that holds one imports byte for byte
+// (names.StoredProblem; "Names" in docs/engine.md).
 func (im *importer) check(ev *ndjson.Event) error {
 	for _, f := range [...]struct{ what, v string }{{"entity", ev.Entity}, {"key", ev.Key}, {"event name", ev.Event}} {
-		if p := names.Problem(f.v); p != "" {
+		if p := names.StoredProblem(f.v); p != "" {
 			return &ndjson.LineError{Line: im.line, Err: fmt.Errorf("%s %s", f.what, p)}
 		}
 	}
