@@ -455,10 +455,11 @@ var storedNames = [][3]string{
 
 // TestImportKeepsVerifiedNames imports a ledger whose names Append's rule
 // refuses, and checks that it is kept byte for byte: its export is the
-// input, each event reads by ID and by its stream, entity and event name
-// (the NUL-holding neighbours apart), its stream heads read and guard an
-// append, Verify passes, and all of it again after a reopen and after the
-// index is rebuilt from the segments. Append still refuses the names.
+// input, each event reads by ID and by its stream, entity and event name,
+// and Subscribe selects by them (the NUL-holding neighbours apart), its
+// stream heads read and guard an append, Verify passes, and all of it
+// again after a reopen and after the index is rebuilt from the segments.
+// Append still refuses the names.
 func TestImportKeepsVerifiedNames(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -506,6 +507,17 @@ func TestImportKeepsVerifiedNames(t *testing.T) {
 				t.Errorf("%s: StreamHead(%.60q, %.60q) = %s, %v; want %s", when, nm[0], nm[1], h.ID, err, id)
 			}
 		}
+		// Subscribe's selector, from the genesis event: the first event
+		// of stream "a"/"\x00b" is its own, not that of "a\x00"/"b",
+		// which comes first.
+		sctx, cancel := context.WithCancel(ctx)
+		for ev, err := range db.Subscribe(sctx, "stored", SubscribeOptions{Entity: "a", Keys: []string{"\x00b"}, AfterSeq: 1}) {
+			if err != nil || ev.ID != ids[4] {
+				t.Errorf("%s: Subscribe to \"a\"/\"\\x00b\": %s %q/%q, %v; want %s", when, ev.ID, ev.Entity, ev.Key, err, ids[4])
+			}
+			break
+		}
+		cancel()
 	}
 	check("imported")
 
