@@ -325,10 +325,10 @@ func (l *ledger) conditions(o *AppendOptions) (func(segment.Head) error, error) 
 		return nil, invalid("expected head %s is an ID of ledger %s, not of %s (%s)", o.ExpectedHead, o.ExpectedHead.Ledger(), l.meta.Name, l.meta.ID)
 	}
 	for i, c := range o.ExpectedStreams {
-		if err := checkName(fmt.Sprintf("expected stream %d: entity", i), c.Entity); err != nil {
+		if err := checkStoredName(fmt.Sprintf("expected stream %d: entity", i), c.Entity); err != nil {
 			return nil, err
 		}
-		if err := checkName(fmt.Sprintf("expected stream %d: key", i), c.Key); err != nil {
+		if err := checkStoredName(fmt.Sprintf("expected stream %d: key", i), c.Key); err != nil {
 			return nil, err
 		}
 		if !c.Head.IsZero() && c.Head.Ledger() != l.meta.ID {

@@ -412,7 +412,7 @@ func (c *Consumer) Ack(ctx context.Context, id eventid.ID) error {
 		case e.seq > c.delivered.Seq:
 			return invalid("%s: #%d was not delivered yet (the last event Events yielded is #%d); a consumer acknowledges only what it was given", where, e.seq, c.delivered.Seq)
 		case !c.sel.matches(e.entity, e.key, e.event):
-			return invalid("%s: #%d (%s/%s %s) does not match the consumer's selector, so it was not delivered", where, e.seq, e.entity, e.key, e.event)
+			return invalid("%s: #%d (%q/%q %q) does not match the consumer's selector, so it was not delivered", where, e.seq, e.entity, e.key, e.event)
 		}
 		seq = e.seq
 	}

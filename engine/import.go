@@ -86,11 +86,14 @@ type ImportOptions struct {
 // returns ErrClosed; Close removes what it wrote, and does not wait for an
 // Import that is reading its input.
 //
-// Names (entity, key, event) get the rule Append applies to new names:
-// 1 to 1024 bytes of UTF-8 without control characters. A line that breaks
-// it fails as a bad line does (ErrInvalid, an *ndjson.LineError naming the
-// line), although its ID verifies: such a name could not have been
-// appended here, and printed it could write to an operator's terminal.
+// Names (entity, key, event) are kept byte for byte, whatever their
+// characters: a ledger whose IDs verify imports, whoever wrote it, and a
+// name may hold what Append refuses in a new event (a control character
+// such as a tab or a NUL, more than 1024 bytes). A name must be 1 to 65,535
+// bytes (the segment format's limit; an empty name is what the reads take
+// to mean any): a line with another fails as a bad line does (ErrInvalid,
+// an *ndjson.LineError naming the line), although its ID verifies. See
+// "Names" in docs/engine.md.
 //
 // The input is read ahead in chunks of about 2 MB, which are parsed in
 // parallel (one goroutine a CPU, ndjson.ChunkReader); the chain is verified
@@ -608,10 +611,13 @@ func (im *importer) next() (*ndjson.Event, error) {
 	return ev, nil
 }
 
-// check applies the rule for names and the limits of the DB to a line.
+// check applies the rule for the names a ledger may hold and the limits
+// of the DB to a line. The rule is not Append's: a name with a control
+// character verifies, and a ledger that holds one imports byte for byte
+// (names.StoredProblem; "Names" in docs/engine.md).
 func (im *importer) check(ev *ndjson.Event) error {
 	for _, f := range [...]struct{ what, v string }{{"entity", ev.Entity}, {"key", ev.Key}, {"event name", ev.Event}} {
-		if p := names.Problem(f.v); p != "" {
+		if p := names.StoredProblem(f.v); p != "" {
 			return &ndjson.LineError{Line: im.line, Err: fmt.Errorf("%s %s", f.what, p)}
 		}
 	}

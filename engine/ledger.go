@@ -161,8 +161,21 @@ func genesisEvent(spec LedgerSpec, created time.Time) (segment.Entry, error) {
 	return e, nil
 }
 
+// checkName returns ErrInvalid if s breaks the rule for a name annal
+// makes (names.Problem): an idempotency key, and the names of an appended
+// event (entry checks those).
 func checkName(what, s string) error {
 	if p := names.Problem(s); p != "" {
+		return invalid("%s %s", what, p)
+	}
+	return nil
+}
+
+// checkStoredName returns ErrInvalid if s breaks the rule for an entity
+// or key a ledger may hold (names.StoredProblem), which a read of a
+// stream takes: an imported ledger's names need not follow Append's.
+func checkStoredName(what, s string) error {
+	if p := names.StoredProblem(s); p != "" {
 		return invalid("%s %s", what, p)
 	}
 	return nil

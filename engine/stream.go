@@ -43,10 +43,10 @@ func (db *DB) StreamHead(ctx context.Context, ledgerName, entity, key string) (S
 	if err := ctx.Err(); err != nil {
 		return StreamHead{}, err
 	}
-	if err := checkName("stream head: entity", entity); err != nil {
+	if err := checkStoredName("stream head: entity", entity); err != nil {
 		return StreamHead{}, err
 	}
-	if err := checkName("stream head: key", key); err != nil {
+	if err := checkStoredName("stream head: key", key); err != nil {
 		return StreamHead{}, err
 	}
 	l, err := db.readableLedger(ledgerName)

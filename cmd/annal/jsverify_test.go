@@ -32,14 +32,16 @@ import (
 // without it they skip, except on CI, where they fail.
 
 // nodePath returns the node executable, or skips the test (fails it on CI).
+// The JavaScript verifier (testdata/jsverify) and ledger writer
+// (testdata/jsledger) run on it.
 func nodePath(t *testing.T) string {
 	t.Helper()
 	p, err := exec.LookPath("node")
 	if err != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("node is required on CI (the independent JavaScript verifier runs on it): %v", err)
+			t.Fatalf("node is required on CI (the independent JavaScript verifier and ledger writer run on it): %v", err)
 		}
-		t.Skipf("node is required to run the independent JavaScript verifier, and it is not on PATH: %v", err)
+		t.Skipf("node is required to run the independent JavaScript verifier and ledger writer, and it is not on PATH: %v", err)
 	}
 	return p
 }

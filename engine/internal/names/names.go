@@ -1,6 +1,9 @@
 // Package names holds the rules of the names annal keeps: what every name
-// must be (Problem: an entity, a key, an event name, a ledger name, an
-// idempotency key), what a ledger name must be besides (LedgerProblem),
+// it makes must be (Problem: an entity, a key, an event name of a new
+// event, a ledger name, an idempotency key), what an entity, key or event
+// name a ledger already holds must be (StoredProblem: those of an
+// imported ledger, which Append's rule does not bind), what a ledger name
+// must be besides (LedgerProblem),
 // and the name Open gives a ledger whose name breaks the rule or is taken
 // (Derived). Where a ledger's name is kept (its NAME file, the metadata)
 // and which ledger keeps a name two claim is the engine's.
@@ -20,8 +23,16 @@ import (
 // keys, in bytes.
 const MaxLen = 1024
 
-// Problem says what is wrong with a name (entity, key, event name,
-// ledger name, idempotency key), or "" if nothing is.
+// MaxStoredLen bounds the entity, key and event names a ledger may hold
+// (StoredProblem), in bytes: the segment format's limit
+// (segment.MaxNameLen), which is all the Event ID design asks of them.
+const MaxStoredLen = 1<<16 - 1
+
+// Problem says what is wrong with a name annal is given to make
+// something new (the entity, key and event name of an appended event, a
+// ledger name, an idempotency key), or "" if nothing is: it is 1 to
+// MaxLen bytes of UTF-8 without a control character (Unicode Cc: C0,
+// DEL, C1).
 func Problem(s string) string {
 	switch {
 	case s == "":
@@ -43,6 +54,28 @@ func Problem(s string) string {
 			}
 			return ""
 		}
+	}
+	return ""
+}
+
+// StoredProblem says what is wrong with an entity, key or event name that
+// a ledger may hold, or "" if nothing is: 1 to MaxStoredLen bytes of
+// UTF-8, any characters. It is the rule of Import, which keeps every
+// ledger whose Event IDs verify, whoever wrote it: the Event ID design
+// checksums a name's bytes and asks nothing else of them, and a ledger of
+// the reference implementation may hold a tab, a NUL or U+2028 in a name.
+// It is the rule of the reads that name a stream too (a stream head, an
+// expected stream), so that every stream a ledger holds can be read.
+// Empty is refused: the reads take an empty entity to mean any, so an
+// event with an empty name could not be selected by it.
+func StoredProblem(s string) string {
+	switch {
+	case s == "":
+		return "is empty"
+	case len(s) > MaxStoredLen:
+		return fmt.Sprintf("is %d bytes, the limit is %d", len(s), MaxStoredLen)
+	case !utf8.ValidString(s):
+		return fmt.Sprintf("%q is not valid UTF-8", s)
 	}
 	return ""
 }

@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment"
 )
 
 // TestLedgerProblem: the rule refuses what it says it refuses, and a
@@ -69,6 +70,37 @@ func TestDerived(t *testing.T) {
 		}
 		if p := LedgerProblem(got, id.String()); p != "" || !utf8.ValidString(got) || len(got) > MaxLen {
 			t.Errorf("Derived(%.20q, %d) breaks the rule: %s", tc.from, tc.n, p)
+		}
+	}
+}
+
+// TestStoredProblem: a name a ledger may hold is any UTF-8 of 1 to the
+// segment format's limit of bytes, control, format and separator
+// characters included; Append's rule (Problem) refuses the control
+// characters among them.
+func TestStoredProblem(t *testing.T) {
+	if MaxStoredLen != segment.MaxNameLen {
+		t.Fatalf("MaxStoredLen %d, the segment format's limit %d", MaxStoredLen, segment.MaxNameLen)
+	}
+	for _, tc := range []struct{ name, stored, appended string }{
+		{"tab\tname", "", "control character at byte 3"},
+		{"nul\x00", "", "control character at byte 3"},
+		{"a\x7f", "", "control character at byte 1"},
+		{"é\u0085", "", "control character at byte 2"},
+		{"\x1b[31mred\r\n", "", "control character at byte 0"},
+		{"line\u2028sep\u2029", "", ""},
+		{"order\u202e\u200b\ufeff", "", ""},
+		{strings.Repeat("k", MaxLen+1), "", "the limit is 1024"},
+		{strings.Repeat("k", MaxStoredLen), "", "the limit is 1024"},
+		{strings.Repeat("k", MaxStoredLen+1), "is 65536 bytes, the limit is 65535", "the limit is 1024"},
+		{"", "is empty", "is empty"},
+		{"a\xffb", "not valid UTF-8", "not valid UTF-8"},
+	} {
+		if p := StoredProblem(tc.name); tc.stored == "" && p != "" || tc.stored != "" && !strings.Contains(p, tc.stored) {
+			t.Errorf("StoredProblem(%.20q) = %q, want %q", tc.name, p, tc.stored)
+		}
+		if p := Problem(tc.name); tc.appended == "" && p != "" || tc.appended != "" && !strings.Contains(p, tc.appended) {
+			t.Errorf("Problem(%.20q) = %q, want %q", tc.name, p, tc.appended)
 		}
 	}
 }
