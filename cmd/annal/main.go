@@ -40,7 +40,8 @@
 // Exit codes: 0 success, 1 error (a panic too), 2 usage, 3 verification
 // failed, 4 condition failed, 5 refused by the replica (fenced: another
 // writer took the ledger; or the directory is behind its bucket, or
-// holds another history).
+// holds another history), 6 idempotency key used before for other events
+// (docs/cli.md).
 //
 // Only the positional arguments of id and get, which are Event IDs, are
 // read as IDs before the flags are parsed (protectIDArgs); no other
@@ -66,13 +67,16 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// Exit codes, documented in the command's help and in README.md.
+// Exit codes, documented in the command's help, README.md and docs/cli.md.
 const (
 	exitOK           = 0
 	exitError        = 1
 	exitUsage        = 2
 	exitVerification = 3
 	exitCondition    = 4
+	// exitIdempotency: an append's idempotency key was used before by
+	// an append of other events (engine.ErrIdempotencyMismatch).
+	exitIdempotency = 6
 )
 
 // exitErr carries the exit code a command ends with. A nil err means the
@@ -238,7 +242,9 @@ bucket holds.
 Exit codes: 0 success, 1 error, 2 usage, 3 verification failed,
 4 condition failed, 5 refused by the replica (fenced: another writer took
 the ledger; or the directory is behind its bucket, or holds another
-history: annal restore, or annal takeover).`,
+history: annal restore, or annal takeover), 6 idempotency mismatch (append
+--idempotency-key K: K was used before by an append of other events;
+nothing was appended).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.ArbitraryArgs,
