@@ -30,6 +30,8 @@
 //	annal id ID…                the fields and every text form of Event IDs
 //	annal verify-file FILE|-    verify an Evently NDJSON ledger, no database needed;
 //	                            --checkpoint C --key K: its Merkle root against a signed checkpoint
+//	annal verify-proof PROOF --key K [--event LINE]  verify an inclusion proof (annal prove
+//	                            --format json) offline, and that the event LINE is its leaf
 //
 // Global flags: --dir D (default $ANNAL_DIR, or ./annal-data) and
 // --format table|json|ndjson (default table when standard output is a
@@ -213,7 +215,7 @@ func newRootCmd() *cobra.Command {
 		Long: `annal works on an annal data directory (create, ledgers, append, get, scan,
 tail, verify, stats, key, checkpoint, prove, backup), makes one from a replica
 (restore URL DIR), and checks Evently ledgers without one (verify-file, with a
-signed checkpoint and its key too).
+signed checkpoint and its key too) and inclusion proofs (verify-proof).
 
 The data directory is --dir, or $ANNAL_DIR when --dir is not given, or
 ./annal-data. Only create, import and demo make a directory that does not exist (and
@@ -271,7 +273,7 @@ nothing was appended).`,
 		newScanCmd(g), newTailCmd(g), newVerifyCmd(g), newStatsCmd(g),
 		newImportCmd(g), newExportCmd(g), newDemoCmd(g), newDemoWriterCmd(g),
 		newReindexCmd(g), newBackupCmd(g), newKeyCmd(g), newCheckpointCmd(g), newProveCmd(g),
-		newCanonCmd(), newIDCmd(), newVerifyFileCmd(), newAcceptLostPositionsCmd(g),
+		newCanonCmd(), newIDCmd(), newVerifyFileCmd(), newVerifyProofCmd(), newAcceptLostPositionsCmd(g),
 		newReplicaCmd(g), newRestoreCmd(g), newTakeoverCmd(g),
 	)
 	return root
