@@ -132,24 +132,24 @@ func readProofFile(in io.Reader, name string) (*engine.InclusionProof, error) {
 }
 
 // eventLineArg returns the event line that --event gives: the line
-// itself, or, for "@FILE", the one line FILE holds.
+// itself, or, for "@FILE", the one line FILE holds. More than one line
+// (an export given whole) is a usage error.
 func eventLineArg(v string) ([]byte, error) {
-	path, ok := strings.CutPrefix(v, "@")
-	if !ok {
-		return []byte(v), nil
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, &exitErr{code: exitError, err: fmt.Errorf("--event: %w", err)}
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, ndjson.DefaultMaxLineBytes+2))
-	if err != nil {
-		return nil, &exitErr{code: exitError, err: fmt.Errorf("--event: %w", err)}
+	b, what := []byte(v), "the --event value"
+	if path, ok := strings.CutPrefix(v, "@"); ok {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, &exitErr{code: exitError, err: fmt.Errorf("--event: %w", err)}
+		}
+		defer f.Close()
+		if b, err = io.ReadAll(io.LimitReader(f, ndjson.DefaultMaxLineBytes+2)); err != nil {
+			return nil, &exitErr{code: exitError, err: fmt.Errorf("--event: %w", err)}
+		}
+		what = strconv.Quote(path)
 	}
 	line := bytes.TrimRight(b, "\r\n")
 	if n := bytes.Count(line, []byte("\n")); n > 0 {
-		return nil, usageErr("--event: %s holds %d lines: give the one line of the event the proof is of", strconv.Quote(path), n+1)
+		return nil, usageErr("--event: %s holds %d lines: give the one line of the event the proof is of", what, n+1)
 	}
 	return line, nil
 }

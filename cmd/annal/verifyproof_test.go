@@ -174,6 +174,7 @@ func TestVerifyProof(t *testing.T) {
 		{"a consistency proof", []string{consistency, "--key", vkey}, "is a consistency proof"},
 		{"no key", []string{proof}, "--key is required"},
 		{"a key that is not one", []string{proof, "--key", "nokey"}, "is not a verifier key"},
+		{"two event lines", []string{proof, "--key", vkey, "--event", otherEvent + "\n" + event}, "--event: the --event value holds 2 lines"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			wantExit(t, exitUsage, []string{c.want}, append([]string{"verify-proof"}, c.args...)...)
