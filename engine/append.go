@@ -47,8 +47,12 @@ type AppendOptions struct {
 	IfNoneSince *Selector
 	// IdempotencyKey, if not empty, makes the append happen once: a later
 	// append to the same ledger with the same key and the same events
-	// appends nothing and returns the first one's result (after waiting
-	// for its outcome if it is still being committed); one with the same
+	// appends nothing and returns the first one's result, with Replayed
+	// set (after waiting for its outcome if it is still being committed).
+	// The key's earlier result wins over the conditions: the retry is
+	// not checked against them again, so a condition that held for the
+	// first append and would fail now (the head moved on since) does not
+	// fail the retry. One with the same
 	// key and other events (another number of events, or any difference
 	// in an entity, key, event name, or the canonical form of a meta or
 	// data) appends nothing and fails with an *IdempotencyMismatchError
@@ -64,6 +68,12 @@ type AppendOptions struct {
 type AppendResult struct {
 	IDs      []eventid.ID
 	FirstSeq uint64
+	// Replayed is true when this call appended nothing and returned the
+	// result of an earlier append with the same IdempotencyKey (and the
+	// same events); false when this call appended the events. An earlier
+	// result is returned as it is, whatever the conditions of this call
+	// (ExpectedHead, ExpectedStreams, IfNoneSince) would say now.
+	Replayed bool
 }
 
 // Seq returns the sequence number of the i-th event of the append.
@@ -191,6 +201,7 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 				if err := l.replicaWait(ctx, res.FirstSeq, last); err != nil {
 					return AppendResult{}, err
 				}
+				res.Replayed = true
 				return res, nil
 			}
 			continue // the first append with the key failed: this one goes ahead

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -48,4 +49,68 @@ func Example() {
 	// 2 order-placed {"currency":"EUR","total":12.5}
 	// 2 order-42 order-placed
 	// 3 order-42 order-paid
+}
+
+// ExampleConsumer handles each selected event at least once, and stops
+// when its context is cancelled (on SIGTERM, say). The Ack of the event
+// in hand runs after that cancel: it takes context.WithoutCancel(ctx),
+// since an Ack with the cancelled ctx fails and does not move the
+// position (the event would be given again at the next start).
+func ExampleConsumer() {
+	dir, err := os.MkdirTemp("", "annal-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.CreateLedger(context.Background(), engine.LedgerSpec{Name: "payments"}); err != nil {
+		log.Fatal(err)
+	}
+	for _, key := range []string{"p-1", "p-2", "p-3"} {
+		if _, err := db.Append(context.Background(), "payments", []engine.EventInput{
+			{Entity: "payment", Key: key, Event: "payment-received", Data: []byte(`{"amount":10}`)},
+		}, nil); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	c, err := db.Consumer("payments", "mailer", engine.ConsumerOptions{Events: []string{"payment-received"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	for ev, err := range c.Events(ctx) {
+		if errors.Is(err, context.Canceled) {
+			break // stopped: the events not acknowledged come again next time
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("mail for", ev.Key)
+		if ev.Key == "p-3" {
+			stop() // as a signal handler would, while the event is handled
+		}
+		// ctx may be cancelled by now: Ack with it fails, and the
+		// position does not move.
+		if err := c.Ack(ctx, ev.ID); err != nil {
+			fmt.Println("Ack(ctx):", err)
+		}
+		// The Ack that records the event handled: not cancelled with ctx.
+		if err := c.Ack(context.WithoutCancel(ctx), ev.ID); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println("acknowledged up to", c.Position().Acked.Seq)
+	// Output:
+	// mail for p-1
+	// mail for p-2
+	// mail for p-3
+	// Ack(ctx): context canceled
+	// acknowledged up to 4
 }

@@ -61,6 +61,9 @@ func TestIdempotencyComparesEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if first.Replayed {
+		t.Fatal("the first append with a key is Replayed")
+	}
 	single, err := db.Append(ctx, "l", []EventInput{payment("acc-3", 7)}, &AppendOptions{IdempotencyKey: "pay-2"})
 	if err != nil {
 		t.Fatal(err)
@@ -102,8 +105,8 @@ func TestIdempotencyComparesEvents(t *testing.T) {
 		before := count()
 		for _, evs := range [][]EventInput{batch, reformatted} {
 			again, err := db.Append(ctx, "l", evs, &AppendOptions{IdempotencyKey: "pay-1"})
-			if err != nil || !slices.Equal(again.IDs, first.IDs) || again.FirstSeq != first.FirstSeq {
-				t.Fatalf("%s: retry with the same events: %v at #%d, %v; want %v at #%d", when, again.IDs, again.FirstSeq, err, first.IDs, first.FirstSeq)
+			if err != nil || !slices.Equal(again.IDs, first.IDs) || again.FirstSeq != first.FirstSeq || !again.Replayed {
+				t.Fatalf("%s: retry with the same events: %v at #%d (Replayed %v), %v; want %v at #%d, Replayed", when, again.IDs, again.FirstSeq, again.Replayed, err, first.IDs, first.FirstSeq)
 			}
 		}
 		for _, c := range mismatches {
@@ -148,6 +151,63 @@ func TestIdempotencyComparesEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after RebuildIndex")
+}
+
+// TestIdempotencyKeyWinsOverStaleCondition: an append with a key and
+// conditions (ExpectedHead, ExpectedStreams, IfNoneSince) that held, made
+// again after the ledger moved on so that every condition would fail now,
+// returns the first append's result with Replayed set and appends
+// nothing; the same conditions with a new key fail, so they are stale
+// indeed; the same key with other events is still a mismatch.
+func TestIdempotencyKeyWinsOverStaleCondition(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openTest(t, t.TempDir())
+	defer db.Close()
+	info, err := db.CreateLedger(ctx, LedgerSpec{Name: "l"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := []EventInput{payment("acc-1", 100)}
+	opts := func(key string) *AppendOptions {
+		return &AppendOptions{
+			IdempotencyKey:  key,
+			ExpectedHead:    info.Genesis,
+			ExpectedStreams: []ExpectedStream{{Entity: "account", Key: "acc-1"}},
+			IfNoneSince:     &Selector{Entity: "account", After: info.Genesis},
+		}
+	}
+	first, err := db.Append(ctx, "l", batch, opts("pay-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Replayed {
+		t.Fatalf("the first append: %+v, Replayed", first)
+	}
+	// The ledger moves on: the head, the stream acc-1 and the selector
+	// all have a newer event.
+	if _, err := db.Append(ctx, "l", []EventInput{payment("acc-1", 5)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Append(ctx, "l", batch, opts("pay-2")); !errors.Is(err, ErrConditionFailed) {
+		t.Fatalf("the conditions with a new key: %v, want ErrConditionFailed (they are stale)", err)
+	}
+	before, err := db.Ledger("l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := db.Append(ctx, "l", batch, opts("pay-1"))
+	if err != nil {
+		t.Fatalf("the retry with the key and the stale conditions: %v, want the first result", err)
+	}
+	if !slices.Equal(again.IDs, first.IDs) || again.FirstSeq != first.FirstSeq || !again.Replayed {
+		t.Fatalf("the retry: %+v, want %v at #%d with Replayed", again, first.IDs, first.FirstSeq)
+	}
+	_, err = db.Append(ctx, "l", []EventInput{payment("acc-1", 101)}, opts("pay-1"))
+	checkMismatch(t, "the key with other events and the stale conditions", err, first, 1)
+	if after, err := db.Ledger("l"); err != nil || after.Count != before.Count {
+		t.Fatalf("the retries appended: %d events before, %d after (%v)", before.Count, after.Count, err)
+	}
 }
 
 // TestIdempotencyConcurrentRetries: 16 goroutines append with one key,
@@ -202,6 +262,15 @@ func TestIdempotencyConcurrentRetries(t *testing.T) {
 			t.Fatalf("round %d: no append succeeded: %v", round, out[0].err)
 		}
 		var first AppendResult
+		appended := 0
+		for g, o := range out {
+			if g%2 == win && o.err == nil && !o.res.Replayed {
+				appended++
+			}
+		}
+		if appended != 1 {
+			t.Fatalf("round %d: %d results with Replayed false, want 1 (the append that appended)", round, appended)
+		}
 		for g, o := range out {
 			if g%2 == win {
 				if o.err != nil {

@@ -1082,8 +1082,8 @@ func TestReplicatedIdempotentRetry(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the retry: %v", err)
 	}
-	if res.FirstSeq != 2 || len(res.IDs) != 2 {
-		t.Fatalf("the retry's result: %+v, want the first append's #2 and #3", res)
+	if res.FirstSeq != 2 || len(res.IDs) != 2 || !res.Replayed {
+		t.Fatalf("the retry's result: %+v, want the first append's #2 and #3, Replayed", res)
 	}
 	if evs := collect(t, db.Scan(ctx, "cash", ScanOptions{})); len(evs) != 3 || evs[2].ID != res.IDs[1] {
 		t.Fatalf("Scan after the retry: %d events", len(evs))

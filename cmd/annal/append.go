@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 
 	"github.com/annal-db/annal/canon"
@@ -62,8 +63,13 @@ input lands after ID with nothing between, or the command stops. A failed
 condition exits 4 and says the ledger's current head.
 
 --idempotency-key K appends once: a later append with the same key appends
-nothing and prints the first one's IDs. From standard input the whole input
-is then one all-or-nothing append, read to its end first.
+nothing and prints the first one's IDs, and says so on standard error
+("annal: idempotency key K was used by an earlier append: ..."), so that
+standard output holds the IDs alone either way. The key's earlier result
+wins over --expect-head: the retry is not checked against it again. The
+same key with other events appends nothing and exits 6. From standard
+input the whole input is then one all-or-nothing append, read to its end
+first.
 
 --durability interval or none returns (and prints IDs) before the events are
 synced: faster, and a machine crash may lose them.
@@ -98,7 +104,7 @@ says that they may not be on stable storage.`,
 				return err
 			}
 			name := args[0]
-			a := &appender{db: db, dir: dir, name: name, opts: opts, out: bufio.NewWriter(cmd.OutOrStdout())}
+			a := &appender{db: db, dir: dir, name: name, opts: opts, out: bufio.NewWriter(cmd.OutOrStdout()), stderr: cmd.ErrOrStderr()}
 			// Printed IDs are stored: a failure to close after them is a
 			// warning, not a failed append (closeDBStored).
 			defer closeDBStored(db, &err, cmd.ErrOrStderr(), a.stored, a.unsure)
@@ -190,7 +196,10 @@ type appender struct {
 	name string
 	opts engine.AppendOptions
 	out  *bufio.Writer
-	n    int // events appended
+	// stderr takes the note that an idempotency key's earlier result
+	// was printed (replayed).
+	stderr io.Writer
+	n      int // events appended
 }
 
 // appendOne appends one event given by flags.
@@ -199,7 +208,22 @@ func (a *appender) appendOne(ctx context.Context, ev *engine.EventInput) error {
 	if err != nil {
 		return a.fail(err)
 	}
-	return a.print(res.IDs)
+	return a.printResult(res)
+}
+
+// printResult prints the IDs of an append with an idempotency key, and
+// says on standard error when they are an earlier append's (replayed):
+// standard output holds the IDs alone either way.
+func (a *appender) printResult(res engine.AppendResult) error {
+	if err := a.print(res.IDs); err != nil {
+		return err
+	}
+	if res.Replayed {
+		last, lastSeq := res.Last()
+		fmt.Fprintf(a.stderr, "annal: idempotency key %s was used by an earlier append (events #%d-#%d, last %s): its IDs were printed, nothing was appended\n",
+			safeText(strconv.Quote(a.opts.IdempotencyKey)), res.FirstSeq, lastSeq, last)
+	}
+	return nil
 }
 
 // stored says which events are stored and durable: with --durability
@@ -380,7 +404,7 @@ func (a *appender) appendAll(ctx context.Context, in io.Reader) error {
 	if err != nil {
 		return a.fail(err)
 	}
-	return a.print(res.IDs)
+	return a.printResult(res)
 }
 
 // appendStream appends the events of in as they come, in batches of what

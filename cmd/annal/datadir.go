@@ -354,6 +354,8 @@ func ledgerError(dir, name string, err error) error {
 			name, ce.Condition, idOrNone(ce.Expected), idOrNone(ce.Found), ce.Head)}
 	case errors.Is(err, engine.ErrConditionFailed):
 		return &exitErr{code: exitCondition, err: err}
+	case errors.Is(err, engine.ErrIdempotencyMismatch):
+		return &exitErr{code: exitIdempotency, err: err}
 	case errors.Is(err, engine.ErrFenced):
 		return &exitErr{code: exitReplica, err: fmt.Errorf("%w (another writer took the ledger: this directory is no longer its writer)", err)}
 	case errors.Is(err, engine.ErrLedgerUnavailable) && name == "":

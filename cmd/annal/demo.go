@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -53,7 +54,12 @@ kills it with SIGKILL, reopens the directory (verifying the ledger and
 cutting the torn write), checks that every acknowledged event is there,
 scans a time range, replays one order's stream, exports the ledger as
 Evently NDJSON and verifies the export. The directory is left for you to
-explore with the other commands (annal ledgers, annal scan, ...).`,
+explore with the other commands (annal ledgers, annal scan, ...); its last
+lines are commands to run, with the command as the demo was run (go run
+./cmd/annal, or the annal binary). The export and its checkpoint are
+written beside the data directory, not in it (as export -o requires):
+DIR-LEDGER.ndjson and DIR-LEDGER.checkpoint (./annal-data-orders.ndjson),
+with a number added if one of them exists.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir, err := g.dataDir(cmd)
@@ -333,12 +339,16 @@ func runDemo(ctx context.Context, cfg demoConfig, w io.Writer) error {
 	// Export with its signed checkpoint, and verify the file offline as
 	// an auditor would: every Event ID, then the Merkle root of its lines
 	// against the signed checkpoint (annal verify-file --checkpoint).
-	exportPath := filepath.Join(cfg.dir, name+".ndjson")
-	checkpointPath := filepath.Join(cfg.dir, name+".checkpoint")
-	t0 = time.Now()
-	f, err := os.Create(exportPath)
+	// Beside the data directory, not in it: as export -o and checkpoint
+	// -o, the demo writes no file of its own among the ledgers' files.
+	exportPath, checkpointPath, err := demoOutputPaths(cfg.dir, name)
 	if err != nil {
 		return err
+	}
+	t0 = time.Now()
+	f, err := os.OpenFile(exportPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
 	}
 	var note bytes.Buffer
 	exported, err := db.Export(ctx, name, f, engine.ExportOptions{Checkpoint: &note})
@@ -348,7 +358,7 @@ func runDemo(ctx context.Context, cfg demoConfig, w io.Writer) error {
 		f.Close()
 	}
 	if err == nil {
-		err = os.WriteFile(checkpointPath, note.Bytes(), 0o644)
+		err = writeNewFile(checkpointPath, note.Bytes())
 	}
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
@@ -379,9 +389,126 @@ func runDemo(ctx context.Context, cfg demoConfig, w io.Writer) error {
 		return err
 	}
 	db = nil
-	p.step("done in %s. Explore: annal --dir %s ledgers; annal --dir %s scan %s --limit 5; annal --dir %s verify %s --full; annal --dir %s prove '%s#2'",
-		time.Since(start).Round(time.Millisecond), cfg.dir, cfg.dir, name, cfg.dir, name, cfg.dir, name)
+	// Hints that run as they are printed: with the command as it was run
+	// (go run ./cmd/annal, or the binary).
+	annal := demoCommand()
+	dir := annal + " --dir " + shellQuote(cfg.dir)
+	p.step("done in %s. Explore:", time.Since(start).Round(time.Millisecond))
+	for _, hint := range []string{
+		dir + " ledgers",
+		dir + " scan " + shellQuote(name) + " --limit 5",
+		dir + " verify " + shellQuote(name) + " --full",
+		dir + " prove " + shellQuote(name+"#2"),
+		annal + " verify-file " + shellQuote(exportPath) + " --checkpoint " + shellQuote(checkpointPath) + ` --key "$(` + dir + ` key)"`,
+	} {
+		p.line("%s", hint)
+	}
 	return nil
+}
+
+// demoOutputPaths returns the files the demo exports the ledger name of
+// the data directory dir to, and writes its checkpoint to: beside dir,
+// named after it and the ledger ("annal-data-orders.ndjson"), with a
+// number added if one of them exists. They are outside the data
+// directory, as export -o requires of its output.
+func demoOutputPaths(dir, name string) (export, checkpoint string, err error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", "", err
+	}
+	parent := filepath.Dir(filepath.Clean(dir))
+	if b := filepath.Base(filepath.Clean(dir)); b == "." || b == ".." {
+		parent = filepath.Dir(abs) // "." is the data directory itself
+	}
+	stem := filepath.Join(parent, filepath.Base(abs)+"-"+name)
+	for i := 2; ; i++ {
+		export, checkpoint = stem+".ndjson", stem+".checkpoint"
+		_, err1 := os.Lstat(export)
+		_, err2 := os.Lstat(checkpoint)
+		if errors.Is(err1, fs.ErrNotExist) && errors.Is(err2, fs.ErrNotExist) {
+			break
+		}
+		stem = filepath.Join(parent, fmt.Sprintf("%s-%s-%d", filepath.Base(abs), name, i))
+	}
+	for _, f := range []string{export, checkpoint} {
+		if err := checkOutsideDataDir("demo: export", dir, f); err != nil {
+			return "", "", err
+		}
+	}
+	return export, checkpoint, nil
+}
+
+// writeNewFile writes b to the file name, which must not exist, 0644.
+func writeNewFile(name string, b []byte) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// demoCommand returns how the demo's hints run the command: "go run
+// ./cmd/annal" when the demo runs from go run (goRunBinary), else the
+// binary as it was run: "annal" when that is the annal on $PATH.
+func demoCommand() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "annal"
+	}
+	if goRunBinary(exe) {
+		return "go run ./cmd/annal"
+	}
+	if onPath, err := exec.LookPath("annal"); err == nil && sameFile(onPath, exe) {
+		return "annal"
+	}
+	if arg0 := os.Args[0]; strings.ContainsRune(arg0, filepath.Separator) {
+		return shellQuote(arg0)
+	}
+	return "annal"
+}
+
+// goRunBinary reports whether exe is a binary that go run built: one it
+// keeps in the build cache ($GOCACHE, by default go-build in the user's
+// cache directory, since Go 1.24), or one in its temporary work
+// directory (go-buildNNN/bNNN/exe/NAME), removed when it ends. Either
+// is no command to give the user.
+func goRunBinary(exe string) bool {
+	var caches []string
+	if c := os.Getenv("GOCACHE"); c != "" {
+		caches = append(caches, c)
+	}
+	if c, err := os.UserCacheDir(); err == nil {
+		caches = append(caches, filepath.Join(c, "go-build"))
+	}
+	for _, c := range caches {
+		if strings.HasPrefix(exe, filepath.Clean(c)+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return filepath.Base(filepath.Dir(exe)) == "exe" && strings.Contains(exe, string(filepath.Separator)+"go-build")
+}
+
+// sameFile reports whether the paths a and b name the same file.
+func sameFile(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
+}
+
+// shellQuote returns s as one word of a POSIX shell: as it is when it
+// holds only characters the shell takes literally, else in single quotes.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./+,:@=") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // killWriter runs the demo writer as a child process, reads the IDs it

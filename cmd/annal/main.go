@@ -30,6 +30,8 @@
 //	annal id ID…                the fields and every text form of Event IDs
 //	annal verify-file FILE|-    verify an Evently NDJSON ledger, no database needed;
 //	                            --checkpoint C --key K: its Merkle root against a signed checkpoint
+//	annal verify-proof PROOF --key K [--event LINE]  verify an inclusion proof (annal prove
+//	                            --format json) offline, and that the event LINE is its leaf
 //
 // Global flags: --dir D (default $ANNAL_DIR, or ./annal-data) and
 // --format table|json|ndjson (default table when standard output is a
@@ -40,7 +42,8 @@
 // Exit codes: 0 success, 1 error (a panic too), 2 usage, 3 verification
 // failed, 4 condition failed, 5 refused by the replica (fenced: another
 // writer took the ledger; or the directory is behind its bucket, or
-// holds another history).
+// holds another history), 6 idempotency key used before for other events
+// (docs/cli.md).
 //
 // Only the positional arguments of id and get, which are Event IDs, are
 // read as IDs before the flags are parsed (protectIDArgs); no other
@@ -66,13 +69,16 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// Exit codes, documented in the command's help and in README.md.
+// Exit codes, documented in the command's help, README.md and docs/cli.md.
 const (
 	exitOK           = 0
 	exitError        = 1
 	exitUsage        = 2
 	exitVerification = 3
 	exitCondition    = 4
+	// exitIdempotency: an append's idempotency key was used before by
+	// an append of other events (engine.ErrIdempotencyMismatch).
+	exitIdempotency = 6
 )
 
 // exitErr carries the exit code a command ends with. A nil err means the
@@ -209,7 +215,7 @@ func newRootCmd() *cobra.Command {
 		Long: `annal works on an annal data directory (create, ledgers, append, get, scan,
 tail, verify, stats, key, checkpoint, prove, backup), makes one from a replica
 (restore URL DIR), and checks Evently ledgers without one (verify-file, with a
-signed checkpoint and its key too).
+signed checkpoint and its key too) and inclusion proofs (verify-proof).
 
 The data directory is --dir, or $ANNAL_DIR when --dir is not given, or
 ./annal-data. Only create, import and demo make a directory that does not exist (and
@@ -238,7 +244,9 @@ bucket holds.
 Exit codes: 0 success, 1 error, 2 usage, 3 verification failed,
 4 condition failed, 5 refused by the replica (fenced: another writer took
 the ledger; or the directory is behind its bucket, or holds another
-history: annal restore, or annal takeover).`,
+history: annal restore, or annal takeover), 6 idempotency mismatch (append
+--idempotency-key K: K was used before by an append of other events;
+nothing was appended).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.ArbitraryArgs,
@@ -265,7 +273,7 @@ history: annal restore, or annal takeover).`,
 		newScanCmd(g), newTailCmd(g), newVerifyCmd(g), newStatsCmd(g),
 		newImportCmd(g), newExportCmd(g), newDemoCmd(g), newDemoWriterCmd(g),
 		newReindexCmd(g), newBackupCmd(g), newKeyCmd(g), newCheckpointCmd(g), newProveCmd(g),
-		newCanonCmd(), newIDCmd(), newVerifyFileCmd(), newAcceptLostPositionsCmd(g),
+		newCanonCmd(), newIDCmd(), newVerifyFileCmd(), newVerifyProofCmd(), newAcceptLostPositionsCmd(g),
 		newReplicaCmd(g), newRestoreCmd(g), newTakeoverCmd(g),
 	)
 	return root
