@@ -27,6 +27,12 @@ type roState struct {
 	// opening is set during OpenReadOnly: a bad tail of the last segment
 	// is then judged as recovery judges it (classify).
 	opening bool
+	// stamps: the sealed segments verified whole at the open, or spared
+	// by a stamp given in Options.Stamps (Stamps); from, at: the first
+	// record read and verified at the open, and where (VerifiedFrom).
+	stamps []Stamp
+	from   uint64
+	at     Location
 }
 
 // OpenReadOnly opens the segments of a ledger in dir to read them while a
@@ -85,6 +91,10 @@ func OpenReadOnly(dir string, opts Options) (*Log, error) {
 	// first header is not yet written shows nothing, as recovery would
 	// find no log.
 	l.segNum, l.size = 1, headerSize
+	if o.VerifySealed && len(nums) > 1 {
+		l.skipStamped(nums, o.Stamps)
+	}
+	l.ro.from, l.ro.at = l.head.Seq+1, Location{Segment: l.segNum, Offset: headerSize}
 	l.publish()
 	if len(nums) == 0 {
 		return nil, fmt.Errorf("%w in %s", ErrNoLog, dir)
@@ -97,6 +107,83 @@ func OpenReadOnly(dir string, opts Options) (*Log, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// skipStamped starts the open of a read-only Log (OpenReadOnly, with
+// Options.VerifySealed) after the longest run of sealed segments, from
+// the first, that the stamps vouch for, as Open does: each one's file is
+// as it was stamped (segment numbers nums, the last of which is never
+// skipped: it may be written) and continues the chain of the one before.
+// A segment that does not match ends the run; nothing is an error here:
+// what is not skipped is read and verified. So is every segment when the
+// segment after the run does not continue from its last stamp.
+func (l *Log) skipStamped(nums []uint64, stamps []Stamp) {
+	given := make(map[uint64]Stamp, len(stamps))
+	for _, st := range stamps {
+		given[st.Segment] = st
+	}
+	prev := Head{ID: l.ro.chain.id}
+	var run []Stamp
+	for _, n := range nums[:len(nums)-1] {
+		st, ok := given[n]
+		if !ok {
+			break
+		}
+		s, err := readHeader(l.fs, l.dir, n, l.ledger)
+		if s != nil && s.file != nil {
+			s.file.Close()
+		}
+		if err != nil || !st.matches(s) || st.Prev.ID != prev.ID || st.Prev.Seq != prev.Seq {
+			break
+		}
+		run = append(run, st)
+		prev = st.Last
+	}
+	if len(run) == 0 {
+		return
+	}
+	// The segment after the run must continue from its last stamp's
+	// head: stamps that match the files but do not chain were not written by
+	// an open: they spare nothing (as with Open).
+	last := run[len(run)-1]
+	s, err := readHeader(l.fs, l.dir, last.Segment+1, l.ledger)
+	if s != nil && s.file != nil {
+		s.file.Close()
+	}
+	if err != nil || s.hdr.prevID != last.Last.ID || s.hdr.prevSeq != last.Last.Seq {
+		return
+	}
+	l.ro.stamps = run
+	l.ro.chain.id, l.ro.chain.seq = last.Last.ID, last.Last.Seq
+	l.segNum, l.size, l.head = last.Segment+1, headerSize, last.Last
+	l.markDurable(l.head)
+}
+
+// Stamps returns, for a Log opened with OpenReadOnly, the stamps of the
+// sealed segments that its open verified whole or that a stamp given in
+// Options.Stamps spared (with Options.VerifySealed), in segment order:
+// what a later OpenReadOnly or Open may be given. Nil for a Log opened
+// with Open (see Recovery.Stamps).
+func (l *Log) Stamps() []Stamp {
+	if l.ro == nil {
+		return nil
+	}
+	l.roMu.Lock()
+	defer l.roMu.Unlock()
+	return slices.Clone(l.ro.stamps)
+}
+
+// VerifiedFrom returns, for a Log opened with OpenReadOnly, the sequence
+// number of the first record its open read and verified (Head.Seq+1 if
+// none) and where that record is: those before it are in sealed segments
+// that stamps vouched for (Options.Stamps). 1 if every record was read.
+func (l *Log) VerifiedFrom() (uint64, Location) {
+	if l.ro == nil {
+		return 0, Location{}
+	}
+	l.roMu.Lock()
+	defer l.roMu.Unlock()
+	return l.ro.from, l.ro.at
 }
 
 // ReadOnly reports whether the Log was opened with OpenReadOnly.
@@ -291,6 +378,10 @@ func (l *Log) scanActive(sealed bool) (done bool, err error) {
 		return false, fmt.Errorf("segment: stat %s: %w", name, err)
 	}
 	size := st.Size()
+	// A sealed segment read whole at the open, from one look at its
+	// file (its identity taken before the read), gets a stamp (Stamps).
+	stampable := l.ro.opening && sealed && l.size == headerSize
+	ident, before := fileIdentity(st), l.ro.chain
 	if sealed {
 		// Sealed, the segment was cut to its records' end, which a
 		// handle opened before may not show: on a file system without
@@ -298,6 +389,9 @@ func (l *Log) scanActive(sealed bool) (done bool, err error) {
 		// with the zeros that were ahead of the records.
 		if pst, err := l.fs.Stat(name); err == nil {
 			size = min(size, pst.Size())
+			stampable = stampable && fileIdentity(pst) == ident
+		} else {
+			stampable = false
 		}
 	}
 	if h := l.opts.test.afterSize; h != nil {
@@ -383,6 +477,10 @@ func (l *Log) scanActive(sealed bool) (done bool, err error) {
 				done = true
 				if sealed {
 					f.final.Store(sc.off) // see above: not the handle's size
+				}
+				if stampable && sc.off == size && ident.valid() && head.Seq > before.seq {
+					l.ro.stamps = append(l.ro.stamps, Stamp{Segment: l.segNum, File: ident,
+						Prev: Head{ID: before.id, Seq: before.seq}, Last: head})
 				}
 			}
 			break

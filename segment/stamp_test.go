@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -132,5 +133,78 @@ func TestOpenReadsEverySegmentWhenStampsDoNotChain(t *testing.T) {
 	l.Close()
 	if rec.VerifiedFrom != 1 || rec.Records != int64(head.Seq) {
 		t.Errorf("stamps whose last head is wrong: verified from #%d, %d records; want every record (#1, %d)", rec.VerifiedFrom, rec.Records, head.Seq)
+	}
+}
+
+// TestReadOnlySkipsOnlyUnchangedSealedSegments: with VerifySealed, a
+// read-only open skips the sealed segments whose stamps match their
+// files (from the first, as Open does), reads the rest, stamps the
+// sealed segments it read whole (stamps Open accepts too), and finds a
+// record changed in place in a segment whose stamp no longer matches.
+func TestReadOnlySkipsOnlyUnchangedSealedSegments(t *testing.T) {
+	t.Parallel()
+	fs, dir := vfs.Default, filepath.Join(t.TempDir(), "led")
+	l := newTestLog(t, fs, dir, Options{SegmentSize: 4 << 10})
+	for i := range 60 {
+		if err := l.Append(&Batch{Entries: []Entry{entry(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	head := l.Head()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if head.Loc.Segment < 3 {
+		t.Fatalf("no rotation: head %+v", head)
+	}
+	open := func(stamps []Stamp) (Head, uint64, []Stamp, error) {
+		t.Helper()
+		r, err := OpenReadOnly(dir, Options{FS: fs, Ledger: testLedger(), VerifySealed: true, Stamps: stamps})
+		if err != nil {
+			return Head{}, 0, nil, err
+		}
+		defer r.Close()
+		from, _ := r.VerifiedFrom()
+		return r.Head(), from, r.Stamps(), nil
+	}
+	h, from, stamps, err := open(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h != head || from != 1 || len(stamps) != int(head.Loc.Segment)-1 {
+		t.Fatalf("no stamps: head %+v (want %+v), verified from #%d (want #1), %d stamps for %d sealed segments", h, head, from, len(stamps), head.Loc.Segment-1)
+	}
+	// The reader's stamps are those Open makes of the same files.
+	wl, rec, err := Open(dir, Options{FS: fs, Ledger: testLedger(), VerifySealed: true}, Head{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wl.Close()
+	if !reflect.DeepEqual(stamps, rec.Stamps) {
+		t.Fatalf("read-only stamps differ from Open's:\n%+v\n%+v", stamps, rec.Stamps)
+	}
+	lastSealed := stamps[len(stamps)-1].Last.Seq
+	if h, from, again, err := open(stamps); err != nil || h != head || from != lastSealed+1 || !reflect.DeepEqual(again, stamps) {
+		t.Fatalf("with stamps of every sealed segment: %v, head %+v (want %+v), verified from #%d (want #%d), stamps kept: %v", err, h, head, from, lastSealed+1, reflect.DeepEqual(again, stamps))
+	}
+	// A stamp that does not continue the chain spares nothing.
+	bad := slices.Clone(stamps)
+	bad[0].Last.Seq--
+	if _, from, _, err := open(bad); err != nil || from != 1 {
+		t.Fatalf("stamps that do not chain: %v, verified from #%d, want #1", err, from)
+	}
+	// A byte changed in place in segment 2: its stamp no longer matches,
+	// the segment is read again and the damage found.
+	seg2 := filepath.Join(dir, segmentName(2))
+	b, err := os.ReadFile(seg2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[headerSize+frameSize+20] ^= 1
+	if err := os.WriteFile(seg2, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := open(stamps); !errors.Is(err, ErrCorruption) {
+		t.Fatalf("a record changed in place in a stamped segment: %v, want corruption", err)
 	}
 }
