@@ -129,6 +129,9 @@ func OpenReadOnly(dir string, opts *Options) (*DB, error) {
 		if err := tempOutsideDataDir(dir, o.TempDir); err != nil {
 			return nil, err
 		}
+		if o.CacheDir != "" && inside(dir, o.CacheDir) {
+			return nil, invalid("read-only open of %s: Options.CacheDir %s is inside the data directory, which a reader does not change: give a directory outside it", dir, o.CacheDir)
+		}
 	}
 	temp, hold, err := makePrivateDir(o.TempDir)
 	if err != nil {
@@ -147,9 +150,10 @@ func OpenReadOnly(dir string, opts *Options) (*DB, error) {
 }
 
 func (db *DB) openReadOnly() error {
-	var err error
-	if db.idx, err = index.Open(filepath.Join(db.ro.temp, indexDir), index.Options{CacheSize: db.opts.CacheSize}); err != nil {
-		return fmt.Errorf("engine: read-only open: the private index: %w", err)
+	if db.opts.VerifyIndex || db.opts.UseIndex {
+		// Held from now on if no writer holds it: nothing changes the
+		// segments, the index or the metadata while they are read.
+		db.openWriterIndex()
 	}
 	// The key that checks the checkpoints, read, never created.
 	if err := db.loadReaderKey(); err != nil {
@@ -208,9 +212,6 @@ func (db *DB) openReadOnly() error {
 			db.setBroken(key, id, fmt.Errorf("%w: ledger %s (%q): its segment directory is missing", ErrLedgerUnavailable, id, m.Name))
 		}
 	}
-	if db.opts.VerifyIndex {
-		db.openWriterIndex()
-	}
 	if db.ro.wIdx != nil {
 		db.ro.idxWitness = indexWitnesses(db.ro.wIdx, ids)
 	} else {
@@ -238,8 +239,55 @@ func (db *DB) openReadOnly() error {
 			db.ro.hidden[name] = h
 		}
 	}
+	if err := db.chooseIndex(); err != nil {
+		return err
+	}
 	db.findPending()
 	return nil
+}
+
+// chooseIndex sets the index the read-only DB reads: with
+// Options.UseIndex, the writer's, opened read-only while the DB holds
+// the directory (openWriterIndex), if it covers exactly what the DB
+// shows of every ledger (each one's progress marker is its head);
+// otherwise a private index, built from the segments when a read first
+// needs a ledger's (roIndex). A DB that does not read the writer's
+// index lets the directory go, but with Options.VerifyIndex.
+func (db *DB) chooseIndex() error {
+	if db.opts.UseIndex && db.ro.wIdx != nil && db.indexCoversShown(db.ro.wIdx) {
+		db.idx = db.ro.wIdx
+		for _, l := range db.byID {
+			h := l.log.Head()
+			l.idxMu.Lock()
+			l.indexed, l.idxHead = h.Seq, h
+			l.idxMu.Unlock()
+		}
+		return nil
+	}
+	if !db.opts.VerifyIndex && db.ro.wHold != nil {
+		db.ro.wIdx.Close()
+		db.ro.wHold.Close()
+		db.ro.wIdx, db.ro.wHold = nil, nil
+	}
+	var err error
+	if db.idx, err = index.Open(filepath.Join(db.ro.temp, indexDir), index.Options{CacheSize: db.opts.CacheSize}); err != nil {
+		return fmt.Errorf("engine: read-only open: the private index: %w", err)
+	}
+	return nil
+}
+
+// indexCoversShown reports whether x's progress marker of every ledger
+// the DB shows is the ledger's head: x then holds every event shown, and
+// none past it (a marker ahead of the head, or at another record, is an
+// index that the writer's next Open rebuilds or catches up).
+func (db *DB) indexCoversShown(x *index.Index) bool {
+	for _, l := range db.byID {
+		m, ok, err := x.Progress(l.meta.ID)
+		if err != nil || !ok || m != l.log.Head() {
+			return false
+		}
+	}
+	return true
 }
 
 // findPending records what the next writer's Open will repair: a
@@ -329,8 +377,8 @@ func (db *DB) metaCopyError() error {
 // writerHolds reports whether a writer holds the data directory (its
 // flock), as far as this reader can tell.
 func (db *DB) writerHolds() bool {
-	if db.opts.fs != nil {
-		return false
+	if db.opts.fs != nil || db.ro.wHold != nil {
+		return false // a test's file system, or this DB holds it
 	}
 	dir, err := filepath.EvalSymlinks(db.dir)
 	if err != nil {
@@ -371,21 +419,28 @@ func (db *DB) metaSnapshot() (m *bolt.DB) {
 	if regularFile(vfs.Default, path) != nil {
 		return nil // a named pipe would block the read for ever
 	}
-	b, err := os.ReadFile(path)
-	if err != nil || len(b) == 0 {
+	tmp := path
+	if db.ro.wHold == nil {
+		b, err := os.ReadFile(path)
+		if err != nil || len(b) == 0 {
+			return nil
+		}
+		tmp = filepath.Join(db.ro.temp, metaFile)
+		if err := os.WriteFile(tmp, b, 0o600); err != nil {
+			return nil
+		}
+	} else if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
 		return nil
 	}
-	tmp := filepath.Join(db.ro.temp, metaFile)
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return nil
-	}
+	// Held by this DB (openWriterIndex), the file is opened where it is,
+	// read-only: no writer commits to it meanwhile.
 	defer func() {
 		if r := recover(); r != nil {
 			m = nil
 		}
 	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	m, err = bolt.Open(tmp, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	m, err := bolt.Open(tmp, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
 	if err != nil {
 		return nil
 	}
@@ -567,7 +622,13 @@ func (db *DB) openLedgerReadOnly(id eventid.LedgerID, found *ledgerMeta) (*ledge
 	w := db.roWitness(id)
 	ev := db.readEvidence(id)
 	dir := db.ledgerDir(id)
-	log, err := segment.OpenReadOnly(dir, db.segmentOptions(id))
+	so := db.segmentOptions(id)
+	if !db.opts.FullVerifyOnOpen {
+		// The sealed segments that an open verified and that did not
+		// change since are not read again (stamps.go, readercache.go).
+		so.VerifySealed, so.Stamps = true, db.readerStamps(id)
+	}
+	log, err := segment.OpenReadOnly(dir, so)
 	if errors.Is(err, segment.ErrNoLog) {
 		if w.Seq != 0 {
 			return nil, lostEverySegment(dir, w)
@@ -598,6 +659,7 @@ func (db *DB) openLedgerReadOnly(id eventid.LedgerID, found *ledgerMeta) (*ledge
 		log.Close()
 		return nil, err
 	}
+	db.keepReaderStamps(l)
 	return l, nil
 }
 
@@ -689,13 +751,13 @@ func (db *DB) closeReadOnly() error {
 	for _, t := range db.ro.trees {
 		t.Close()
 	}
-	if db.ro.wIdx != nil {
+	if db.ro.wIdx != nil && db.ro.wIdx != db.idx {
 		errs = append(errs, db.ro.wIdx.Close())
 	}
-	if db.ro.wHold != nil {
-		db.ro.wHold.Close()
-	}
 	errs = append(errs, db.closeStores())
+	if db.ro.wHold != nil {
+		db.ro.wHold.Close() // after the index and the metadata are closed
+	}
 	if err := os.RemoveAll(db.ro.temp); err != nil {
 		errs = append(errs, fmt.Errorf("engine: remove the private directory: %w", err))
 	}
@@ -734,6 +796,15 @@ func tempOutsideDataDir(dir, tempDir string) error {
 	if tempDir == "" {
 		tempDir = os.TempDir()
 	}
+	if inside(dir, tempDir) {
+		return invalid("read-only open of %s: the directory for its private files (Options.TempDir, else TMPDIR) %s is inside the data directory, which a reader does not change: give a directory outside it", dir, tempDir)
+	}
+	return nil
+}
+
+// inside reports whether path is the directory dir or inside it, both
+// with their symbolic links resolved.
+func inside(dir, path string) bool {
 	resolve := func(p string) string {
 		if r, err := filepath.EvalSymlinks(p); err == nil {
 			p = r
@@ -743,11 +814,9 @@ func tempOutsideDataDir(dir, tempDir string) error {
 		}
 		return filepath.Clean(p)
 	}
-	d, t := resolve(dir), resolve(tempDir)
-	if rel, err := filepath.Rel(d, t); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel) {
-		return invalid("read-only open of %s: the directory for its private files (Options.TempDir, else TMPDIR) %s is inside the data directory, which a reader does not change: give a directory outside it", dir, tempDir)
-	}
-	return nil
+	d, t := resolve(dir), resolve(path)
+	rel, err := filepath.Rel(d, t)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
 }
 
 // makePrivateDir makes a read-only DB's private directory in tempDir (the

@@ -114,30 +114,37 @@ func OpenReadOnly(dir string, opts Options) (*Log, error) {
 // the first, that the stamps vouch for, as Open does: each one's file is
 // as it was stamped (segment numbers nums, the last of which is never
 // skipped: it may be written) and continues the chain of the one before.
-// A segment that does not match ends the run; nothing is an error here:
+// Stamps may hold several of one segment (from several sources): the
+// first that matches is taken. A segment that none matches ends the run;
+// nothing is an error here:
 // what is not skipped is read and verified. So is every segment when the
 // segment after the run does not continue from its last stamp.
 func (l *Log) skipStamped(nums []uint64, stamps []Stamp) {
-	given := make(map[uint64]Stamp, len(stamps))
+	given := make(map[uint64][]Stamp, len(stamps))
 	for _, st := range stamps {
-		given[st.Segment] = st
+		given[st.Segment] = append(given[st.Segment], st)
 	}
 	prev := Head{ID: l.ro.chain.id}
 	var run []Stamp
 	for _, n := range nums[:len(nums)-1] {
-		st, ok := given[n]
-		if !ok {
+		if len(given[n]) == 0 {
 			break
 		}
 		s, err := readHeader(l.fs, l.dir, n, l.ledger)
 		if s != nil && s.file != nil {
 			s.file.Close()
 		}
-		if err != nil || !st.matches(s) || st.Prev.ID != prev.ID || st.Prev.Seq != prev.Seq {
+		if err != nil {
 			break
 		}
-		run = append(run, st)
-		prev = st.Last
+		i := slices.IndexFunc(given[n], func(st Stamp) bool {
+			return st.matches(s) && st.Prev.ID == prev.ID && st.Prev.Seq == prev.Seq
+		})
+		if i < 0 {
+			break
+		}
+		run = append(run, given[n][i])
+		prev = given[n][i].Last
 	}
 	if len(run) == 0 {
 		return

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/annal-db/annal/engine"
@@ -27,7 +29,12 @@ func readsOnly(cmd *cobra.Command) bool {
 // openReader opens dir read-only for a read command. A ledger whose last
 // segment ends with bytes it does not show (a write in progress, or a
 // torn write that the writer's next open cuts) gets a note on stderr.
+// When no writer holds the directory, every command but tail holds it
+// while it runs and reads its index (engine.Options.UseIndex): tail
+// follows for long, and would keep a writer from starting.
 func (g *globals) openReader(cmd *cobra.Command, dir string, opts *engine.Options) (*engine.DB, string, error) {
+	opts = readerOptions(opts)
+	opts.UseIndex = cmd.Name() != "tail"
 	db, err := engine.OpenReadOnly(dir, opts)
 	if err != nil {
 		return nil, dir, openError(dir, err)
@@ -53,9 +60,7 @@ func (g *globals) openVerifier(cmd *cobra.Command) (*engine.DB, string, error) {
 	if err != nil {
 		return nil, dir, err
 	}
-	if opts == nil {
-		opts = &engine.Options{}
-	}
+	opts = readerOptions(opts)
 	opts.VerifyIndex = true
 	db, err := engine.OpenReadOnly(dir, opts)
 	if err != nil {
@@ -71,6 +76,22 @@ func (g *globals) openVerifier(cmd *cobra.Command) (*engine.DB, string, error) {
 		fmt.Fprintf(cmd.ErrOrStderr(), "annal: note: %s\n", safeText(p))
 	}
 	return db, dir, nil
+}
+
+// readerOptions returns opts (new ones if nil) with the reader's cache
+// directory (engine.Options.CacheDir): annal's directory in the user's
+// cache directory ($XDG_CACHE_HOME, else ~/.cache, on Linux), where a
+// read command keeps the stamps of the sealed segments it verified, so
+// that the next one does not read them again. None if the system has no
+// such directory.
+func readerOptions(opts *engine.Options) *engine.Options {
+	if opts == nil {
+		opts = &engine.Options{}
+	}
+	if c, err := os.UserCacheDir(); err == nil && opts.CacheDir == "" {
+		opts.CacheDir = filepath.Join(c, "annal")
+	}
+	return opts
 }
 
 // readerNotes writes to w what a read-only open of db has to say: the
