@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
 	"github.com/annal-db/annal/segment"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/mod/sumdb/note"
 )
 
@@ -306,8 +308,19 @@ func openIndexReadOnly(dir string) (*index.Index, error) {
 	if _, err := os.Stat(filepath.Join(path, "LOCK")); err != nil {
 		return nil, err // Pebble's open would create it
 	}
-	return index.Open(path, index.Options{ReadOnly: true, CacheSize: 8 << 20})
+	return index.Open(path, index.Options{ReadOnly: true, CacheSize: 8 << 20, FS: heldDirFS{vfs.Default}})
 }
+
+// heldDirFS is the file system of an index opened read-only in a data
+// directory that the caller holds (its flock, dirlock.Hold), as every
+// caller of openIndexReadOnly does: Pebble's own lock of index/LOCK,
+// which Pebble takes by creating the file again (a truncation, which
+// changes its modification time), is not taken. No other process can
+// open the index meanwhile: a writer holds the directory first.
+type heldDirFS struct{ vfs.FS }
+
+// Lock takes no lock: the directory's flock, held, stands for it.
+func (heldDirFS) Lock(string) (io.Closer, error) { return io.NopCloser(nil), nil }
 
 // indexWitnesses returns the durable witness in x of each ledger of ids.
 func indexWitnesses(x *index.Index, ids []eventid.LedgerID) map[eventid.LedgerID]segment.Head {

@@ -1,0 +1,223 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment"
+)
+
+// fileState is what dirState records of a file: its bytes' hash, size,
+// mode and modification time.
+type fileState struct {
+	sum   [32]byte
+	size  int64
+	mode  fs.FileMode
+	mtime time.Time
+}
+
+// dirState returns the state of every file and directory under dir (the
+// directories' own modification times included: a file created and
+// removed changes its directory's).
+func dirState(t *testing.T, dir string) map[string]fileState {
+	t.Helper()
+	out := map[string]fileState{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		st := fileState{size: fi.Size(), mode: fi.Mode(), mtime: fi.ModTime()}
+		if !d.IsDir() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			st.sum = sha256.Sum256(b)
+		} else {
+			st.size = 0
+		}
+		out[p] = st
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sameState(t *testing.T, what string, before, after map[string]fileState) {
+	t.Helper()
+	for p, b := range before {
+		if a, ok := after[p]; !ok {
+			t.Errorf("%s: %s removed", what, p)
+		} else if a != b {
+			t.Errorf("%s: %s changed: %+v, was %+v", what, p, a, b)
+		}
+	}
+	for p := range after {
+		if _, ok := before[p]; !ok {
+			t.Errorf("%s: %s created", what, p)
+		}
+	}
+}
+
+// closedLedgers makes a closed data directory with ledgers "shop" (n
+// events over several segments) and "other", and returns it with the IDs
+// of shop's events and shop's ledger ID.
+func closedLedgers(t *testing.T, n int) (string, []eventid.ID, eventid.LedgerID) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := Open(dir, &Options{SegmentSize: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := db.CreateLedger(ctx, LedgerSpec{Name: "shop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	ids := appendEvents(t, db, "shop", n, appendSpec{Batch: batchesOf(10), Options: unsynced})
+	if _, err := db.Checkpoint(ctx, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir, ids, info.ID
+}
+
+// TestReadOnlyUseIndexChangesNothing: with UseIndex, a read-only open of
+// a directory that no process holds reads the directory's own index
+// (no private one), holds the directory until Close (a writer's Open is
+// ErrLocked meanwhile), serves Get and Scan, and changes no file, no
+// modification time and no directory listing; with CacheDir the next
+// open skips the sealed segments the first verified, and a segment
+// changed in place since is read again and refused.
+func TestReadOnlyUseIndexChangesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, ids, shop := closedLedgers(t, 300)
+	cache := t.TempDir()
+	opts := &Options{TempDir: t.TempDir(), UseIndex: true, CacheDir: cache}
+	before := dirState(t, dir)
+
+	open := func() *DB {
+		t.Helper()
+		ro, err := OpenReadOnly(dir, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ro
+	}
+	ro := open()
+	if ro.idx == nil || ro.idx != ro.ro.wIdx {
+		t.Fatal("the read-only DB does not read the directory's own index")
+	}
+	if _, err := os.Stat(filepath.Join(ro.ro.temp, indexDir)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a private index was made: %v", err)
+	}
+	if _, err := Open(dir, nil); !errors.Is(err, ErrLocked) {
+		t.Fatalf("a writer's Open while the reader holds the directory: %v, want ErrLocked", err)
+	}
+	ev, err := ro.Get(ctx, ids[150])
+	if err != nil || ev.ID != ids[150] {
+		t.Fatalf("Get: %v, %v", ev.ID, err)
+	}
+	var first []uint64
+	for ev, err := range ro.Scan(ctx, "shop", ScanOptions{Limit: 1}) {
+		if err != nil {
+			t.Fatalf("Scan: %v", err)
+		}
+		first = append(first, ev.Seq)
+	}
+	if len(first) != 1 || first[0] != 1 {
+		t.Fatalf("Scan with Limit 1: %v, want [1]", first)
+	}
+	from, _ := ro.byName["shop"].log.VerifiedFrom()
+	if from != 1 {
+		t.Fatalf("first open verified from #%d, want #1 (no stamps yet)", from)
+	}
+	if err := ro.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sameState(t, "after the first read-only open", before, dirState(t, dir))
+	cached, err := os.ReadFile(ro.readerCachePath(shop))
+	if err != nil {
+		t.Fatalf("no stamps kept in the cache: %v", err)
+	}
+	stamps, err := segment.UnmarshalStamps(cached)
+	if err != nil || len(stamps) < 2 {
+		t.Fatalf("cached stamps: %d, %v", len(stamps), err)
+	}
+
+	ro = open()
+	from, _ = ro.byName["shop"].log.VerifiedFrom()
+	if want := stamps[len(stamps)-1].Last.Seq + 1; from != want {
+		t.Errorf("second open verified from #%d, want #%d (after the stamped segments)", from, want)
+	}
+	if ev, err := ro.Get(ctx, ids[299]); err != nil || ev.ID != ids[299] {
+		t.Fatalf("Get after stamps: %v, %v", ev.ID, err)
+	}
+	if err := ro.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sameState(t, "after the second read-only open", before, dirState(t, dir))
+
+	// A sealed segment damaged in place: its stamp no longer matches.
+	seg := filepath.Join(dir, ledgersDir, shop.String(), "00000000000000000002.seg")
+	b, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-30] ^= 1
+	if err := os.WriteFile(seg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ro = open()
+	defer ro.Close()
+	if err := ro.Unavailable()["shop"]; !errors.Is(err, segment.ErrCorruption) {
+		t.Fatalf("a stamped segment damaged in place: %v, want corruption", err)
+	}
+}
+
+// TestReadOnlyUseIndexBesideWriter: with UseIndex, a reader beside a
+// writer (in this process) builds its private index, as without it, and
+// lets the writer append.
+func TestReadOnlyUseIndexBesideWriter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, ids, _ := closedLedgers(t, 50)
+	w, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ro, err := OpenReadOnly(dir, &Options{TempDir: t.TempDir(), UseIndex: true, CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if ro.ro.wIdx != nil || ro.ro.wHold != nil {
+		t.Fatal("the reader holds the directory or its index beside a writer")
+	}
+	if ev, err := ro.Get(ctx, ids[10]); err != nil || ev.ID != ids[10] {
+		t.Fatalf("Get: %v, %v", ev.ID, err)
+	}
+	if _, err := w.Append(ctx, "shop", []EventInput{order(1)}, nil); err != nil {
+		t.Fatalf("the writer's append beside the reader: %v", err)
+	}
+}
