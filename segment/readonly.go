@@ -91,10 +91,10 @@ func OpenReadOnly(dir string, opts Options) (*Log, error) {
 	// first header is not yet written shows nothing, as recovery would
 	// find no log.
 	l.segNum, l.size = 1, headerSize
-	if o.VerifySealed && len(nums) > 1 {
+	l.ro.from, l.ro.at = 1, Location{Segment: 1, Offset: headerSize}
+	if o.VerifySealed && len(nums) > 0 {
 		l.skipStamped(nums, o.Stamps)
 	}
-	l.ro.from, l.ro.at = l.head.Seq+1, Location{Segment: l.segNum, Offset: headerSize}
 	l.publish()
 	if len(nums) == 0 {
 		return nil, fmt.Errorf("%w in %s", ErrNoLog, dir)
@@ -110,15 +110,18 @@ func OpenReadOnly(dir string, opts Options) (*Log, error) {
 }
 
 // skipStamped starts the open of a read-only Log (OpenReadOnly, with
-// Options.VerifySealed) after the longest run of sealed segments, from
+// Options.VerifySealed) at the end of the longest run of segments, from
 // the first, that the stamps vouch for, as Open does: each one's file is
-// as it was stamped (segment numbers nums, the last of which is never
-// skipped: it may be written) and continues the chain of the one before.
+// as it was stamped (segment numbers nums) and continues the chain of the
+// one before, and the segment after the run, if any, continues from the
+// run's last record (stamps that match the files but do not chain were
+// not written by an open: they spare nothing). A stamp is of a file's
+// identity, which any write changes (FileIdentity): the last segment may
+// have one too (a reader's, of a segment no writer was writing), and what
+// a writer appended to it since is read after the stamped records.
 // Stamps may hold several of one segment (from several sources): the
-// first that matches is taken. A segment that none matches ends the run;
-// nothing is an error here:
-// what is not skipped is read and verified. So is every segment when the
-// segment after the run does not continue from its last stamp.
+// first that matches is taken. Nothing is an error here: what is not
+// skipped is read and verified.
 func (l *Log) skipStamped(nums []uint64, stamps []Stamp) {
 	given := make(map[uint64][]Stamp, len(stamps))
 	for _, st := range stamps {
@@ -126,7 +129,7 @@ func (l *Log) skipStamped(nums []uint64, stamps []Stamp) {
 	}
 	prev := Head{ID: l.ro.chain.id}
 	var run []Stamp
-	for _, n := range nums[:len(nums)-1] {
+	for _, n := range nums {
 		if len(given[n]) == 0 {
 			break
 		}
@@ -149,28 +152,32 @@ func (l *Log) skipStamped(nums []uint64, stamps []Stamp) {
 	if len(run) == 0 {
 		return
 	}
-	// The segment after the run must continue from its last stamp's
-	// head: stamps that match the files but do not chain were not written by
-	// an open: they spare nothing (as with Open).
 	last := run[len(run)-1]
-	s, err := readHeader(l.fs, l.dir, last.Segment+1, l.ledger)
-	if s != nil && s.file != nil {
-		s.file.Close()
-	}
-	if err != nil || s.hdr.prevID != last.Last.ID || s.hdr.prevSeq != last.Last.Seq {
-		return
+	at := Location{Segment: last.Segment, Offset: last.Last.Loc.End()}
+	if int(last.Segment) < len(nums) {
+		s, err := readHeader(l.fs, l.dir, last.Segment+1, l.ledger)
+		if s != nil && s.file != nil {
+			s.file.Close()
+		}
+		if err != nil || s.hdr.prevID != last.Last.ID || s.hdr.prevSeq != last.Last.Seq {
+			return
+		}
+		at = Location{Segment: last.Segment + 1, Offset: headerSize}
 	}
 	l.ro.stamps = run
 	l.ro.chain.id, l.ro.chain.seq = last.Last.ID, last.Last.Seq
-	l.segNum, l.size, l.head = last.Segment+1, headerSize, last.Last
+	l.segNum, l.size, l.head = last.Segment, last.Last.Loc.End(), last.Last
+	l.ro.from, l.ro.at = l.head.Seq+1, at
 	l.markDurable(l.head)
 }
 
 // Stamps returns, for a Log opened with OpenReadOnly, the stamps of the
-// sealed segments that its open verified whole or that a stamp given in
+// segments that its open verified whole or that a stamp given in
 // Options.Stamps spared (with Options.VerifySealed), in segment order:
-// what a later OpenReadOnly or Open may be given. Nil for a Log opened
-// with Open (see Recovery.Stamps).
+// what a later OpenReadOnly may be given (Open takes those of the sealed
+// ones). The last segment has one only if it ended with its last record
+// (nothing hidden, no zeros after it). Nil for a Log opened with Open
+// (see Recovery.Stamps).
 func (l *Log) Stamps() []Stamp {
 	if l.ro == nil {
 		return nil
@@ -182,8 +189,9 @@ func (l *Log) Stamps() []Stamp {
 
 // VerifiedFrom returns, for a Log opened with OpenReadOnly, the sequence
 // number of the first record its open read and verified (Head.Seq+1 if
-// none) and where that record is: those before it are in sealed segments
-// that stamps vouched for (Options.Stamps). 1 if every record was read.
+// none) and where that record is (for NewIterator; if none was read, the
+// end of the records): those before it are in segments that stamps
+// vouched for (Options.Stamps). 1 if every record was read.
 func (l *Log) VerifiedFrom() (uint64, Location) {
 	if l.ro == nil {
 		return 0, Location{}
@@ -385,9 +393,11 @@ func (l *Log) scanActive(sealed bool) (done bool, err error) {
 		return false, fmt.Errorf("segment: stat %s: %w", name, err)
 	}
 	size := st.Size()
-	// A sealed segment read whole at the open, from one look at its
-	// file (its identity taken before the read), gets a stamp (Stamps).
-	stampable := l.ro.opening && sealed && l.size == headerSize
+	// A segment read whole at the open, from one look at its file (its
+	// identity taken before the read), gets a stamp (Stamps): the last
+	// one too if it ends with its last record (nothing hidden, no zeros
+	// after it), as a closed ledger's does.
+	stampable := l.ro.opening && l.size == headerSize
 	ident, before := fileIdentity(st), l.ro.chain
 	if sealed {
 		// Sealed, the segment was cut to its records' end, which a

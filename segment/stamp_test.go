@@ -171,21 +171,43 @@ func TestReadOnlySkipsOnlyUnchangedSealedSegments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h != head || from != 1 || len(stamps) != int(head.Loc.Segment)-1 {
-		t.Fatalf("no stamps: head %+v (want %+v), verified from #%d (want #1), %d stamps for %d sealed segments", h, head, from, len(stamps), head.Loc.Segment-1)
+	// Every segment is stamped, the last one too: the log is closed, it
+	// ends with its last record.
+	if h != head || from != 1 || len(stamps) != int(head.Loc.Segment) || stamps[len(stamps)-1].Last != head {
+		t.Fatalf("no stamps: head %+v (want %+v), verified from #%d (want #1), %d stamps for %d segments", h, head, from, len(stamps), head.Loc.Segment)
 	}
-	// The reader's stamps are those Open makes of the same files.
+	// The reader's stamps of the sealed segments are those Open makes.
 	wl, rec, err := Open(dir, Options{FS: fs, Ledger: testLedger(), VerifySealed: true}, Head{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wl.Close()
-	if !reflect.DeepEqual(stamps, rec.Stamps) {
+	if !reflect.DeepEqual(stamps[:len(stamps)-1], rec.Stamps) {
 		t.Fatalf("read-only stamps differ from Open's:\n%+v\n%+v", stamps, rec.Stamps)
 	}
-	lastSealed := stamps[len(stamps)-1].Last.Seq
-	if h, from, again, err := open(stamps); err != nil || h != head || from != lastSealed+1 || !reflect.DeepEqual(again, stamps) {
-		t.Fatalf("with stamps of every sealed segment: %v, head %+v (want %+v), verified from #%d (want #%d), stamps kept: %v", err, h, head, from, lastSealed+1, reflect.DeepEqual(again, stamps))
+	if h, from, again, err := open(stamps); err != nil || h != head || from != head.Seq+1 || !reflect.DeepEqual(again, stamps) {
+		t.Fatalf("with stamps of every segment: %v, head %+v (want %+v), verified from #%d (want #%d), stamps kept: %v", err, h, head, from, head.Seq+1, reflect.DeepEqual(again, stamps))
+	}
+	// Only the sealed ones stamped (the writer's): the last is read.
+	lastSealed := stamps[len(stamps)-2].Last.Seq
+	if h, from, _, err := open(stamps[:len(stamps)-1]); err != nil || h != head || from != lastSealed+1 {
+		t.Fatalf("with stamps of the sealed segments: %v, head %+v (want %+v), verified from #%d (want #%d)", err, h, head, from, lastSealed+1)
+	}
+	// The last segment appended to after its stamp: read again, from the
+	// stamped records on.
+	wl, _, err = Open(dir, Options{FS: fs, Ledger: testLedger()}, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wl.Append(&Batch{Entries: []Entry{entry(60)}}); err != nil {
+		t.Fatal(err)
+	}
+	grown := wl.Head()
+	if err := wl.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if h, from, _, err := open(stamps); err != nil || h != grown || from != lastSealed+1 {
+		t.Fatalf("the last segment grown after its stamp: %v, head %+v (want %+v), verified from #%d (want #%d)", err, h, grown, from, lastSealed+1)
 	}
 	// A stamp that does not continue the chain spares nothing.
 	bad := slices.Clone(stamps)
