@@ -81,8 +81,9 @@ type HiddenTail struct {
 // metadata file (a writer that starts then is refused, ErrLocked), and,
 // with Options.VerifyIndex, until Close.
 //
-// Every ledger's segments are verified from the first record, and reads
-// see a verified prefix of each ledger: what a writer had committed when
+// Every ledger's segments are verified (from the first record, but for
+// the stamped segments, below), and reads see a verified prefix of each
+// ledger: what a writer had committed when
 // the DB opened, or since (see below), never a record that is not
 // completely written, nor one that the writer's recovery would cut (the
 // tail of the last segment from its first invalid record, an unfinished
@@ -104,10 +105,20 @@ type HiddenTail struct {
 // up to date at each such read; Subscribe without a cursor and Ledgers
 // need none. Ledgers that the writer creates after the open are shown
 // once their genesis event is complete (see discoverLedgers). Writes,
-// Checkpoint, proofs and consumers fail with ErrReadOnly. LatestCheckpoint
-// is the checkpoint checked at the open; Verify and VerifyCheckpoint read
-// the writer's tree file read-only, and the writer's index with
-// Options.VerifyIndex (see VerifyReport).
+// Checkpoint and consumers fail with ErrReadOnly. LatestCheckpoint is the
+// checkpoint checked at the open; Verify, VerifyCheckpoint and the proofs
+// (ProveInclusion, ProveConsistency) read the writer's tree file
+// read-only, and Verify the writer's index with Options.VerifyIndex (see
+// VerifyReport).
+//
+// With Options.UseIndex, when no writer holds the directory, the DB holds
+// it until Close and reads the directory's own index, read-only, instead
+// of a private one. With Options.CacheDir, the segments verified whole
+// are stamped there, and a later open skips those that did not change
+// (see Options.CacheDir). Whether it reads every record or not, it shows
+// what the writer's Open would: the stamps spare the records that an
+// open verified before and whose files did not change since, as the
+// writer's Open is spared them (docs/decisions/reads-cost-what-they-read.md).
 // Close removes the private directory; one that a reader killed before
 // its Close left in TempDir is removed by the next OpenReadOnly (see
 // makePrivateDir).

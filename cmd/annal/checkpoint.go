@@ -234,7 +234,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			db, _, err := g.openDB(cmd, false)
+			db, _, err := g.openBesideWriter(cmd)
 			if err != nil {
 				return err
 			}
@@ -334,7 +334,12 @@ Examples:
 				fmt.Fprintf(cmd.ErrOrStderr(), "annal: ledger %s accepted as it is: signed at size %d\n", safeName(args[0]), cp.Size)
 				return printCheckpoint(cmd, format, output, cp)
 			}
-			db, info, dir, err := g.openLedger(cmd, args[0])
+			open := func() (*engine.DB, string, error) { return g.openDB(cmd, false) }
+			if !issue {
+				// Printing the latest checkpoint reads only.
+				open = func() (*engine.DB, string, error) { return g.openBesideWriter(cmd) }
+			}
+			db, info, dir, err := g.openLedgerWith(cmd, args[0], open)
 			if err != nil {
 				return err
 			}
@@ -509,7 +514,7 @@ func proveInclusion(cmd *cobra.Command, g *globals, format, arg string, size uin
 	if err := checkEventArg("prove", arg); err != nil {
 		return err
 	}
-	db, dir, err := g.openDB(cmd, false)
+	db, dir, err := g.openBesideWriter(cmd)
 	if err != nil {
 		return err
 	}
@@ -601,7 +606,7 @@ func proveConsistency(cmd *cobra.Command, g *globals, format, oldFile, key, ledg
 	if err != nil {
 		return err
 	}
-	db, dir, err := g.openDB(cmd, false)
+	db, dir, err := g.openBesideWriter(cmd)
 	if err != nil {
 		return err
 	}

@@ -161,7 +161,10 @@ writes no checkpoint and removes the partial FILE.`,
 					return usageErr("export: -o and --checkpoint name the same file %s", strconv.Quote(output))
 				}
 			}
-			db, info, dir, err := g.openLedger(cmd, args[0])
+			// Without --checkpoint export reads only (openDB opens it
+			// read-only); with it, beside a writer, it exports the latest
+			// signed checkpoint's events, read-only.
+			db, info, dir, err := g.openLedgerWith(cmd, args[0], func() (*engine.DB, string, error) { return g.openBesideWriter(cmd) })
 			if err != nil {
 				if checkpoint != "" && errors.Is(err, engine.ErrRewritten) {
 					// Refused at open for the same reason the export

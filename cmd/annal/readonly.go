@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -41,6 +42,24 @@ func (g *globals) openReader(cmd *cobra.Command, dir string, opts *engine.Option
 	}
 	readerNotes(cmd.ErrOrStderr(), db, "not shown")
 	return db, dir, nil
+}
+
+// openBesideWriter opens the data directory for a command that only reads
+// once it finds another process holding it (prove, checkpoint without
+// --new or --accept, export --checkpoint, key): as a writer if none holds
+// it (an open that may sign a ledger's first checkpoint, repair what a
+// crash left), read-only (openReader) beside the one that does, which
+// signs nothing: the latest signed checkpoint is the writer's to make.
+func (g *globals) openBesideWriter(cmd *cobra.Command) (*engine.DB, string, error) {
+	db, dir, err := g.openDB(cmd, false)
+	if !errors.Is(err, engine.ErrLocked) {
+		return db, dir, err
+	}
+	opts, oerr := g.options()
+	if oerr != nil {
+		return nil, dir, oerr
+	}
+	return g.openReader(cmd, dir, opts)
 }
 
 // openVerifier opens dir for verify: read-only (engine.OpenReadOnly), so
