@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/index"
 	"github.com/annal-db/annal/segment"
 )
 
@@ -24,9 +25,24 @@ import (
 // reads-cost-what-they-read.md).
 const readerCacheSub = "verified"
 
+// readerIndexSub: a read-only DB given Options.CacheDir that cannot read
+// the writer's index (a writer holds the directory) keeps its private
+// index in CacheDir/index/DIRKEY, between opens, and extends it from
+// where it stopped (openCachedIndex).
+const readerIndexSub = "index"
+
 // readerCachePath returns the file of the reader's stamps of ledger id,
 // or "" without Options.CacheDir (or a test's file system).
 func (db *DB) readerCachePath(id eventid.LedgerID) string {
+	if p := db.readerCacheDir(readerCacheSub); p != "" {
+		return filepath.Join(p, id.String())
+	}
+	return ""
+}
+
+// readerCacheDir returns CacheDir/sub/DIRKEY, or "" without
+// Options.CacheDir (or a test's file system).
+func (db *DB) readerCacheDir(sub string) string {
 	if db.opts.CacheDir == "" || db.opts.fs != nil {
 		return ""
 	}
@@ -38,7 +54,51 @@ func (db *DB) readerCachePath(id eventid.LedgerID) string {
 		dir = a
 	}
 	sum := sha256.Sum256([]byte(filepath.Clean(dir)))
-	return filepath.Join(db.opts.CacheDir, readerCacheSub, hex.EncodeToString(sum[:16]), id.String())
+	return filepath.Join(db.opts.CacheDir, sub, hex.EncodeToString(sum[:16]))
+}
+
+// openCachedIndex opens the reader's index kept in Options.CacheDir for
+// this data directory (made if missing), or returns nil: no CacheDir, or
+// the index cannot be opened (another reader has it open: Pebble's lock;
+// damaged), and the caller makes a private one. Each ledger's progress
+// marker there is taken as what is indexed only if the segments, as this
+// DB verified and shows them, hold the marker's record at its location
+// (the same event, the same sequence number): the entries before it are
+// of the same events then, the chain linking each to the one before. A
+// ledger whose marker is past what the DB shows, or not there (the
+// ledger was restored, rewritten, replaced), is indexed again from its
+// first event, its earlier entries deleted first (catchUp from the zero
+// head), and so is one without a marker.
+func (db *DB) openCachedIndex() *index.Index {
+	p := db.readerCacheDir(readerIndexSub)
+	if p == "" {
+		return nil
+	}
+	if err := os.MkdirAll(p, 0o700); err != nil {
+		return nil
+	}
+	x, err := index.Open(p, index.Options{CacheSize: db.opts.CacheSize})
+	if err != nil {
+		return nil
+	}
+	for _, l := range db.byID {
+		m, ok, err := x.Progress(l.meta.ID)
+		if err != nil {
+			x.Close()
+			return nil
+		}
+		if !ok || m.Seq == 0 || m.Seq > l.log.Head().Seq {
+			continue
+		}
+		r, err := l.log.ReadAt(m.Loc)
+		if err != nil || r.ID != m.ID || r.Seq != m.Seq {
+			continue
+		}
+		l.idxMu.Lock()
+		l.indexed, l.idxHead = m.Seq, m
+		l.idxMu.Unlock()
+	}
+	return x
 }
 
 // readerStamps returns the stamps ledger id's segments may be opened with

@@ -261,9 +261,11 @@ func (db *DB) openReadOnly() error {
 // Options.UseIndex, the writer's, opened read-only while the DB holds
 // the directory (openWriterIndex), if it covers exactly what the DB
 // shows of every ledger (each one's progress marker is its head);
-// otherwise a private index, built from the segments when a read first
-// needs a ledger's (roIndex). A DB that does not read the writer's
-// index lets the directory go, but with Options.VerifyIndex.
+// otherwise the reader's index kept in Options.CacheDir (openCachedIndex),
+// or else a private index in its private directory: either is built from
+// the segments, or extended, when a read first needs a ledger's
+// (roIndex). A DB that does not read the writer's index lets the
+// directory go, but with Options.VerifyIndex.
 func (db *DB) chooseIndex() error {
 	if db.opts.UseIndex && db.ro.wIdx != nil && db.indexCoversShown(db.ro.wIdx) {
 		db.idx = db.ro.wIdx
@@ -279,6 +281,9 @@ func (db *DB) chooseIndex() error {
 		db.ro.wIdx.Close()
 		db.ro.wHold.Close()
 		db.ro.wIdx, db.ro.wHold = nil, nil
+	}
+	if db.idx = db.openCachedIndex(); db.idx != nil {
+		return nil
 	}
 	var err error
 	if db.idx, err = index.Open(filepath.Join(db.ro.temp, indexDir), index.Options{CacheSize: db.opts.CacheSize}); err != nil {

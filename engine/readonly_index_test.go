@@ -221,3 +221,81 @@ func TestReadOnlyUseIndexBesideWriter(t *testing.T) {
 		t.Fatalf("the writer's append beside the reader: %v", err)
 	}
 }
+
+// TestReadOnlyCachedIndexExtendedOrRebuilt: beside a writer, a read-only
+// DB with CacheDir keeps its index there between opens: the next open
+// starts from where the last one stopped and indexes only what the writer
+// appended since. When the ledger was replaced (a copy from before put
+// back, and other events appended), the kept index's marker is not in the
+// segments: the ledger is indexed again, and an event of the discarded
+// history is not found.
+func TestReadOnlyCachedIndexExtendedOrRebuilt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, _, _ := closedLedgers(t, 20)
+	backup := filepath.Join(t.TempDir(), "backup")
+	copyTree(t, dir, backup)
+	cache := t.TempDir()
+	read := func(check func(ro *DB)) {
+		t.Helper()
+		ro, err := OpenReadOnly(dir, &Options{TempDir: t.TempDir(), UseIndex: true, CacheDir: cache})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := ro.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}()
+		if ro.idx == nil || ro.ro.wIdx != nil {
+			t.Fatal("beside a writer, the reader does not read an index of its own")
+		}
+		check(ro)
+	}
+	w, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := appendEvents(t, w, "shop", 30, appendSpec{From: 100, Batch: batchesOf(5)})
+	read(func(ro *DB) {
+		if ev, err := ro.Get(ctx, b[29]); err != nil || ev.ID != b[29] {
+			t.Fatalf("Get: %v, %v", ev.ID, err)
+		}
+	})
+	more := appendEvents(t, w, "shop", 10, appendSpec{From: 200})
+	read(func(ro *DB) {
+		l := ro.byName["shop"]
+		if got := l.visible().Seq; got != 51 {
+			t.Fatalf("the kept index: at the open, indexed to #%d, want #51 (what the last reader indexed)", got)
+		}
+		if ev, err := ro.Get(ctx, more[9]); err != nil || ev.ID != more[9] {
+			t.Fatalf("Get of an event appended since: %v, %v", ev.ID, err)
+		}
+	})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The ledger replaced by its copy from before, and other events
+	// appended in place of the discarded ones.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	copyTree(t, backup, dir)
+	if w, err = Open(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	c := appendEvents(t, w, "shop", 40, appendSpec{From: 300, Batch: batchesOf(5)})
+	read(func(ro *DB) {
+		if got := ro.byName["shop"].visible().Seq; got != 0 {
+			t.Fatalf("the kept index of a replaced ledger: taken to #%d, want it indexed again", got)
+		}
+		if _, err := ro.Get(ctx, b[29]); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Get of an event of the discarded history: %v, want ErrNotFound", err)
+		}
+		if ev, err := ro.Get(ctx, c[39]); err != nil || ev.ID != c[39] {
+			t.Fatalf("Get after the replacement: %v, %v", ev.ID, err)
+		}
+	})
+}
