@@ -58,7 +58,9 @@ type Options struct {
 	// FullVerifyOnOpen verifies every record of every ledger when the DB
 	// opens, and checks every event against the tree, instead of sparing
 	// the sealed segments unchanged since an earlier Open verified them
-	// (docs/recovery.md, "Stamps").
+	// (docs/recovery.md, "Stamps"). For OpenReadOnly, it reads every
+	// record whatever the stamps, the writer's and its own
+	// (Options.CacheDir); annal verify sets it.
 	FullVerifyOnOpen bool
 	// WitnessInterval is how often a background writer records in the
 	// metadata file the durable head of every ledger whose durable head

@@ -294,6 +294,10 @@ public): it is what proves later that the ledger still extends it
 {"ledger","origin","size","root","note"}. A ledger without a checkpoint yet
 is exit 1 (--new issues one).
 
+While another process has the data directory open, checkpoint NAME prints
+the latest checkpoint it signed, read-only; --new and --accept sign, and fail
+then ("in use by process N").
+
 Examples:
   annal checkpoint orders --new -o orders-2024-05-01.checkpoint
   annal checkpoint orders --accept`,
@@ -465,7 +469,8 @@ one OLD's origin names, or NAME|LEDGERID. A ledger that does not extend OLD
 
 Before printing, prove checks its proof: the leaf hash is recomputed from
 the event, the proof is verified against the root (RFC 9162); a proof that
-does not verify (a damaged tree file) is exit 3.
+does not verify (a damaged tree file) is exit 3. While another process has
+the data directory open, prove reads its tree file read-only, beside it.
 
 --format json (or ndjson) prints the proof as format.md 9.4 gives it:
   {"ledger","eventId","seq","leafIndex","treeSize","leafHash","inclusionPath","checkpoint"}

@@ -111,8 +111,11 @@ files. Such a FILE is a usage error (exit 2), and nothing is written.
 
 With --checkpoint CFILE export issues a signed checkpoint of the ledger,
 exports exactly the events it covers, and writes the checkpoint to CFILE
-(created 0644: it is public; not inside the data directory either). The pair
-is what an auditor verifies without the data directory:
+(created 0644: it is public; not inside the data directory either). While
+another process has the data directory open, export signs nothing (that
+process signs): it exports the events of the latest signed checkpoint and
+writes that checkpoint. The pair is what an auditor verifies without the
+data directory:
 
   annal export orders -o orders.ndjson --checkpoint orders.checkpoint
   annal key > annal.pub

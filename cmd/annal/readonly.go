@@ -80,7 +80,8 @@ func (g *globals) openVerifier(cmd *cobra.Command) (*engine.DB, string, error) {
 		return nil, dir, err
 	}
 	opts = readerOptions(opts)
-	opts.VerifyIndex = true
+	// verify reads every record, whatever the stamps say.
+	opts.VerifyIndex, opts.FullVerifyOnOpen = true, true
 	db, err := engine.OpenReadOnly(dir, opts)
 	if err != nil {
 		return nil, dir, openError(dir, err)
