@@ -56,6 +56,9 @@ type roDB struct {
 	wHold       io.Closer
 	wIdxWhy     string
 	wIdxMissing bool // the index is missing or cannot be opened
+	// metaInPlace: the metadata file is opened where it is, read-only,
+	// while the DB holds the directory (wHold), not a copy.
+	metaInPlace bool
 	// The writer's tree files, opened read-only by Verify; under mu.
 	trees map[eventid.LedgerID]*tree.File
 	// pending: what the next writer's Open repairs (Pending).
@@ -279,8 +282,16 @@ func (db *DB) chooseIndex() error {
 	}
 	if !db.opts.VerifyIndex && db.ro.wHold != nil {
 		db.ro.wIdx.Close()
-		db.ro.wHold.Close()
+		hold := db.ro.wHold
 		db.ro.wIdx, db.ro.wHold = nil, nil
+		if db.ro.metaInPlace {
+			// Opened in place, it holds bbolt's shared lock, which a
+			// writer's Open would wait for: a copy instead, taken
+			// before the directory is let go.
+			db.meta.Close()
+			db.meta, db.ro.metaInPlace = db.metaSnapshot(), false
+		}
+		hold.Close()
 	}
 	if db.idx = db.openCachedIndex(); db.idx != nil {
 		return nil
@@ -469,6 +480,7 @@ func (db *DB) metaSnapshot() (m *bolt.DB) {
 		m.Close()
 		return nil
 	}
+	db.ro.metaInPlace = tmp == path
 	return m
 }
 

@@ -299,3 +299,57 @@ func TestReadOnlyCachedIndexExtendedOrRebuilt(t *testing.T) {
 		}
 	})
 }
+
+// TestReadOnlyUseIndexBehindLetsGo: with UseIndex, a directory whose index
+// does not cover the segments (an older copy of the index put back, as a
+// writer killed before its index caught up leaves it) is read through the
+// reader's own index, and the reader lets the directory go at once: a
+// writer's Open then succeeds while the reader is open (neither the
+// directory's flock nor bbolt's lock on meta.db is kept).
+func TestReadOnlyUseIndexBehindLetsGo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, _, _ := closedLedgers(t, 20)
+	oldIndex := filepath.Join(t.TempDir(), "index")
+	copyTree(t, filepath.Join(dir, indexDir), oldIndex)
+	w, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := appendEvents(t, w, "shop", 10, appendSpec{From: 100})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, indexDir)); err != nil {
+		t.Fatal(err)
+	}
+	copyTree(t, oldIndex, filepath.Join(dir, indexDir))
+
+	ro, err := OpenReadOnly(dir, &Options{TempDir: t.TempDir(), UseIndex: true, CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if ro.ro.wHold != nil || ro.ro.wIdx != nil || ro.ro.metaInPlace {
+		t.Fatal("the reader holds the directory, its index or meta.db, though the index does not cover the segments")
+	}
+	if ev, err := ro.Get(ctx, later[9]); err != nil || ev.ID != later[9] {
+		t.Fatalf("Get of an event the directory's index lacks: %v, %v", ev.ID, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		w, err := Open(dir, nil)
+		if err == nil {
+			err = w.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("a writer's Open beside the reader: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a writer's Open beside the reader waits")
+	}
+}
