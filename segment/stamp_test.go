@@ -12,13 +12,10 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// TestOpenSkipsOnlyUnchangedSealedSegments: with VerifySealed, Open reads
-// every record, whatever the progress marker says, except those of the sealed
-// segments whose stamps still match their files; a sealed segment written
-// in place (a payload byte changed behind the progress marker) or touched is
-// read again, and the damage is found.
-func TestOpenSkipsOnlyUnchangedSealedSegments(t *testing.T) {
-	t.Parallel()
+// rotatedLog writes a closed log of 60 records over at least 3 segments
+// in a new directory and returns it with its head.
+func rotatedLog(t *testing.T) (vfs.FS, string, Head) {
+	t.Helper()
 	fs, dir := vfs.Default, filepath.Join(t.TempDir(), "led")
 	l := newTestLog(t, fs, dir, Options{SegmentSize: 4 << 10})
 	for i := range 60 {
@@ -33,6 +30,17 @@ func TestOpenSkipsOnlyUnchangedSealedSegments(t *testing.T) {
 	if head.Loc.Segment < 3 {
 		t.Fatalf("no rotation: head %+v", head)
 	}
+	return fs, dir, head
+}
+
+// TestOpenSkipsOnlyUnchangedSealedSegments: with VerifySealed, Open reads
+// every record, whatever the progress marker says, except those of the sealed
+// segments whose stamps still match their files; a sealed segment written
+// in place (a payload byte changed behind the progress marker) or touched is
+// read again, and the damage is found.
+func TestOpenSkipsOnlyUnchangedSealedSegments(t *testing.T) {
+	t.Parallel()
+	fs, dir, head := rotatedLog(t)
 	open := func(o Options) *Recovery {
 		t.Helper()
 		o.FS, o.Ledger, o.VerifySealed = fs, testLedger(), true
@@ -94,7 +102,7 @@ func TestOpenSkipsOnlyUnchangedSealedSegments(t *testing.T) {
 	}
 	// Without VerifySealed, Open trusts what is behind the progress marker.
 	o.VerifySealed = false
-	l, _, err = Open(dir, o, head)
+	l, _, err := Open(dir, o, head)
 	if err != nil {
 		t.Fatalf("without VerifySealed: %v", err)
 	}
@@ -107,17 +115,7 @@ func TestOpenSkipsOnlyUnchangedSealedSegments(t *testing.T) {
 // Open reads every segment and opens the log, rather than refusing it.
 func TestOpenReadsEverySegmentWhenStampsDoNotChain(t *testing.T) {
 	t.Parallel()
-	fs, dir := vfs.Default, filepath.Join(t.TempDir(), "led")
-	l := newTestLog(t, fs, dir, Options{SegmentSize: 4 << 10})
-	for i := range 60 {
-		if err := l.Append(&Batch{Entries: []Entry{entry(i)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	head := l.Head()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
+	fs, dir, head := rotatedLog(t)
 	o := Options{FS: fs, Ledger: testLedger(), VerifySealed: true}
 	l, rec, err := Open(dir, o, head)
 	if err != nil {
@@ -143,20 +141,7 @@ func TestOpenReadsEverySegmentWhenStampsDoNotChain(t *testing.T) {
 // record changed in place in a segment whose stamp no longer matches.
 func TestReadOnlySkipsOnlyUnchangedSealedSegments(t *testing.T) {
 	t.Parallel()
-	fs, dir := vfs.Default, filepath.Join(t.TempDir(), "led")
-	l := newTestLog(t, fs, dir, Options{SegmentSize: 4 << 10})
-	for i := range 60 {
-		if err := l.Append(&Batch{Entries: []Entry{entry(i)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	head := l.Head()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if head.Loc.Segment < 3 {
-		t.Fatalf("no rotation: head %+v", head)
-	}
+	fs, dir, head := rotatedLog(t)
 	open := func(stamps []Stamp) (Head, uint64, []Stamp, error) {
 		t.Helper()
 		r, err := OpenReadOnly(dir, Options{FS: fs, Ledger: testLedger(), VerifySealed: true, Stamps: stamps})
