@@ -114,8 +114,9 @@ func OpenReadOnly(dir string, opts Options) (*Log, error) {
 // the first, that the stamps vouch for, as Open does: each one's file is
 // as it was stamped (segment numbers nums) and continues the chain of the
 // one before, and the segment after the run, if any, continues from the
-// run's last record (stamps that match the files but do not chain were
-// not written by an open: they spare nothing). A stamp is of a file's
+// run's last record, which must be where its stamp says (stamps that
+// match the files but do not chain, or do not say where that record is,
+// were not written by an open: they spare nothing). A stamp is of a file's
 // identity, which any write changes (FileIdentity): the last segment may
 // have one too (a reader's, of a segment no writer was writing), and what
 // a writer appended to it since is read after the stamped records.
@@ -164,9 +165,16 @@ func (l *Log) skipStamped(nums []uint64, stamps []Stamp) {
 		}
 		at = Location{Segment: last.Segment + 1, Offset: headerSize}
 	}
+	// The record the run ends with must be where its stamp says: the
+	// position the Log starts from, and looks at again at each Follow.
+	l.segNum, l.size, l.head = last.Segment, last.Last.Loc.End(), last.Last
+	l.publish() // what the reads of checkHead go by
+	if l.checkHead() != nil {
+		l.segNum, l.size, l.head = 1, headerSize, Head{ID: l.ro.chain.id}
+		return
+	}
 	l.ro.stamps = run
 	l.ro.chain.id, l.ro.chain.seq = last.Last.ID, last.Last.Seq
-	l.segNum, l.size, l.head = last.Segment, last.Last.Loc.End(), last.Last
 	l.ro.from, l.ro.at = l.head.Seq+1, at
 	l.markDurable(l.head)
 }
