@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
 	"github.com/annal-db/annal/segment"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/mod/sumdb/note"
 )
 
@@ -306,8 +308,19 @@ func openIndexReadOnly(dir string) (*index.Index, error) {
 	if _, err := os.Stat(filepath.Join(path, "LOCK")); err != nil {
 		return nil, err // Pebble's open would create it
 	}
-	return index.Open(path, index.Options{ReadOnly: true, CacheSize: 8 << 20})
+	return index.Open(path, index.Options{ReadOnly: true, CacheSize: 8 << 20, FS: heldDirFS{vfs.Default}})
 }
+
+// heldDirFS is the file system of an index opened read-only in a data
+// directory that the caller holds (its flock, dirlock.Hold), as every
+// caller of openIndexReadOnly does: Pebble's own lock of index/LOCK,
+// which Pebble takes by creating the file again (a truncation, which
+// changes its modification time), is not taken. No other process can
+// open the index meanwhile: a writer holds the directory first.
+type heldDirFS struct{ vfs.FS }
+
+// Lock takes no lock: the directory's flock, held, stands for it.
+func (heldDirFS) Lock(string) (io.Closer, error) { return io.NopCloser(nil), nil }
 
 // indexWitnesses returns the durable witness in x of each ledger of ids.
 func indexWitnesses(x *index.Index, ids []eventid.LedgerID) map[eventid.LedgerID]segment.Head {
@@ -354,6 +367,41 @@ func (db *DB) openWriterIndex() {
 	db.ro.wIdx, db.ro.wHold = x, hold
 }
 
+// treeRoot returns the root at size n of ledger l's events as the
+// writer's Open finds it when the segments' recovery skipped sealed
+// segments that stamps vouch for (see checkLeaves): n must be the size of
+// the checkpoint msg (signed by the directory's key), the ledger's tree
+// file must give the checkpoint's root there, and the events that the
+// read-only open verified (from Log.VerifiedFrom on), with the tree
+// file's hashes of those before them, must give that root too. ok is
+// false when one of these does not hold, or when every event was read
+// anyway: the caller then computes the root from the segments.
+func (db *DB) treeRoot(l *ledger, msg []byte, n uint64) (root tree.Hash, ok bool) {
+	from, at := l.log.VerifiedFrom()
+	if msg == nil || db.verifier == nil || from <= 1 {
+		return tree.Hash{}, false
+	}
+	ck, err := openCheckpoint(msg, db.verifier, l.meta.ID)
+	if err != nil || ck.Size != n {
+		return tree.Hash{}, false
+	}
+	f, err := tree.OpenFileReadOnly(db.fs, db.treePath(l), uint32(l.meta.ID))
+	if err != nil {
+		return tree.Hash{}, false
+	}
+	defer f.Close()
+	if f.Size() < ck.Size {
+		return tree.Hash{}, false
+	}
+	if r, err := f.Root(ck.Size); err != nil || r != ck.Root {
+		return tree.Hash{}, false
+	}
+	if why, err := l.checkLeaves(f, from, at, &ck); err != nil || why != "" {
+		return tree.Hash{}, false
+	}
+	return ck.Root, true
+}
+
 // checkReaderEvidence checks the checkpoint evidence of ledger l, whose
 // segments a read-only DB opened after it read ev (judgeEvidence, as the
 // writer's Open), and keeps the checkpoint as the ledger's latest.
@@ -374,11 +422,22 @@ func (db *DB) checkReaderEvidence(l *ledger, ev readerEvidence) error {
 			head = l.log.Head().Seq
 		}
 	}
-	e := ledgerEvidence{Ledger: id, Name: name, Path: ev.ckPath, Verifier: db.verifier, Head: head,
-		RootAt: func(n uint64) (tree.Hash, error) {
-			root, _, err := l.segmentsRoot(context.Background(), nil, n)
-			return root, err
-		}}
+	e := ledgerEvidence{Ledger: id, Name: name, Path: ev.ckPath, Verifier: db.verifier, Head: head}
+	roots := map[uint64]tree.Hash{}
+	e.RootAt = func(n uint64) (tree.Hash, error) {
+		if r, ok := roots[n]; ok {
+			return r, nil
+		}
+		r, ok := db.treeRoot(l, e.Note, n)
+		if !ok {
+			var err error
+			if r, _, err = l.segmentsRoot(context.Background(), nil, n); err != nil {
+				return r, err
+			}
+		}
+		roots[n] = r
+		return r, nil
+	}
 	switch {
 	case ev.readErr == nil:
 		e.Note = ev.msg

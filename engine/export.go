@@ -38,7 +38,10 @@ type ExportOptions struct {
 	// exported events are the ones it signs (the Merkle root of their
 	// leaf hashes is its root): otherwise Export fails with ErrRewritten
 	// and writes nothing to Checkpoint (what it wrote to w is not to be
-	// kept).
+	// kept). On a DB opened with OpenReadOnly, which signs nothing, the
+	// checkpoint is the latest signed one (DB.LatestCheckpoint, checked at
+	// the open; ErrNotFound if there is none), and the export covers
+	// exactly its events.
 	Checkpoint io.Writer
 }
 
@@ -78,13 +81,18 @@ func (db *DB) Export(ctx context.Context, ledgerName string, w io.Writer, opts E
 	head := l.visible() // what every read sees: Get finds every exported event
 	var ck Checkpoint
 	if opts.Checkpoint != nil {
-		if err := db.readOnlyErr("Export with a checkpoint"); err != nil {
-			return 0, err
-		}
 		if !opts.After.IsZero() || !opts.From.IsZero() {
 			return 0, invalid("export of ledger %s: a checkpoint is only for a whole export (not with After or From): a partial export cannot be checked against a root", l.meta.Name)
 		}
-		if ck, err = db.checkpoint(ctx, l); err != nil {
+		if db.ro != nil {
+			// The latest signed checkpoint, checked at the open: a
+			// reader signs nothing (the writer's to sign).
+			c := l.latest.Load()
+			if c == nil {
+				return 0, fmt.Errorf("%w: export of ledger %s with a checkpoint: the ledger has no signed checkpoint, and a read-only DB signs none", ErrNotFound, l.meta.Name)
+			}
+			ck = *c
+		} else if ck, err = db.checkpoint(ctx, l); err != nil {
 			return 0, err
 		}
 		head.Seq = ck.Size // at or before the visible head: exactly what it covers

@@ -1081,7 +1081,14 @@ func (l *ledger) proofTree(n uint64, what string) (*tree.File, uint64, *Checkpoi
 		}
 		n = ck.Size
 	}
-	t, head, err := l.readTree()
+	var t *tree.File
+	var head uint64
+	var err error
+	if l.db.ro != nil {
+		t, head, err = l.db.roProofTree(l)
+	} else {
+		t, head, err = l.readTree()
+	}
 	if err != nil {
 		return nil, 0, nil, fmt.Errorf("engine: %s: %w", what, err)
 	}
@@ -1089,6 +1096,29 @@ func (l *ledger) proofTree(n uint64, what string) (*tree.File, uint64, *Checkpoi
 		return nil, 0, nil, invalid("%s: tree size %d is beyond the head of ledger %s (#%d)", what, n, l.meta.Name, head)
 	}
 	return t, n, ck, nil
+}
+
+// roProofTree returns, on a read-only DB, ledger l's tree file opened
+// read-only (roTree) for proofs, and how many of its leaves are of events
+// the DB shows. The file must give the root of the latest checkpoint
+// that the open checked (ErrTreeDamaged otherwise): the hashes of a proof
+// are then bound to signed ones; every proof is checked before it is
+// given, as the writer's are.
+func (db *DB) roProofTree(l *ledger) (*tree.File, uint64, error) {
+	t, why := db.roTree(l)
+	if t == nil {
+		return nil, 0, fmt.Errorf("%w: ledger %s: %s", ErrTreeDamaged, l.meta.Name, why)
+	}
+	head := min(t.Size(), l.log.Head().Seq)
+	if ck := l.latest.Load(); ck != nil {
+		if ck.Size > t.Size() {
+			return nil, 0, fmt.Errorf("%w: ledger %s: the tree file %s holds %d leaves, the checkpoint was signed at size %d", ErrTreeDamaged, l.meta.Name, t.Path(), t.Size(), ck.Size)
+		}
+		if root, err := t.Root(ck.Size); err != nil || root != ck.Root {
+			return nil, 0, fmt.Errorf("%w: ledger %s: the tree file %s does not give the root of the checkpoint of size %d (%v)", ErrTreeDamaged, l.meta.Name, t.Path(), ck.Size, err)
+		}
+	}
+	return t, head, nil
 }
 
 // proveInclusion is DB.ProveInclusion.

@@ -58,7 +58,9 @@ type Options struct {
 	// FullVerifyOnOpen verifies every record of every ledger when the DB
 	// opens, and checks every event against the tree, instead of sparing
 	// the sealed segments unchanged since an earlier Open verified them
-	// (docs/recovery.md, "Stamps").
+	// (docs/recovery.md, "Stamps"). For OpenReadOnly, it reads every
+	// record whatever the stamps, the writer's and its own
+	// (Options.CacheDir); annal verify sets it.
 	FullVerifyOnOpen bool
 	// WitnessInterval is how often a background writer records in the
 	// metadata file the durable head of every ledger whose durable head
@@ -149,6 +151,31 @@ type Options struct {
 	// why (VerifyReport.IndexNotChecked). annal verify sets it. Open
 	// ignores it.
 	VerifyIndex bool
+	// UseIndex, for OpenReadOnly: when no writer holds the data
+	// directory, the DB holds it (its flock, as a writer does) until
+	// Close and reads the directory's own index, opened read-only (no
+	// byte of the directory is written), in place of a private index
+	// built from the segments: reads then cost what they read, not the
+	// ledger's size. A writer that starts meanwhile fails with ErrLocked.
+	// The index is used only if it covers exactly what the DB shows of
+	// every ledger (each ledger's progress marker is its head, as after
+	// a writer's Close); otherwise, or when a writer holds the directory,
+	// the DB lets the directory go (but with VerifyIndex) and builds its
+	// private index as without it. For short reads (annal's read
+	// commands set it), not for a DB that follows ledgers for long
+	// (annal tail does not): no writer could start meanwhile. Open
+	// ignores it.
+	UseIndex bool
+	// CacheDir, for OpenReadOnly: a directory outside the data directory
+	// where the DB keeps, for each data directory and ledger, the stamps
+	// of the sealed segments it verified whole (and whose events passed
+	// the checkpoint evidence), so that a later OpenReadOnly skips them
+	// as the writer's Open skips the segments it stamped (see "Stamps"
+	// in docs/recovery.md). Empty means none: only the writer's stamps
+	// spare work. A stamp is a cache, never evidence: Verify with Full
+	// reads every record. annal sets it to its directory in the user's
+	// cache directory (os.UserCacheDir). Open ignores it.
+	CacheDir string
 
 	// Replica, if set, replicates every ledger to an S3-compatible
 	// bucket: the URL s3://BUCKET/PREFIX?endpoint=URL&region=R&path-style=true

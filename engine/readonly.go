@@ -56,6 +56,9 @@ type roDB struct {
 	wHold       io.Closer
 	wIdxWhy     string
 	wIdxMissing bool // the index is missing or cannot be opened
+	// metaInPlace: the metadata file is opened where it is, read-only,
+	// while the DB holds the directory (wHold), not a copy.
+	metaInPlace bool
 	// The writer's tree files, opened read-only by Verify; under mu.
 	trees map[eventid.LedgerID]*tree.File
 	// pending: what the next writer's Open repairs (Pending).
@@ -81,8 +84,9 @@ type HiddenTail struct {
 // metadata file (a writer that starts then is refused, ErrLocked), and,
 // with Options.VerifyIndex, until Close.
 //
-// Every ledger's segments are verified from the first record, and reads
-// see a verified prefix of each ledger: what a writer had committed when
+// Every ledger's segments are verified (from the first record, but for
+// the stamped segments, below), and reads see a verified prefix of each
+// ledger: what a writer had committed when
 // the DB opened, or since (see below), never a record that is not
 // completely written, nor one that the writer's recovery would cut (the
 // tail of the last segment from its first invalid record, an unfinished
@@ -104,10 +108,20 @@ type HiddenTail struct {
 // up to date at each such read; Subscribe without a cursor and Ledgers
 // need none. Ledgers that the writer creates after the open are shown
 // once their genesis event is complete (see discoverLedgers). Writes,
-// Checkpoint, proofs and consumers fail with ErrReadOnly. LatestCheckpoint
-// is the checkpoint checked at the open; Verify and VerifyCheckpoint read
-// the writer's tree file read-only, and the writer's index with
-// Options.VerifyIndex (see VerifyReport).
+// Checkpoint and consumers fail with ErrReadOnly. LatestCheckpoint is the
+// checkpoint checked at the open; Verify, VerifyCheckpoint and the proofs
+// (ProveInclusion, ProveConsistency) read the writer's tree file
+// read-only, and Verify the writer's index with Options.VerifyIndex (see
+// VerifyReport).
+//
+// With Options.UseIndex, when no writer holds the directory, the DB holds
+// it until Close and reads the directory's own index, read-only, instead
+// of a private one. With Options.CacheDir, the segments verified whole
+// are stamped there, and a later open skips those that did not change
+// (see Options.CacheDir). Whether it reads every record or not, it shows
+// what the writer's Open would: the stamps spare the records that an
+// open verified before and whose files did not change since, as the
+// writer's Open is spared them (docs/decisions/reads-cost-what-they-read.md).
 // Close removes the private directory; one that a reader killed before
 // its Close left in TempDir is removed by the next OpenReadOnly (see
 // makePrivateDir).
@@ -129,6 +143,9 @@ func OpenReadOnly(dir string, opts *Options) (*DB, error) {
 		if err := tempOutsideDataDir(dir, o.TempDir); err != nil {
 			return nil, err
 		}
+		if o.CacheDir != "" && inside(dir, o.CacheDir) {
+			return nil, invalid("read-only open of %s: Options.CacheDir %s is inside the data directory, which a reader does not change: give a directory outside it", dir, o.CacheDir)
+		}
 	}
 	temp, hold, err := makePrivateDir(o.TempDir)
 	if err != nil {
@@ -147,9 +164,10 @@ func OpenReadOnly(dir string, opts *Options) (*DB, error) {
 }
 
 func (db *DB) openReadOnly() error {
-	var err error
-	if db.idx, err = index.Open(filepath.Join(db.ro.temp, indexDir), index.Options{CacheSize: db.opts.CacheSize}); err != nil {
-		return fmt.Errorf("engine: read-only open: the private index: %w", err)
+	if db.opts.VerifyIndex || db.opts.UseIndex {
+		// Held from now on if no writer holds it: nothing changes the
+		// segments, the index or the metadata while they are read.
+		db.openWriterIndex()
 	}
 	// The key that checks the checkpoints, read, never created.
 	if err := db.loadReaderKey(); err != nil {
@@ -208,9 +226,6 @@ func (db *DB) openReadOnly() error {
 			db.setBroken(key, id, fmt.Errorf("%w: ledger %s (%q): its segment directory is missing", ErrLedgerUnavailable, id, m.Name))
 		}
 	}
-	if db.opts.VerifyIndex {
-		db.openWriterIndex()
-	}
 	if db.ro.wIdx != nil {
 		db.ro.idxWitness = indexWitnesses(db.ro.wIdx, ids)
 	} else {
@@ -238,8 +253,68 @@ func (db *DB) openReadOnly() error {
 			db.ro.hidden[name] = h
 		}
 	}
+	if err := db.chooseIndex(); err != nil {
+		return err
+	}
 	db.findPending()
 	return nil
+}
+
+// chooseIndex sets the index the read-only DB reads: with
+// Options.UseIndex, the writer's, opened read-only while the DB holds
+// the directory (openWriterIndex), if it covers exactly what the DB
+// shows of every ledger (each one's progress marker is its head);
+// otherwise the reader's index kept in Options.CacheDir (openCachedIndex),
+// or else a private index in its private directory: either is built from
+// the segments, or extended, when a read first needs a ledger's
+// (roIndex). A DB that does not read the writer's index lets the
+// directory go, but with Options.VerifyIndex.
+func (db *DB) chooseIndex() error {
+	if db.opts.UseIndex && db.ro.wIdx != nil && db.indexCoversShown(db.ro.wIdx) {
+		db.idx = db.ro.wIdx
+		for _, l := range db.byID {
+			h := l.log.Head()
+			l.idxMu.Lock()
+			l.indexed, l.idxHead = h.Seq, h
+			l.idxMu.Unlock()
+		}
+		return nil
+	}
+	if !db.opts.VerifyIndex && db.ro.wHold != nil {
+		db.ro.wIdx.Close()
+		hold := db.ro.wHold
+		db.ro.wIdx, db.ro.wHold = nil, nil
+		if db.ro.metaInPlace {
+			// Opened in place, it holds bbolt's shared lock, which a
+			// writer's Open would wait for: a copy instead, taken
+			// before the directory is let go.
+			db.meta.Close()
+			db.meta, db.ro.metaInPlace = db.metaSnapshot(), false
+		}
+		hold.Close()
+	}
+	if db.idx = db.openCachedIndex(); db.idx != nil {
+		return nil
+	}
+	var err error
+	if db.idx, err = index.Open(filepath.Join(db.ro.temp, indexDir), index.Options{CacheSize: db.opts.CacheSize}); err != nil {
+		return fmt.Errorf("engine: read-only open: the private index: %w", err)
+	}
+	return nil
+}
+
+// indexCoversShown reports whether x's progress marker of every ledger
+// the DB shows is the ledger's head: x then holds every event shown, and
+// none past it (a marker ahead of the head, or at another record, is an
+// index that the writer's next Open rebuilds or catches up).
+func (db *DB) indexCoversShown(x *index.Index) bool {
+	for _, l := range db.byID {
+		m, ok, err := x.Progress(l.meta.ID)
+		if err != nil || !ok || m != l.log.Head() {
+			return false
+		}
+	}
+	return true
 }
 
 // findPending records what the next writer's Open will repair: a
@@ -329,8 +404,8 @@ func (db *DB) metaCopyError() error {
 // writerHolds reports whether a writer holds the data directory (its
 // flock), as far as this reader can tell.
 func (db *DB) writerHolds() bool {
-	if db.opts.fs != nil {
-		return false
+	if db.opts.fs != nil || db.ro.wHold != nil {
+		return false // a test's file system, or this DB holds it
 	}
 	dir, err := filepath.EvalSymlinks(db.dir)
 	if err != nil {
@@ -371,21 +446,28 @@ func (db *DB) metaSnapshot() (m *bolt.DB) {
 	if regularFile(vfs.Default, path) != nil {
 		return nil // a named pipe would block the read for ever
 	}
-	b, err := os.ReadFile(path)
-	if err != nil || len(b) == 0 {
+	tmp := path
+	if db.ro.wHold == nil {
+		b, err := os.ReadFile(path)
+		if err != nil || len(b) == 0 {
+			return nil
+		}
+		tmp = filepath.Join(db.ro.temp, metaFile)
+		if err := os.WriteFile(tmp, b, 0o600); err != nil {
+			return nil
+		}
+	} else if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
 		return nil
 	}
-	tmp := filepath.Join(db.ro.temp, metaFile)
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return nil
-	}
+	// Held by this DB (openWriterIndex), the file is opened where it is,
+	// read-only: no writer commits to it meanwhile.
 	defer func() {
 		if r := recover(); r != nil {
 			m = nil
 		}
 	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	m, err = bolt.Open(tmp, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	m, err := bolt.Open(tmp, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
 	if err != nil {
 		return nil
 	}
@@ -398,6 +480,7 @@ func (db *DB) metaSnapshot() (m *bolt.DB) {
 		m.Close()
 		return nil
 	}
+	db.ro.metaInPlace = tmp == path
 	return m
 }
 
@@ -567,7 +650,13 @@ func (db *DB) openLedgerReadOnly(id eventid.LedgerID, found *ledgerMeta) (*ledge
 	w := db.roWitness(id)
 	ev := db.readEvidence(id)
 	dir := db.ledgerDir(id)
-	log, err := segment.OpenReadOnly(dir, db.segmentOptions(id))
+	so := db.segmentOptions(id)
+	if !db.opts.FullVerifyOnOpen {
+		// The sealed segments that an open verified and that did not
+		// change since are not read again (stamps.go, readercache.go).
+		so.VerifySealed, so.Stamps = true, db.readerStamps(id)
+	}
+	log, err := segment.OpenReadOnly(dir, so)
 	if errors.Is(err, segment.ErrNoLog) {
 		if w.Seq != 0 {
 			return nil, lostEverySegment(dir, w)
@@ -598,6 +687,7 @@ func (db *DB) openLedgerReadOnly(id eventid.LedgerID, found *ledgerMeta) (*ledge
 		log.Close()
 		return nil, err
 	}
+	db.keepReaderStamps(l)
 	return l, nil
 }
 
@@ -689,13 +779,13 @@ func (db *DB) closeReadOnly() error {
 	for _, t := range db.ro.trees {
 		t.Close()
 	}
-	if db.ro.wIdx != nil {
+	if db.ro.wIdx != nil && db.ro.wIdx != db.idx {
 		errs = append(errs, db.ro.wIdx.Close())
 	}
-	if db.ro.wHold != nil {
-		db.ro.wHold.Close()
-	}
 	errs = append(errs, db.closeStores())
+	if db.ro.wHold != nil {
+		db.ro.wHold.Close() // after the index and the metadata are closed
+	}
 	if err := os.RemoveAll(db.ro.temp); err != nil {
 		errs = append(errs, fmt.Errorf("engine: remove the private directory: %w", err))
 	}
@@ -734,6 +824,15 @@ func tempOutsideDataDir(dir, tempDir string) error {
 	if tempDir == "" {
 		tempDir = os.TempDir()
 	}
+	if inside(dir, tempDir) {
+		return invalid("read-only open of %s: the directory for its private files (Options.TempDir, else TMPDIR) %s is inside the data directory, which a reader does not change: give a directory outside it", dir, tempDir)
+	}
+	return nil
+}
+
+// inside reports whether path is the directory dir or inside it, both
+// with their symbolic links resolved.
+func inside(dir, path string) bool {
 	resolve := func(p string) string {
 		if r, err := filepath.EvalSymlinks(p); err == nil {
 			p = r
@@ -743,11 +842,9 @@ func tempOutsideDataDir(dir, tempDir string) error {
 		}
 		return filepath.Clean(p)
 	}
-	d, t := resolve(dir), resolve(tempDir)
-	if rel, err := filepath.Rel(d, t); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel) {
-		return invalid("read-only open of %s: the directory for its private files (Options.TempDir, else TMPDIR) %s is inside the data directory, which a reader does not change: give a directory outside it", dir, tempDir)
-	}
-	return nil
+	d, t := resolve(dir), resolve(path)
+	rel, err := filepath.Rel(d, t)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
 }
 
 // makePrivateDir makes a read-only DB's private directory in tempDir (the

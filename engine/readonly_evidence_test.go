@@ -26,9 +26,17 @@ import (
 // changed no byte of dir and that every other ledger is readable.
 func readerVerdict(t *testing.T, dir, name, id string, alsoRefused ...string) error {
 	t.Helper()
+	return readerVerdictWith(t, Options{}, dir, name, id, alsoRefused...)
+}
+
+// readerVerdictWith is readerVerdict with the read-only DB opened with o
+// (and a TempDir of the test's).
+func readerVerdictWith(t *testing.T, o Options, dir, name, id string, alsoRefused ...string) error {
+	t.Helper()
 	ctx := context.Background()
 	before := hashTree(t, dir)
-	db, err := OpenReadOnly(dir, &Options{TempDir: t.TempDir()})
+	o.TempDir = t.TempDir()
+	db, err := OpenReadOnly(dir, &o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,12 @@ type roState struct {
 	// opening is set during OpenReadOnly: a bad tail of the last segment
 	// is then judged as recovery judges it (classify).
 	opening bool
+	// stamps: the sealed segments verified whole at the open, or spared
+	// by a stamp given in Options.Stamps (Stamps); from, at: the first
+	// record read and verified at the open, and where (VerifiedFrom).
+	stamps []Stamp
+	from   uint64
+	at     Location
 }
 
 // OpenReadOnly opens the segments of a ledger in dir to read them while a
@@ -85,6 +91,10 @@ func OpenReadOnly(dir string, opts Options) (*Log, error) {
 	// first header is not yet written shows nothing, as recovery would
 	// find no log.
 	l.segNum, l.size = 1, headerSize
+	l.ro.from, l.ro.at = 1, Location{Segment: 1, Offset: headerSize}
+	if o.VerifySealed && len(nums) > 0 {
+		l.skipStamped(nums, o.Stamps)
+	}
 	l.publish()
 	if len(nums) == 0 {
 		return nil, fmt.Errorf("%w in %s", ErrNoLog, dir)
@@ -97,6 +107,106 @@ func OpenReadOnly(dir string, opts Options) (*Log, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// skipStamped starts the open of a read-only Log (OpenReadOnly, with
+// Options.VerifySealed) at the end of the longest run of segments, from
+// the first, that the stamps vouch for, as Open does: each one's file is
+// as it was stamped (segment numbers nums) and continues the chain of the
+// one before, and the segment after the run, if any, continues from the
+// run's last record, which must be where its stamp says (stamps that
+// match the files but do not chain, or do not say where that record is,
+// were not written by an open: they spare nothing). A stamp is of a file's
+// identity, which any write changes (FileIdentity): the last segment may
+// have one too (a reader's, of a segment no writer was writing), and what
+// a writer appended to it since is read after the stamped records.
+// Stamps may hold several of one segment (from several sources): the
+// first that matches is taken. Nothing is an error here: what is not
+// skipped is read and verified.
+func (l *Log) skipStamped(nums []uint64, stamps []Stamp) {
+	given := make(map[uint64][]Stamp, len(stamps))
+	for _, st := range stamps {
+		given[st.Segment] = append(given[st.Segment], st)
+	}
+	prev := Head{ID: l.ro.chain.id}
+	var run []Stamp
+	for _, n := range nums {
+		if len(given[n]) == 0 {
+			break
+		}
+		s, err := readHeader(l.fs, l.dir, n, l.ledger)
+		if s != nil && s.file != nil {
+			s.file.Close()
+		}
+		if err != nil {
+			break
+		}
+		i := slices.IndexFunc(given[n], func(st Stamp) bool {
+			return st.matches(s) && st.Prev.ID == prev.ID && st.Prev.Seq == prev.Seq
+		})
+		if i < 0 {
+			break
+		}
+		run = append(run, given[n][i])
+		prev = given[n][i].Last
+	}
+	if len(run) == 0 {
+		return
+	}
+	last := run[len(run)-1]
+	at := Location{Segment: last.Segment, Offset: last.Last.Loc.End()}
+	if int(last.Segment) < len(nums) {
+		s, err := readHeader(l.fs, l.dir, last.Segment+1, l.ledger)
+		if s != nil && s.file != nil {
+			s.file.Close()
+		}
+		if err != nil || s.hdr.prevID != last.Last.ID || s.hdr.prevSeq != last.Last.Seq {
+			return
+		}
+		at = Location{Segment: last.Segment + 1, Offset: headerSize}
+	}
+	// The record the run ends with must be where its stamp says: the
+	// position the Log starts from, and looks at again at each Follow.
+	l.segNum, l.size, l.head = last.Segment, last.Last.Loc.End(), last.Last
+	l.publish() // what the reads of checkHead go by
+	if l.checkHead() != nil {
+		l.segNum, l.size, l.head = 1, headerSize, Head{ID: l.ro.chain.id}
+		return
+	}
+	l.ro.stamps = run
+	l.ro.chain.id, l.ro.chain.seq = last.Last.ID, last.Last.Seq
+	l.ro.from, l.ro.at = l.head.Seq+1, at
+	l.markDurable(l.head)
+}
+
+// Stamps returns, for a Log opened with OpenReadOnly, the stamps of the
+// segments that its open verified whole or that a stamp given in
+// Options.Stamps spared (with Options.VerifySealed), in segment order:
+// what a later OpenReadOnly may be given (Open takes those of the sealed
+// ones). The last segment has one only if it ended with its last record
+// (nothing hidden, no zeros after it). Nil for a Log opened with Open
+// (see Recovery.Stamps).
+func (l *Log) Stamps() []Stamp {
+	if l.ro == nil {
+		return nil
+	}
+	l.roMu.Lock()
+	defer l.roMu.Unlock()
+	return slices.Clone(l.ro.stamps)
+}
+
+// VerifiedFrom returns, for a Log opened with OpenReadOnly, the sequence
+// number of the first record its open read and verified (Head.Seq+1 if
+// none) and where that record is (for NewIterator; if none was read, the
+// end of the records): those before it are in segments that stamps
+// vouched for (Options.Stamps). 1 if every record was read.
+func (l *Log) VerifiedFrom() (uint64, Location) {
+	if l.ro == nil {
+		return 0, Location{}
+	}
+	l.roMu.Lock()
+	defer l.roMu.Unlock()
+	return l.ro.from, l.ro.at
 }
 
 // ReadOnly reports whether the Log was opened with OpenReadOnly.
@@ -291,6 +401,12 @@ func (l *Log) scanActive(sealed bool) (done bool, err error) {
 		return false, fmt.Errorf("segment: stat %s: %w", name, err)
 	}
 	size := st.Size()
+	// A segment read whole at the open, from one look at its file (its
+	// identity taken before the read), gets a stamp (Stamps): the last
+	// one too if it ends with its last record (nothing hidden, no zeros
+	// after it), as a closed ledger's does.
+	stampable := l.ro.opening && l.size == headerSize
+	ident, before := fileIdentity(st), l.ro.chain
 	if sealed {
 		// Sealed, the segment was cut to its records' end, which a
 		// handle opened before may not show: on a file system without
@@ -298,6 +414,9 @@ func (l *Log) scanActive(sealed bool) (done bool, err error) {
 		// with the zeros that were ahead of the records.
 		if pst, err := l.fs.Stat(name); err == nil {
 			size = min(size, pst.Size())
+			stampable = stampable && fileIdentity(pst) == ident
+		} else {
+			stampable = false
 		}
 	}
 	if h := l.opts.test.afterSize; h != nil {
@@ -383,6 +502,10 @@ func (l *Log) scanActive(sealed bool) (done bool, err error) {
 				done = true
 				if sealed {
 					f.final.Store(sc.off) // see above: not the handle's size
+				}
+				if stampable && sc.off == size && ident.valid() && head.Seq > before.seq {
+					l.ro.stamps = append(l.ro.stamps, Stamp{Segment: l.segNum, File: ident,
+						Prev: Head{ID: before.id, Seq: before.seq}, Last: head})
 				}
 			}
 			break

@@ -234,7 +234,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			db, _, err := g.openDB(cmd, false)
+			db, _, err := g.openBesideWriter(cmd)
 			if err != nil {
 				return err
 			}
@@ -294,6 +294,10 @@ public): it is what proves later that the ledger still extends it
 {"ledger","origin","size","root","note"}. A ledger without a checkpoint yet
 is exit 1 (--new issues one).
 
+While another process has the data directory open, checkpoint NAME prints
+the latest checkpoint it signed, read-only; --new and --accept sign, and fail
+then ("in use by process N").
+
 Examples:
   annal checkpoint orders --new -o orders-2024-05-01.checkpoint
   annal checkpoint orders --accept`,
@@ -334,7 +338,12 @@ Examples:
 				fmt.Fprintf(cmd.ErrOrStderr(), "annal: ledger %s accepted as it is: signed at size %d\n", safeName(args[0]), cp.Size)
 				return printCheckpoint(cmd, format, output, cp)
 			}
-			db, info, dir, err := g.openLedger(cmd, args[0])
+			open := func() (*engine.DB, string, error) { return g.openDB(cmd, false) }
+			if !issue {
+				// Printing the latest checkpoint reads only.
+				open = func() (*engine.DB, string, error) { return g.openBesideWriter(cmd) }
+			}
+			db, info, dir, err := g.openLedgerWith(cmd, args[0], open)
 			if err != nil {
 				return err
 			}
@@ -460,7 +469,8 @@ one OLD's origin names, or NAME|LEDGERID. A ledger that does not extend OLD
 
 Before printing, prove checks its proof: the leaf hash is recomputed from
 the event, the proof is verified against the root (RFC 9162); a proof that
-does not verify (a damaged tree file) is exit 3.
+does not verify (a damaged tree file) is exit 3. While another process has
+the data directory open, prove reads its tree file read-only, beside it.
 
 --format json (or ndjson) prints the proof as format.md 9.4 gives it:
   {"ledger","eventId","seq","leafIndex","treeSize","leafHash","inclusionPath","checkpoint"}
@@ -509,7 +519,7 @@ func proveInclusion(cmd *cobra.Command, g *globals, format, arg string, size uin
 	if err := checkEventArg("prove", arg); err != nil {
 		return err
 	}
-	db, dir, err := g.openDB(cmd, false)
+	db, dir, err := g.openBesideWriter(cmd)
 	if err != nil {
 		return err
 	}
@@ -601,7 +611,7 @@ func proveConsistency(cmd *cobra.Command, g *globals, format, oldFile, key, ledg
 	if err != nil {
 		return err
 	}
-	db, dir, err := g.openDB(cmd, false)
+	db, dir, err := g.openBesideWriter(cmd)
 	if err != nil {
 		return err
 	}

@@ -210,7 +210,12 @@ func (g *globals) openDB(cmd *cobra.Command, create bool) (*engine.DB, string, e
 // (closeDB); on failure it is closed, and the error has the exit code it
 // calls for.
 func (g *globals) openLedger(cmd *cobra.Command, name string) (*engine.DB, engine.LedgerInfo, string, error) {
-	db, dir, err := g.openDB(cmd, false)
+	return g.openLedgerWith(cmd, name, func() (*engine.DB, string, error) { return g.openDB(cmd, false) })
+}
+
+// openLedgerWith is openLedger with the data directory opened by open.
+func (g *globals) openLedgerWith(cmd *cobra.Command, name string, open func() (*engine.DB, string, error)) (*engine.DB, engine.LedgerInfo, string, error) {
+	db, dir, err := open()
 	if err != nil {
 		return nil, engine.LedgerInfo{}, dir, err
 	}

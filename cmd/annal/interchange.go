@@ -111,8 +111,11 @@ files. Such a FILE is a usage error (exit 2), and nothing is written.
 
 With --checkpoint CFILE export issues a signed checkpoint of the ledger,
 exports exactly the events it covers, and writes the checkpoint to CFILE
-(created 0644: it is public; not inside the data directory either). The pair
-is what an auditor verifies without the data directory:
+(created 0644: it is public; not inside the data directory either). While
+another process has the data directory open, export signs nothing (that
+process signs): it exports the events of the latest signed checkpoint and
+writes that checkpoint. The pair is what an auditor verifies without the
+data directory:
 
   annal export orders -o orders.ndjson --checkpoint orders.checkpoint
   annal key > annal.pub
@@ -161,7 +164,10 @@ writes no checkpoint and removes the partial FILE.`,
 					return usageErr("export: -o and --checkpoint name the same file %s", strconv.Quote(output))
 				}
 			}
-			db, info, dir, err := g.openLedger(cmd, args[0])
+			// Without --checkpoint export reads only (openDB opens it
+			// read-only); with it, beside a writer, it exports the latest
+			// signed checkpoint's events, read-only.
+			db, info, dir, err := g.openLedgerWith(cmd, args[0], func() (*engine.DB, string, error) { return g.openBesideWriter(cmd) })
 			if err != nil {
 				if checkpoint != "" && errors.Is(err, engine.ErrRewritten) {
 					// Refused at open for the same reason the export

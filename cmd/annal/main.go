@@ -220,8 +220,17 @@ signed checkpoint and its key too) and inclusion proofs (verify-proof).
 The data directory is --dir, or $ANNAL_DIR when --dir is not given, or
 ./annal-data. Only create, import and demo make a directory that does not exist (and
 restore, the DIR it is given). One process
-at a time may have a data directory open; a command run while another process
-has it open fails with "data directory D is in use by process N (its command)".
+at a time may write a data directory. While another process has it open, the
+commands that only read work beside it, read-only, changing nothing: ledgers,
+stats, get, scan, tail, export (with --checkpoint: of the latest signed
+checkpoint), verify, prove, checkpoint NAME (the latest signed checkpoint),
+key and backup. The others that open it (create, append, import, reindex,
+checkpoint --new or --accept, accept-lost-positions, takeover) fail with
+"data directory D is in use by process N (its command)". A read command
+(but tail) run while no process has the directory open holds it while it
+runs, reading its index in place: a writer started meanwhile fails the same
+way, and can be run again. Read commands keep what they verified in
+$XDG_CACHE_HOME/annal (~/.cache/annal), which may be removed at any time.
 
 --format chooses the output: table (aligned columns for people), json (one
 JSON document) or ndjson (one JSON object a line). The default is table when

@@ -16,10 +16,36 @@ import (
 
 // TestMain lets the test binary be the annal command of the scripts: run
 // as "annal", it runs the command and exits with its code.
+// The read commands keep stamps in the user's cache directory: the tests,
+// and the annal processes they start, keep them in a directory of their
+// own, removed at the end.
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	var cache string
+	if os.Getenv("XDG_CACHE_HOME_ANNAL_TEST") == "" {
+		var err error
+		if cache, err = os.MkdirTemp("", "annal-test-cache-"); err != nil {
+			panic(err)
+		}
+		os.Setenv("XDG_CACHE_HOME", cache)
+		os.Setenv("XDG_CACHE_HOME_ANNAL_TEST", cache)
+	}
+	testscript.Main(cleanupM{m, cache}, map[string]func(){
 		"annal": func() { os.Exit(runMain()) },
 	})
+}
+
+// cleanupM runs the tests, then removes dir (if not "").
+type cleanupM struct {
+	m   *testing.M
+	dir string
+}
+
+func (c cleanupM) Run() int {
+	code := c.m.Run()
+	if c.dir != "" {
+		os.RemoveAll(c.dir)
+	}
+	return code
 }
 
 // annal runs the command in-process and returns its exit code and output.

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/annal-db/annal/engine"
@@ -27,13 +30,36 @@ func readsOnly(cmd *cobra.Command) bool {
 // openReader opens dir read-only for a read command. A ledger whose last
 // segment ends with bytes it does not show (a write in progress, or a
 // torn write that the writer's next open cuts) gets a note on stderr.
+// When no writer holds the directory, every command but tail holds it
+// while it runs and reads its index (engine.Options.UseIndex): tail
+// follows for long, and would keep a writer from starting.
 func (g *globals) openReader(cmd *cobra.Command, dir string, opts *engine.Options) (*engine.DB, string, error) {
+	opts = readerOptions(opts)
+	opts.UseIndex = cmd.Name() != "tail"
 	db, err := engine.OpenReadOnly(dir, opts)
 	if err != nil {
 		return nil, dir, openError(dir, err)
 	}
 	readerNotes(cmd.ErrOrStderr(), db, "not shown")
 	return db, dir, nil
+}
+
+// openBesideWriter opens the data directory for a command that only reads
+// once it finds another process holding it (prove, checkpoint without
+// --new or --accept, export --checkpoint, key): as a writer if none holds
+// it (an open that may sign a ledger's first checkpoint, repair what a
+// crash left), read-only (openReader) beside the one that does, which
+// signs nothing: the latest signed checkpoint is the writer's to make.
+func (g *globals) openBesideWriter(cmd *cobra.Command) (*engine.DB, string, error) {
+	db, dir, err := g.openDB(cmd, false)
+	if !errors.Is(err, engine.ErrLocked) {
+		return db, dir, err
+	}
+	opts, oerr := g.options()
+	if oerr != nil {
+		return nil, dir, oerr
+	}
+	return g.openReader(cmd, dir, opts)
 }
 
 // openVerifier opens dir for verify: read-only (engine.OpenReadOnly), so
@@ -53,10 +79,9 @@ func (g *globals) openVerifier(cmd *cobra.Command) (*engine.DB, string, error) {
 	if err != nil {
 		return nil, dir, err
 	}
-	if opts == nil {
-		opts = &engine.Options{}
-	}
-	opts.VerifyIndex = true
+	opts = readerOptions(opts)
+	// verify reads every record, whatever the stamps say.
+	opts.VerifyIndex, opts.FullVerifyOnOpen = true, true
 	db, err := engine.OpenReadOnly(dir, opts)
 	if err != nil {
 		return nil, dir, openError(dir, err)
@@ -71,6 +96,22 @@ func (g *globals) openVerifier(cmd *cobra.Command) (*engine.DB, string, error) {
 		fmt.Fprintf(cmd.ErrOrStderr(), "annal: note: %s\n", safeText(p))
 	}
 	return db, dir, nil
+}
+
+// readerOptions returns opts (new ones if nil) with the reader's cache
+// directory (engine.Options.CacheDir): annal's directory in the user's
+// cache directory ($XDG_CACHE_HOME, else ~/.cache, on Linux), where a
+// read command keeps the stamps of the sealed segments it verified, so
+// that the next one does not read them again. None if the system has no
+// such directory.
+func readerOptions(opts *engine.Options) *engine.Options {
+	if opts == nil {
+		opts = &engine.Options{}
+	}
+	if c, err := os.UserCacheDir(); err == nil && opts.CacheDir == "" {
+		opts.CacheDir = filepath.Join(c, "annal")
+	}
+	return opts
 }
 
 // readerNotes writes to w what a read-only open of db has to say: the
