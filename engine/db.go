@@ -1097,8 +1097,12 @@ func (db *DB) Close() error {
 	}
 	var metas []ledgerMeta
 	for _, l := range ledgers {
-		if err := l.log.Close(); err != nil && !errors.Is(err, ErrDirectoryChanged) {
+		err := l.log.Close()
+		if err != nil && !errors.Is(err, ErrDirectoryChanged) {
 			errs = append(errs, fmt.Errorf("ledger %s: %w", l.meta.Name, err))
+		}
+		if err == nil && dirErr == nil {
+			writeWrittenStamps(db.fs, l.log.Dir(), l.log.WrittenStamps())
 		}
 		metas = append(metas, l.currentMeta())
 	}

@@ -67,8 +67,9 @@
 //	                        signed), signing.key.state.lock and signing.pub
 //	DIR/ledgers/LLLLLLLL/   ledger LLLLLLLL: its segment files (NNNN….seg), NAME,
 //	                        tree (the Merkle tree's hashes), checkpoint (the
-//	                        latest signed one) and sealed (the stamps of sealed
-//	                        segments, a cache)
+//	                        latest signed one), sealed (the stamps of sealed
+//	                        segments, a cache) and written (the stamps of the
+//	                        segments the last session wrote, for readers)
 //
 // docs/format.md says what each holds, byte by byte (sections 6 to 10).
 // Files are created for the owner only (0600, directories 0700).

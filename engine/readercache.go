@@ -105,7 +105,7 @@ func (db *DB) openCachedIndex() *index.Index {
 // read-only: the writer's (in the ledger's folder) and the reader's own
 // (readerCachePath), the writer's first.
 func (db *DB) readerStamps(id eventid.LedgerID) []segment.Stamp {
-	stamps := readStamps(db.fs, db.ledgerDir(id))
+	stamps := writerStamps(db.fs, db.ledgerDir(id))
 	if p := db.readerCachePath(id); p != "" {
 		if b, err := readSmallFile(db.fs, p, maxStampsFile); err == nil {
 			if own, err := segment.UnmarshalStamps(b); err == nil {
@@ -127,7 +127,7 @@ func (db *DB) keepReaderStamps(l *ledger) {
 		return
 	}
 	now := l.log.Stamps()
-	writer := readStamps(db.fs, l.log.Dir())
+	writer := writerStamps(db.fs, l.log.Dir())
 	if len(now) == 0 || !slices.ContainsFunc(now, func(s segment.Stamp) bool { return !slices.Contains(writer, s) }) {
 		return
 	}

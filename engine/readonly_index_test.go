@@ -12,6 +12,7 @@ import (
 
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // fileState is what dirState records of a file: its bytes' hash, size,
@@ -111,6 +112,11 @@ func TestReadOnlyUseIndexChangesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir, ids, shop := closedLedgers(t, 300)
+	// As a writer killed in its session leaves it: no stamps of what it
+	// wrote (TestReadAfterWriterClosedSkipsWhatItWrote has them).
+	if err := os.Remove(filepath.Join(dir, ledgersDir, shop.String(), writtenStampsFileName)); err != nil {
+		t.Fatal(err)
+	}
 	cache := t.TempDir()
 	opts := &Options{TempDir: t.TempDir(), UseIndex: true, CacheDir: cache}
 	before := dirState(t, dir)
@@ -351,5 +357,76 @@ func TestReadOnlyUseIndexBehindLetsGo(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("a writer's Open beside the reader waits")
+	}
+}
+
+// TestReadAfterWriterClosedSkipsWhatItWrote: a writer's Close stamps the
+// segments its session wrote (writtenStampsFileName), so the first
+// read-only open after it reads none of them (it verifies from past the
+// ledger's head) and serves every event; a stamped segment changed in
+// place since is read again and refused; the writer's own Open does not
+// take those stamps: it reads the segments, and stamps them as its own.
+func TestReadAfterWriterClosedSkipsWhatItWrote(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, ids, shop := closedLedgers(t, 300)
+	written, err := os.ReadFile(filepath.Join(dir, ledgersDir, shop.String(), writtenStampsFileName))
+	if err != nil {
+		t.Fatalf("the writer's Close left no stamps of what it wrote: %v", err)
+	}
+	stamps, err := segment.UnmarshalStamps(written)
+	if err != nil || len(stamps) < 3 {
+		t.Fatalf("written stamps: %d, %v; want every segment's", len(stamps), err)
+	}
+	if last := stamps[len(stamps)-1].Last; last.Seq != uint64(len(ids))+1 {
+		t.Fatalf("the last written stamp ends at #%d, the ledger at #%d", last.Seq, len(ids)+1)
+	}
+	opts := &Options{TempDir: t.TempDir(), UseIndex: true, CacheDir: t.TempDir()}
+	ro, err := OpenReadOnly(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if from, _ := ro.byName["shop"].log.VerifiedFrom(); from != uint64(len(ids))+2 {
+		t.Errorf("the first read after the writer closed verified from #%d, want #%d (nothing read)", from, len(ids)+2)
+	}
+	for _, i := range []int{0, 150, len(ids) - 1} {
+		if ev, err := ro.Get(ctx, ids[i]); err != nil || ev.ID != ids[i] {
+			t.Fatalf("Get #%d: %v, %v", i, ev.ID, err)
+		}
+	}
+	if err := ro.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The writer's Open reads them and stamps them itself.
+	db, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sealed := readStamps(vfs.Default, filepath.Join(dir, ledgersDir, shop.String()))
+	if len(sealed) != len(stamps)-1 {
+		t.Fatalf("the writer's Open stamped %d sealed segments, want %d", len(sealed), len(stamps)-1)
+	}
+
+	// A segment changed in place: its stamp no longer matches.
+	seg := filepath.Join(dir, ledgersDir, shop.String(), "00000000000000000002.seg")
+	b, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-30] ^= 1
+	if err := os.WriteFile(seg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ro, err = OpenReadOnly(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if err := ro.Unavailable()["shop"]; !errors.Is(err, segment.ErrCorruption) {
+		t.Fatalf("a stamped segment damaged in place: %v, want corruption", err)
 	}
 }

@@ -26,6 +26,15 @@ import (
 // every leaf whatever they say (docs/recovery.md, "Stamps").
 const stampsFileName = "sealed"
 
+// writtenStampsFileName is the file, in a ledger's folder, of the stamps
+// of the segments the last writer's session sealed and of the one it
+// closed (segment.Log.WrittenStamps), written at its Close: stamps of
+// files as the writer wrote and synced them, not read back. Readers take
+// them (readerStamps), so that the first read after a session does not
+// read what the session wrote; a writer's Open does not: it reads those
+// segments once from the files, and stamps them in stampsFileName.
+const writtenStampsFileName = "written"
+
 // maxStampsFile bounds the stamps file: a line of at most about 150 bytes
 // per sealed segment.
 const maxStampsFile = 64 << 20
@@ -41,6 +50,35 @@ func readStamps(fs vfs.FS, dir string) []segment.Stamp {
 	stamps, err := segment.UnmarshalStamps(b)
 	if err != nil {
 		return nil
+	}
+	return stamps
+}
+
+// writeWrittenStamps keeps, at a writer's Close, the stamps of the
+// segments its session wrote (writtenStampsFileName) in the ledger folder
+// dir, or removes the file if there are none. A failure is not reported:
+// readers then read those segments, as the writer's next Open does.
+func writeWrittenStamps(fs vfs.FS, dir string, stamps []segment.Stamp) {
+	path := fs.PathJoin(dir, writtenStampsFileName)
+	if len(stamps) == 0 {
+		fs.Remove(path)
+		return
+	}
+	if err := writeFileAtomic(fs, dir, writtenStampsFileName, segment.MarshalStamps(stamps), false); err != nil {
+		fs.Remove(path + ".tmp")
+		fs.Remove(path)
+	}
+}
+
+// writerStamps returns the stamps a writer left in the ledger folder dir
+// for readers: those of its Open (stampsFileName) and of its last
+// session's Close (writtenStampsFileName).
+func writerStamps(fs vfs.FS, dir string) []segment.Stamp {
+	stamps := readStamps(fs, dir)
+	if b, err := readSmallFile(fs, fs.PathJoin(dir, writtenStampsFileName), maxStampsFile); err == nil {
+		if w, err := segment.UnmarshalStamps(b); err == nil {
+			stamps = append(stamps, w...)
+		}
 	}
 	return stamps
 }

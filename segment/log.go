@@ -129,6 +129,10 @@ type testHooks struct {
 	afterSize func(seg uint64)
 	// judge is called by judgeTail before it judges.
 	judge func()
+	// stamp is called as stampWritten begins (false) and ends (true): its
+	// file system calls, whose failure only leaves a stamp out, are
+	// between the two.
+	stamp func(done bool)
 }
 
 const (
@@ -325,6 +329,10 @@ type Log struct {
 	// files is the identity of the Log's files (Options.Watch), for
 	// CheckFiles; nil if not watched.
 	files *fileWatch
+
+	// written are the stamps of the segments this Log sealed, and at
+	// Close of the one it leaves (WrittenStamps); guarded by ioMu.
+	written []Stamp
 
 	// ro is set for a Log opened with OpenReadOnly (readonly.go); roMu
 	// serializes its looks at the segments (Follow).
@@ -1157,6 +1165,7 @@ func (l *Log) rotate() error {
 		return err
 	}
 	sealed := l.segNum
+	l.stampWritten()
 	if err := l.createSegment(sealed+1, l.head); err != nil {
 		return err
 	}
@@ -1165,6 +1174,51 @@ func (l *Log) rotate() error {
 	// at its final size.
 	l.dropFile(sealed)
 	return nil
+}
+
+// stampWritten notes the stamp of the active segment as this Log wrote
+// it, once it is sealed (rotate) or closed: its file's identity now, the
+// head its header continues from, its last record. Only a segment that
+// ends with its last record and holds one (after sealEnd and the fsync)
+// gets one, and only while the Log has not failed. Called with ioMu.
+func (l *Log) stampWritten() {
+	if l.failure() != nil || l.head.Loc.Segment != l.segNum || l.head.Loc.End() != l.size {
+		return
+	}
+	if h := l.opts.test.stamp; h != nil {
+		h(false)
+		defer h(true)
+	}
+	fi, err := l.file.Stat()
+	if err != nil {
+		return
+	}
+	id := fileIdentity(fi)
+	if !id.valid() || id.Size != l.size {
+		return
+	}
+	s, err := readHeader(l.fs, l.dir, l.segNum, l.ledger)
+	if s != nil && s.file != nil {
+		s.file.Close()
+	}
+	if err != nil || s == nil || s.hdr.prevSeq >= l.head.Seq {
+		return
+	}
+	l.written = append(l.written, Stamp{Segment: l.segNum, File: id, Prev: Head{ID: s.hdr.prevID, Seq: s.hdr.prevSeq}, Last: l.head})
+}
+
+// WrittenStamps returns the stamps of the segments this Log sealed, and,
+// once it is closed without failure, of the segment it was writing: each
+// says that the file holds, as its identity shows, what this Log wrote
+// and synced, which it verified as it encoded each record, not read back.
+// They are for readers (OpenReadOnly's Options.Stamps), which a writer's
+// session would otherwise leave to read those segments whole once; a
+// writer's Open keeps to its own (Recovery.Stamps), read from the files.
+// Nil for a read-only Log.
+func (l *Log) WrittenStamps() []Stamp {
+	l.ioMu.Lock()
+	defer l.ioMu.Unlock()
+	return slices.Clone(l.written)
 }
 
 // fsync syncs the active segment. Its failure fails the Log (ErrFailed).
@@ -1319,6 +1373,9 @@ func (l *Log) Close() error {
 	err := l.syncLocked() // the failure, if the Log failed
 	if err == nil && l.file != nil {
 		err = l.sealEnd()
+	}
+	if err == nil && l.file != nil && l.ro == nil {
+		l.stampWritten()
 	}
 	if l.file != nil {
 		if cerr := l.file.Close(); err == nil {
