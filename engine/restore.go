@@ -249,10 +249,10 @@ func removeStaleRestores(parent, base string, now time.Time) (removed []string) 
 		return nil
 	}
 	for _, e := range entries {
-		name := e.Name()
-		if !e.IsDir() || !strings.HasPrefix(name, "."+base+restoreTmpMark) {
+		if !e.IsDir() || !isRestoreTmp(e.Name(), base) {
 			continue
 		}
+		name := e.Name()
 		p := filepath.Join(parent, name)
 		f, err := dirlock.Hold(filepath.Join(p, restoreHold))
 		switch {
@@ -272,6 +272,16 @@ func removeStaleRestores(parent, base string, now time.Time) (removed []string) 
 		}
 	}
 	return removed
+}
+
+// isRestoreTmp says whether name is that of a temporary directory of a
+// restore to base: "." + base + restoreTmpMark and the decimal digits
+// that os.MkdirTemp adds, no more. The target "a.restore-1" beside "a"
+// has temporary directories ".a.restore-1.restore-N", and the
+// operator's ".a.restore-keep" is no restore's: neither is a's.
+func isRestoreTmp(name, base string) bool {
+	rest, ok := strings.CutPrefix(name, "."+base+restoreTmpMark)
+	return ok && rest != "" && strings.Trim(rest, "0123456789") == ""
 }
 
 // restoreTarget checks the target of a restore, a new or empty

@@ -87,3 +87,46 @@ func TestRestoreRemovesKilledRestoresTemporaryDirectories(t *testing.T) {
 		t.Errorf("the running restore's directory is no longer held")
 	}
 }
+
+// TestRestoreLeavesOtherDirectoriesBesideTarget: a restore to parent/a
+// removes only what a killed restore to parent/a left (".a.restore-"
+// and the digits os.MkdirTemp adds), not a killed restore's of the
+// target "a.restore-1" beside it (".a.restore-1.restore-123", whose name
+// begins as a's do) nor a directory of the operator's whose name begins
+// so; the restore to a.restore-1 removes its own.
+func TestRestoreLeavesOtherDirectoriesBesideTarget(t *testing.T) {
+	s := makeSource(t, 1500)
+	b := storeSource(t, s)
+	parent := t.TempDir()
+	ofOther := filepath.Join(parent, ".a"+restoreTmpMark+"1"+restoreTmpMark+"123")
+	operators := filepath.Join(parent, ".a"+restoreTmpMark+"keep")
+	long := time.Now().Add(-2 * restoreInitStale)
+	for _, d := range []string{ofOther, operators} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "notes"), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(d, long, long); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Restore(context.Background(), filepath.Join(parent, "a"), RestoreOptions{store: b.st, Options: s.opts}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{ofOther, operators} {
+		if _, err := os.Stat(filepath.Join(d, "notes")); err != nil {
+			t.Errorf("the restore to a removed %s: %v", filepath.Base(d), err)
+		}
+	}
+	if _, err := Restore(context.Background(), filepath.Join(parent, "a"+restoreTmpMark+"1"), RestoreOptions{store: b.st, Options: s.opts}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ofOther); !os.IsNotExist(err) {
+		t.Errorf("the restore to a.restore-1 left its killed restore's %s (%v)", filepath.Base(ofOther), err)
+	}
+	if _, err := os.Stat(operators); err != nil {
+		t.Errorf("the restore to a.restore-1 removed %s: %v", filepath.Base(operators), err)
+	}
+}
