@@ -286,6 +286,9 @@ func isRestoreTmp(name, base string) bool {
 
 // restoreTarget checks the target of a restore, a new or empty
 // directory, and returns its absolute path, its parent made if missing.
+// A symbolic link to a directory gives the directory's path (the
+// restore is renamed onto it, not onto the link); a link to nothing is
+// refused.
 func restoreTarget(dir string) (string, error) {
 	if dir == "" {
 		return "", invalid("restore: no target directory given")
@@ -293,6 +296,14 @@ func restoreTarget(dir string) (string, error) {
 	target, err := filepath.Abs(dir)
 	if err != nil {
 		return "", fmt.Errorf("engine: restore to %s: %w", dir, err)
+	}
+	if fi, err := os.Lstat(target); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		to, err := filepath.EvalSymlinks(target)
+		if err != nil {
+			dest, _ := os.Readlink(target)
+			return "", invalid("restore to %s: a symbolic link to %s, which does not exist (%v): make that directory, or restore to it", dir, dest, err)
+		}
+		target = to
 	}
 	names, err := vfs.Default.List(target)
 	switch {

@@ -2,8 +2,10 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,5 +130,42 @@ func TestRestoreLeavesOtherDirectoriesBesideTarget(t *testing.T) {
 	}
 	if _, err := os.Stat(operators); err != nil {
 		t.Errorf("the restore to a.restore-1 removed %s: %v", filepath.Base(operators), err)
+	}
+}
+
+// TestRestoreThroughSymlinkedTarget: a target that is a symbolic link to
+// an empty directory is restored into that directory (the link stays,
+// the temporary directory is made beside the directory, on its file
+// system); a link to nothing is refused before the bucket is read,
+// naming it.
+func TestRestoreThroughSymlinkedTarget(t *testing.T) {
+	s := makeSource(t, 1500)
+	b := storeSource(t, s)
+	parent := t.TempDir()
+	real := filepath.Join(parent, "disk", "annal")
+	if err := os.MkdirAll(real, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(parent, "annal")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Restore(context.Background(), link, RestoreOptions{store: b.st, Options: s.opts}); err != nil {
+		t.Fatalf("restore through a symbolic link: %v", err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link is no longer a link (%v)", err)
+	}
+	checkRestored(t, s, real, 1500, b.sealed)
+
+	dangling := filepath.Join(parent, "dangling")
+	if err := os.Symlink(filepath.Join(parent, "nowhere"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	down := newReplStore() // refuses every request: the bucket is not read
+	down.down.Store(true)
+	_, err := Restore(context.Background(), dangling, RestoreOptions{store: down, Options: s.opts})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), dangling) || !strings.Contains(err.Error(), "nowhere") {
+		t.Fatalf("restore to a link to nothing: %v", err)
 	}
 }
