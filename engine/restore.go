@@ -518,7 +518,11 @@ func restoreInto(ctx context.Context, tmp string, st store.Store, ids []eventid.
 		res = append(res, rl)
 	}
 	if restored == 0 {
-		return nil, fmt.Errorf("%w: restore: no ledger restored: every one has no signed checkpoint in the bucket (RestoreOptions.Unsigned SkipUnsigned)", ErrNoCheckpoint)
+		skipped := make([]string, len(res))
+		for i, rl := range res {
+			skipped[i] = fmt.Sprintf("%s (%q)", rl.ID, rl.Name)
+		}
+		return nil, fmt.Errorf("%w: %w: no ledger restored: the bucket holds no signed checkpoint of %s, skipped (RestoreOptions.Unsigned SkipUnsigned, annal restore --unsigned skip): restore it with RestoreUnsigned (--unsigned restore) if you vouch for the bucket", ErrCorruption, ErrNoCheckpoint, strings.Join(skipped, ", "))
 	}
 	if db, err = Open(tmp, o.Options); err != nil {
 		return nil, err

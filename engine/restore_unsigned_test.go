@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/annal-db/annal/engine/internal/replica"
+	"github.com/annal-db/annal/eventid"
 )
 
 // TestRestoreOfLedgerWithoutCheckpoint: a bucket that holds a ledger's
@@ -134,5 +135,53 @@ func checkRestoredLedgers(t *testing.T, dir, key string, want map[string]uint64)
 		if _, err := db.Verify(ctx, l.Name, nil); err != nil {
 			t.Fatalf("verify %s: %v", l.Name, err)
 		}
+	}
+}
+
+// TestRestoreSkipsEveryLedger: SkipUnsigned where every ledger to
+// restore has no signed checkpoint (a bucket of one such ledger, or the
+// one --ledger names) restores nothing: the restore fails as the
+// refusal does (ErrNoCheckpoint, matching ErrCorruption: annal restore
+// exits 3), naming the ledger and the way on, and leaves nothing.
+func TestRestoreSkipsEveryLedger(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newReplStore()
+	key := filepath.Join(t.TempDir(), "shared.key")
+	o := replOptions(st, Replicated)
+	o.SigningKeyFile = key
+	db, err := Open(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]eventid.LedgerID{}
+	for _, name := range []string{"cash", "orders"} {
+		info, err := db.CreateLedger(ctx, LedgerSpec{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[name] = info.ID
+		if _, err := appendOne(ctx, db, name, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Delete(ctx, replica.CheckpointKey(ids["orders"])); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "restored")
+	_, err = Restore(ctx, dir, RestoreOptions{store: st, Ledger: "orders", Unsigned: SkipUnsigned, Options: &Options{SigningKeyFile: key}})
+	if !errors.Is(err, ErrNoCheckpoint) || !errors.Is(err, ErrCorruption) {
+		t.Fatalf("restore of the one ledger, unsigned, skipped: %v", err)
+	}
+	for _, want := range []string{ids["orders"].String(), `"orders"`, "--unsigned restore"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, err)
+		}
+	}
+	if names, _ := os.ReadDir(dir); len(names) > 0 {
+		t.Fatalf("the failed restore left %d entries in its target", len(names))
 	}
 }
