@@ -222,17 +222,29 @@ func makeRestoreTmp(target string, now time.Time) (string, error) {
 // restore ends: a flock on its subdirectory restoreHold (the data
 // directory's own lock is taken by each Open of it), released by Close
 // or by the process's death. Nil where directories cannot be locked.
+// The subdirectory is made under another name, held, then renamed
+// restoreHold: a restore to the same target that scans for killed
+// restores' directories meanwhile never finds it there unheld (and
+// takes it for a killed restore's).
 func holdRestore(tmp string) (io.Closer, error) {
-	h := filepath.Join(tmp, restoreHold)
-	if err := os.Mkdir(h, 0o700); err != nil {
+	d, err := os.MkdirTemp(tmp, restoreHold+"-")
+	if err != nil {
 		return nil, err
 	}
-	f, err := dirlock.Hold(h)
+	f, err := dirlock.Hold(d)
 	switch {
 	case errors.Is(err, errors.ErrUnsupported):
-		return nil, nil
 	case err != nil:
 		return nil, err
+	}
+	if err := os.Rename(d, filepath.Join(tmp, restoreHold)); err != nil {
+		if f != nil {
+			f.Close()
+		}
+		return nil, err
+	}
+	if f == nil {
+		return nil, nil
 	}
 	return f, nil
 }

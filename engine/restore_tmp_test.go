@@ -169,3 +169,54 @@ func TestRestoreThroughSymlinkedTarget(t *testing.T) {
 		t.Fatalf("restore to a link to nothing: %v", err)
 	}
 }
+
+// TestRestoreHoldIsNeverTakenByAnother: a restore's .restoring
+// subdirectory is never seen unheld while the restore runs, so that the
+// next restore to its target, scanning for killed restores' directories
+// at that moment, does not take it for one and remove the running
+// restore's directory. One goroutine holds new temporary directories
+// over and over as a restore does, another scans as the next restore
+// does.
+func TestRestoreHoldIsNeverTakenByAnother(t *testing.T) {
+	parent := t.TempDir()
+	stop, done := make(chan struct{}), make(chan struct{})
+	scans := 0
+	go func() {
+		defer close(done)
+		for ; ; scans++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			removeStaleRestores(parent, "restored", time.Now())
+		}
+	}()
+	const rounds = 1000
+	lost := 0
+	for range rounds {
+		tmp, err := os.MkdirTemp(parent, ".restored"+restoreTmpMark)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hold, err := holdRestore(tmp)
+		if hold == nil && err == nil {
+			close(stop)
+			<-done
+			t.Skip("no flock on directories on this platform")
+		}
+		if _, serr := os.Stat(filepath.Join(tmp, restoreHold)); err != nil || serr != nil {
+			lost++
+		}
+		if hold != nil {
+			hold.Close()
+		}
+		os.RemoveAll(tmp)
+	}
+	close(stop)
+	<-done
+	t.Logf("%d rounds, %d scans", rounds, scans)
+	if lost > 0 {
+		t.Fatalf("%d of %d running restores' directories were taken by a scan for killed ones", lost, rounds)
+	}
+}
