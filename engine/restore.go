@@ -41,7 +41,10 @@ type RestoreOptions struct {
 	Seq uint64
 	// Options are those the restored directory is opened with (its
 	// signing key: Signer, SigningKeyFile, or none: the directory's own
-	// signing.key, made by the restore). nil: the defaults.
+	// signing.key, made by the restore). nil: the defaults. Its Replica
+	// (and Replication) are not used: the restore writes nothing to any
+	// bucket (opened with one, the restored directory would take its
+	// ledgers from their writer and store its checkpoints).
 	Options *Options
 	// VerifierKey is the verifier (public) key, in the sumdb/note
 	// verifier format (what `annal checkpoint key` prints), that signed
@@ -197,6 +200,7 @@ func Restore(ctx context.Context, dir string, o RestoreOptions) ([]RestoredLedge
 	if err != nil {
 		return nil, fmt.Errorf("engine: restore to %s: create its temporary directory: %w", dir, err)
 	}
+	o.Options = withoutReplica(o.Options)
 	res, err := restoreInto(ctx, tmp, st, ids, o)
 	if err == nil {
 		err = moveInPlace(tmp, target)
@@ -206,6 +210,17 @@ func Restore(ctx context.Context, dir string, o RestoreOptions) ([]RestoredLedge
 		return nil, fmt.Errorf("engine: restore from %s to %s (nothing was left there): %w", where, dir, err)
 	}
 	return res, nil
+}
+
+// withoutReplica returns a copy of o without a replica: the options a
+// restore opens its temporary directory with.
+func withoutReplica(o *Options) *Options {
+	if o == nil {
+		return nil
+	}
+	c := *o
+	c.Replica, c.Replication, c.replicaStore, c.replicaEndpoint = "", 0, nil, ""
+	return &c
 }
 
 // makeRestoreTmp makes the temporary directory of a restore to target,

@@ -185,3 +185,81 @@ func TestRestoreSkipsEveryLedger(t *testing.T) {
 		t.Fatalf("the failed restore left %d entries in its target", len(names))
 	}
 }
+
+// TestRestoreWritesNothingToBucket: a restore whose Options name the
+// bucket as the restored directory's replica (annal restore passes
+// --replica, or $ANNAL_REPLICA, so) opens its temporary directory
+// without it: it writes nothing to the bucket. Opened as a writer, it
+// took every ledger from the live writer (a manifest of the next epoch,
+// a fence chunk) and stored the checkpoint its own key signed, of the
+// ledger without one too: a signature in the bucket for events that
+// nothing signed vouched for.
+func TestRestoreWritesNothingToBucket(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newReplStore()
+	key := filepath.Join(t.TempDir(), "shared.key")
+	o := replOptions(st, Replicated)
+	o.SigningKeyFile = key
+	db, err := Open(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var orders eventid.LedgerID
+	for _, name := range []string{"cash", "orders"} {
+		info, err := db.CreateLedger(ctx, LedgerSpec{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		orders = info.ID
+		for i := range 10 {
+			if _, err := appendOne(ctx, db, name, i); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Delete(ctx, replica.CheckpointKey(orders)); err != nil {
+		t.Fatal(err)
+	}
+	objects := func() map[string]string {
+		p, err := st.List(ctx, "", "", 100000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		for _, o := range p.Objects {
+			m[o.Key] = o.ETag
+		}
+		return m
+	}
+	before := objects()
+	for _, u := range []Unsigned{SkipUnsigned, RestoreUnsigned} {
+		o := replOptions(st, Replicated)
+		o.SigningKeyFile = filepath.Join(t.TempDir(), "restore.key") // another key: the ledgers are signed anew
+		dir := filepath.Join(t.TempDir(), "restored")
+		res, err := Restore(ctx, dir, RestoreOptions{store: st, Unsigned: u, VerifierKey: mustKey(t, key).Verifier, Options: o})
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := objects()
+		for k, etag := range after {
+			if before[k] != etag {
+				t.Errorf("restore (Unsigned %d) wrote %s to the bucket", u, k)
+			}
+		}
+		if len(after) != len(before) {
+			t.Errorf("restore (Unsigned %d): the bucket holds %d objects, %d before", u, len(after), len(before))
+		}
+		want := map[string]uint64{"cash": 11}
+		if u == RestoreUnsigned {
+			want["orders"] = 11
+		}
+		if len(res) != 2 {
+			t.Fatalf("restored %+v", res)
+		}
+		checkRestoredLedgers(t, dir, o.SigningKeyFile, want)
+	}
+}
