@@ -2,6 +2,7 @@ package s3test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -129,5 +130,51 @@ func TestVersityGWCommandRestoreKilled(t *testing.T) {
 	code, out, errOut := runBin(t, bin, "", "--signing-key", key, "--dir", target, "verify", "--full")
 	if code != 0 {
 		t.Fatalf("verify --full of the restored directory: exit %d, %s%s", code, out, errOut)
+	}
+}
+
+// TestVersityGWCommandRestoreWritesNothing: annal restore with
+// $ANNAL_REPLICA naming the bucket it restores (an operator's
+// environment) writes nothing to it: every object keeps its ETag, and
+// no object is added.
+func TestVersityGWCommandRestoreWritesNothing(t *testing.T) {
+	credentialsInEnvironment(t, secret)
+	bin := annalBinary(t)
+	l := makeLedger(t, 2000, 64<<10)
+	prefix := fmt.Sprintf("untouched%d", prefixes.Add(1))
+	st := openPrefix(t, prefix)
+	upload(t, st, l, 50)
+	url := bucketURL(endpoint, prefix)
+	objects := func() map[string]string {
+		m := map[string]string{}
+		for after := ""; ; {
+			p, err := st.List(context.Background(), "", after, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range p.Objects {
+				m[o.Key] = o.ETag
+				after = o.Key
+			}
+			if len(p.Objects) < 1000 {
+				return m
+			}
+		}
+	}
+	before := objects()
+	t.Setenv("ANNAL_REPLICA", url)
+	target := filepath.Join(t.TempDir(), "r")
+	code, out, errOut := runBin(t, bin, "", "--signing-key", l.opts.SigningKeyFile, "restore", url, target)
+	if code != 0 {
+		t.Fatalf("restore: exit %d, %s%s", code, out, errOut)
+	}
+	after := objects()
+	for k, etag := range after {
+		if before[k] != etag {
+			t.Errorf("the restore wrote %s to the bucket", k)
+		}
+	}
+	if len(after) != len(before) {
+		t.Fatalf("the bucket holds %d objects after the restore, %d before", len(after), len(before))
 	}
 }
