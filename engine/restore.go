@@ -526,7 +526,10 @@ func restoreInto(ctx context.Context, tmp string, st store.Store, ids []eventid.
 		if err != nil {
 			return nil, err
 		}
-		if got.Yielded.Seq == 0 {
+		switch {
+		case got.Yielded.Seq == 0 && got.Verified.Seq == 0:
+			return nil, invalid("restore: ledger %s (%q): the bucket holds no event of it (its manifest only: a CreateLedger that failed before its first event was stored leaves so)", id, rl.Name)
+		case got.Yielded.Seq == 0:
 			return nil, invalid("restore: ledger %s (%q): no event at the point in time given (its first event is later)", id, rl.Name)
 		}
 		rl.Events, rl.Verified, rl.Head = got.Yielded.Seq, got.Verified.Seq, got.Yielded.ID
