@@ -18,7 +18,8 @@ import (
 // checkpoint) fails the restore by default, naming the ledger and both
 // cures; SkipUnsigned restores the other ledgers and says which one it
 // skipped; RestoreUnsigned restores it too, signed anew by the restored
-// directory, vouched for by no checkpoint of the bucket.
+// directory, vouched for by no checkpoint of the bucket, at a point in
+// time too.
 func TestRestoreOfLedgerWithoutCheckpoint(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -108,6 +109,19 @@ func TestRestoreOfLedgerWithoutCheckpoint(t *testing.T) {
 		}
 	}
 	checkRestoredLedgers(t, dir, key, map[string]uint64{"cash": 41, "orders": 41})
+
+	// A point in time of it: its first 20 events, signed anew.
+	dir = filepath.Join(t.TempDir(), "restored")
+	res, err = Restore(ctx, dir, RestoreOptions{store: st, Seq: 20, Unsigned: RestoreUnsigned, Options: &Options{SigningKeyFile: key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rl := range res {
+		if rl.Events != 20 || !rl.Resigned || rl.Name == "orders" && rl.Signed != 0 || rl.Name == "cash" && rl.Signed != 20 {
+			t.Fatalf("%s, --seq 20, restored as %+v", rl.Name, rl)
+		}
+	}
+	checkRestoredLedgers(t, dir, key, map[string]uint64{"cash": 20, "orders": 20})
 }
 
 // checkRestoredLedgers opens the data directory dir with the signing key key and
@@ -139,8 +153,8 @@ func checkRestoredLedgers(t *testing.T, dir, key string, want map[string]uint64)
 }
 
 // TestRestoreSkipsEveryLedger: SkipUnsigned where every ledger to
-// restore has no signed checkpoint (a bucket of one such ledger, or the
-// one --ledger names) restores nothing: the restore fails as the
+// restore has no signed checkpoint (the one --ledger names, or every
+// ledger of the bucket) restores nothing: the restore fails as the
 // refusal does (ErrNoCheckpoint, matching ErrCorruption: annal restore
 // exits 3), naming the ledger and the way on, and leaves nothing.
 func TestRestoreSkipsEveryLedger(t *testing.T) {
@@ -177,6 +191,23 @@ func TestRestoreSkipsEveryLedger(t *testing.T) {
 		t.Fatalf("restore of the one ledger, unsigned, skipped: %v", err)
 	}
 	for _, want := range []string{ids["orders"].String(), `"orders"`, "--unsigned restore"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, err)
+		}
+	}
+	if names, _ := os.ReadDir(dir); len(names) > 0 {
+		t.Fatalf("the failed restore left %d entries in its target", len(names))
+	}
+
+	// A bucket whose every ledger has no signed checkpoint.
+	if err := st.Delete(ctx, replica.CheckpointKey(ids["cash"])); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Restore(ctx, dir, RestoreOptions{store: st, Unsigned: SkipUnsigned, Options: &Options{SigningKeyFile: key}})
+	if !errors.Is(err, ErrNoCheckpoint) || !errors.Is(err, ErrCorruption) {
+		t.Fatalf("restore of a bucket of unsigned ledgers only, skipped: %v", err)
+	}
+	for _, want := range []string{ids["orders"].String(), ids["cash"].String(), `"cash"`, "--unsigned restore"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error does not say %q: %v", want, err)
 		}
