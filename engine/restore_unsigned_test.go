@@ -23,34 +23,8 @@ import (
 func TestRestoreOfLedgerWithoutCheckpoint(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := newReplStore()
-	key := filepath.Join(t.TempDir(), "shared.key")
-	o := replOptions(st, Replicated)
-	o.SigningKeyFile = key
-	db, err := Open(t.TempDir(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	infos := map[string]LedgerInfo{}
-	for _, name := range []string{"cash", "orders"} {
-		info, err := db.CreateLedger(ctx, LedgerSpec{Name: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		infos[name] = info
-		for i := range 40 {
-			if _, err := appendOne(ctx, db, name, i); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	orders := infos["orders"].ID
-	if err := st.Delete(ctx, replica.CheckpointKey(orders)); err != nil {
-		t.Fatal(err)
-	}
+	st, key, ids := bucketWithoutCheckpoint(t, 40)
+	orders := ids["orders"]
 	restore := func(u Unsigned) (string, []RestoredLedger, error) {
 		dir := filepath.Join(t.TempDir(), "restored")
 		res, err := Restore(ctx, dir, RestoreOptions{store: st, Unsigned: u, Options: &Options{SigningKeyFile: key}})
@@ -124,6 +98,44 @@ func TestRestoreOfLedgerWithoutCheckpoint(t *testing.T) {
 	checkRestoredLedgers(t, dir, key, map[string]uint64{"cash": 20, "orders": 20})
 }
 
+// bucketWithoutCheckpoint makes, through a Replicated data directory
+// whose key is key, a bucket holding the ledgers cash and orders of
+// events+1 events each (their genesis), and deletes orders' signed
+// checkpoint from it. It returns the bucket, the key file and the
+// ledgers' IDs by name.
+func bucketWithoutCheckpoint(t *testing.T, events int) (*replStore, string, map[string]eventid.LedgerID) {
+	t.Helper()
+	ctx := context.Background()
+	st := newReplStore()
+	key := filepath.Join(t.TempDir(), "shared.key")
+	o := replOptions(st, Replicated)
+	o.SigningKeyFile = key
+	db, err := Open(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]eventid.LedgerID{}
+	for _, name := range []string{"cash", "orders"} {
+		info, err := db.CreateLedger(ctx, LedgerSpec{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[name] = info.ID
+		for i := range events {
+			if _, err := appendOne(ctx, db, name, i); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Delete(ctx, replica.CheckpointKey(ids["orders"])); err != nil {
+		t.Fatal(err)
+	}
+	return st, key, ids
+}
+
 // checkRestoredLedgers opens the data directory dir with the signing key key and
 // checks that it holds exactly the ledgers want, each of its number of
 // events, available and verifying in full.
@@ -160,33 +172,9 @@ func checkRestoredLedgers(t *testing.T, dir, key string, want map[string]uint64)
 func TestRestoreSkipsEveryLedger(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := newReplStore()
-	key := filepath.Join(t.TempDir(), "shared.key")
-	o := replOptions(st, Replicated)
-	o.SigningKeyFile = key
-	db, err := Open(t.TempDir(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := map[string]eventid.LedgerID{}
-	for _, name := range []string{"cash", "orders"} {
-		info, err := db.CreateLedger(ctx, LedgerSpec{Name: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids[name] = info.ID
-		if _, err := appendOne(ctx, db, name, 1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Delete(ctx, replica.CheckpointKey(ids["orders"])); err != nil {
-		t.Fatal(err)
-	}
+	st, key, ids := bucketWithoutCheckpoint(t, 1)
 	dir := filepath.Join(t.TempDir(), "restored")
-	_, err = Restore(ctx, dir, RestoreOptions{store: st, Ledger: "orders", Unsigned: SkipUnsigned, Options: &Options{SigningKeyFile: key}})
+	_, err := Restore(ctx, dir, RestoreOptions{store: st, Ledger: "orders", Unsigned: SkipUnsigned, Options: &Options{SigningKeyFile: key}})
 	if !errors.Is(err, ErrNoCheckpoint) || !errors.Is(err, ErrCorruption) {
 		t.Fatalf("restore of the one ledger, unsigned, skipped: %v", err)
 	}
@@ -228,33 +216,7 @@ func TestRestoreSkipsEveryLedger(t *testing.T) {
 func TestRestoreWritesNothingToBucket(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := newReplStore()
-	key := filepath.Join(t.TempDir(), "shared.key")
-	o := replOptions(st, Replicated)
-	o.SigningKeyFile = key
-	db, err := Open(t.TempDir(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var orders eventid.LedgerID
-	for _, name := range []string{"cash", "orders"} {
-		info, err := db.CreateLedger(ctx, LedgerSpec{Name: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		orders = info.ID
-		for i := range 10 {
-			if _, err := appendOne(ctx, db, name, i); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Delete(ctx, replica.CheckpointKey(orders)); err != nil {
-		t.Fatal(err)
-	}
+	st, key, _ := bucketWithoutCheckpoint(t, 10)
 	objects := func() map[string]string {
 		p, err := st.List(ctx, "", "", 100000)
 		if err != nil {
