@@ -41,7 +41,10 @@ type RestoreOptions struct {
 	Seq uint64
 	// Options are those the restored directory is opened with (its
 	// signing key: Signer, SigningKeyFile, or none: the directory's own
-	// signing.key, made by the restore). nil: the defaults.
+	// signing.key, made by the restore). nil: the defaults. Its Replica
+	// (and Replication) are not used: the restore writes nothing to any
+	// bucket (opened with one, the restored directory would take its
+	// ledgers from their writer and store its checkpoints).
 	Options *Options
 	// VerifierKey is the verifier (public) key, in the sumdb/note
 	// verifier format (what `annal checkpoint key` prints), that signed
@@ -197,6 +200,7 @@ func Restore(ctx context.Context, dir string, o RestoreOptions) ([]RestoredLedge
 	if err != nil {
 		return nil, fmt.Errorf("engine: restore to %s: create its temporary directory: %w", dir, err)
 	}
+	o.Options = withoutReplica(o.Options)
 	res, err := restoreInto(ctx, tmp, st, ids, o)
 	if err == nil {
 		err = moveInPlace(tmp, target)
@@ -206,6 +210,17 @@ func Restore(ctx context.Context, dir string, o RestoreOptions) ([]RestoredLedge
 		return nil, fmt.Errorf("engine: restore from %s to %s (nothing was left there): %w", where, dir, err)
 	}
 	return res, nil
+}
+
+// withoutReplica returns a copy of o without a replica: the options a
+// restore opens its temporary directory with.
+func withoutReplica(o *Options) *Options {
+	if o == nil {
+		return nil
+	}
+	c := *o
+	c.Replica, c.Replication, c.replicaStore, c.replicaEndpoint = "", 0, nil, ""
+	return &c
 }
 
 // makeRestoreTmp makes the temporary directory of a restore to target,
@@ -222,17 +237,29 @@ func makeRestoreTmp(target string, now time.Time) (string, error) {
 // restore ends: a flock on its subdirectory restoreHold (the data
 // directory's own lock is taken by each Open of it), released by Close
 // or by the process's death. Nil where directories cannot be locked.
+// The subdirectory is made under another name, held, then renamed
+// restoreHold: a restore to the same target that scans for killed
+// restores' directories meanwhile never finds it there unheld (and
+// takes it for a killed restore's).
 func holdRestore(tmp string) (io.Closer, error) {
-	h := filepath.Join(tmp, restoreHold)
-	if err := os.Mkdir(h, 0o700); err != nil {
+	d, err := os.MkdirTemp(tmp, restoreHold+"-")
+	if err != nil {
 		return nil, err
 	}
-	f, err := dirlock.Hold(h)
+	f, err := dirlock.Hold(d)
 	switch {
 	case errors.Is(err, errors.ErrUnsupported):
-		return nil, nil
 	case err != nil:
 		return nil, err
+	}
+	if err := os.Rename(d, filepath.Join(tmp, restoreHold)); err != nil {
+		if f != nil {
+			f.Close()
+		}
+		return nil, err
+	}
+	if f == nil {
+		return nil, nil
 	}
 	return f, nil
 }
@@ -249,10 +276,10 @@ func removeStaleRestores(parent, base string, now time.Time) (removed []string) 
 		return nil
 	}
 	for _, e := range entries {
-		name := e.Name()
-		if !e.IsDir() || !strings.HasPrefix(name, "."+base+restoreTmpMark) {
+		if !e.IsDir() || !isRestoreTmp(e.Name(), base) {
 			continue
 		}
+		name := e.Name()
 		p := filepath.Join(parent, name)
 		f, err := dirlock.Hold(filepath.Join(p, restoreHold))
 		switch {
@@ -274,8 +301,21 @@ func removeStaleRestores(parent, base string, now time.Time) (removed []string) 
 	return removed
 }
 
+// isRestoreTmp says whether name is that of a temporary directory of a
+// restore to base: "." + base + restoreTmpMark and the decimal digits
+// that os.MkdirTemp adds, no more. The target "a.restore-1" beside "a"
+// has temporary directories ".a.restore-1.restore-N", and the
+// operator's ".a.restore-keep" is no restore's: neither is a's.
+func isRestoreTmp(name, base string) bool {
+	rest, ok := strings.CutPrefix(name, "."+base+restoreTmpMark)
+	return ok && rest != "" && strings.Trim(rest, "0123456789") == ""
+}
+
 // restoreTarget checks the target of a restore, a new or empty
 // directory, and returns its absolute path, its parent made if missing.
+// A symbolic link to a directory gives the directory's path (the
+// restore is renamed onto it, not onto the link); a link to nothing is
+// refused.
 func restoreTarget(dir string) (string, error) {
 	if dir == "" {
 		return "", invalid("restore: no target directory given")
@@ -283,6 +323,14 @@ func restoreTarget(dir string) (string, error) {
 	target, err := filepath.Abs(dir)
 	if err != nil {
 		return "", fmt.Errorf("engine: restore to %s: %w", dir, err)
+	}
+	if fi, err := os.Lstat(target); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		to, err := filepath.EvalSymlinks(target)
+		if err != nil {
+			dest, _ := os.Readlink(target)
+			return "", invalid("restore to %s: a symbolic link to %s, which does not exist (%v): make that directory, or restore to it", dir, dest, err)
+		}
+		target = to
 	}
 	names, err := vfs.Default.List(target)
 	switch {
@@ -478,7 +526,10 @@ func restoreInto(ctx context.Context, tmp string, st store.Store, ids []eventid.
 		if err != nil {
 			return nil, err
 		}
-		if got.Yielded.Seq == 0 {
+		switch {
+		case got.Yielded.Seq == 0 && got.Verified.Seq == 0:
+			return nil, invalid("restore: ledger %s (%q): the bucket holds no event of it (its manifest only: a CreateLedger that failed before its first event was stored leaves so)", id, rl.Name)
+		case got.Yielded.Seq == 0:
 			return nil, invalid("restore: ledger %s (%q): no event at the point in time given (its first event is later)", id, rl.Name)
 		}
 		rl.Events, rl.Verified, rl.Head = got.Yielded.Seq, got.Verified.Seq, got.Yielded.ID
@@ -497,7 +548,11 @@ func restoreInto(ctx context.Context, tmp string, st store.Store, ids []eventid.
 		res = append(res, rl)
 	}
 	if restored == 0 {
-		return nil, fmt.Errorf("%w: restore: no ledger restored: every one has no signed checkpoint in the bucket (RestoreOptions.Unsigned SkipUnsigned)", ErrNoCheckpoint)
+		skipped := make([]string, len(res))
+		for i, rl := range res {
+			skipped[i] = fmt.Sprintf("%s (%q)", rl.ID, rl.Name)
+		}
+		return nil, fmt.Errorf("%w: %w: no ledger restored: the bucket holds no signed checkpoint of %s, skipped (RestoreOptions.Unsigned SkipUnsigned, annal restore --unsigned skip): restore it with RestoreUnsigned (--unsigned restore) if you vouch for the bucket", ErrCorruption, ErrNoCheckpoint, strings.Join(skipped, ", "))
 	}
 	if db, err = Open(tmp, o.Options); err != nil {
 		return nil, err

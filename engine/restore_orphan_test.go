@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -65,6 +67,46 @@ func TestRestoreSkipsLedgerWhoseCreateFailed(t *testing.T) {
 			if want[r.Name] != r.Events || r.Name == "orders" && r.ID != orders.ID {
 				t.Fatalf("restore %q: %+v, want %v (orders: %s)", name, res, want, orders.ID)
 			}
+		}
+	}
+}
+
+// TestRestoreByIDOfLedgerWithoutEvent: the ledger a failed CreateLedger
+// left (a manifest, no event, no checkpoint), named by its ID with
+// RestoreUnsigned, fails saying that the bucket holds no event of it,
+// not that a point in time (none given) is before its first event.
+func TestRestoreByIDOfLedgerWithoutEvent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newReplStore()
+	o := replOptions(st, Replicated)
+	db, err := Open(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cash, err := db.CreateLedger(ctx, LedgerSpec{Name: "cash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.holdChunks()
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "orders"}); err == nil {
+		t.Fatal("CreateLedger with the store holding back every chunk succeeded")
+	}
+	st.release()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := bucketLedgers(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if id == cash.ID {
+			continue
+		}
+		_, err := Restore(ctx, filepath.Join(t.TempDir(), "restored"), RestoreOptions{store: st, Ledger: id.String(), Unsigned: RestoreUnsigned})
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "holds no event") || strings.Contains(err.Error(), "point in time") {
+			t.Fatalf("restore by ID of the failed create's ledger %s: %v", id, err)
 		}
 	}
 }

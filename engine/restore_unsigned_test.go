@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/annal-db/annal/engine/internal/replica"
+	"github.com/annal-db/annal/eventid"
 )
 
 // TestRestoreOfLedgerWithoutCheckpoint: a bucket that holds a ledger's
@@ -17,38 +18,13 @@ import (
 // checkpoint) fails the restore by default, naming the ledger and both
 // cures; SkipUnsigned restores the other ledgers and says which one it
 // skipped; RestoreUnsigned restores it too, signed anew by the restored
-// directory, vouched for by no checkpoint of the bucket.
+// directory, vouched for by no checkpoint of the bucket, at a point in
+// time too.
 func TestRestoreOfLedgerWithoutCheckpoint(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := newReplStore()
-	key := filepath.Join(t.TempDir(), "shared.key")
-	o := replOptions(st, Replicated)
-	o.SigningKeyFile = key
-	db, err := Open(t.TempDir(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	infos := map[string]LedgerInfo{}
-	for _, name := range []string{"cash", "orders"} {
-		info, err := db.CreateLedger(ctx, LedgerSpec{Name: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		infos[name] = info
-		for i := range 40 {
-			if _, err := appendOne(ctx, db, name, i); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	orders := infos["orders"].ID
-	if err := st.Delete(ctx, replica.CheckpointKey(orders)); err != nil {
-		t.Fatal(err)
-	}
+	st, key, ids := bucketWithoutCheckpoint(t, 40)
+	orders := ids["orders"]
 	restore := func(u Unsigned) (string, []RestoredLedger, error) {
 		dir := filepath.Join(t.TempDir(), "restored")
 		res, err := Restore(ctx, dir, RestoreOptions{store: st, Unsigned: u, Options: &Options{SigningKeyFile: key}})
@@ -107,6 +83,57 @@ func TestRestoreOfLedgerWithoutCheckpoint(t *testing.T) {
 		}
 	}
 	checkRestoredLedgers(t, dir, key, map[string]uint64{"cash": 41, "orders": 41})
+
+	// A point in time of it: its first 20 events, signed anew.
+	dir = filepath.Join(t.TempDir(), "restored")
+	res, err = Restore(ctx, dir, RestoreOptions{store: st, Seq: 20, Unsigned: RestoreUnsigned, Options: &Options{SigningKeyFile: key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rl := range res {
+		if rl.Events != 20 || !rl.Resigned || rl.Name == "orders" && rl.Signed != 0 || rl.Name == "cash" && rl.Signed != 20 {
+			t.Fatalf("%s, --seq 20, restored as %+v", rl.Name, rl)
+		}
+	}
+	checkRestoredLedgers(t, dir, key, map[string]uint64{"cash": 20, "orders": 20})
+}
+
+// bucketWithoutCheckpoint makes, through a Replicated data directory
+// whose key is key, a bucket holding the ledgers cash and orders of
+// events+1 events each (their genesis), and deletes orders' signed
+// checkpoint from it. It returns the bucket, the key file and the
+// ledgers' IDs by name.
+func bucketWithoutCheckpoint(t *testing.T, events int) (*replStore, string, map[string]eventid.LedgerID) {
+	t.Helper()
+	ctx := context.Background()
+	st := newReplStore()
+	key := filepath.Join(t.TempDir(), "shared.key")
+	o := replOptions(st, Replicated)
+	o.SigningKeyFile = key
+	db, err := Open(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]eventid.LedgerID{}
+	for _, name := range []string{"cash", "orders"} {
+		info, err := db.CreateLedger(ctx, LedgerSpec{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[name] = info.ID
+		for i := range events {
+			if _, err := appendOne(ctx, db, name, i); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Delete(ctx, replica.CheckpointKey(ids["orders"])); err != nil {
+		t.Fatal(err)
+	}
+	return st, key, ids
 }
 
 // checkRestoredLedgers opens the data directory dir with the signing key key and
@@ -134,5 +161,98 @@ func checkRestoredLedgers(t *testing.T, dir, key string, want map[string]uint64)
 		if _, err := db.Verify(ctx, l.Name, nil); err != nil {
 			t.Fatalf("verify %s: %v", l.Name, err)
 		}
+	}
+}
+
+// TestRestoreSkipsEveryLedger: SkipUnsigned where every ledger to
+// restore has no signed checkpoint (the one --ledger names, or every
+// ledger of the bucket) restores nothing: the restore fails as the
+// refusal does (ErrNoCheckpoint, matching ErrCorruption: annal restore
+// exits 3), naming the ledger and the way on, and leaves nothing.
+func TestRestoreSkipsEveryLedger(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, key, ids := bucketWithoutCheckpoint(t, 1)
+	dir := filepath.Join(t.TempDir(), "restored")
+	_, err := Restore(ctx, dir, RestoreOptions{store: st, Ledger: "orders", Unsigned: SkipUnsigned, Options: &Options{SigningKeyFile: key}})
+	if !errors.Is(err, ErrNoCheckpoint) || !errors.Is(err, ErrCorruption) {
+		t.Fatalf("restore of the one ledger, unsigned, skipped: %v", err)
+	}
+	for _, want := range []string{ids["orders"].String(), `"orders"`, "--unsigned restore"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, err)
+		}
+	}
+	if names, _ := os.ReadDir(dir); len(names) > 0 {
+		t.Fatalf("the failed restore left %d entries in its target", len(names))
+	}
+
+	// A bucket whose every ledger has no signed checkpoint.
+	if err := st.Delete(ctx, replica.CheckpointKey(ids["cash"])); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Restore(ctx, dir, RestoreOptions{store: st, Unsigned: SkipUnsigned, Options: &Options{SigningKeyFile: key}})
+	if !errors.Is(err, ErrNoCheckpoint) || !errors.Is(err, ErrCorruption) {
+		t.Fatalf("restore of a bucket of unsigned ledgers only, skipped: %v", err)
+	}
+	for _, want := range []string{ids["orders"].String(), ids["cash"].String(), `"cash"`, "--unsigned restore"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, err)
+		}
+	}
+	if names, _ := os.ReadDir(dir); len(names) > 0 {
+		t.Fatalf("the failed restore left %d entries in its target", len(names))
+	}
+}
+
+// TestRestoreWritesNothingToBucket: a restore whose Options name the
+// bucket as the restored directory's replica (annal restore passes
+// --replica, or $ANNAL_REPLICA, so) opens its temporary directory
+// without it: it writes nothing to the bucket. Opened as a writer, it
+// took every ledger from the live writer (a manifest of the next epoch,
+// a fence chunk) and stored the checkpoint its own key signed, of the
+// ledger without one too: a signature in the bucket for events that
+// nothing signed vouched for.
+func TestRestoreWritesNothingToBucket(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, key, _ := bucketWithoutCheckpoint(t, 10)
+	objects := func() map[string]string {
+		p, err := st.List(ctx, "", "", 100000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		for _, o := range p.Objects {
+			m[o.Key] = o.ETag
+		}
+		return m
+	}
+	before := objects()
+	for _, u := range []Unsigned{SkipUnsigned, RestoreUnsigned} {
+		o := replOptions(st, Replicated)
+		o.SigningKeyFile = filepath.Join(t.TempDir(), "restore.key") // another key: the ledgers are signed anew
+		dir := filepath.Join(t.TempDir(), "restored")
+		res, err := Restore(ctx, dir, RestoreOptions{store: st, Unsigned: u, VerifierKey: mustKey(t, key).Verifier, Options: o})
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := objects()
+		for k, etag := range after {
+			if before[k] != etag {
+				t.Errorf("restore (Unsigned %d) wrote %s to the bucket", u, k)
+			}
+		}
+		if len(after) != len(before) {
+			t.Errorf("restore (Unsigned %d): the bucket holds %d objects, %d before", u, len(after), len(before))
+		}
+		want := map[string]uint64{"cash": 11}
+		if u == RestoreUnsigned {
+			want["orders"] = 11
+		}
+		if len(res) != 2 {
+			t.Fatalf("restored %+v", res)
+		}
+		checkRestoredLedgers(t, dir, o.SigningKeyFile, want)
 	}
 }

@@ -46,7 +46,10 @@ key than the live ledger's (the default), or that key remembers the cut.
 The restore is written under a temporary name beside DIR
 (.DIR.restore-*) and renamed to DIR once complete, opened and closed (which
 builds the index, the Merkle trees and meta.db): a failed restore leaves
-nothing in DIR. On a terminal, a bar shows the events restored.
+nothing in DIR. On a terminal, a bar shows the events restored. The
+restore writes nothing to the bucket (--replica and $ANNAL_REPLICA are
+not used). DIR may be a symbolic link to an empty directory: the restore
+goes into that directory.
 
 A ledger whose events the bucket holds without a signed checkpoint (a
 Shipped ledger whose disk was lost before its first checkpoint was stored,
