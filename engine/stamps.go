@@ -56,12 +56,12 @@ func readStamps(fs vfs.FS, dir string) []segment.Stamp {
 
 // writeWrittenStamps keeps, at a writer's Close, the stamps of the
 // segments its session wrote (writtenStampsFileName) in the ledger folder
-// dir, or removes the file if there are none. A failure is not reported:
-// readers then read those segments, as the writer's next Open does.
+// dir; a session that wrote nothing leaves the file as it is (its stamps
+// still say what they said). A failure is not reported: readers then read
+// those segments, as the writer's next Open does.
 func writeWrittenStamps(fs vfs.FS, dir string, stamps []segment.Stamp) {
 	path := fs.PathJoin(dir, writtenStampsFileName)
 	if len(stamps) == 0 {
-		fs.Remove(path)
 		return
 	}
 	if err := writeFileAtomic(fs, dir, writtenStampsFileName, segment.MarshalStamps(stamps), false); err != nil {

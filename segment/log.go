@@ -332,7 +332,10 @@ type Log struct {
 
 	// written are the stamps of the segments this Log sealed, and at
 	// Close of the one it leaves (WrittenStamps); guarded by ioMu.
+	// openSeq is the head's sequence number when Open returned: a Log
+	// that appended nothing stamps nothing.
 	written []Stamp
+	openSeq uint64
 
 	// ro is set for a Log opened with OpenReadOnly (readonly.go); roMu
 	// serializes its looks at the segments (Follow).
@@ -1208,7 +1211,8 @@ func (l *Log) stampWritten() {
 }
 
 // WrittenStamps returns the stamps of the segments this Log sealed, and,
-// once it is closed without failure, of the segment it was writing: each
+// once it is closed without failure after it appended, of the segment it
+// was writing (none if it appended nothing): each
 // says that the file holds, as its identity shows, what this Log wrote
 // and synced, which it verified as it encoded each record, not read back.
 // They are for readers (OpenReadOnly's Options.Stamps), which a writer's
@@ -1374,7 +1378,7 @@ func (l *Log) Close() error {
 	if err == nil && l.file != nil {
 		err = l.sealEnd()
 	}
-	if err == nil && l.file != nil && l.ro == nil {
+	if err == nil && l.file != nil && l.ro == nil && l.head.Seq != l.openSeq {
 		l.stampWritten()
 	}
 	if l.file != nil {

@@ -395,7 +395,7 @@ func Open(dir string, opts Options, marker Head) (*Log, *Recovery, error) {
 		return nil, rec, fmt.Errorf("segment: sync %s: %w", ls.name, err)
 	}
 	l.file, l.segNum, l.size, l.synced = f, ls.number, size, size
-	l.head = head
+	l.head, l.openSeq = head, head.Seq
 	if o.Watch {
 		l.watchOpened(segs, f, size)
 	}
