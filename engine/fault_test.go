@@ -684,6 +684,10 @@ func absorbedBy(op faultfs.Op, stack string, reported error, readClose bool) str
 		// An optimization too: the records' write grows the file as
 		// it would without the zeros.
 		return "a write of zeros ahead of a segment's records"
+	case in("segment.(*Log).stampWritten") || in("engine.writeWrittenStamps"):
+		// A cache for readers: a stamp left out, or a written file not
+		// kept, means readers read those segments.
+		return "the stamps of what a writer's session wrote"
 	case in("segment.(*Log).syncLoop"):
 		// No caller to tell: the next append to the ledger reports
 		// it (checked, see faultWork.fsyncFailed).
