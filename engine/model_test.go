@@ -8,6 +8,8 @@ import (
 	"iter"
 	"math/rand/v2"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,13 +65,28 @@ func TestModel(t *testing.T) {
 	}
 	seed := testSeed(t)
 	t.Logf("%d sequences", n)
-	for s := range n {
-		rng := rand.New(rand.NewPCG(seed, uint64(s)))
-		runModel(t, rng, s)
-		if t.Failed() {
-			t.Fatalf("sequence %d failed (seed %d)", s, seed)
-		}
+	// The sequences are independent, each in its own directory, and spend
+	// most of their time waiting for fsync: a few run at once, each a
+	// subtest (without t.Parallel, so -parallel does not hold them back).
+	// The first failure stops the others from starting.
+	const workers = 4
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for s := int(next.Add(1) - 1); s < n && !t.Failed(); s = int(next.Add(1) - 1) {
+				t.Run(fmt.Sprintf("sequence %d", s), func(t *testing.T) {
+					defer func() {
+						if t.Failed() {
+							t.Logf("sequence %d failed (seed %d)", s, seed)
+						}
+					}()
+					runModel(t, rand.New(rand.NewPCG(seed, uint64(s))), s)
+				})
+			}
+		})
 	}
+	wg.Wait()
 }
 
 func runModel(t *testing.T, rng *rand.Rand, seq int) {
