@@ -693,92 +693,85 @@ func TestCrashAtEveryOperation(t *testing.T) {
 	// The crash points are independent (each reopens its own clone, with
 	// its own copy of the metadata) and wait mostly on the metadata file's
 	// fsyncs: a few subtests check them at once, each a run of 4 points in
-	// every checkers runs (without t.Parallel, so -parallel does not hold
-	// them back).
+	// every checkers runs.
 	const checkers = 4
-	var wg sync.WaitGroup
-	for w := range checkers {
-		wg.Go(func() {
-			t.Run(fmt.Sprintf("points of worker %d", w), func(t *testing.T) {
-				for i, c := range points {
-					if i/4%checkers != w {
+	runSubtests(t, checkers, checkers, func(w int) string { return fmt.Sprintf("points of worker %d", w) }, func(t *testing.T, w int) {
+		for i, c := range points {
+			if i/4%checkers != w {
+				continue
+			}
+			if raceEnabled && i%4 != 0 {
+				continue // each reopen is slow under the race detector: a quarter of the points
+			}
+			st := states[i]
+			fs := c.fs
+			mp := filepath.Join(t.TempDir(), metaFile)
+			if c.meta != nil {
+				writeFile(t, mp, c.meta)
+			}
+			re, err := Open(crashDir, &Options{fs: fs, metaPath: mp, SegmentSize: 4 << 10})
+			if err != nil {
+				t.Fatalf("crash %d (partial %v): open: %v", i, c.partial, err)
+			}
+			if u := re.Unavailable(); len(u) > 0 {
+				t.Fatalf("crash %d (partial %v): unavailable: %v", i, c.partial, u)
+			}
+			for _, name := range st.ledgers {
+				if _, err := re.Ledger(name); err != nil {
+					t.Fatalf("crash %d: acknowledged ledger %s: %v", i, name, err)
+				}
+			}
+			for _, id := range st.events {
+				if _, err := re.Get(ctx, id); err != nil {
+					t.Fatalf("crash %d (partial %v): acknowledged event %s: %v", i, c.partial, id, err)
+				}
+			}
+			// No batch in part; nothing that was not appended.
+			for _, info := range re.Ledgers() {
+				if info.Name == "preview" || info.Name == imported.Name {
+					continue
+				}
+				seen := map[int]int{}
+				for e, err := range re.Scan(ctx, info.Name, ScanOptions{}) {
+					if err != nil {
+						t.Fatalf("crash %d: scan %s: %v", i, info.Name, err)
+					}
+					if e.Seq == 1 {
 						continue
 					}
-					if raceEnabled && i%4 != 0 {
-						continue // each reopen is slow under the race detector: a quarter of the points
+					b, ok := batches[string(e.Data)]
+					if !ok {
+						t.Fatalf("crash %d: %s #%d %s was never appended", i, info.Name, e.Seq, e.Data)
 					}
-					st := states[i]
-					fs := c.fs
-					mp := filepath.Join(t.TempDir(), metaFile)
-					if c.meta != nil {
-						writeFile(t, mp, c.meta)
-					}
-					re, err := Open(crashDir, &Options{fs: fs, metaPath: mp, SegmentSize: 4 << 10})
-					if err != nil {
-						t.Fatalf("crash %d (partial %v): open: %v", i, c.partial, err)
-					}
-					if u := re.Unavailable(); len(u) > 0 {
-						t.Fatalf("crash %d (partial %v): unavailable: %v", i, c.partial, u)
-					}
-					for _, name := range st.ledgers {
-						if _, err := re.Ledger(name); err != nil {
-							t.Fatalf("crash %d: acknowledged ledger %s: %v", i, name, err)
-						}
-					}
-					for _, id := range st.events {
-						if _, err := re.Get(ctx, id); err != nil {
-							t.Fatalf("crash %d (partial %v): acknowledged event %s: %v", i, c.partial, id, err)
-						}
-					}
-					// No batch in part; nothing that was not appended.
-					for _, info := range re.Ledgers() {
-						if info.Name == "preview" || info.Name == imported.Name {
-							continue
-						}
-						seen := map[int]int{}
-						for e, err := range re.Scan(ctx, info.Name, ScanOptions{}) {
-							if err != nil {
-								t.Fatalf("crash %d: scan %s: %v", i, info.Name, err)
-							}
-							if e.Seq == 1 {
-								continue
-							}
-							b, ok := batches[string(e.Data)]
-							if !ok {
-								t.Fatalf("crash %d: %s #%d %s was never appended", i, info.Name, e.Seq, e.Data)
-							}
-							seen[b]++
-						}
-						for b, k := range seen {
-							if k != batchLen[b] {
-								t.Fatalf("crash %d (partial %v): ledger %s holds %d of the %d events of batch %d", i, c.partial, info.Name, k, batchLen[b], b)
-							}
-						}
-					}
-					for _, info := range re.Ledgers() {
-						if _, err := re.Verify(ctx, info.Name, nil); err != nil {
-							t.Fatalf("crash %d (partial %v): verify %s: %v", i, c.partial, info.Name, err)
-						}
-					}
-					for _, name := range []string{"a", "b"} {
-						if _, err := re.Ledger(name); errors.Is(err, ErrLedgerNotFound) {
-							if _, err := re.CreateLedger(ctx, LedgerSpec{Name: name}); err != nil {
-								t.Fatalf("crash %d: create %s again: %v", i, name, err)
-							}
-						} else if err != nil {
-							t.Fatal(err)
-						}
-						if _, err := re.Verify(ctx, name, nil); err != nil {
-							t.Fatalf("crash %d (partial %v): verify %s: %v", i, c.partial, name, err)
-						}
-					}
-					if err := re.Close(); err != nil {
-						t.Fatal(err)
+					seen[b]++
+				}
+				for b, k := range seen {
+					if k != batchLen[b] {
+						t.Fatalf("crash %d (partial %v): ledger %s holds %d of the %d events of batch %d", i, c.partial, info.Name, k, batchLen[b], b)
 					}
 				}
-			})
-		})
-	}
-	wg.Wait()
+			}
+			for _, info := range re.Ledgers() {
+				if _, err := re.Verify(ctx, info.Name, nil); err != nil {
+					t.Fatalf("crash %d (partial %v): verify %s: %v", i, c.partial, info.Name, err)
+				}
+			}
+			for _, name := range []string{"a", "b"} {
+				if _, err := re.Ledger(name); errors.Is(err, ErrLedgerNotFound) {
+					if _, err := re.CreateLedger(ctx, LedgerSpec{Name: name}); err != nil {
+						t.Fatalf("crash %d: create %s again: %v", i, name, err)
+					}
+				} else if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := re.Verify(ctx, name, nil); err != nil {
+					t.Fatalf("crash %d (partial %v): verify %s: %v", i, c.partial, name, err)
+				}
+			}
+			if err := re.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
 	t.Logf("%d crash points, one before each of %d file-system operations", len(points), len(points)/2)
 }

@@ -8,8 +8,6 @@ import (
 	"iter"
 	"math/rand/v2"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,28 +63,16 @@ func TestModel(t *testing.T) {
 	}
 	seed := testSeed(t)
 	t.Logf("%d sequences", n)
-	// The sequences are independent, each in its own directory, and spend
-	// most of their time waiting for fsync: a few run at once, each a
-	// subtest (without t.Parallel, so -parallel does not hold them back).
-	// The first failure stops the others from starting.
-	const workers = 4
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for s := int(next.Add(1) - 1); s < n && !t.Failed(); s = int(next.Add(1) - 1) {
-				t.Run(fmt.Sprintf("sequence %d", s), func(t *testing.T) {
-					defer func() {
-						if t.Failed() {
-							t.Logf("sequence %d failed (seed %d)", s, seed)
-						}
-					}()
-					runModel(t, rand.New(rand.NewPCG(seed, uint64(s))), s)
-				})
+	// The sequences are independent, each in its own directory: a few run
+	// at once.
+	runSubtests(t, n, 4, func(s int) string { return fmt.Sprintf("sequence %d", s) }, func(t *testing.T, s int) {
+		defer func() {
+			if t.Failed() {
+				t.Logf("sequence %d failed (seed %d)", s, seed)
 			}
-		})
-	}
-	wg.Wait()
+		}()
+		runModel(t, rand.New(rand.NewPCG(seed, uint64(s))), s)
+	})
 }
 
 func runModel(t *testing.T, rng *rand.Rand, seq int) {
