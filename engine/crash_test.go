@@ -553,7 +553,8 @@ func checkMetaFile(t *testing.T, path string, want map[string]LedgerInfo) {
 // ledger whose creation or import had not returned is whole or absent (and
 // can then be created), no batch is there in part, every stored event is one
 // the history appended, and every ledger verifies (segments, and every
-// index family against them).
+// index family against them). Under -race or -short a quarter of the crash
+// points are reopened.
 func TestCrashAtEveryOperation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -700,8 +701,8 @@ func TestCrashAtEveryOperation(t *testing.T) {
 			if i/4%checkers != w {
 				continue
 			}
-			if raceEnabled && i%4 != 0 {
-				continue // each reopen is slow under the race detector: a quarter of the points
+			if (raceEnabled || testing.Short()) && i%4 != 0 {
+				continue // each reopen is slow under the race detector, and -short is for everyday work: a quarter of the points
 			}
 			st := states[i]
 			fs := c.fs
