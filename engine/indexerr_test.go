@@ -383,25 +383,29 @@ func TestIndexOpenDiskFullMovesNothing(t *testing.T) {
 // data block).
 func damageIndexTable(t *testing.T, dir, ledger string) {
 	t.Helper()
-	ctx := context.Background()
-	db := openTest(t, dir)
-	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: ledger}); err != nil {
-		t.Fatal(err)
-	}
-	const n = 20000
-	for b := range n / 1000 {
-		evs := make([]EventInput, 1000)
-		for i := range evs {
-			evs[i] = EventInput{Entity: "order", Key: fmt.Sprintf("order-%d", b*1000+i), Event: "placed",
-				Meta: []byte(`{}`), Data: []byte(fmt.Sprintf(`{"n":%d}`, b*1000+i))}
-		}
-		if _, err := db.Append(ctx, ledger, evs, &AppendOptions{Durability: None}); err != nil {
+	// The 20,000 events, appended once for every test that damages them.
+	built := fixtureDir(t, "index-table-"+ledger, func(t *testing.T, dir string) {
+		ctx := context.Background()
+		db := openTest(t, dir)
+		if _, err := db.CreateLedger(ctx, LedgerSpec{Name: ledger}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+		const n = 20000
+		for b := range n / 1000 {
+			evs := make([]EventInput, 1000)
+			for i := range evs {
+				evs[i] = EventInput{Entity: "order", Key: fmt.Sprintf("order-%d", b*1000+i), Event: "placed",
+					Meta: []byte(`{}`), Data: []byte(fmt.Sprintf(`{"n":%d}`, b*1000+i))}
+			}
+			if _, err := db.Append(ctx, ledger, evs, &AppendOptions{Durability: None}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	copyTree(t, built, dir)
 	entries, err := os.ReadDir(filepath.Join(dir, indexDir))
 	if err != nil {
 		t.Fatal(err)
