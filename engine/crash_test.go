@@ -307,25 +307,40 @@ func crashWriter(ctx context.Context, db *DB, st *crashState, w, n int, rng *ran
 // copyMemTree copies the files under dir of src into dst.
 func copyMemTree(t *testing.T, src, dst vfs.FS, dir string) {
 	t.Helper()
-	names, err := src.List(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := dst.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range names {
-		p := src.PathJoin(dir, name)
-		fi, err := src.Stat(p)
+	walkMemTree(t, src, dir, func(p string, isDir bool) {
+		var err error
+		if isDir {
+			err = dst.MkdirAll(p, 0o700)
+		} else {
+			err = vfs.CopyAcrossFS(src, p, dst, p)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fi.IsDir() {
-			copyMemTree(t, src, dst, p)
-			continue
-		}
-		if err := vfs.CopyAcrossFS(src, p, dst, p); err != nil {
+	})
+}
+
+// walkMemTree calls f with each directory and file under dir of fs, in
+// the order of their names, a directory before what it holds.
+func walkMemTree(t *testing.T, fs vfs.FS, dir string, f func(path string, isDir bool)) {
+	t.Helper()
+	names, err := fs.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		p := fs.PathJoin(dir, name)
+		fi, err := fs.Stat(p)
+		if err != nil {
 			t.Fatal(err)
+		}
+		f(p, fi.IsDir())
+		if fi.IsDir() {
+			walkMemTree(t, fs, p, f)
 		}
 	}
 }
@@ -807,39 +822,25 @@ func crashImageKey(t *testing.T, fs vfs.FS, meta []byte, ledgers, events int) [s
 	t.Helper()
 	h := sha256.New()
 	fmt.Fprintf(h, "meta %d\x00%s\x00ledgers %d events %d\x00", len(meta), meta, ledgers, events)
-	var walk func(dir string)
-	walk = func(dir string) {
-		names, err := fs.List(dir)
+	if _, err := fs.Stat(crashDir); err != nil {
+		return [sha256.Size]byte(h.Sum(nil))
+	}
+	walkMemTree(t, fs, crashDir, func(path string, isDir bool) {
+		if isDir {
+			fmt.Fprintf(h, "dir %s\x00", path)
+			return
+		}
+		f, err := fs.Open(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		slices.Sort(names)
-		for _, name := range names {
-			path := fs.PathJoin(dir, name)
-			fi, err := fs.Stat(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if fi.IsDir() {
-				fmt.Fprintf(h, "dir %s\x00", path)
-				walk(path)
-				continue
-			}
-			f, err := fs.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := io.ReadAll(f)
-			f.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			fmt.Fprintf(h, "file %s %d\x00", path, len(b))
-			h.Write(b)
+		b, err := io.ReadAll(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if _, err := fs.Stat(crashDir); err == nil {
-		walk(crashDir)
-	}
+		fmt.Fprintf(h, "file %s %d\x00", path, len(b))
+		h.Write(b)
+	})
 	return [sha256.Size]byte(h.Sum(nil))
 }
