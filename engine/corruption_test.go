@@ -151,17 +151,17 @@ func segmentTailLost(t *testing.T) error {
 func indexTableDamaged(t *testing.T, read bool) error {
 	ctx := context.Background()
 	dir := t.TempDir()
-	damageIndexTable(t, dir, "l")
+	damageIndexTable(t, dir, "acct")
 	db := openTest(t, dir)
 	defer db.Close()
 	if err := db.IndexRebuilt(); err != nil {
 		t.Fatalf("Open found the damage (%v): the test must damage what only Verify reads", err)
 	}
 	if !read {
-		_, err := db.Verify(ctx, "l", nil)
+		_, err := db.Verify(ctx, "acct", nil)
 		return err
 	}
-	for _, err := range db.idx.Entity(ctx, db.byName["l"].meta.ID, []byte("order"), 0) {
+	for _, err := range db.idx.Entity(ctx, db.byName["acct"].meta.ID, []byte("order"), 0) {
 		if err != nil {
 			return err
 		}

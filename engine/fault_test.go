@@ -883,7 +883,8 @@ func runFaultTrial(tr faultTrial, dir string, vec []byte, vecIDs []eventid.ID, v
 //     an append, and what is absent can be created or imported again.
 //
 // -engine-fault-every=K injects at every K-th operation only (from a
-// random one of the first K); under the race detector K is 3 by default.
+// random one of the first K); under the race detector K is 3 by default,
+// and with -short at least 5.
 // For debugging: ANNAL_FAULT_TRACE=1 lists the operations and each trial
 // as it starts; ANNAL_FAULT_ONLY=132:EIO runs that one trial and prints
 // what each call returned.
@@ -934,6 +935,9 @@ func TestEngineFaultAtEveryOperation(t *testing.T) {
 	}
 	if raceEnabled && every == 1 {
 		every = 3 // the race detector slows each trial about tenfold
+	}
+	if testing.Short() && every < 5 {
+		every = 5 // long campaign: every operation without -short
 	}
 	// Sampled, from a random operation among the first ones, so that
 	// runs cover different operations.

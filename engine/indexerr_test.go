@@ -27,6 +27,45 @@ import (
 // back. Each must return, within a bound, an error that matches
 // syscall.ENOSPC; once space is back, everything is there.
 func TestIndexDiskFullNoHang(t *testing.T) {
+	const batches, perBatch = 120, 1000
+	// The ledger each case reopens, built once, the first time a case
+	// needs it (a case skips where it cannot mount): its index is removed,
+	// so the cache it was built with does not matter.
+	var built string
+	parent := t
+	ledger := func(t *testing.T) string {
+		t.Helper()
+		if built != "" {
+			return built
+		}
+		ctx := context.Background()
+		dir := filepath.Join(parent.TempDir(), "data") // kept for the next case
+		db, err := Open(dir, &Options{Durability: None})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "big"}); err != nil {
+			t.Fatal(err)
+		}
+		for b := range batches {
+			evs := make([]EventInput, perBatch)
+			for i := range evs {
+				evs[i] = EventInput{Entity: "order", Key: fmt.Sprintf("order-%d", b*perBatch+i), Event: "placed",
+					Meta: []byte(`{}`), Data: []byte(fmt.Sprintf(`{"n":%d}`, b*perBatch+i))}
+			}
+			if _, err := db.Append(ctx, "big", evs, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.RemoveAll(filepath.Join(dir, indexDir)); err != nil {
+			t.Fatal(err)
+		}
+		built = dir
+		return built
+	}
 	for _, tc := range []struct {
 		name  string
 		cache int64
@@ -38,30 +77,7 @@ func TestIndexDiskFullNoHang(t *testing.T) {
 			mnt := faultfs.MountTmpfs(t, "96m")
 			ctx := context.Background()
 			dir := filepath.Join(mnt, "data")
-			db, err := Open(dir, &Options{Durability: None, CacheSize: tc.cache})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "big"}); err != nil {
-				t.Fatal(err)
-			}
-			const batches, perBatch = 120, 1000
-			for b := range batches {
-				evs := make([]EventInput, perBatch)
-				for i := range evs {
-					evs[i] = EventInput{Entity: "order", Key: fmt.Sprintf("order-%d", b*perBatch+i), Event: "placed",
-						Meta: []byte(`{}`), Data: []byte(fmt.Sprintf(`{"n":%d}`, b*perBatch+i))}
-				}
-				if _, err := db.Append(ctx, "big", evs, nil); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := db.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.RemoveAll(filepath.Join(dir, indexDir)); err != nil {
-				t.Fatal(err)
-			}
+			copyTree(t, ledger(t), dir)
 			// Full, but for 1 MiB: enough for Pebble to open, not to flush.
 			fill(t, filepath.Join(mnt, "slack"), 1<<20)
 			faultfs.FillUp(t, filepath.Join(mnt, "filler"))
@@ -367,25 +383,29 @@ func TestIndexOpenDiskFullMovesNothing(t *testing.T) {
 // data block).
 func damageIndexTable(t *testing.T, dir, ledger string) {
 	t.Helper()
-	ctx := context.Background()
-	db := openTest(t, dir)
-	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: ledger}); err != nil {
-		t.Fatal(err)
-	}
-	const n = 20000
-	for b := range n / 1000 {
-		evs := make([]EventInput, 1000)
-		for i := range evs {
-			evs[i] = EventInput{Entity: "order", Key: fmt.Sprintf("order-%d", b*1000+i), Event: "placed",
-				Meta: []byte(`{}`), Data: []byte(fmt.Sprintf(`{"n":%d}`, b*1000+i))}
-		}
-		if _, err := db.Append(ctx, ledger, evs, &AppendOptions{Durability: None}); err != nil {
+	// The 20,000 events, appended once for every test that damages them.
+	built := fixtureDir(t, "index-table-"+ledger, func(t *testing.T, dir string) {
+		ctx := context.Background()
+		db := openTest(t, dir)
+		if _, err := db.CreateLedger(ctx, LedgerSpec{Name: ledger}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+		const n = 20000
+		for b := range n / 1000 {
+			evs := make([]EventInput, 1000)
+			for i := range evs {
+				evs[i] = EventInput{Entity: "order", Key: fmt.Sprintf("order-%d", b*1000+i), Event: "placed",
+					Meta: []byte(`{}`), Data: []byte(fmt.Sprintf(`{"n":%d}`, b*1000+i))}
+			}
+			if _, err := db.Append(ctx, ledger, evs, &AppendOptions{Durability: None}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	copyTree(t, built, dir)
 	entries, err := os.ReadDir(filepath.Join(dir, indexDir))
 	if err != nil {
 		t.Fatal(err)

@@ -63,13 +63,16 @@ func TestModel(t *testing.T) {
 	}
 	seed := testSeed(t)
 	t.Logf("%d sequences", n)
-	for s := range n {
-		rng := rand.New(rand.NewPCG(seed, uint64(s)))
-		runModel(t, rng, s)
-		if t.Failed() {
-			t.Fatalf("sequence %d failed (seed %d)", s, seed)
-		}
-	}
+	// The sequences are independent, each in its own directory: a few run
+	// at once.
+	runSubtests(t, n, 4, func(s int) string { return fmt.Sprintf("sequence %d", s) }, func(t *testing.T, s int) {
+		defer func() {
+			if t.Failed() {
+				t.Logf("sequence %d failed (seed %d)", s, seed)
+			}
+		}()
+		runModel(t, rand.New(rand.NewPCG(seed, uint64(s))), s)
+	})
 }
 
 func runModel(t *testing.T, rng *rand.Rand, seq int) {

@@ -248,12 +248,18 @@ func TestPaging(t *testing.T) {
 		{Entity: "order", Events: []string{"order-paid"}},
 		{Entity: "order", From: time.Unix(0, 0), To: time.Now().Add(time.Hour)},
 	}
+	// A hundred independent cases, each with its own DB: a few run at once.
+	type pagingCase struct {
+		name string
+		run  func(t *testing.T)
+	}
+	var cases []pagingCase
 	for si, sel := range selections {
 		for _, rev := range []bool{false, true} {
 			for _, page := range []int{1, 7, 64, 65, 100} {
 				for _, bySeq := range []bool{false, true} {
 					name := fmt.Sprintf("selection%d/reverse=%v/page=%d/bySeq=%v", si, rev, page, bySeq)
-					t.Run(name, func(t *testing.T) {
+					cases = append(cases, pagingCase{name, func(t *testing.T) {
 						db, _ := pagingDB(t, 400)
 						ctx := context.Background()
 						o := sel
@@ -335,9 +341,10 @@ func TestPaging(t *testing.T) {
 						if !slices.Equal(seqsOfEvents(scanPaged), seqsOfEvents(scanWant)) {
 							t.Errorf("Scan paged:\n got %v\nwant %v", seqsOfEvents(scanPaged), seqsOfEvents(scanWant))
 						}
-					})
+					}})
 				}
 			}
 		}
 	}
+	runSubtests(t, len(cases), 4, func(i int) string { return cases[i].name }, func(t *testing.T, i int) { cases[i].run(t) })
 }
