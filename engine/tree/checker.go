@@ -48,8 +48,11 @@ func (f *File) NewCheckerFrom(from, n uint64) *Checker {
 		return c
 	}
 	c.front.fallback = nil // from here on, nothing comes from the file
-	sr := io.NewSectionReader(readerAt{f}, storedLen(from), storedLen(n)-storedLen(from))
-	c.r = bufio.NewReaderSize(sr, checkerBuffer)
+	span := storedLen(n) - storedLen(from)
+	sr := io.NewSectionReader(readerAt{f}, storedLen(from), span)
+	// No larger than what it reads: a small tree's check (every Open of
+	// a small ledger) allocated the whole MiB.
+	c.r = bufio.NewReaderSize(sr, int(min(checkerBuffer, max(span, 16))))
 	return c
 }
 
