@@ -116,9 +116,12 @@ type RestoredLedger struct {
 	Ignored string
 	// Head is the last event restored.
 	Head eventid.ID
-	// Skipped, if not "", says why the ledger was not restored (the
-	// bucket holds no signed checkpoint of it, RestoreOptions.Unsigned
-	// SkipUnsigned); nothing of it is in the directory and the other
+	// Skipped, if not "", says why the ledger was not restored: the
+	// bucket holds its events but no signed checkpoint of it, and
+	// RestoreOptions.Unsigned is SkipUnsigned; or, in a restore of every
+	// ledger, the bucket holds its manifest only (a CreateLedger that
+	// failed before its first event was stored, or a ledger whose objects
+	// were deleted). Nothing of it is in the directory and the other
 	// fields but ID and Name are zero.
 	Skipped string
 	// Resigned says that the restored ledger was signed anew by the
@@ -192,7 +195,7 @@ func Restore(ctx context.Context, dir string, o RestoreOptions) ([]RestoredLedge
 		}
 		st = s3
 	}
-	ids, err := restoreLedgers(ctx, st, o.Ledger)
+	ids, unborn, err := restoreLedgers(ctx, st, o.Ledger)
 	if err != nil {
 		return nil, fmt.Errorf("engine: restore from %s: %w", where, err)
 	}
@@ -205,6 +208,7 @@ func Restore(ctx context.Context, dir string, o RestoreOptions) ([]RestoredLedge
 	if err == nil {
 		err = moveInPlace(tmp, target)
 	}
+	res = append(res, unborn...)
 	if err != nil {
 		os.RemoveAll(tmp)
 		return nil, fmt.Errorf("engine: restore from %s to %s (nothing was left there): %w", where, dir, err)
@@ -366,17 +370,19 @@ func moveInPlace(tmp, target string) error {
 
 // restoreLedgers returns the IDs of the ledgers to restore: the one
 // named (by its ID, or the name its newest manifest gives), or every one
-// under ledgers/.
-func restoreLedgers(ctx context.Context, st store.Store, name string) ([]eventid.LedgerID, error) {
+// under ledgers/; and, for a restore of every ledger, those passed over
+// because the bucket holds their manifest only (see unbornLedger), each
+// with Skipped saying so.
+func restoreLedgers(ctx context.Context, st store.Store, name string) ([]eventid.LedgerID, []RestoredLedger, error) {
 	if id, err := eventid.ParseLedgerID(name); err == nil && id.String() == name {
-		return []eventid.LedgerID{id}, nil
+		return []eventid.LedgerID{id}, nil, nil
 	}
 	var ids []eventid.LedgerID
 	after := ""
 	for {
 		p, err := st.List(ctx, "ledgers/", after, 1)
 		if err != nil {
-			return nil, fmt.Errorf("list ledgers/: %w", err)
+			return nil, nil, fmt.Errorf("list ledgers/: %w", err)
 		}
 		if len(p.Objects) == 0 {
 			break
@@ -385,13 +391,13 @@ func restoreLedgers(ctx context.Context, st store.Store, name string) ([]eventid
 		folder, _, _ := strings.Cut(strings.TrimPrefix(key, "ledgers/"), "/")
 		id, err := eventid.ParseLedgerID(folder)
 		if err != nil || id.String() != folder {
-			return nil, fmt.Errorf("%w: %s: not in a ledger's folder (ledgers/ and 8 hex digits)", ErrCorruption, key)
+			return nil, nil, fmt.Errorf("%w: %s: not in a ledger's folder (ledgers/ and 8 hex digits)", ErrCorruption, key)
 		}
 		ids = append(ids, id)
 		after = "ledgers/" + folder + "0" // '0' follows '/': past every key of the folder
 	}
 	if name == "" && len(ids) == 0 {
-		return nil, fmt.Errorf("%w: the bucket holds no ledger (nothing under ledgers/)", replica.ErrNoReplica)
+		return nil, nil, fmt.Errorf("%w: the bucket holds no ledger (nothing under ledgers/)", replica.ErrNoReplica)
 	}
 	// The names the newest manifests give: two ledgers of one name (two
 	// data directories replicating to one prefix, each of which made a
@@ -399,12 +405,14 @@ func restoreLedgers(ctx context.Context, st store.Store, name string) ([]eventid
 	// one directory.
 	byName := map[string][]eventid.LedgerID{}
 	kept := ids[:0]
+	var unborn []RestoredLedger
 	for _, id := range ids {
-		unborn, err := unbornLedger(ctx, st, id)
+		skip, err := unbornLedger(ctx, st, id)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if unborn {
+		if skip != nil {
+			unborn = append(unborn, *skip)
 			continue
 		}
 		kept = append(kept, id)
@@ -414,7 +422,7 @@ func restoreLedgers(ctx context.Context, st store.Store, name string) ([]eventid
 			if name == "" {
 				continue // the restore of the ledger says what is wrong
 			}
-			return nil, err
+			return nil, nil, err
 		}
 		byName[m.Name] = append(byName[m.Name], id)
 	}
@@ -428,42 +436,58 @@ func restoreLedgers(ctx context.Context, st store.Store, name string) ([]eventid
 	if name != "" {
 		switch of := byName[name]; len(of) {
 		case 0:
-			return nil, fmt.Errorf("%w: %q: no ledger of the bucket has that name in its newest manifest (%d ledgers)", ErrLedgerNotFound, name, len(ids))
+			return nil, nil, fmt.Errorf("%w: %q: no ledger of the bucket has that name in its newest manifest (%d ledgers)", ErrLedgerNotFound, name, len(ids))
 		case 1:
-			return of, nil
+			return of, nil, nil
 		default:
-			return nil, twice(name, of)
+			return nil, nil, twice(name, of)
 		}
 	}
 	for _, n := range slices.Sorted(maps.Keys(byName)) {
 		if of := byName[n]; len(of) > 1 {
-			return nil, twice(n, of)
+			return nil, nil, twice(n, of)
 		}
 	}
 	if len(kept) == 0 {
-		return nil, fmt.Errorf("%w: the bucket holds no ledger with an event (under ledgers/)", replica.ErrNoReplica)
+		return nil, nil, fmt.Errorf("%w: the bucket holds no ledger with an event (under ledgers/)", replica.ErrNoReplica)
 	}
-	return kept, nil
+	return kept, unborn, nil
 }
 
 // unbornLedger says whether the bucket's ledger id holds no event and no
-// signed checkpoint: a CreateLedger that failed after its Writer took the
-// ledger (the store timed out before the genesis event was stored) left
-// its manifest, and no data directory holds the ledger. A restore of
-// every ledger, or of one by name, passes over it.
-func unbornLedger(ctx context.Context, st store.Store, id eventid.LedgerID) (bool, error) {
+// signed checkpoint, only its manifest (and perhaps a fence chunk): a
+// CreateLedger that failed after its Writer took the ledger (the store
+// timed out before the genesis event was stored) leaves so, and no data
+// directory holds that ledger. A restore of every ledger, or of one by
+// name, passes over it, and says so (the RestoredLedger returned, with
+// Skipped): a ledger whose checkpoint and chunks were deleted from the
+// bucket looks the same, and is never passed over in silence. A manifest
+// that records what only a ledger with events has (a later epoch: a
+// takeover, which needs a directory holding the ledger; a sealed segment;
+// a GC boundary) makes it an error: the bucket lost that ledger's
+// objects.
+func unbornLedger(ctx context.Context, st store.Store, id eventid.LedgerID) (*RestoredLedger, error) {
 	_, err := st.Head(ctx, replica.CheckpointKey(id))
 	if err == nil {
-		return false, nil
+		return nil, nil
 	}
 	if !errors.Is(err, store.ErrNotFound) {
-		return false, fmt.Errorf("read %s: %w", replica.CheckpointKey(id), err)
+		return nil, fmt.Errorf("read %s: %w", replica.CheckpointKey(id), err)
 	}
 	bl, err := inspectStore(ctx, st, "the bucket", []eventid.LedgerID{id})
-	if err != nil {
-		return false, nil // its restore says what is wrong
+	if err != nil || bl[0].Stored != 0 {
+		return nil, nil // its restore says what is wrong
 	}
-	return bl[0].Stored == 0, nil
+	m, key, err := replica.NewReader(replica.ReaderConfig{Store: st, Ledger: id}).Manifest(ctx)
+	if err != nil {
+		return nil, nil // its restore says what is wrong
+	}
+	switch {
+	case m.Epoch > 1, m.Segments > 0, m.GC > 1:
+		return nil, fmt.Errorf("%w: ledger %s (%q): the bucket holds no event and no signed checkpoint of it, but its manifest %s records epoch %d, %d sealed segments and GC boundary %d, which only a ledger with events has: its objects were deleted from the bucket",
+			ErrCorruption, id, m.Name, key, m.Epoch, m.Segments, m.GC)
+	}
+	return &RestoredLedger{ID: id, Name: m.Name, Skipped: "the bucket holds its manifest only (" + key + "), no event and no signed checkpoint: a CreateLedger that failed before its first event was stored leaves so; so does a ledger whose checkpoint and chunks were deleted from the bucket"}, nil
 }
 
 // restoreInto restores the ledgers ids from st into tmp, a new data
@@ -506,7 +530,7 @@ func restoreInto(ctx context.Context, tmp string, st store.Store, ids []eventid.
 				name = m.Name
 			}
 			if o.Unsigned == SkipUnsigned {
-				res = append(res, RestoredLedger{ID: id, Name: name, Skipped: "the bucket holds its events but no signed checkpoint (" + replica.CheckpointKey(id) + ")"})
+				res = append(res, RestoredLedger{ID: id, Name: name, Skipped: "the bucket holds its events but no signed checkpoint (" + replica.CheckpointKey(id) + "); skipped as asked (--unsigned skip, RestoreOptions.Unsigned SkipUnsigned)"})
 				continue
 			}
 			return nil, fmt.Errorf("restore ledger %s (%q): %w; a Shipped ledger whose disk was lost before its first checkpoint was stored looks so, and so does a bucket whose checkpoint was deleted: restore the other ledgers with RestoreOptions.Unsigned SkipUnsigned (annal restore --unsigned skip), or this one too, signed anew by the restored directory, with RestoreUnsigned (--unsigned restore) if you vouch for the bucket", id, name, err)

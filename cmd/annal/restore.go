@@ -133,7 +133,7 @@ roots): a writer acknowledges events before it stores their checkpoint.`,
 			n := 0
 			for _, l := range res {
 				if l.Skipped != "" {
-					fmt.Fprintf(cmd.ErrOrStderr(), "annal: ledger %s (%s) NOT restored: %s (--unsigned skip)\n", safeName(l.Name), l.ID, safeText(l.Skipped))
+					fmt.Fprintf(cmd.ErrOrStderr(), "annal: ledger %s (%s) NOT restored: %s\n", safeName(l.Name), l.ID, safeText(l.Skipped))
 					continue
 				}
 				n++
