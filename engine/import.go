@@ -459,7 +459,7 @@ func (im *importer) run() (LedgerInfo, error) {
 	if im.name == "" {
 		im.name = genesisName(ev)
 		if err := checkLedgerName(im.name); err != nil {
-			return LedgerInfo{}, fmt.Errorf("engine: import: the genesis event names the ledger, but: %w (choose a name with ImportOptions.Name)", err)
+			return LedgerInfo{}, fmt.Errorf("engine: import: the genesis event names the ledger, but: %w (choose a name: ImportOptions.Name, annal import --name NAME)", err)
 		}
 	}
 	if err := db.importTargetFree(im.name, im.id); err != nil {
