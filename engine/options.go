@@ -173,7 +173,10 @@ type Options struct {
 	// as the writer's Open skips the segments it stamped (see "Stamps"
 	// in docs/recovery.md). Empty means none: only the writer's stamps
 	// spare work. A stamp is a cache, never evidence: Verify with Full
-	// reads every record. annal sets it to its directory in the user's
+	// reads every record. The caches of data directories that no longer
+	// exist, or that no read-only open used for 30 days, are removed by a
+	// later OpenReadOnly, at most once an hour (never an index another
+	// reader has open). annal sets it to its directory in the user's
 	// cache directory (os.UserCacheDir). Open ignores it.
 	CacheDir string
 

@@ -3,9 +3,16 @@ package engine
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
@@ -46,15 +53,138 @@ func (db *DB) readerCacheDir(sub string) string {
 	if db.opts.CacheDir == "" || db.opts.fs != nil {
 		return ""
 	}
-	dir := db.dir
+	key, _ := db.readerCacheKey()
+	return filepath.Join(db.opts.CacheDir, sub, key)
+}
+
+// readerCacheKey returns DIRKEY, and the path it is of: the data
+// directory's absolute path with its symbolic links resolved.
+func (db *DB) readerCacheKey() (key, dir string) {
+	dir = db.dir
 	if r, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = r
 	}
 	if a, err := filepath.Abs(dir); err == nil {
 		dir = a
 	}
-	sum := sha256.Sum256([]byte(filepath.Clean(dir)))
-	return filepath.Join(db.opts.CacheDir, sub, hex.EncodeToString(sum[:16]))
+	dir = filepath.Clean(dir)
+	sum := sha256.Sum256([]byte(dir))
+	return hex.EncodeToString(sum[:16]), dir
+}
+
+// The reader's caches are pruned, so that reading many data directories
+// (a test suite's, a CI machine's) does not fill the user's cache
+// directory with indexes of directories long gone. Each read-only open
+// that keeps a cache writes the data directory's path to
+// CacheDir/dirs/DIRKEY (its modification time is the open's), and at most
+// once every readerPruneEvery (the modification time of CacheDir/pruned)
+// removes the caches of the data directories that no longer exist, and
+// of those no read-only open used for readerCacheIdle. It never removes
+// its own directory's, nor an index another reader has open (Pebble's
+// lock on it). A cache removed is made again by the next read that wants
+// it: the cost is one read of what the writer did not stamp.
+const (
+	readerDirsSub    = "dirs"
+	readerPruneMark  = "pruned"
+	readerPruneEvery = time.Hour
+	readerCacheIdle  = 30 * 24 * time.Hour
+)
+
+// noteReaderCache records that this DB uses the reader's caches of its
+// data directory, then prunes the others' if it is time.
+func (db *DB) noteReaderCache() {
+	if db.opts.CacheDir == "" || db.opts.fs != nil {
+		return
+	}
+	key, dir := db.readerCacheKey()
+	p := filepath.Join(db.opts.CacheDir, readerDirsSub, key)
+	now := time.Now()
+	if b, err := os.ReadFile(p); err == nil && string(b) == dir {
+		os.Chtimes(p, now, now)
+	} else {
+		writeCacheFile(p, []byte(dir))
+	}
+	pruneReaderCache(db.opts.CacheDir, key, now)
+}
+
+// pruneReaderCache removes from cacheDir the caches of data directories
+// that no longer exist or were not used for readerCacheIdle, but keep's,
+// if the last prune was readerPruneEvery ago or more. It returns the
+// DIRKEYs it removed. Failures are not reported: a cache is only a cache.
+func pruneReaderCache(cacheDir, keep string, now time.Time) (removed []string) {
+	mark := filepath.Join(cacheDir, readerPruneMark)
+	if fi, err := os.Stat(mark); err == nil && now.Sub(fi.ModTime()) < readerPruneEvery {
+		return nil
+	}
+	if !writeCacheFile(mark, nil) {
+		return nil
+	}
+	keys := map[string]bool{}
+	for _, sub := range []string{readerDirsSub, readerIndexSub, readerCacheSub} {
+		ents, _ := os.ReadDir(filepath.Join(cacheDir, sub))
+		for _, e := range ents {
+			if len(e.Name()) == 32 && !strings.HasPrefix(e.Name(), ".") {
+				keys[e.Name()] = true
+			}
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(keys)) {
+		if key == keep {
+			continue
+		}
+		gone, used := false, time.Time{}
+		if fi, err := os.Stat(filepath.Join(cacheDir, readerDirsSub, key)); err == nil {
+			used = fi.ModTime()
+			if b, err := os.ReadFile(filepath.Join(cacheDir, readerDirsSub, key)); err == nil && len(b) > 0 {
+				_, err := os.Lstat(string(b))
+				gone = errors.Is(err, fs.ErrNotExist)
+			}
+		} else {
+			// A cache written before the dirs/ entries: its own time.
+			for _, sub := range []string{readerIndexSub, readerCacheSub} {
+				if fi, err := os.Stat(filepath.Join(cacheDir, sub, key)); err == nil && fi.ModTime().After(used) {
+					used = fi.ModTime()
+				}
+			}
+		}
+		if !gone && now.Sub(used) < readerCacheIdle {
+			continue
+		}
+		idx := filepath.Join(cacheDir, readerIndexSub, key)
+		if _, err := os.Stat(idx); err == nil {
+			lock, err := vfs.Default.Lock(filepath.Join(idx, "LOCK"))
+			if err != nil {
+				continue // a reader has it open
+			}
+			err = os.RemoveAll(idx)
+			lock.Close()
+			if err != nil {
+				continue
+			}
+		}
+		os.RemoveAll(filepath.Join(cacheDir, readerCacheSub, key))
+		os.Remove(filepath.Join(cacheDir, readerDirsSub, key))
+		removed = append(removed, key)
+	}
+	return removed
+}
+
+// writeCacheFile writes data to the file p (its directory made if
+// missing) by renaming a temporary file over it, and says whether it did.
+func writeCacheFile(p string, data []byte) bool {
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return false
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*")
+	if err != nil {
+		return false
+	}
+	_, werr := tmp.Write(data)
+	if cerr := tmp.Close(); werr != nil || cerr != nil || os.Rename(tmp.Name(), p) != nil {
+		os.Remove(tmp.Name())
+		return false
+	}
+	return true
 }
 
 // openCachedIndex opens the reader's index kept in Options.CacheDir for
@@ -135,15 +265,5 @@ func (db *DB) keepReaderStamps(l *ledger) {
 	if old, err := os.ReadFile(p); err == nil && string(old) == string(text) {
 		return
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*")
-	if err != nil {
-		return
-	}
-	_, werr := tmp.Write(text)
-	if cerr := tmp.Close(); werr != nil || cerr != nil || os.Rename(tmp.Name(), p) != nil {
-		os.Remove(tmp.Name())
-	}
+	writeCacheFile(p, text)
 }

@@ -158,6 +158,7 @@ func OpenReadOnly(dir string, opts *Options) (*DB, error) {
 		db.closeReadOnly()
 		return nil, withPermissionHint(dir, err)
 	}
+	db.noteReaderCache()
 	db.ro.stop, db.ro.done = make(chan struct{}), make(chan struct{})
 	go db.followLoop()
 	return db, nil
