@@ -59,6 +59,10 @@ type Config struct {
 	GCGrace time.Duration
 	// Source reads the ledger's local records that the bucket lacks.
 	Source Source
+	// Tiles, if set, gives the Merkle tree and the leaves the Writer
+	// publishes as C2SP tlog-tiles beside each checkpoint it stores
+	// (tiles.go).
+	Tiles TileSource
 	// Endpoint names the store in errors ("s3://bucket/prefix at URL").
 	Endpoint string
 	// Now is the clock (default time.Now).
