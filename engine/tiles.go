@@ -12,8 +12,12 @@ import (
 // (docs/replication.md, "Tiles") are made from the ledger's tree file and
 // its events' export lines, through ledgerSource.
 
-// tileReadBytes bounds a segment read of Entries.
-const tileReadBytes = 1 << 20
+// Entries reads the segments tileReadBytes per event it still needs
+// (a read parses every record it holds), at most tileReadMax at once.
+const (
+	tileReadBytes = 512
+	tileReadMax   = 1 << 20
+)
 
 // ReadHashes reads stored hashes of the ledger's tree file (the leaves
 // waiting to be written first): replica.TileSource.
@@ -43,7 +47,7 @@ func (s ledgerSource) Entries(first, last uint64) ([][]byte, error) {
 			return nil, fmt.Errorf("ledger %s: event #%d: %w", l.meta.Name, seq, err)
 		}
 		next := seq
-		_, err = l.log.ReadSpan(loc, tileReadBytes, func(r *segment.Record, _ segment.Location) {
+		_, err = l.log.ReadSpan(loc, int(min(tileReadMax, (last-seq+1)*tileReadBytes)), func(r *segment.Record, _ segment.Location) {
 			if r.Seq != next || r.Seq > last {
 				return
 			}

@@ -436,3 +436,66 @@ func TestBucketTilesResumeWritesSameBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestBucketTileOfOtherBytesStopsWriter: a full tile the writer is to
+// write holds other bytes in the bucket (damage, or someone writing
+// there): the writer does not overwrite it, stops as on damage (the
+// error names the key), does not store the checkpoint that would refer
+// to it, and the next append fails.
+func TestBucketTileOfOtherBytesStopsWriter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newTileStore()
+	o := replOptions(st, Replicated)
+	o.CheckpointInterval = -1
+	db, err := Open(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	info, err := db.CreateLedger(ctx, LedgerSpec{Name: "cash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := replica.TileKey(info.ID, 0, 0, 256)
+	planted := bytes.Repeat([]byte{7}, 8192)
+	if _, err := st.Store.Put(ctx, key, planted, store.CreateOnly()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		if _, err := appendOne(ctx, db, "cash", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Checkpoint(ctx, "cash"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var s ReplicaStatus
+	for {
+		if s, err = db.ReplicaStatus("cash"); err != nil {
+			t.Fatal(err)
+		}
+		if s.LastError != nil && strings.Contains(s.LastError.Error(), key) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if s.LastError == nil || !strings.Contains(s.LastError.Error(), key) || !strings.Contains(s.LastError.Error(), "other bytes") {
+		t.Fatalf("the writer's last error is %v, want the damage at %s", s.LastError, key)
+	}
+	if _, err := appendOne(ctx, db, "cash", 300); err == nil {
+		t.Fatal("an append after the damage succeeded")
+	}
+	got, err := st.Get(ctx, key)
+	if err != nil || !bytes.Equal(got.Data, planted) {
+		t.Fatalf("%s was overwritten (%v)", key, err)
+	}
+	ck, err := st.Get(ctx, replica.CheckpointKey(info.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := checkpointTreeSize(ck.Data); n >= 256 {
+		t.Fatalf("the bucket's checkpoint is of %d events, stored without its tile %s", n, key)
+	}
+}

@@ -6,7 +6,6 @@
 package tilecheck
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -172,6 +171,3 @@ func (l *Log) VerifyConsistency(old, t tlog.Tree) error {
 	}
 	return nil
 }
-
-// Equal reports whether two trees are the same.
-func Equal(a, b tlog.Tree) bool { return a.N == b.N && bytes.Equal(a.Hash[:], b.Hash[:]) }
