@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -497,5 +499,89 @@ func TestBucketTileOfOtherBytesStopsWriter(t *testing.T) {
 	}
 	if n := checkpointTreeSize(ck.Data); n >= 256 {
 		t.Fatalf("the bucket's checkpoint is of %d events, stored without its tile %s", n, key)
+	}
+}
+
+// TestBucketTilesVerifyWithJavaScript: the JavaScript verifier of the
+// command's tests (cmd/annal/testdata/jsverify/verify.mjs, written from
+// format.md alone) verifies the bucket's files, copied to a directory:
+// the checkpoint, the root its tiles give, the inclusion of 100 leaves
+// (the large one from leaf/), the consistency of the nine checkpoints
+// before it; with one byte of a level-0 tile changed (leaf 769's hash),
+// the inclusion of leaf 768 fails. It needs node
+// (skipped without it, failed on CI).
+func TestBucketTilesVerifyWithJavaScript(t *testing.T) {
+	t.Parallel()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("node is required on CI: %v", err)
+		}
+		t.Skipf("node is not on PATH: %v", err)
+	}
+	ctx := context.Background()
+	st := newTileStore()
+	o := replOptions(st, Shipped)
+	o.CheckpointInterval = -1
+	db, err := Open(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	info, err := db.CreateLedger(ctx, LedgerSpec{Name: "cash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := tiledLedger(t, db, st, info.ID)
+	dir := t.TempDir()
+	bucket := filepath.Join(dir, "bucket")
+	for key, b := range bucketTiles(t, st, info.ID) {
+		writeBucketFile(t, bucket, strings.TrimPrefix(key, replica.LedgerPrefix(info.ID)), b)
+	}
+	writeBucketFile(t, bucket, "checkpoint", notes[len(notes)-1])
+	args := []string{"../cmd/annal/testdata/jsverify/verify.mjs", "--key", db.VerifierKey(), "--tiles", bucket}
+	for i, n := range notes[:len(notes)-1] {
+		name := filepath.Join(dir, fmt.Sprintf("note%d", i))
+		if err := os.WriteFile(name, n, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--note", name)
+	}
+	leaves := []int{0, 255, 256, 299, 1603}
+	for i := 1; len(leaves) < 100; i += 13 {
+		leaves = append(leaves, i)
+	}
+	for _, i := range leaves {
+		args = append(args, "--leaf", fmt.Sprint(i))
+	}
+	out, err := exec.Command(node, args...).CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "ok: tiles: size 1604, 100 leaves included (1 from leaf/), 9 checkpoints consistent") {
+		t.Fatalf("verify.mjs: %v\n%s", err, out)
+	}
+	t.Logf("verify.mjs: %s", out)
+	tile := filepath.Join(bucket, "tile", "0", "003")
+	b, err := os.ReadFile(tile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[40] ^= 1
+	if err := os.WriteFile(tile, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(node, args...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "FAIL: leaf 768: inclusion path leads to root") {
+		t.Fatalf("verify.mjs with tile/0/003 changed: %v\n%s", err, out)
+	}
+}
+
+// writeBucketFile writes an object's bytes to dir/key.
+func writeBucketFile(t *testing.T, dir, key string, b []byte) {
+	t.Helper()
+	path := filepath.Join(dir, filepath.FromSlash(key))
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
