@@ -585,3 +585,47 @@ func writeBucketFile(t *testing.T, dir, key string, b []byte) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkTileObjects measures what the Writer's maintainer spends on
+// one full level-0 tile and its entry bundle (256 events of about 200
+// bytes as lines), made from a closed ledger's tree file and segments:
+// the tile's hashes read (tlog.ReadTileData over the tree file) and the
+// events' lines read and formatted (ledgerSource.Entries). The PUTs are
+// not in it.
+func BenchmarkTileObjects(b *testing.B) {
+	ctx := context.Background()
+	db, err := Open(b.TempDir(), &Options{SegmentSize: 1 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "cash"}); err != nil {
+		b.Fatal(err)
+	}
+	const tiles = 64
+	for n := 0; n < tiles*256; n += 512 {
+		events := make([]EventInput, 512)
+		for i := range events {
+			events[i] = EventInput{Entity: "acct", Key: fmt.Sprintf("a%d", i%7), Event: "credited", Data: []byte(fmt.Sprintf(`{"n":%d,"memo":"%s"}`, n+i, strings.Repeat("m", 60)))}
+		}
+		if _, err := db.Append(ctx, "cash", events, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	l, err := db.ledger("cash")
+	if err != nil {
+		b.Fatal(err)
+	}
+	src := ledgerSource{l}
+	b.ResetTimer()
+	for i := range b.N {
+		k := uint64(i % tiles)
+		if _, err := tlog.ReadTileData(tlog.Tile{H: 8, L: 0, N: int64(k), W: 256}, src); err != nil {
+			b.Fatal(err)
+		}
+		lines, err := src.Entries(k*256+1, k*256+256)
+		if err != nil || len(lines) != 256 {
+			b.Fatal(len(lines), err)
+		}
+	}
+}
