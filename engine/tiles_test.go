@@ -268,6 +268,12 @@ func TestBucketTilesVerifyWithTlogAlone(t *testing.T) {
 			t.Fatalf("checkpoint %d's last event: %v", i, err)
 		}
 	}
+	objs, size := 0, 0
+	for _, b := range bucketTiles(t, st, info.ID) {
+		objs++
+		size += len(b)
+	}
+	t.Logf("%d events, 10 checkpoints: %d tile, bundle and leaf objects, %d bytes", head.N, objs, size)
 	st.mu.Lock()
 	if len(st.missing) > 0 {
 		t.Errorf("checkpoints written before their tiles:\n%s", strings.Join(st.missing, "\n"))
