@@ -131,29 +131,36 @@ func exportLines(t *testing.T, db *DB, name string) [][]byte {
 // ledger id in st.
 func bucketTiles(t *testing.T, st store.Store, id eventid.LedgerID) map[string][]byte {
 	t.Helper()
-	ctx := context.Background()
 	out := map[string][]byte{}
 	for _, prefix := range []string{replica.LedgerPrefix(id) + "tile/", replica.LedgerPrefix(id) + "leaf/"} {
-		after := ""
-		for {
-			page, err := st.List(ctx, prefix, after, 0)
+		for _, key := range listAll(t, st, prefix) {
+			g, err := st.Get(context.Background(), key)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, o := range page.Objects {
-				g, err := st.Get(ctx, o.Key)
-				if err != nil {
-					t.Fatal(err)
-				}
-				out[o.Key] = g.Data
-				after = o.Key
-			}
-			if !page.Truncated || len(page.Objects) == 0 {
-				break
-			}
+			out[key] = g.Data
 		}
 	}
 	return out
+}
+
+// openTiledLedger opens a DB replicated in mode to a new tileStore, with
+// checkpoints on request only, and creates ledger "cash" in it.
+func openTiledLedger(t *testing.T, mode Replication) (*tileStore, *DB, LedgerInfo) {
+	t.Helper()
+	st := newTileStore()
+	o := replOptions(st, mode)
+	o.CheckpointInterval = -1
+	db, err := Open(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := db.CreateLedger(context.Background(), LedgerSpec{Name: "cash"})
+	if err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	return st, db, info
 }
 
 // tiledLedger appends to ledger "cash" of db in steps, issues a checkpoint
@@ -198,18 +205,8 @@ func tiledLedger(t *testing.T, db *DB, st store.Store, id eventid.LedgerID) [][]
 func TestBucketTilesVerifyWithTlogAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := newTileStore()
-	o := replOptions(st, Replicated)
-	o.CheckpointInterval = -1
-	db, err := Open(t.TempDir(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, db, info := openTiledLedger(t, Replicated)
 	defer db.Close()
-	info, err := db.CreateLedger(ctx, LedgerSpec{Name: "cash"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	notes := tiledLedger(t, db, st, info.ID)
 	lines := exportLines(t, db, "cash")
 	lg := bucketLog(t, st, info.ID, db.VerifierKey())
@@ -453,18 +450,8 @@ func TestBucketTilesResumeWritesSameBytes(t *testing.T) {
 func TestBucketTileOfOtherBytesStopsWriter(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := newTileStore()
-	o := replOptions(st, Replicated)
-	o.CheckpointInterval = -1
-	db, err := Open(t.TempDir(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, db, info := openTiledLedger(t, Replicated)
 	defer db.Close()
-	info, err := db.CreateLedger(ctx, LedgerSpec{Name: "cash"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	key := replica.TileKey(info.ID, 0, 0, 256)
 	planted := bytes.Repeat([]byte{7}, 8192)
 	if _, err := st.Store.Put(ctx, key, planted, store.CreateOnly()); err != nil {
@@ -481,6 +468,7 @@ func TestBucketTileOfOtherBytesStopsWriter(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	var s ReplicaStatus
 	for {
+		var err error
 		if s, err = db.ReplicaStatus("cash"); err != nil {
 			t.Fatal(err)
 		}
@@ -525,19 +513,8 @@ func TestBucketTilesVerifyWithJavaScript(t *testing.T) {
 		}
 		t.Skipf("node is not on PATH: %v", err)
 	}
-	ctx := context.Background()
-	st := newTileStore()
-	o := replOptions(st, Shipped)
-	o.CheckpointInterval = -1
-	db, err := Open(t.TempDir(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, db, info := openTiledLedger(t, Shipped)
 	defer db.Close()
-	info, err := db.CreateLedger(ctx, LedgerSpec{Name: "cash"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	notes := tiledLedger(t, db, st, info.ID)
 	dir := t.TempDir()
 	bucket := filepath.Join(dir, "bucket")
