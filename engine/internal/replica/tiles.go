@@ -108,7 +108,7 @@ type tileJob struct {
 	w     int
 }
 
-// levels is the number of tile levels a tree of size n has.
+// tileLevels is the number of tile levels a tree of size n has.
 func tileLevels(n uint64) int {
 	l := 0
 	for n > 0 {
