@@ -219,7 +219,7 @@ func (l *ledger) writerConfig() replica.Config {
 		Mode: replica.Mode(o.Replication), Identity: l.db.repl.identity,
 		MinFlushInterval: o.MinFlushInterval, ShipInterval: o.ShipInterval,
 		StoreTimeout: o.StoreTimeout, GCGrace: o.GCGrace,
-		Source: ledgerSource{l}, Endpoint: l.db.repl.endpoint, Now: o.Now,
+		Source: ledgerSource{l}, Tiles: ledgerSource{l}, Endpoint: l.db.repl.endpoint, Now: o.Now,
 	}
 }
 

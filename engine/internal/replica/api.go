@@ -4,8 +4,9 @@ package replica
 // Source it reads the local log through, what Open finds in the bucket,
 // and the methods. Their bodies are in writer.go (state, Open, Add, Wait,
 // Status, Close), take.go (the takeover's manifest and fence), cut.go
-// (chunks), upload.go (uploads, acknowledgements in chunk order) and
-// maintain.go (sealed segments, manifests, checkpoints, GC).
+// (chunks), upload.go (uploads, acknowledgements in chunk order),
+// maintain.go (sealed segments, manifests, checkpoints, GC) and tiles.go
+// (the log as C2SP tlog-tiles beside each checkpoint).
 
 import (
 	"context"
@@ -59,6 +60,10 @@ type Config struct {
 	GCGrace time.Duration
 	// Source reads the ledger's local records that the bucket lacks.
 	Source Source
+	// Tiles, if set, gives the Merkle tree and the leaves the Writer
+	// publishes as C2SP tlog-tiles beside each checkpoint it stores
+	// (tiles.go).
+	Tiles TileSource
 	// Endpoint names the store in errors ("s3://bucket/prefix at URL").
 	Endpoint string
 	// Now is the clock (default time.Now).

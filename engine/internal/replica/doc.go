@@ -2,7 +2,8 @@
 // them back (docs/replication.md): the WAL chunks and manifests of the
 // layout (chunk.go, manifest.go, names.go), the Writer that uploads a
 // ledger's committed records and holds its epoch (one writer per ledger
-// across machines), and the Reader that a restore and a takeover read the
+// across machines) and publishes the log as C2SP tlog-tiles beside each
+// checkpoint (tiles.go), and the Reader that a restore and a takeover read the
 // bucket with, verifying every object.
 //
 // The engine owns a Writer per ledger: it feeds it the spans that the

@@ -173,6 +173,9 @@ func (s *writerState) storeCheckpoint(ctx context.Context) error {
 			}
 		}
 		if have < size {
+			if done, err := s.storeCheckpointTiles(ctx, size, have); err != nil || !done {
+				return err
+			}
 			_, err = s.cfg.Store.Put(ctx, key, msg, cond)
 		}
 		switch {

@@ -112,6 +112,9 @@ type writerState struct {
 	ctx   context.Context
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
+
+	// tiles is the maintainer's own (tiles.go).
+	tiles tileProgress
 }
 
 // pendingSpan is a span Add copied.

@@ -1,6 +1,7 @@
 // verify.mjs: an independent verifier of annal's exports, signed
 // checkpoints and proofs, written from docs/format.md alone (sections 9.1
-// to 9.5 for the tree, checkpoints and proofs; 3 to 5 for the Event IDs),
+// to 9.5 for the tree, checkpoints and proofs; 9.7 for the log in a
+// bucket as tiles; 3 to 5 for the Event IDs),
 // with nothing but node's built-in modules. It is annal's check that a
 // stranger can implement the formats from that page: it never reads
 // annal's code, and annal's tests run it on what annal produced.
@@ -11,6 +12,7 @@
 //                   [--note C2]... [--inclusion P.json]... [--consistency P.json]...
 //                   [--ids] [--evently]
 //   node verify.mjs --manifest M.json
+//   node verify.mjs --key K --tiles DIR [--note C]... [--leaf I]...
 //
 // K is the verifier key (format.md 9.3: "name+hash+base64"), or a file
 // holding it. C is a signed checkpoint (9.3); FILE an export (9.1). It
@@ -40,6 +42,12 @@
 // root of the export's first s lines (which C's root authenticates). Two
 // trusted roots of one size must agree. A proof whose tree has no trusted
 // root fails.
+//
+// With --tiles, DIR is a ledger's folder of a bucket as files (9.7):
+// DIR/checkpoint signed by K, the root that DIR's tiles give at its size,
+// the inclusion of each leaf I (its entry from its bundle, or from
+// leaf/I when empty, the path built from the tiles) and the consistency
+// of each older checkpoint C with it (the proof built from the tiles).
 //
 // A manifest runs many such checks in one process:
 //
@@ -271,6 +279,124 @@ function verifyConsistency(m, n, r1, r2, proof) {
   if (!fr.equals(r1)) return `consistency path leads to old root ${fr.toString("hex")}, not ${r1.toString("hex")}`;
   if (!sr.equals(r2)) return `consistency path leads to new root ${sr.toString("hex")}, not ${r2.toString("hex")}`;
   return null;
+}
+
+// ---- the log in a bucket: tiles and entry bundles (9.7) ----
+
+// tilePath writes a tile index as 3-digit path elements, all but the last
+// prefixed with "x", and ".p/W" for a partial tile.
+function tilePath(n, w) {
+  let s = String(n % 1000).padStart(3, "0");
+  for (let m = Math.floor(n / 1000); m > 0; m = Math.floor(m / 1000)) {
+    s = "x" + String(m % 1000).padStart(3, "0") + "/" + s;
+  }
+  return w === 256 ? s : `${s}.p/${w}`;
+}
+
+// tiledLog reads the tiles of the tree of size n from the folder dir (the
+// ledger's objects as files, named by their keys).
+function tiledLog(dir, n) {
+  const cache = new Map();
+  const read = (rel, what) => {
+    const path = resolve(dir, rel);
+    if (!existsSync(path)) fail(`${what} ${rel} is missing`);
+    return readFileSync(path);
+  };
+  // the tile of level l, index k, of the width the tree of size n gives it
+  const tile = (l, k) => {
+    const span = 256 ** l;
+    const full = Math.floor(n / (span * 256));
+    const w = k < full ? 256 : Math.floor(n / span) % 256;
+    const rel = `tile/${l}/${tilePath(k, w)}`;
+    if (!cache.has(rel)) {
+      const b = read(rel, "tile");
+      if (b.length !== 32 * w) fail(`tile ${rel} is ${b.length} bytes, not ${32 * w}`);
+      cache.set(rel, b);
+    }
+    return cache.get(rel);
+  };
+  // hash j of level l: the root of leaves [j * 256^l, (j + 1) * 256^l)
+  const levelHash = (l, j) => tile(l, Math.floor(j / 256)).subarray(32 * (j % 256), 32 * (j % 256) + 32);
+  // MTH of leaves [lo, hi) (9.2) from the tiles: an aligned power of 2 is
+  // a tile hash, or the MTH of the 2^r hashes of the tile level below it
+  const sub = (lo, hi) => {
+    const size = hi - lo;
+    if ((size & (size - 1)) === 0 && lo % size === 0) {
+      const h = Math.log2(size);
+      const l = Math.floor(h / 8);
+      const span = 256 ** l;
+      const hashes = [];
+      for (let j = lo / span; j < hi / span; j++) hashes.push(levelHash(l, j));
+      return mth(hashes, 0, hashes.length);
+    }
+    const k = largestPowerOf2Below(size);
+    return nodeHash(sub(lo, lo + k), sub(lo + k, hi));
+  };
+  // RFC 9162 2.1.3.1 PATH(m, D[lo:hi])
+  const path = (m, lo, hi) => {
+    if (hi - lo === 1) return [];
+    const k = largestPowerOf2Below(hi - lo);
+    if (m < k) return [...path(m, lo, lo + k), sub(lo + k, hi)];
+    return [...path(m - k, lo + k, hi), sub(lo, lo + k)];
+  };
+  // RFC 9162 2.1.4.1 SUBPROOF(m, D[lo:hi], b)
+  const subproof = (m, lo, hi, b) => {
+    const size = hi - lo;
+    if (m === size) return b ? [] : [sub(lo, hi)];
+    const k = largestPowerOf2Below(size);
+    if (m <= k) return [...subproof(m, lo, lo + k, b), sub(lo + k, hi)];
+    return [...subproof(m - k, lo + k, hi, false), sub(lo, lo + k)];
+  };
+  // entry i from its bundle; an empty entry is a large leaf, under leaf/
+  const entry = (i) => {
+    const k = Math.floor(i / 256);
+    const w = k < Math.floor(n / 256) ? 256 : n % 256;
+    const rel = `tile/entries/${tilePath(k, w)}`;
+    const b = read(rel, "entry bundle");
+    const entries = [];
+    for (let off = 0; off < b.length; ) {
+      if (off + 2 > b.length) fail(`entry bundle ${rel}: entry ${entries.length} is cut short`);
+      const len = b.readUInt16BE(off);
+      if (off + 2 + len > b.length) fail(`entry bundle ${rel}: entry ${entries.length} is cut short`);
+      entries.push(b.subarray(off + 2, off + 2 + len));
+      off += 2 + len;
+    }
+    if (entries.length !== w) fail(`entry bundle ${rel} holds ${entries.length} entries, not ${w}`);
+    const e = entries[i % 256];
+    if (e.length > 0) return { bytes: e, large: false };
+    return { bytes: read(`leaf/${String(i).padStart(20, "0")}`, `the large leaf of empty entry ${i} in ${rel}:`), large: true };
+  };
+  return { sub, path, subproof, entry };
+}
+
+// runTiles verifies the log in dir (9.7): its checkpoint signed by key,
+// the root of its tiles, the inclusion of each leaf (its entry hashed,
+// the path built from the tiles) and the consistency of each older
+// checkpoint (a note) with it.
+function runTiles(dir, notes, leaves, key) {
+  const ck = parseCheckpoint(verifyNote(readFileSync(resolve(dir, "checkpoint")), key, "checkpoint"), "checkpoint");
+  const n = ck.size;
+  const log = tiledLog(dir, n);
+  if (n === 0) fail("checkpoint: an empty tree");
+  const root = log.sub(0, n);
+  if (!root.equals(ck.root)) fail(`the tiles give root ${root.toString("hex")} at size ${n}, the checkpoint ${ck.root.toString("hex")}`);
+  let large = 0;
+  for (const i of leaves) {
+    if (i >= n) fail(`leaf ${i} is not in the tree of size ${n}`);
+    const e = log.entry(i);
+    if (e.large) large++;
+    const err = verifyInclusion(leafHash(e.bytes), i, n, log.path(i, 0, n), ck.root);
+    if (err) fail(`leaf ${i}: ${err}`);
+  }
+  for (const file of notes) {
+    const old = parseCheckpoint(verifyNote(readFileSync(file), key, file), file);
+    if (old.origin !== ck.origin) fail(`${file}: origin ${old.origin}, the checkpoint's is ${ck.origin}`);
+    if (old.size > n) fail(`${file}: size ${old.size} is past the checkpoint's ${n}`);
+    const proof = old.size === n ? [] : log.subproof(old.size, 0, n, true);
+    const err = verifyConsistency(old.size, n, old.root, ck.root, proof);
+    if (err) fail(`${file}: ${err}`);
+  }
+  return `tiles: size ${n}, ${leaves.length} leaves included (${large} from leaf/), ${notes.length} checkpoints consistent`;
 }
 
 // ---- Event IDs (3), canonical JSON (4), annal's line (5, 9.1) ----
@@ -628,12 +754,12 @@ function loadKey(k) {
 }
 
 function usage(msg) {
-  process.stderr.write(`verify.mjs: ${msg}\nusage: node verify.mjs --key K --export FILE --checkpoint C [--note C2]... [--inclusion P.json]... [--consistency P.json]... [--ids] [--evently]\n       node verify.mjs --manifest M.json\n`);
+  process.stderr.write(`verify.mjs: ${msg}\nusage: node verify.mjs --key K --export FILE --checkpoint C [--note C2]... [--inclusion P.json]... [--consistency P.json]... [--ids] [--evently]\n       node verify.mjs --manifest M.json\n       node verify.mjs --key K --tiles DIR [--note C]... [--leaf I]...\n`);
   process.exit(2);
 }
 
 function main(argv) {
-  const c = { notes: [], inclusion: [], consistency: [] };
+  const c = { notes: [], inclusion: [], consistency: [], leaves: [] };
   let keyArg;
   let manifest;
   for (let i = 0; i < argv.length; i++) {
@@ -652,6 +778,8 @@ function main(argv) {
       case "--ids": c.ids = true; break;
       case "--evently": c.evently = true; break;
       case "--manifest": manifest = val(); break;
+      case "--tiles": c.tiles = val(); break;
+      case "--leaf": c.leaves.push(Number(val())); break;
       default: usage(`unknown argument ${JSON.stringify(a)}`);
     }
   }
@@ -717,6 +845,17 @@ function main(argv) {
     return bad === 0 ? 0 : 1;
   }
 
+  if (c.tiles !== undefined) {
+    if (keyArg === undefined) usage("--tiles needs --key");
+    try {
+      process.stdout.write(`ok: ${runTiles(c.tiles, c.notes, c.leaves, loadKey(keyArg))}\n`);
+      return 0;
+    } catch (e) {
+      if (!(e instanceof VerifyError)) throw e;
+      process.stdout.write(`FAIL: ${e.message}\n`);
+      return 1;
+    }
+  }
   if (keyArg === undefined || c.export === undefined || c.checkpoint === undefined) usage("--key, --export and --checkpoint are required");
   try {
     const key = loadKey(keyArg);
