@@ -283,7 +283,7 @@ nothing was appended).`,
 		newImportCmd(g), newExportCmd(g), newDemoCmd(g), newDemoWriterCmd(g),
 		newReindexCmd(g), newBackupCmd(g), newKeyCmd(g), newCheckpointCmd(g), newProveCmd(g),
 		newCanonCmd(), newIDCmd(), newVerifyFileCmd(), newVerifyProofCmd(), newAcceptLostPositionsCmd(g),
-		newReplicaCmd(g), newRestoreCmd(g), newTakeoverCmd(g),
+		newReplicaCmd(g), newRestoreCmd(g), newTakeoverCmd(g), newWitnessCmd(g),
 	)
 	return root
 }

@@ -354,6 +354,16 @@ func decimal(s string) bool {
 
 func b64(h tree.Hash) string { return base64.StdEncoding.EncodeToString(h[:]) }
 
+// WitnessKey returns the key of the witness directory dir (KeyFile),
+// creating it (and dir, 0700) with a new key named name if there is none:
+// what annal witness --print-key prints.
+func WitnessKey(dir, name string) (*Key, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("cosign: the witness directory: %w", err)
+	}
+	return loadOrCreateKey(dir, name)
+}
+
 // loadOrCreateKey reads dir/KeyFile, or creates it with a new key named
 // name.
 func loadOrCreateKey(dir, name string) (*Key, error) {
