@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/annal-db/annal/engine"
 	"github.com/annal-db/annal/engine/cosign"
 	"github.com/spf13/cobra"
 )
@@ -130,6 +131,39 @@ Example:
 	return cmd
 }
 
+// tlogWitnessOptions sets the engine options of --tlog-witness URL=KEY
+// and --tlog-witness-quorum K. The URL may hold '=': the split is at the
+// first '=' whose right side is a witness's verifier key.
+func (g *globals) tlogWitnessOptions(o *engine.Options) error {
+	for _, arg := range g.tlogWitnesses {
+		var w *cosign.WitnessConfig
+		for i := strings.IndexByte(arg, '='); i >= 0; {
+			c := cosign.WitnessConfig{URL: arg[:i], VKey: arg[i+1:]}
+			if _, err := cosign.NewVerifier(c.VKey); err == nil {
+				w = &c
+				break
+			}
+			j := strings.IndexByte(arg[i+1:], '=')
+			if j < 0 {
+				break
+			}
+			i += 1 + j
+		}
+		if w == nil {
+			return usageErr("--tlog-witness %s: want URL=KEY, KEY the witness's verifier key as annal witness prints it", safeText(strconv.Quote(arg)))
+		}
+		if err := w.Check(); err != nil {
+			return usageErr("--tlog-witness %s: %v", safeText(strconv.Quote(arg)), err)
+		}
+		o.TlogWitnesses = append(o.TlogWitnesses, *w)
+	}
+	if g.tlogQuorum < 0 || g.tlogQuorum > len(o.TlogWitnesses) {
+		return usageErr("--tlog-witness-quorum %d: want 1 to the number of --tlog-witness given (%d), or 0 for all of them", g.tlogQuorum, len(o.TlogWitnesses))
+	}
+	o.TlogWitnessQuorum = g.tlogQuorum
+	return nil
+}
+
 // cosignPolicy is the --witness and --quorum flags of a verify command.
 type cosignPolicy struct {
 	witnesses []string
@@ -172,16 +206,17 @@ func (c *cosignPolicy) parse(cmd *cobra.Command) error {
 	return nil
 }
 
-// check applies the policy to the signed checkpoint note read from what
-// (nil policy: nothing to check). Too few cosignatures is exit 3, naming
-// the checkpoint, how many were found and which keys.
+// check applies the policy to the signed checkpoint note, what names it
+// ("checkpoint FILE") (nil policy: nothing to check). Too few
+// cosignatures is exit 3, naming the checkpoint, how many were found and
+// which keys.
 func (c *cosignPolicy) check(what string, note []byte) ([]cosign.Cosigned, error) {
 	if c.p == nil {
 		return nil, nil
 	}
 	found, err := c.p.Check(note)
 	if err != nil {
-		return found, &exitErr{code: exitVerification, err: fmt.Errorf("checkpoint %s: %w", what, err)}
+		return found, &exitErr{code: exitVerification, err: fmt.Errorf("%s: %w", what, err)}
 	}
 	return found, nil
 }

@@ -268,7 +268,7 @@ func (c *cosignPolicy) verifyLedger(db *engine.DB, cp *checkpointCheck, r *verif
 		res := cosignResult{checkpoint: which, size: size, quorum: c.p.Quorum()}
 		res.found, res.err = c.check(what, note)
 		if note == nil {
-			res.err = &exitErr{code: exitVerification, err: fmt.Errorf("checkpoint %s: %w: the ledger has no signed checkpoint to carry cosignatures", what, cosign.ErrQuorum)}
+			res.err = &exitErr{code: exitVerification, err: fmt.Errorf("%s: %w: the ledger has no signed checkpoint to carry cosignatures", what, cosign.ErrQuorum)}
 		}
 		r.cosigned = append(r.cosigned, res)
 		if res.err != nil && r.err == nil {
@@ -282,9 +282,9 @@ func (c *cosignPolicy) verifyLedger(db *engine.DB, cp *checkpointCheck, r *verif
 	if err != nil {
 		ck = engine.Checkpoint{}
 	}
-	check("latest", fmt.Sprintf("the latest of ledger %s (size %d)", r.Name, ck.Size), ck.Size, ck.Note)
+	check("latest", fmt.Sprintf("the latest checkpoint of ledger %s (size %d)", r.Name, ck.Size), ck.Size, ck.Note)
 	if cp != nil {
-		check(cp.file, strconv.Quote(cp.file), cp.Size, cp.note)
+		check(cp.file, "checkpoint "+strconv.Quote(cp.file), cp.Size, cp.note)
 	}
 }
 

@@ -78,7 +78,7 @@ Example:
 			var cosigned []cosign.Cosigned
 			if cp != nil {
 				var err error
-				if cosigned, err = policy.check(strconv.Quote(cp.file), cp.note); err != nil {
+				if cosigned, err = policy.check("checkpoint "+strconv.Quote(cp.file), cp.note); err != nil {
 					return err
 				}
 			}

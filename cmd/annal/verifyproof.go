@@ -198,7 +198,7 @@ func verifyProof(w io.Writer, file string, p *engine.InclusionProof, vkey string
 	if cp == nil {
 		return usageErr("verify-proof: proof %s carries no checkpoint (annal prove --size N makes such a proof): give the checkpoint of its tree with --checkpoint C", proof)
 	}
-	cosigned, err := policy.check(strconv.Quote(cp.file), cp.note)
+	cosigned, err := policy.check("checkpoint "+strconv.Quote(cp.file), cp.note)
 	if err != nil {
 		return err
 	}

@@ -121,8 +121,11 @@ func (w WitnessConfig) Cosign(ctx context.Context, hc *http.Client, msg []byte, 
 			old = re.Size
 			continue
 		}
+		if errors.As(err, &re) {
+			return nil, old, fmt.Errorf("cosign: tlog witness %s: %w", w.URL, err)
+		}
 		if err != nil {
-			return nil, old, fmt.Errorf("tlog witness %s: %w", w.URL, err)
+			return nil, old, err // it names the witness
 		}
 		for _, l := range strings.SplitAfter(string(b), "\n") {
 			s, err := parseSigLine(strings.TrimSuffix(l, "\n"))
