@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -127,6 +128,26 @@ func TestCheckpointCosignedByTlogWitnesses(t *testing.T) {
 	}
 	if _, err := policy.Check(stored.Note); err != nil || stored.Size != c.Size {
 		t.Fatalf("the checkpoint file after Close: size %d (want %d): %v", stored.Size, c.Size, err)
+	}
+
+	// An import's checkpoint is cosigned too: the ledger exported and
+	// imported into another directory with the same key is the same
+	// origin and history, which the witness cosigns again.
+	var export bytes.Buffer
+	if _, err := ro.Export(ctx, "pay", &export, ExportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	other := mkOpen(t, t.TempDir(), opts)
+	defer other.Close()
+	if _, err := other.Import(ctx, &export, ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	imported, err := other.LatestCheckpoint("pay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := policy.Check(imported.Note); err != nil || imported.Root != c.Root {
+		t.Fatalf("the imported ledger's checkpoint (root %s, want %s): %v", imported.Root, c.Root, err)
 	}
 }
 
