@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -399,58 +398,23 @@ func loadOrCreateKey(dir, name string) (*Key, error) {
 
 // readState reads a witness's state file (missing: an empty state).
 func readState(path string) (map[string]tree.Checkpoint, error) {
-	state := map[string]tree.Checkpoint{}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return state, nil
+		return map[string]tree.Checkpoint{}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cosign: the witness's state: %w", err)
 	}
-	bad := func(line int, format string, a ...any) (map[string]tree.Checkpoint, error) {
-		return nil, fmt.Errorf("cosign: the witness's state file %s, line %d: %s (restore it from a backup: without it the witness would cosign any history it is shown next)",
-			path, line, fmt.Sprintf(format, a...))
-	}
-	if len(b) > 0 && b[len(b)-1] != '\n' {
-		return bad(bytes.Count(b, []byte("\n"))+1, "the file does not end with a newline")
-	}
-	prev := ""
-	for i, line := range strings.Split(string(b), "\n") {
-		if i == bytes.Count(b, []byte("\n")) {
-			break // after the last newline
-		}
-		f := strings.Split(line, " ")
-		if len(f) != 3 {
-			return bad(i+1, "want <origin> <size> <root>, found %q", line)
-		}
-		c, err := tree.ParseCheckpoint([]byte(f[0] + "\n" + f[1] + "\n" + f[2] + "\n"))
-		if err != nil {
-			return bad(i+1, "%v", err)
-		}
-		if c.Size == 0 {
-			return bad(i+1, "size 0")
-		}
-		if i > 0 && c.Origin <= prev {
-			return bad(i+1, "origin %s is not after %s (the lines are sorted, one per origin)", c.Origin, prev)
-		}
-		prev = c.Origin
-		state[c.Origin] = c
+	state, err := tree.ParseCheckpointLines(b)
+	if err != nil {
+		return nil, fmt.Errorf("cosign: the witness's state file %s, %v (restore it from a backup: without it the witness would cosign any history it is shown next)", path, err)
 	}
 	return state, nil
 }
 
 // writeState replaces dir/StateFile with state, durably.
 func writeState(dir string, state map[string]tree.Checkpoint) error {
-	origins := make([]string, 0, len(state))
-	for o := range state {
-		origins = append(origins, o)
-	}
-	sort.Strings(origins)
-	var b []byte
-	for _, o := range origins {
-		c := state[o]
-		b = fmt.Appendf(b, "%s %d %s\n", o, c.Size, b64(c.Root))
-	}
+	b := tree.AppendCheckpointLines(nil, state)
 	return writeFileAtomic(dir, StateFile, b)
 }
 
