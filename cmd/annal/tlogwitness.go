@@ -90,6 +90,10 @@ Example:
 			var vkeys []string
 			for _, l := range logs {
 				k, err := keyArg(l)
+				var ee *exitErr
+				if errors.As(err, &ee) && ee.code == exitUsage {
+					return usageErr("witness: --log %s is not a log's verifier key (name+hash+base64, as annal key prints it, or @FILE holding one)", safeText(strconv.Quote(l)))
+				}
 				if err != nil {
 					return err
 				}

@@ -91,7 +91,8 @@ func AddCheckpoint(ctx context.Context, hc *http.Client, url string, old uint64,
 // called for m 0 or m equal to that size, and an m above it is refused
 // here (the witness has seen a larger tree: the log was rolled back). It
 // returns the witness's cosignature line (with its newline), checked with
-// the witness's key, and the witness's size before this request.
+// the witness's key, and the witness's size before this request (on an
+// error, the last size it said it had: where to start next time).
 func (w WitnessConfig) Cosign(ctx context.Context, hc *http.Client, msg []byte, old uint64, proof func(m uint64) ([]tree.Hash, error)) (line []byte, from uint64, err error) {
 	v, err := parseVerifier(w.VKey)
 	if err != nil {
@@ -122,6 +123,9 @@ func (w WitnessConfig) Cosign(ctx context.Context, hc *http.Client, msg []byte, 
 			continue
 		}
 		if errors.As(err, &re) {
+			if re.Status == http.StatusConflict {
+				old = re.Size // moved on again meanwhile: where to start next time
+			}
 			return nil, old, fmt.Errorf("cosign: tlog witness %s: %w", w.URL, err)
 		}
 		if err != nil {

@@ -211,17 +211,19 @@ func (w *Witness) AddCheckpoint(body []byte) ([]byte, error) {
 	if rerr != nil {
 		return nil, rerr
 	}
-	text := msg[:bytes.Index(msg, []byte("\n\n"))+1]
-	c, err := tree.ParseCheckpoint(text)
+	// The text a signed note signs ends at its last empty line.
+	text := msg[:bytes.LastIndex(msg, []byte("\n\n"))+1]
+	unchecked, err := tree.ParseCheckpoint(text)
 	if err != nil {
 		return nil, refused(http.StatusBadRequest, "the checkpoint: %v", err)
 	}
-	v := w.logKey(c.Origin)
+	v := w.logKey(unchecked.Origin)
 	if v == nil {
-		return nil, refused(http.StatusNotFound, "origin %s: no log key of this witness vouches for it", c.Origin)
+		return nil, refused(http.StatusNotFound, "origin %s: no log key of this witness vouches for it", unchecked.Origin)
 	}
-	if _, err := tree.OpenCheckpoint(msg, v); err != nil {
-		return nil, refused(http.StatusForbidden, "origin %s: %v", c.Origin, err)
+	c, err := tree.OpenCheckpoint(msg, v)
+	if err != nil {
+		return nil, refused(http.StatusForbidden, "origin %s: %v", unchecked.Origin, err)
 	}
 	if old > c.Size {
 		return nil, refused(http.StatusBadRequest, "old size %d is above the checkpoint's size %d", old, c.Size)
@@ -256,7 +258,6 @@ func (w *Witness) AddCheckpoint(body []byte) ([]byte, error) {
 		}
 	}
 	if c.Size > cur.Size {
-		c = tree.Checkpoint{Origin: c.Origin, Size: c.Size, Root: c.Root}
 		next := make(map[string]tree.Checkpoint, len(w.state)+1)
 		for o, s := range w.state {
 			next[o] = s
