@@ -7,7 +7,7 @@ import (
 )
 
 // Policy is what a verifier asks of a checkpoint's tlog witnesses: valid
-// cosignatures by at least Quorum of Witnesses.
+// cosignatures by at least a quorum of a set of witnesses (NewPolicy).
 type Policy struct {
 	witnesses []*verifier
 	quorum    int

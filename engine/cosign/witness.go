@@ -142,6 +142,7 @@ type RequestError struct {
 	Reason string
 }
 
+// Error says the status, the witness's size for a 409, and why.
 func (e *RequestError) Error() string {
 	s := fmt.Sprintf("%d %s", e.Status, http.StatusText(e.Status))
 	if e.Status == http.StatusConflict {
