@@ -253,3 +253,41 @@ func TestTlogWitnessOptionsChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateLedgerNeedsTlogWitnessQuorum: a ledger whose first checkpoint
+// the witnesses do not cosign is not created (cosign.ErrQuorum), and the
+// same CreateLedger succeeds once the witness answers, its checkpoint
+// cosigned, the ledger there after a reopen.
+func TestCreateLedgerNeedsTlogWitnessQuorum(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	keyFile, vkey := newKeyFile(t)
+	ws := startTlogWitness(t, vkey)
+	dir := t.TempDir()
+	opts := &Options{SigningKeyFile: keyFile, CheckpointInterval: -1, TlogWitnesses: []cosign.WitnessConfig{ws.config()}}
+	db := mkOpen(t, dir, opts)
+	ws.down.Store(true)
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "pay"}); !errors.Is(err, cosign.ErrQuorum) {
+		t.Fatalf("CreateLedger with the witness down: %v, want cosign.ErrQuorum", err)
+	}
+	ws.down.Store(false)
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "pay"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := db.LatestCheckpoint("pay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, _ := cosign.NewPolicy([]string{ws.w.VerifierKey()}, 0)
+	if _, err := policy.Check(c.Note); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = mkOpen(t, dir, opts)
+	defer db.Close()
+	if ls := db.Ledgers(); len(ls) != 1 || ls[0].Name != "pay" || len(db.Unavailable()) != 0 {
+		t.Fatalf("after a reopen: ledgers %v, unavailable %v", ls, db.Unavailable())
+	}
+}
