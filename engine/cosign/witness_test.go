@@ -423,3 +423,49 @@ func TestWitnessRacingAddCheckpoint(t *testing.T) {
 		t.Errorf("the state file holds %q, want %q", file, want)
 	}
 }
+
+// TestWitnessStopsWhenItsStateCannotBeWritten: a state file that cannot
+// be replaced (here a directory in its place) fails the request that would
+// move it on, and the witness cosigns nothing after it, not even a
+// checkpoint its memory would accept, until it is opened again.
+func TestWitnessStopsWhenItsStateCannotBeWritten(t *testing.T) {
+	skey, vkey := newLogKey(t, "log.example")
+	dir := t.TempDir()
+	w, err := OpenWitness(dir, WitnessOptions{Logs: []string{vkey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	l := newTestLog(t, skey, vkey)
+	l.grow(t, "a", 4)
+	_, msg := l.checkpoint(t, 4)
+	if _, err := w.AddCheckpoint(append([]byte("old 0\n\n"), msg...)); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, StateFile)
+	if err := os.Remove(state); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(state, "in-the-way"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	l.grow(t, "a", 2)
+	_, msg6 := l.checkpoint(t, 6)
+	p, _ := l.proof(6)(4)
+	req := []byte("old 4\n")
+	for _, h := range p {
+		req = append(req, b64(h)+"\n"...)
+	}
+	req = append(append(req, '\n'), msg6...)
+	var re *RequestError
+	if _, err := w.AddCheckpoint(req); err == nil || errors.As(err, &re) {
+		t.Fatalf("an extension whose state cannot be written: %v, want an error of the witness (not a refusal)", err)
+	}
+	if c, _ := w.Cosigned(l.origin); c.Size != 4 {
+		t.Fatalf("the witness holds size %d after the failed write, want 4", c.Size)
+	}
+	_, again := l.checkpoint(t, 4)
+	if _, err := w.AddCheckpoint(append([]byte("old 4\n\n"), again...)); err == nil || !strings.Contains(err.Error(), "until it is restarted") {
+		t.Fatalf("a request after the failed write: %v, want refused until a restart", err)
+	}
+}
