@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -31,12 +32,18 @@ type witnessProc struct {
 // its verifier key and its URL.
 func startWitnessProc(t *testing.T, dir, logKey string) *witnessProc {
 	t.Helper()
+	return startWitnessAt(t, dir, logKey, "127.0.0.1:0")
+}
+
+// startWitnessAt is startWitnessProc listening on addr.
+func startWitnessAt(t *testing.T, dir, logKey, addr string) *witnessProc {
+	t.Helper()
 	bin, err := exec.LookPath("annal") // the test binary, put in $PATH by TestMain
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &witnessProc{stderr: new(lockedBuffer)}
-	p.cmd = exec.Command(bin, "witness", "--dir", dir, "--listen", "127.0.0.1:0", "--log", logKey)
+	p.cmd = exec.Command(bin, "witness", "--dir", dir, "--listen", addr, "--log", logKey)
 	p.cmd.Stderr = p.stderr
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
@@ -240,4 +247,88 @@ func TestWitnessFlagsUsage(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("a second witness on a directory in use did not exit")
 	}
+}
+
+// TestWitnessKilledWhileCosigning: a writer issues checkpoints through an
+// annal witness process that is killed (SIGKILL) at a different moment of
+// each checkpoint (before, during or after its request) and restarted on
+// its directory. After each restart the witness's state is a checkpoint of
+// the writer's ledger (its size and the ledger's root at that size), and
+// the writer's next checkpoint is cosigned: a kill never leaves the
+// witness ahead of what it wrote, or on another history.
+func TestWitnessKilledWhileCosigning(t *testing.T) {
+	ctx := context.Background()
+	tmp := t.TempDir()
+	dir, wdir, key := filepath.Join(tmp, "data"), filepath.Join(tmp, "witness"), filepath.Join(tmp, "keys", "annal.key")
+	db, err := engine.Open(dir, &engine.Options{SigningKeyFile: key, CheckpointInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateLedger(ctx, engine.LedgerSpec{Name: "pay"}); err != nil {
+		t.Fatal(err)
+	}
+	logKey := db.VerifierKey()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w := startWitnessProc(t, wdir, logKey)
+	addr := strings.TrimPrefix(w.url, "http://")
+	db, err = engine.Open(dir, &engine.Options{SigningKeyFile: key, CheckpointInterval: -1, TlogWitnesses: w.config()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	policy, err := cosign.NewPolicy([]string{w.vkey}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cosigned := 0
+	for round := range 10 {
+		appendN(t, db, "pay", fmt.Sprintf("r%d", round), 3)
+		done := make(chan error, 1)
+		go func() {
+			_, err := db.Checkpoint(ctx, "pay")
+			done <- err
+		}()
+		time.Sleep(time.Duration(round) * 600 * time.Microsecond)
+		w.cmd.Process.Signal(syscall.SIGKILL)
+		w.cmd.Wait()
+		if err := <-done; err == nil {
+			cosigned++
+		} else if !errors.Is(err, cosign.ErrQuorum) {
+			t.Fatalf("round %d: a checkpoint while the witness was killed: %v", round, err)
+		}
+		w = startWitnessAt(t, wdir, logKey, addr)
+		b, err := os.ReadFile(filepath.Join(wdir, cosign.StateFile))
+		switch {
+		case errors.Is(err, os.ErrNotExist) && round == 0:
+			// Killed before it cosigned anything: it holds nothing.
+		case err != nil:
+			t.Fatalf("round %d: %v", round, err)
+		default:
+			f := strings.Fields(string(b))
+			if len(f) != 3 {
+				t.Fatalf("round %d: the witness's state %q", round, b)
+			}
+			size, err := strconv.ParseUint(f[1], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := db.ProveConsistency(ctx, "pay", size, size)
+			if err != nil {
+				t.Fatalf("round %d: the witness holds size %d: %v", round, size, err)
+			}
+			if b64(p.OldRoot) != f[2] {
+				t.Fatalf("round %d: the witness holds size %d root %s, the ledger's root there is %s", round, size, f[2], b64(p.OldRoot))
+			}
+		}
+		c, err := db.Checkpoint(ctx, "pay")
+		if err != nil {
+			t.Fatalf("round %d: the checkpoint after the restart: %v", round, err)
+		}
+		if _, err := policy.Check(c.Note); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+	t.Logf("%d of 10 checkpoints cosigned before the kill", cosigned)
 }
