@@ -71,6 +71,24 @@ func (p *witnessProc) config() []cosign.WitnessConfig {
 	return []cosign.WitnessConfig{{URL: p.url, VKey: p.vkey}}
 }
 
+// createPay creates the ledger "pay" in a new data directory dir signed
+// with the key file key, and returns the key's verifier key.
+func createPay(t *testing.T, dir, key string) string {
+	t.Helper()
+	db, err := engine.Open(dir, &engine.Options{SigningKeyFile: key, CheckpointInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateLedger(context.Background(), engine.LedgerSpec{Name: "pay"}); err != nil {
+		t.Fatal(err)
+	}
+	logKey := db.VerifierKey()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return logKey
+}
+
 // appendN appends n events of a history named by prefix to the ledger.
 func appendN(t *testing.T, db *engine.DB, ledger, prefix string, n int) {
 	t.Helper()
@@ -95,17 +113,7 @@ func TestWitnessCommandRefusesRewrittenLedger(t *testing.T) {
 	tmp := t.TempDir()
 	genuine, forged, wdir := filepath.Join(tmp, "genuine"), filepath.Join(tmp, "forged"), filepath.Join(tmp, "witness")
 	key, forgedKey := filepath.Join(tmp, "keys", "annal.key"), filepath.Join(tmp, "forger", "annal.key")
-	db, err := engine.Open(genuine, &engine.Options{SigningKeyFile: key, CheckpointInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.CreateLedger(ctx, engine.LedgerSpec{Name: "pay"}); err != nil {
-		t.Fatal(err)
-	}
-	logKey := db.VerifierKey()
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	logKey := createPay(t, genuine, key)
 	// The forger's copy: the directory and the key with its state.
 	if err := os.CopyFS(forged, os.DirFS(genuine)); err != nil {
 		t.Fatal(err)
@@ -122,7 +130,7 @@ func TestWitnessCommandRefusesRewrittenLedger(t *testing.T) {
 	}
 
 	w := startWitnessProc(t, wdir, logKey)
-	db, err = engine.Open(genuine, &engine.Options{SigningKeyFile: key, CheckpointInterval: -1, TlogWitnesses: w.config()})
+	db, err := engine.Open(genuine, &engine.Options{SigningKeyFile: key, CheckpointInterval: -1, TlogWitnesses: w.config()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,20 +268,10 @@ func TestWitnessKilledWhileCosigning(t *testing.T) {
 	ctx := context.Background()
 	tmp := t.TempDir()
 	dir, wdir, key := filepath.Join(tmp, "data"), filepath.Join(tmp, "witness"), filepath.Join(tmp, "keys", "annal.key")
-	db, err := engine.Open(dir, &engine.Options{SigningKeyFile: key, CheckpointInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.CreateLedger(ctx, engine.LedgerSpec{Name: "pay"}); err != nil {
-		t.Fatal(err)
-	}
-	logKey := db.VerifierKey()
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	logKey := createPay(t, dir, key)
 	w := startWitnessProc(t, wdir, logKey)
 	addr := strings.TrimPrefix(w.url, "http://")
-	db, err = engine.Open(dir, &engine.Options{SigningKeyFile: key, CheckpointInterval: -1, TlogWitnesses: w.config()})
+	db, err := engine.Open(dir, &engine.Options{SigningKeyFile: key, CheckpointInterval: -1, TlogWitnesses: w.config()})
 	if err != nil {
 		t.Fatal(err)
 	}

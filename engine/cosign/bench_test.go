@@ -2,7 +2,6 @@ package cosign
 
 import (
 	"context"
-	"fmt"
 	"net/http/httptest"
 	"testing"
 
@@ -27,15 +26,11 @@ func BenchmarkWitnessAddCheckpoint(b *testing.B) {
 	for i := range reqs {
 		n := int64(i + 2)
 		_, msg := l.checkpoint(t, n)
-		req := fmt.Appendf(nil, "old %d\n", n-1)
 		p, err := l.proof(n)(uint64(n - 1))
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, h := range p {
-			req = append(req, b64(h)+"\n"...)
-		}
-		reqs[i] = append(append(req, '\n'), msg...)
+		reqs[i] = request(uint64(n-1), p, msg)
 	}
 	_, first := l.checkpoint(t, 1)
 	if _, err := w.AddCheckpoint(append([]byte("old 0\n\n"), first...)); err != nil {

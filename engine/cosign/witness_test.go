@@ -110,6 +110,33 @@ func startWitness(t *testing.T, dir string, logs ...string) (*Witness, *httptest
 	return w, srv
 }
 
+// witnessFixture is a log key and a witness trusting it, served over
+// HTTP from its directory.
+type witnessFixture struct {
+	skey, vkey, dir string
+	w               *Witness
+	srv             *httptest.Server
+	cfg             WitnessConfig
+}
+
+func serveWitness(t *testing.T) *witnessFixture {
+	t.Helper()
+	f := &witnessFixture{dir: t.TempDir()}
+	f.skey, f.vkey = newLogKey(t, "log.example")
+	f.w, f.srv = startWitness(t, f.dir, f.vkey)
+	f.cfg = WitnessConfig{URL: f.srv.URL, VKey: f.w.VerifierKey()}
+	return f
+}
+
+// request returns an add-checkpoint body.
+func request(old uint64, proof []tree.Hash, msg []byte) []byte {
+	req := fmt.Appendf(nil, "old %d\n", old)
+	for _, h := range proof {
+		req = append(req, b64(h)+"\n"...)
+	}
+	return append(append(req, '\n'), msg...)
+}
+
 func readFile(t *testing.T, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -169,10 +196,8 @@ func TestCosignatureVerifies(t *testing.T) {
 // learning the old size from the 409), and the same tree again; its state
 // file holds the last size and root; the policy counts the cosignature.
 func TestWitnessCosignsConsistentExtensions(t *testing.T) {
-	skey, vkey := newLogKey(t, "log.example")
-	dir := t.TempDir()
-	w, srv := startWitness(t, dir, vkey)
-	cfg := WitnessConfig{URL: srv.URL, VKey: w.VerifierKey()}
+	f := serveWitness(t)
+	skey, vkey, dir, w, srv, cfg := f.skey, f.vkey, f.dir, f.w, f.srv, f.cfg
 	l := newTestLog(t, skey, vkey)
 	l.grow(t, "a", 3)
 	var last uint64
@@ -213,10 +238,8 @@ func TestWitnessCosignsConsistentExtensions(t *testing.T) {
 // witness's state, in memory and on disk, is unchanged; a cosignature of
 // the first history pasted onto the rewritten checkpoint does not count.
 func TestWitnessRefusesRewrittenHistory(t *testing.T) {
-	skey, vkey := newLogKey(t, "log.example")
-	dir := t.TempDir()
-	w, srv := startWitness(t, dir, vkey)
-	cfg := WitnessConfig{URL: srv.URL, VKey: w.VerifierKey()}
+	f := serveWitness(t)
+	skey, vkey, dir, w, srv, cfg := f.skey, f.vkey, f.dir, f.w, f.srv, f.cfg
 	honest := newTestLog(t, skey, vkey)
 	honest.grow(t, "a", 5)
 	good, msg := honest.checkpoint(t, 5)
@@ -353,11 +376,7 @@ func TestWitnessKeepsStateAcrossRestart(t *testing.T) {
 	forged.grow(t, "b", 12)
 	_, fmsg := forged.checkpoint(t, 12)
 	p, _ := forged.proof(12)(9)
-	req := []byte("old 9\n")
-	for _, h := range p {
-		req = append(req, b64(h)+"\n"...)
-	}
-	req = append(append(req, '\n'), fmsg...)
+	req := request(9, p, fmsg)
 	var re *RequestError
 	if _, err := w.AddCheckpoint(req); !errors.As(err, &re) || re.Status != http.StatusUnprocessableEntity {
 		t.Fatalf("a rewritten history after the restart: %v, want 422", err)
@@ -370,10 +389,8 @@ func TestWitnessKeepsStateAcrossRestart(t *testing.T) {
 // cosigned is of one history, the witness holds the largest of them, and
 // its state file says the same.
 func TestWitnessRacingAddCheckpoint(t *testing.T) {
-	skey, vkey := newLogKey(t, "log.example")
-	dir := t.TempDir()
-	w, srv := startWitness(t, dir, vkey)
-	cfg := WitnessConfig{URL: srv.URL, VKey: w.VerifierKey()}
+	f := serveWitness(t)
+	skey, vkey, dir, w, srv, cfg := f.skey, f.vkey, f.dir, f.w, f.srv, f.cfg
 	logs := [2]*testLog{newTestLog(t, skey, vkey), newTestLog(t, skey, vkey)}
 	logs[0].grow(t, "a", 40)
 	logs[1].grow(t, "b", 40)
@@ -452,11 +469,7 @@ func TestWitnessStopsWhenItsStateCannotBeWritten(t *testing.T) {
 	l.grow(t, "a", 2)
 	_, msg6 := l.checkpoint(t, 6)
 	p, _ := l.proof(6)(4)
-	req := []byte("old 4\n")
-	for _, h := range p {
-		req = append(req, b64(h)+"\n"...)
-	}
-	req = append(append(req, '\n'), msg6...)
+	req := request(4, p, msg6)
 	var re *RequestError
 	if _, err := w.AddCheckpoint(req); err == nil || errors.As(err, &re) {
 		t.Fatalf("an extension whose state cannot be written: %v, want an error of the witness (not a refusal)", err)
