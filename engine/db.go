@@ -188,6 +188,10 @@ type DB struct {
 	treeRebuilt       map[eventid.LedgerID]error
 	ckStop, ckDone    chan struct{}
 	checkpointsIssued atomic.Int64 // by the checkpointer, for tests
+	// cosigners: Options.TlogWitnesses, asked to cosign each checkpoint
+	// (tlogwitness.go); made at first use.
+	cosigners     *cosigners
+	cosignersOnce sync.Once
 
 	// readers: the reads in progress, which Close waits for before it
 	// closes files (lifecycle.go).

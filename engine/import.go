@@ -433,6 +433,9 @@ func (im *importer) checkpointTree(n uint64) (Checkpoint, error) {
 	// before, if anything (the same ledger imported again).
 	body := tree.Checkpoint{Origin: tree.Origin(db.key.Signer.Name(), uint32(im.id)), Size: n, Root: root}
 	msg, err := db.sign(t, body, nil)
+	if err == nil {
+		msg, err = db.cosign(t, body, msg) // Options.TlogWitnesses
+	}
 	if cerr := t.Close(); err == nil && cerr != nil {
 		return Checkpoint{}, fmt.Errorf("the tree file: %w", cerr)
 	}

@@ -441,6 +441,9 @@ func (l *ledger) issueCheckpoint(limit uint64) (Checkpoint, error) {
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("engine: checkpoint of ledger %s: sign: %w", l.meta.Name, err)
 	}
+	if msg, err = l.db.cosign(t, body, msg); err != nil {
+		return Checkpoint{}, fmt.Errorf("engine: checkpoint of ledger %s at size %d: %w", l.meta.Name, n, err)
+	}
 	// The directory synced too: a crash must not bring back the file the
 	// signer's state has passed (Open would take it for a rollback).
 	if err := writeFileAtomic(l.db.fs, l.log.Dir(), checkpointFileName, msg, true); err != nil {
@@ -777,6 +780,9 @@ func (l *ledger) acceptCheckpoint() (Checkpoint, error) {
 	msg, err := l.db.signer.AcceptCheckpoint(body)
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("engine: accept ledger %s: sign: %w", l.meta.Name, err)
+	}
+	if msg, err = l.db.cosign(t, body, msg); err != nil {
+		return Checkpoint{}, fmt.Errorf("engine: accept ledger %s at size %d: %w", l.meta.Name, n, err)
 	}
 	if err := writeFileAtomic(l.db.fs, l.log.Dir(), checkpointFileName, msg, true); err != nil {
 		return Checkpoint{}, fmt.Errorf("engine: accept ledger %s: %w", l.meta.Name, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/annal-db/annal/engine/cosign"
 	"github.com/annal-db/annal/engine/internal/names"
 	"github.com/annal-db/annal/engine/internal/replica/store"
 	"github.com/annal-db/annal/segment"
@@ -114,6 +115,21 @@ type Options struct {
 	// 10 s; negative: only on Close and on request (DB.Checkpoint);
 	// otherwise 100 ms to 24 h (ErrInvalid outside).
 	CheckpointInterval time.Duration
+	// TlogWitnesses are C2SP tlog witnesses (annal witness; not the
+	// durable witness of WitnessInterval) that each checkpoint is sent to
+	// before it is stored or published: a witness cosigns it only as a
+	// consistent extension of the last checkpoint it cosigned for the
+	// ledger, and its cosignature is added to the signed checkpoint.
+	// With fewer than TlogWitnessQuorum cosignatures the checkpoint is
+	// neither written nor shipped, and the error (wrapping
+	// cosign.ErrQuorum) says which witnesses refused and why. Each
+	// request takes at most 10 s. None (nil) means checkpoints are not
+	// cosigned. See "Tlog witnesses" in docs/engine.md.
+	TlogWitnesses []cosign.WitnessConfig
+	// TlogWitnessQuorum is how many of TlogWitnesses must cosign a
+	// checkpoint: 0 means all of them; otherwise 1 to
+	// len(TlogWitnesses) (ErrInvalid outside).
+	TlogWitnessQuorum int
 	// Now is the clock; nil means time.Now. For tests.
 	Now func() time.Time
 	// RebuildIndex makes Open rebuild the index from the segments: the
@@ -297,6 +313,9 @@ func (o *Options) check() error {
 		return err
 	}
 	if err := o.checkReplication(); err != nil {
+		return err
+	}
+	if err := o.checkTlogWitnesses(); err != nil {
 		return err
 	}
 	if c := o.CheckpointInterval; c > 0 && (c < minCheckpointInterval || c > maxCheckpointInterval) {

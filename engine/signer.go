@@ -1,16 +1,11 @@
 package engine
 
 import (
-	"bytes"
 	"crypto"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -276,35 +271,9 @@ func readSignerState(fs vfs.FS, path string) (map[string]tree.Checkpoint, error)
 	if err != nil {
 		return nil, fmt.Errorf("engine: the signer's state file %s: %w", path, err)
 	}
-	state := map[string]tree.Checkpoint{}
-	bad := func(line int, format string, a ...any) (map[string]tree.Checkpoint, error) {
-		return nil, fmt.Errorf("%w: the signer's state file %s, line %d: %s (restore it from a backup; removing it makes the key trust every checkpoint it is shown next)",
-			ErrInvalid, path, line, fmt.Sprintf(format, a...))
-	}
-	if len(b) > 0 && b[len(b)-1] != '\n' {
-		return bad(bytes.Count(b, []byte("\n"))+1, "the file does not end with a newline")
-	}
-	prevOrigin := ""
-	for i, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
-		if line == "" && len(b) == 0 {
-			break
-		}
-		f := strings.Split(line, " ")
-		if len(f) != 3 {
-			return bad(i+1, "want <origin> <size> <root>, found %q", line)
-		}
-		c, err := tree.ParseCheckpoint([]byte(f[0] + "\n" + f[1] + "\n" + f[2] + "\n"))
-		if err != nil {
-			return bad(i+1, "%v", err)
-		}
-		if c.Size == 0 {
-			return bad(i+1, "size 0")
-		}
-		if i > 0 && c.Origin <= prevOrigin {
-			return bad(i+1, "origin %s is not after %s (the lines are sorted, one per origin)", c.Origin, prevOrigin)
-		}
-		prevOrigin = c.Origin
-		state[c.Origin] = c
+	state, err := tree.ParseCheckpointLines(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the signer's state file %s, %v (restore it from a backup; removing it makes the key trust every checkpoint it is shown next)", ErrInvalid, path, err)
 	}
 	return state, nil
 }
@@ -312,20 +281,6 @@ func readSignerState(fs vfs.FS, path string) (map[string]tree.Checkpoint, error)
 // writeSignerState writes the state atomically: a temporary file synced,
 // renamed over path, the directory synced.
 func writeSignerState(fs vfs.FS, path string, state map[string]tree.Checkpoint) error {
-	origins := make([]string, 0, len(state))
-	for o := range state {
-		origins = append(origins, o)
-	}
-	sort.Strings(origins)
-	var b []byte
-	for _, o := range origins {
-		c := state[o]
-		b = append(b, o...)
-		b = append(b, ' ')
-		b = strconv.AppendUint(b, c.Size, 10)
-		b = append(b, ' ')
-		b = base64.StdEncoding.AppendEncode(b, c.Root[:])
-		b = append(b, '\n')
-	}
+	b := tree.AppendCheckpointLines(nil, state)
 	return writeFileAtomic(fs, fs.PathDir(path), fs.PathBase(path), b, true)
 }

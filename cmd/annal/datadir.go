@@ -28,6 +28,10 @@ type globals struct {
 	// replica and replication: --replica and --replication, "" if not
 	// given (replica.go).
 	replica, replication string
+	// tlogWitnesses and tlogQuorum: --tlog-witness URL=KEY (repeated) and
+	// --tlog-witness-quorum K (tlogwitness.go).
+	tlogWitnesses []string
+	tlogQuorum    int
 }
 
 // options returns the engine options the global flags ask for: the index
@@ -43,7 +47,10 @@ func (g *globals) options() (*engine.Options, error) {
 	if err := g.replicaOptions(o); err != nil {
 		return nil, err
 	}
-	if g.cache == "" && key == "" && o.Replica == "" {
+	if err := g.tlogWitnessOptions(o); err != nil {
+		return nil, err
+	}
+	if g.cache == "" && key == "" && o.Replica == "" && len(o.TlogWitnesses) == 0 {
 		return nil, nil
 	}
 	if g.cache != "" {

@@ -277,13 +277,15 @@ nothing was appended).`,
 	pf.StringVar(&g.format, "format", "", "output format: table, json or ndjson (default table on a terminal, ndjson otherwise)")
 	pf.StringVar(&g.replica, "replica", "", replicaFlagHelp)
 	pf.StringVar(&g.replication, "replication", "", replicationFlagHelp)
+	pf.StringArrayVar(&g.tlogWitnesses, "tlog-witness", nil, "URL=KEY: a tlog witness (annal witness) that must cosign each checkpoint the command writes before it is stored; KEY is its verifier key; repeatable")
+	pf.IntVar(&g.tlogQuorum, "tlog-witness-quorum", 0, "with --tlog-witness: how many of the witnesses must cosign a checkpoint (default: all)")
 	root.AddCommand(
 		newCreateCmd(g), newLedgersCmd(g), newAppendCmd(g), newGetCmd(g),
 		newScanCmd(g), newTailCmd(g), newVerifyCmd(g), newStatsCmd(g),
 		newImportCmd(g), newExportCmd(g), newDemoCmd(g), newDemoWriterCmd(g),
 		newReindexCmd(g), newBackupCmd(g), newKeyCmd(g), newCheckpointCmd(g), newProveCmd(g),
 		newCanonCmd(), newIDCmd(), newVerifyFileCmd(), newVerifyProofCmd(), newAcceptLostPositionsCmd(g),
-		newReplicaCmd(g), newRestoreCmd(g), newTakeoverCmd(g),
+		newReplicaCmd(g), newRestoreCmd(g), newTakeoverCmd(g), newWitnessCmd(g),
 	)
 	return root
 }

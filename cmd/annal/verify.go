@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/annal-db/annal/engine"
+	"github.com/annal-db/annal/engine/cosign"
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/index"
@@ -28,8 +29,9 @@ import (
 func newVerifyCmd(g *globals) *cobra.Command {
 	var full bool
 	var checkpointFile, key string
+	var policy cosignPolicy
 	cmd := &cobra.Command{
-		Use:   "verify [NAME|LEDGERID] [--full] [--checkpoint FILE [--key K]]",
+		Use:   "verify [NAME|LEDGERID] [--full] [--checkpoint FILE [--key K]] [--witness W… [--quorum K]]",
 		Short: "Verify one ledger or all of them",
 		Long: `verify checks the ledger NAME (or with that ledger ID), or every ledger.
 
@@ -107,12 +109,25 @@ checked: the checkpoint's file, origin, size and key (JSON: "checkpoint":
 {"file","origin","size","root","key","ok","error"}; table: a line after
 the table).
 
+With --witness W (repeatable: a tlog witness's verifier key, as annal
+witness prints it, or @FILE) each ledger's latest signed checkpoint, and the
+--checkpoint FILE if given, must carry valid cosignatures by at least
+--quorum K of those witnesses (default: all of them): a witness cosigns only
+a consistent extension of what it cosigned before, so a history rewritten
+by whoever holds the signing key has no cosigned checkpoint. Too few fails
+the ledger (exit 3), naming how many were found and which keys cosigned or
+did not. The result says what was found (JSON: "cosignatures": [{"checkpoint",
+"size","quorum","cosigned_by","ok","error"}]; table: a line after the table).
+
 Example:
   annal verify --checkpoint orders-2024-05-01.checkpoint --full`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			format, err := g.outputFormat(cmd)
 			if err != nil {
+				return err
+			}
+			if err := policy.parse(cmd); err != nil {
 				return err
 			}
 			var cpCheck *checkpointCheck
@@ -179,6 +194,7 @@ Example:
 				if cpCheck != nil {
 					cpCheck.run(cmd.Context(), db, &r)
 				}
+				policy.verifyLedger(db, cpCheck, &r)
 				results = append(results, r)
 			}
 			v.meter.finish()
@@ -227,7 +243,83 @@ Example:
 	cmd.Flags().BoolVar(&full, "full", false, "read and check every record, the Merkle tree file and the latest signed checkpoint against them, and the index against the segments")
 	cmd.Flags().StringVar(&checkpointFile, "checkpoint", "", "also prove that the ledger still extends the signed checkpoint in this file")
 	cmd.Flags().StringVar(&key, "key", "", "check the checkpoint with this verifier key (or @FILE holding one) instead of the data directory's")
+	policy.addFlags(cmd)
 	return cmd
+}
+
+// cosignResult is the policy of verify --witness applied to one
+// checkpoint of a ledger.
+type cosignResult struct {
+	checkpoint string // which: "latest" or the --checkpoint file
+	size       uint64
+	quorum     int
+	found      []cosign.Cosigned
+	err        error
+}
+
+// verifyLedger applies the policy (if any) to the checkpoints verify read
+// for the ledger of r: its latest signed checkpoint, and the --checkpoint
+// file's (cp, if given). A checkpoint without the quorum fails the ledger.
+func (c *cosignPolicy) verifyLedger(db *engine.DB, cp *checkpointCheck, r *verifyResult) {
+	if c.p == nil || r.err != nil {
+		return
+	}
+	check := func(which, what string, size uint64, note []byte) {
+		res := cosignResult{checkpoint: which, size: size, quorum: c.p.Quorum()}
+		res.found, res.err = c.check(what, note)
+		if note == nil {
+			res.err = &exitErr{code: exitVerification, err: fmt.Errorf("%s: %w: the ledger has no signed checkpoint to carry cosignatures", what, cosign.ErrQuorum)}
+		}
+		r.cosigned = append(r.cosigned, res)
+		if res.err != nil && r.err == nil {
+			r.err = res.err
+			// The ledger passed its own checks: what fails is its
+			// checkpoint, without the cosignatures asked for.
+			r.segments, r.tree, r.index = partOK, partOK, partOK
+		}
+	}
+	ck, err := db.LatestCheckpoint(r.Name)
+	if err != nil {
+		ck = engine.Checkpoint{}
+	}
+	check("latest", fmt.Sprintf("the latest checkpoint of ledger %s (size %d)", r.Name, ck.Size), ck.Size, ck.Note)
+	if cp != nil {
+		check(cp.file, "checkpoint "+strconv.Quote(cp.file), cp.Size, cp.note)
+	}
+}
+
+// verifyCosignJSON is a cosignResult in verify's JSON.
+type verifyCosignJSON struct {
+	Checkpoint string   `json:"checkpoint"`
+	Size       uint64   `json:"size"`
+	Quorum     int      `json:"quorum"`
+	CosignedBy []string `json:"cosigned_by"`
+	OK         bool     `json:"ok"`
+	Error      string   `json:"error,omitempty"`
+}
+
+func (c *cosignResult) json() verifyCosignJSON {
+	j := verifyCosignJSON{Checkpoint: c.checkpoint, Size: c.size, Quorum: c.quorum, CosignedBy: []string{}, OK: c.err == nil}
+	for _, f := range c.found {
+		j.CosignedBy = append(j.CosignedBy, f.Key)
+	}
+	if c.err != nil {
+		j.Error = errorLine(c.err)
+	}
+	return j
+}
+
+// checked says in words what the policy found of the checkpoint.
+func (c *cosignResult) checked() string {
+	which := "the latest signed checkpoint"
+	if c.checkpoint != "latest" {
+		which = "checkpoint " + strconv.Quote(c.checkpoint)
+	}
+	s := fmt.Sprintf("%s (size %d): %d valid tlog witness cosignatures, quorum %d", which, c.size, len(c.found), c.quorum)
+	if c.err != nil {
+		return s + ": FAILED"
+	}
+	return s + ": ok"
 }
 
 // checkpointCheck is verify --checkpoint: a checkpoint file, and the result
@@ -350,6 +442,9 @@ type verifyResult struct {
 	segments, tree, index string
 	// checkpoint: verify --checkpoint's check of the ledger (nil without).
 	checkpoint *checkpointCheck
+	// cosigned: verify --witness's policy applied to the ledger's
+	// checkpoints (none without).
+	cosigned []cosignResult
 	// What --full checked of the Merkle tree: the tree file's leaves
 	// against the events (treeSize), and the latest signed checkpoint
 	// (latestSize 0: none yet).
@@ -606,6 +701,9 @@ type verifyJSON struct {
 	LatestCheckpointOrigin string `json:"latest_checkpoint_origin,omitempty"`
 	// Checkpoint: with --checkpoint, what was checked and its result.
 	Checkpoint *verifyCheckpointJSON `json:"checkpoint,omitempty"`
+	// Cosignatures: with --witness, the policy's result for each
+	// checkpoint it was applied to.
+	Cosignatures []verifyCosignJSON `json:"cosignatures,omitempty"`
 }
 
 // fullHint is what the quick check's results say about the rest.
@@ -685,6 +783,10 @@ func (r *verifyResult) json() verifyJSON {
 		j.Checkpoint = r.checkpoint.json()
 		j.Checked += "; and the ledger against " + r.checkpoint.checked()
 	}
+	for i := range r.cosigned {
+		j.Cosignatures = append(j.Cosignatures, r.cosigned[i].json())
+		j.Checked += "; and the cosignatures of " + r.cosigned[i].checked()
+	}
 	return j
 }
 
@@ -727,6 +829,11 @@ func writeVerifyResults(w io.Writer, format string, results []verifyResult, full
 		for _, r := range results {
 			if r.checkpoint != nil && err == nil {
 				_, err = fmt.Fprintf(w, "checked: ledger %s against %s\n", safeName(r.Name), safeText(r.checkpoint.checked()))
+			}
+			for i := range r.cosigned {
+				if err == nil {
+					_, err = fmt.Fprintf(w, "checked: ledger %s: %s\n", safeName(r.Name), safeText(r.cosigned[i].checked()))
+				}
 			}
 		}
 		return err

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/annal-db/annal/engine/cosign"
 	"github.com/annal-db/annal/engine/ndjson"
 	"github.com/annal-db/annal/engine/tree"
 	"github.com/spf13/cobra"
@@ -15,8 +16,9 @@ import (
 func newVerifyFileCmd() *cobra.Command {
 	var checkpoint, key string
 	var prefix bool
+	var policy cosignPolicy
 	cmd := &cobra.Command{
-		Use:   "verify-file FILE|- [--checkpoint C --key K [--prefix]]",
+		Use:   "verify-file FILE|- [--checkpoint C --key K [--prefix] [--witness W… [--quorum K]]]",
 		Short: "Verify a ledger in the Evently NDJSON download format, without a database",
 		Long: `verify-file recomputes every event ID of an Evently NDJSON ledger (FILE, or
 standard input for "-") from its line, the ledger ID and the previous line's
@@ -42,15 +44,24 @@ file that passes is a file the checkpoint covers whole. With --prefix such a
 file passes, the check being that the file begins with the checkpoint's
 events. One with fewer fails: "truncated: the checkpoint covers N events,
 the file has M". Any of these failures exits 3, saying what differs.
---checkpoint and --key go together (one without the other is exit 2). It
-reads the file once, in constant memory.
+--checkpoint and --key go together (one without the other is exit 2). With
+--witness W (repeatable: a tlog witness's verifier key, as annal witness
+prints it, or @FILE) C must also carry valid cosignatures by at least
+--quorum K of those witnesses (default: all of them); too few is exit 3,
+naming how many were found and which keys. It reads the file once, in
+constant memory.
 
 Example:
   annal verify-file orders.ndjson --checkpoint orders.checkpoint --key @annal.pub`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var cp *signedCheckpoint
+			if err := policy.parse(cmd); err != nil {
+				return err
+			}
 			switch {
+			case policy.p != nil && checkpoint == "":
+				return usageErr("verify-file: --witness checks the cosignatures of --checkpoint C: give it (with --key)")
 			case (checkpoint == "") != (key == ""):
 				return usageErr("verify-file: --checkpoint and --key go together: the checkpoint is checked with the key")
 			case prefix && checkpoint == "":
@@ -64,6 +75,13 @@ Example:
 					return err
 				}
 			}
+			var cosigned []cosign.Cosigned
+			if cp != nil {
+				var err error
+				if cosigned, err = policy.check("checkpoint "+strconv.Quote(cp.file), cp.note); err != nil {
+					return err
+				}
+			}
 			in := cmd.InOrStdin()
 			if args[0] != "-" {
 				f, err := os.Open(args[0])
@@ -73,12 +91,19 @@ Example:
 				defer f.Close()
 				in = f
 			}
-			return runVerifyFile(in, args[0], cp, prefix, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			if err := runVerifyFile(in, args[0], cp, prefix, cmd.OutOrStdout(), cmd.ErrOrStderr()); err != nil {
+				return err
+			}
+			if policy.p != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "ok: checkpoint %s is %s\n", safeText(strconv.Quote(cp.file)), policy.summary(cosigned))
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&checkpoint, "checkpoint", "", "also check the file against the signed checkpoint in this file (needs --key)")
 	cmd.Flags().BoolVar(&prefix, "prefix", false, "with --checkpoint: pass a file that holds events after those the checkpoint covers (they are vouched for by nothing; the result says how many)")
 	cmd.Flags().StringVar(&key, "key", "", "the verifier key that signed the checkpoint (name+hash+base64, as annal key prints it), or @FILE holding it")
+	policy.addFlags(cmd)
 	return cmd
 }
 

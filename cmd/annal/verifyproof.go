@@ -27,8 +27,9 @@ const maxProofBytes = 1 << 20
 
 func newVerifyProofCmd() *cobra.Command {
 	var key, checkpoint, event string
+	var policy cosignPolicy
 	cmd := &cobra.Command{
-		Use:   "verify-proof PROOF|- --key K [--checkpoint C] [--event LINE|@FILE]",
+		Use:   "verify-proof PROOF|- --key K [--checkpoint C] [--event LINE|@FILE] [--witness W… [--quorum K]]",
 		Short: "Verify an inclusion proof (annal prove --format json) offline, without a database",
 		Long: `verify-proof checks the inclusion proof in the file PROOF (or standard input
 for "-"), as annal prove ID --format json writes it (docs/format.md, section
@@ -44,7 +45,12 @@ for "-"), as annal prove ID --format json writes it (docs/format.md, section
     the ledger ID) and covers the proof's tree (its size is the proof's
     treeSize);
   - the proof's path leads from the leaf hash of event #seq (leaf seq-1)
-    to the checkpoint's root (RFC 9162).
+    to the checkpoint's root (RFC 9162);
+  - with --witness W (repeatable: a tlog witness's verifier key, as annal
+    witness prints it, or @FILE): the checkpoint (C if given, else the one
+    the proof carries) carries valid cosignatures by at least --quorum K of
+    those witnesses (default: all of them); too few is exit 3, naming how
+    many were found and which keys.
 With --event LINE the leaf hash is computed from the event itself: LINE is
 the event's NDJSON line in the Evently download format (as annal export,
 annal get --format ndjson and annal scan write it; a line in Evently's own
@@ -66,6 +72,9 @@ Example:
   annal verify-proof proof.json --key @annal.pub --event @event.ndjson`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := policy.parse(cmd); err != nil {
+				return err
+			}
 			if key == "" {
 				return usageErr("verify-proof: --key is required: the verifier key that signed the checkpoint (annal key prints it), or @FILE")
 			}
@@ -89,12 +98,13 @@ Example:
 					return err
 				}
 			}
-			return verifyProof(cmd.OutOrStdout(), args[0], p, vkey, given, line)
+			return verifyProof(cmd.OutOrStdout(), args[0], p, vkey, given, line, &policy)
 		},
 	}
 	cmd.Flags().StringVar(&key, "key", "", "the verifier key that signed the checkpoint (name+hash+base64, as annal key prints it), or @FILE holding it")
 	cmd.Flags().StringVar(&checkpoint, "checkpoint", "", "check the proof against the signed checkpoint in this file (needed when the proof carries none: annal prove --size)")
 	cmd.Flags().StringVar(&event, "event", "", "the event's NDJSON line (as annal export writes it), or @FILE holding it: check that it is the proof's leaf")
+	policy.addFlags(cmd)
 	return cmd
 }
 
@@ -156,8 +166,9 @@ func eventLineArg(v string) ([]byte, error) {
 
 // verifyProof checks the inclusion proof p (read from file) against its
 // checkpoint, or given, signed by vkey, and, with line, that the event
-// line is its leaf, and prints what it checked to w.
-func verifyProof(w io.Writer, file string, p *engine.InclusionProof, vkey string, given *signedCheckpoint, line []byte) error {
+// line is its leaf, and the policy's cosignatures on the checkpoint, and
+// prints what it checked to w.
+func verifyProof(w io.Writer, file string, p *engine.InclusionProof, vkey string, given *signedCheckpoint, line []byte, policy *cosignPolicy) error {
 	proof := safeText(strconv.Quote(file))
 	fail := func(format string, a ...any) error {
 		return &exitErr{code: exitVerification, err: fmt.Errorf("proof %s: "+format, append([]any{proof}, a...)...)}
@@ -186,6 +197,10 @@ func verifyProof(w io.Writer, file string, p *engine.InclusionProof, vkey string
 	}
 	if cp == nil {
 		return usageErr("verify-proof: proof %s carries no checkpoint (annal prove --size N makes such a proof): give the checkpoint of its tree with --checkpoint C", proof)
+	}
+	cosigned, err := policy.check("checkpoint "+strconv.Quote(cp.file), cp.note)
+	if err != nil {
+		return err
 	}
 	if p.TreeSize != cp.Size {
 		return fail("it is for the tree of size %d, and checkpoint %s (origin %s) covers %d events: the proof is not for this checkpoint",
@@ -216,11 +231,14 @@ func verifyProof(w io.Writer, file string, p *engine.InclusionProof, vkey string
 	}
 	fmt.Fprintf(w, "ok: checkpoint %s (origin %s, size %d, root %s) is signed by key %s\n",
 		safeText(strconv.Quote(cp.file)), safeText(cp.Origin), cp.Size, b64(cp.Root), safeText(cp.key))
+	if policy.p != nil {
+		fmt.Fprintf(w, "ok: checkpoint %s is %s\n", safeText(strconv.Quote(cp.file)), policy.summary(cosigned))
+	}
 	fmt.Fprintf(w, "ok: event #%d %s of ledger %s is leaf %d of that tree (leaf hash %s)\n", p.Seq, p.ID, p.Ledger, p.Seq-1, b64(leaf))
 	if line != nil {
 		_, err := fmt.Fprintf(w, "ok: the --event line is that event: its leaf hash is the proof's\n")
 		return err
 	}
-	_, err := fmt.Fprintf(w, "note: the event itself was not checked, only the leaf hash the proof claims: --event LINE checks that the event you hold is that leaf\n")
+	_, err = fmt.Fprintf(w, "note: the event itself was not checked, only the leaf hash the proof claims: --event LINE checks that the event you hold is that leaf\n")
 	return err
 }

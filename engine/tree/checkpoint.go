@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -186,4 +187,59 @@ func ParseCheckpoint(text []byte) (Checkpoint, error) {
 		}
 	}
 	return c, nil
+}
+
+// ParseCheckpointLines parses checkpoint bodies written one per line, as
+// a signer's and a tlog witness's state files hold them: "<origin> <size>
+// <root in standard base64>\n" each, sizes above 0, sorted by origin, one
+// line per origin. It returns them by origin; an error says which line
+// (from 1) is wrong and why.
+func ParseCheckpointLines(b []byte) (map[string]Checkpoint, error) {
+	out := map[string]Checkpoint{}
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		return nil, fmt.Errorf("line %d: the file does not end with a newline", bytes.Count(b, []byte("\n"))+1)
+	}
+	prev := ""
+	for i, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		if len(b) == 0 {
+			break
+		}
+		f := strings.Split(line, " ")
+		if len(f) != 3 {
+			return nil, fmt.Errorf("line %d: want <origin> <size> <root>, found %q", i+1, line)
+		}
+		c, err := ParseCheckpoint([]byte(f[0] + "\n" + f[1] + "\n" + f[2] + "\n"))
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %v", i+1, err)
+		}
+		if c.Size == 0 {
+			return nil, fmt.Errorf("line %d: size 0", i+1)
+		}
+		if i > 0 && c.Origin <= prev {
+			return nil, fmt.Errorf("line %d: origin %s is not after %s (the lines are sorted, one per origin)", i+1, c.Origin, prev)
+		}
+		prev = c.Origin
+		out[c.Origin] = c
+	}
+	return out, nil
+}
+
+// AppendCheckpointLines appends the checkpoints to b in the form
+// ParseCheckpointLines reads, sorted by origin.
+func AppendCheckpointLines(b []byte, cs map[string]Checkpoint) []byte {
+	origins := make([]string, 0, len(cs))
+	for o := range cs {
+		origins = append(origins, o)
+	}
+	slices.Sort(origins)
+	for _, o := range origins {
+		c := cs[o]
+		b = append(b, o...)
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, c.Size, 10)
+		b = append(b, ' ')
+		b = base64.StdEncoding.AppendEncode(b, c.Root[:])
+		b = append(b, '\n')
+	}
+	return b
 }

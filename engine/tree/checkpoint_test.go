@@ -223,3 +223,37 @@ func TestParseCheckpointGivenASignedNote(t *testing.T) {
 		t.Fatalf("its body: %+v, %v", got, err)
 	}
 }
+
+// TestCheckpointLines: the state-file form of checkpoints reads back what
+// AppendCheckpointLines wrote, sorted by origin, and refuses a malformed
+// file naming the line.
+func TestCheckpointLines(t *testing.T) {
+	cs := map[string]Checkpoint{
+		"b.example/00000002": {Origin: "b.example/00000002", Size: 7, Root: Hash{7}},
+		"a.example/00000001": {Origin: "a.example/00000001", Size: 1, Root: Hash{1}},
+	}
+	b := AppendCheckpointLines(nil, cs)
+	if !strings.HasPrefix(string(b), "a.example/00000001 1 ") || strings.Count(string(b), "\n") != 2 {
+		t.Fatalf("AppendCheckpointLines: %q", b)
+	}
+	got, err := ParseCheckpointLines(b)
+	if err != nil || len(got) != 2 || got["b.example/00000002"] != cs["b.example/00000002"] {
+		t.Fatalf("ParseCheckpointLines: %v, %v", got, err)
+	}
+	if got, err := ParseCheckpointLines(nil); err != nil || len(got) != 0 {
+		t.Fatalf("an empty file: %v, %v", got, err)
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	for _, tc := range []struct{ text, want string }{
+		{lines[1] + lines[0], "line 2: origin a.example/00000001 is not after"},
+		{lines[0] + lines[0], "line 2: origin a.example/00000001 is not after"},
+		{strings.TrimSuffix(string(b), "\n"), "line 2: the file does not end with a newline"},
+		{"a 0 " + strings.Fields(lines[0])[2] + "\n", "line 1: size 0"},
+		{"a 1\n", "line 1: want <origin> <size> <root>"},
+		{"a 01 " + strings.Fields(lines[0])[2] + "\n", "line 1: " + ErrCheckpoint.Error()},
+	} {
+		if _, err := ParseCheckpointLines([]byte(tc.text)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.text, err, tc.want)
+		}
+	}
+}

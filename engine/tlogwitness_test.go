@@ -1,0 +1,293 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/annal-db/annal/engine/cosign"
+	"github.com/annal-db/annal/engine/tree"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// tlogWitnessServer is a real witness (cosign.Witness, its own directory)
+// served over HTTP, which answers 503 while down is set.
+type tlogWitnessServer struct {
+	w    *cosign.Witness
+	srv  *httptest.Server
+	down atomic.Bool
+}
+
+// startTlogWitness serves a witness that trusts the log key vkey.
+func startTlogWitness(t *testing.T, vkey string) *tlogWitnessServer {
+	t.Helper()
+	w, err := cosign.OpenWitness(t.TempDir(), cosign.WitnessOptions{Logs: []string{vkey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &tlogWitnessServer{w: w}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if s.down.Load() {
+			http.Error(rw, "down for the test", http.StatusServiceUnavailable)
+			return
+		}
+		w.ServeHTTP(rw, r)
+	}))
+	t.Cleanup(func() {
+		s.srv.Close()
+		w.Close()
+	})
+	return s
+}
+
+func (s *tlogWitnessServer) config() cosign.WitnessConfig {
+	return cosign.WitnessConfig{URL: s.srv.URL, VKey: s.w.VerifierKey()}
+}
+
+// newKeyFile creates a signing key file in a directory of its own and
+// returns its path and verifier key.
+func newKeyFile(t *testing.T) (string, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "annal.key")
+	k, _, err := tree.LoadOrCreateKey(vfs.Default, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, k.Verifier
+}
+
+// TestCheckpointCosignedByTlogWitnesses: with Options.TlogWitnesses, each
+// checkpoint (the first, and the extensions after it) carries the
+// witness's cosignature, in the checkpoint file too; with the witness
+// down it is neither stored nor returned, the error naming the witness,
+// and the next one, once the witness is back, is cosigned.
+func TestCheckpointCosignedByTlogWitnesses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	keyFile, vkey := newKeyFile(t)
+	ws := startTlogWitness(t, vkey)
+	policy, err := cosign.NewPolicy([]string{ws.w.VerifierKey()}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	opts := &Options{SigningKeyFile: keyFile, CheckpointInterval: -1, TlogWitnesses: []cosign.WitnessConfig{ws.config()}}
+	db := mkOpen(t, dir, opts)
+	mkLedger(t, db, "pay", 5)
+	for round := range 3 {
+		c, err := db.Checkpoint(ctx, "pay")
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if _, err := policy.Check(c.Note); err != nil {
+			t.Fatalf("round %d: checkpoint of size %d: %v", round, c.Size, err)
+		}
+		if held, _ := ws.w.Cosigned(c.Origin); held.Size != c.Size || held.Root != c.Root {
+			t.Fatalf("round %d: the witness holds %+v, the checkpoint is size %d", round, held, c.Size)
+		}
+		appendEvents(t, db, "pay", 3, appendSpec{From: 10 * (round + 1)})
+	}
+	before, err := db.LatestCheckpoint("pay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws.down.Store(true)
+	if _, err := db.Checkpoint(ctx, "pay"); !errors.Is(err, cosign.ErrQuorum) || !strings.Contains(err.Error(), ws.srv.URL) || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("a checkpoint with the witness down: %v, want cosign.ErrQuorum naming %s and its 503", err, ws.srv.URL)
+	}
+	if now, _ := db.LatestCheckpoint("pay"); now.Size != before.Size {
+		t.Fatalf("a checkpoint not cosigned was stored: latest size %d, was %d", now.Size, before.Size)
+	}
+	ws.down.Store(false)
+	appendEvents(t, db, "pay", 2, appendSpec{From: 90})
+	c, err := db.Checkpoint(ctx, "pay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := policy.Check(c.Note); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := OpenReadOnly(dir, &Options{SigningKeyFile: keyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	stored, err := ro.LatestCheckpoint("pay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := policy.Check(stored.Note); err != nil || stored.Size != c.Size {
+		t.Fatalf("the checkpoint file after Close: size %d (want %d): %v", stored.Size, c.Size, err)
+	}
+
+	// An import's checkpoint is cosigned too: the ledger exported and
+	// imported into another directory with the same key is the same
+	// origin and history, which the witness cosigns again.
+	var export bytes.Buffer
+	if _, err := ro.Export(ctx, "pay", &export, ExportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	other := mkOpen(t, t.TempDir(), opts)
+	defer other.Close()
+	if _, err := other.Import(ctx, &export, ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	imported, err := other.LatestCheckpoint("pay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := policy.Check(imported.Note); err != nil || imported.Root != c.Root {
+		t.Fatalf("the imported ledger's checkpoint (root %s, want %s): %v", imported.Root, c.Root, err)
+	}
+}
+
+// TestTlogWitnessRefusesRewrittenLedger is the attack the tlog witness is
+// for: whoever holds the signing key copies the data directory and its
+// key with its state, and writes another history of the same ledger (same
+// origin) past the size the witness cosigned. The key signs it (it is an
+// extension of what that copy of the key signed), the witness refuses it
+// (422), no checkpoint of it is stored, and the witness's state is
+// unchanged; checkpoints signed without asking the witness carry no
+// cosignature, and the policy refuses them.
+func TestTlogWitnessRefusesRewrittenLedger(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	keyFile, vkey := newKeyFile(t)
+	ws := startTlogWitness(t, vkey)
+	genuine, forged := t.TempDir(), t.TempDir()
+	forgedKey := filepath.Join(t.TempDir(), "annal.key")
+
+	db := mkOpen(t, genuine, &Options{SigningKeyFile: keyFile, CheckpointInterval: -1})
+	mkLedger(t, db, "pay", 0)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	copyTree(t, genuine, forged)
+	for _, suffix := range []string{"", ".state"} {
+		b, err := os.ReadFile(keyFile + suffix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(forgedKey+suffix, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	witnesses := []cosign.WitnessConfig{ws.config()}
+	db = mkOpen(t, genuine, &Options{SigningKeyFile: keyFile, CheckpointInterval: -1, TlogWitnesses: witnesses})
+	appendEvents(t, db, "pay", 5, appendSpec{From: 0})
+	good, err := db.Checkpoint(ctx, "pay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	held, _ := ws.w.Cosigned(good.Origin)
+
+	db = mkOpen(t, forged, &Options{SigningKeyFile: forgedKey, CheckpointInterval: -1, TlogWitnesses: witnesses})
+	appendEvents(t, db, "pay", 7, appendSpec{From: 100})
+	_, err = db.Checkpoint(ctx, "pay")
+	if !errors.Is(err, cosign.ErrQuorum) || !strings.Contains(err.Error(), "422") {
+		t.Fatalf("a checkpoint of the rewritten ledger: %v, want cosign.ErrQuorum with the witness's 422", err)
+	}
+	if now, _ := ws.w.Cosigned(good.Origin); now != held {
+		t.Fatalf("the witness's state moved from %+v to %+v", held, now)
+	}
+	latest, err := db.LatestCheckpoint("pay")
+	if err != nil || latest.Size != 1 {
+		t.Fatalf("the rewritten ledger's latest checkpoint: size %d, %v; want the genesis checkpoint (size 1): nothing stored", latest.Size, err)
+	}
+	db.Close() // its checkpoint at Close is refused as well: an error
+
+	// The forger signs without the witness: a checkpoint without its
+	// cosignature, which a verifier's policy refuses.
+	db = mkOpen(t, forged, &Options{SigningKeyFile: forgedKey, CheckpointInterval: -1})
+	defer db.Close()
+	bad, err := db.Checkpoint(ctx, "pay")
+	if err != nil || bad.Size != 8 || bad.Origin != good.Origin {
+		t.Fatalf("the forger's own checkpoint: %+v, %v", bad, err)
+	}
+	policy, _ := cosign.NewPolicy([]string{ws.w.VerifierKey()}, 1)
+	if _, err := policy.Check(good.Note); err != nil {
+		t.Fatalf("the genuine checkpoint: %v", err)
+	}
+	if _, err := policy.Check(bad.Note); !errors.Is(err, cosign.ErrQuorum) {
+		t.Fatalf("the rewritten ledger's checkpoint: %v, want cosign.ErrQuorum", err)
+	}
+}
+
+// TestTlogWitnessOptionsChecked: bad TlogWitnesses or quorum are
+// ErrInvalid at Open, naming the option.
+func TestTlogWitnessOptionsChecked(t *testing.T) {
+	t.Parallel()
+	k, err := cosign.GenerateKey("w.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := cosign.WitnessConfig{URL: "http://127.0.0.1:1", VKey: k.VerifierKey()}
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"no scheme", Options{TlogWitnesses: []cosign.WitnessConfig{{URL: "127.0.0.1:1", VKey: good.VKey}}}, "TlogWitnesses[0]"},
+		{"a log key", Options{TlogWitnesses: []cosign.WitnessConfig{{URL: good.URL, VKey: "x+00000000+AQ=="}}}, "TlogWitnesses[0]"},
+		{"twice", Options{TlogWitnesses: []cosign.WitnessConfig{good, good}}, "given twice"},
+		{"quorum above", Options{TlogWitnesses: []cosign.WitnessConfig{good}, TlogWitnessQuorum: 2}, "TlogWitnessQuorum 2"},
+		{"quorum without witnesses", Options{TlogWitnessQuorum: 1}, "TlogWitnessQuorum 1"},
+	} {
+		_, err := Open(t.TempDir(), &tc.opts)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want ErrInvalid naming %s", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestCreateLedgerNeedsTlogWitnessQuorum: a ledger whose first checkpoint
+// the witnesses do not cosign is not created (cosign.ErrQuorum), and the
+// same CreateLedger succeeds once the witness answers, its checkpoint
+// cosigned, the ledger there after a reopen.
+func TestCreateLedgerNeedsTlogWitnessQuorum(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	keyFile, vkey := newKeyFile(t)
+	ws := startTlogWitness(t, vkey)
+	dir := t.TempDir()
+	opts := &Options{SigningKeyFile: keyFile, CheckpointInterval: -1, TlogWitnesses: []cosign.WitnessConfig{ws.config()}}
+	db := mkOpen(t, dir, opts)
+	ws.down.Store(true)
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "pay"}); !errors.Is(err, cosign.ErrQuorum) {
+		t.Fatalf("CreateLedger with the witness down: %v, want cosign.ErrQuorum", err)
+	}
+	ws.down.Store(false)
+	if _, err := db.CreateLedger(ctx, LedgerSpec{Name: "pay"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := db.LatestCheckpoint("pay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, _ := cosign.NewPolicy([]string{ws.w.VerifierKey()}, 0)
+	if _, err := policy.Check(c.Note); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = mkOpen(t, dir, opts)
+	defer db.Close()
+	if ls := db.Ledgers(); len(ls) != 1 || ls[0].Name != "pay" || len(db.Unavailable()) != 0 {
+		t.Fatalf("after a reopen: ledgers %v, unavailable %v", ls, db.Unavailable())
+	}
+}
