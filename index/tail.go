@@ -311,7 +311,14 @@ func (t *Tail) write(b *tailBuf) error {
 		key, val = blockEntries(blk, key, val, pb.set)
 		i += len(blk)
 	}
-	var ps []Position
+	// As large as the longest posting at once: grown posting by posting
+	// (the map's order is random), it was most of the bytes the append
+	// path allocated.
+	longest := 0
+	for _, p := range b.post {
+		longest = max(longest, len(*p))
+	}
+	ps := make([]Position, 0, longest)
 	for prefix, p := range b.post {
 		idx := *p
 		if prefix[0] == famIdem {
