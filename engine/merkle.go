@@ -171,9 +171,12 @@ func (l *ledger) startTreeWriteLocked() {
 	l.treePend, l.treeLeaves, l.treeBuf = l.treeSpare, nil, nil
 	l.treeSpare = nil
 	l.treeJob = job
-	t, name := l.tree, l.meta.Name
+	t, name, hook := l.tree, l.meta.Name, l.db.test.treeWrite
 	go func() {
 		defer close(job.done)
+		if hook != nil {
+			hook()
+		}
 		job.leaves, job.buf, job.err = treeWrite(t, name, job.pend, job.leaves, job.buf)
 	}()
 }
