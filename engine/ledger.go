@@ -596,33 +596,27 @@ const parallelHookMin = 32
 func (l *ledger) published(group []*segment.Batch) {
 	l.idxMu.Lock()
 	defer l.idxMu.Unlock()
-	if l.repl == nil {
-		// No leaves hashed yet: the tree's next write hashes them.
-		if invariants.Enabled && group[0].FirstSeq != l.indexed+1 {
-			panic(fmt.Sprintf("engine: invariant broken: ledger %s: group from #%d committed after #%d was published", l.meta.Name, group[0].FirstSeq, l.indexed))
-		}
-		l.publishNextLocked(group, nil)
-		if invariants.Enabled {
-			l.checkInvariantsLocked()
-		}
-		return
-	}
-	leaves := l.hookLeaves
-	if l.hookFirst != group[0].FirstSeq || len(leaves) != groupLen(group) {
-		// Not expected: the log calls groupWritten for every group
-		// before this, with the same batches (segment.Hooks), from its
-		// first append on (writerOptions). Under the invariants build
-		// tag it is a bug that fails here. Without it, the leaves are
-		// computed again from the group itself, which gives the right
-		// ones at the cost of hashing twice: recording an error instead
-		// would fail the ledger's proofs (treeErr) or reads (idxErr)
-		// until a reopen, for a tree that is right.
-		if invariants.Enabled {
-			panic(fmt.Sprintf("engine: invariant broken: ledger %s: the written hook hashed %d leaves from #%d, the committed group has %d from #%d", l.meta.Name, len(leaves), l.hookFirst, groupLen(group), group[0].FirstSeq))
-		}
-		leaves = leaves[:0]
-		for _, b := range group {
-			leaves = append(leaves, batchLeaves(b)...)
+	// With a replica, the leaves groupWritten hashed for it; without,
+	// none yet: the tree's next write hashes them (extendTree).
+	var leaves []tree.Hash
+	if l.repl != nil {
+		leaves = l.hookLeaves
+		if l.hookFirst != group[0].FirstSeq || len(leaves) != groupLen(group) {
+			// Not expected: the log calls groupWritten for every group
+			// before this, with the same batches (segment.Hooks), from its
+			// first append on (writerOptions). Under the invariants build
+			// tag it is a bug that fails here. Without it, the leaves are
+			// computed again from the group itself, which gives the right
+			// ones at the cost of hashing twice: recording an error instead
+			// would fail the ledger's proofs (treeErr) or reads (idxErr)
+			// until a reopen, for a tree that is right.
+			if invariants.Enabled {
+				panic(fmt.Sprintf("engine: invariant broken: ledger %s: the written hook hashed %d leaves from #%d, the committed group has %d from #%d", l.meta.Name, len(leaves), l.hookFirst, groupLen(group), group[0].FirstSeq))
+			}
+			leaves = leaves[:0]
+			for _, b := range group {
+				leaves = append(leaves, batchLeaves(b)...)
+			}
 		}
 	}
 	if invariants.Enabled && group[0].FirstSeq != l.indexed+1 {
@@ -633,9 +627,11 @@ func (l *ledger) published(group []*segment.Batch) {
 	if invariants.Enabled {
 		l.checkInvariantsLocked()
 	}
-	if cap(leaves) > 4*treeFlushLeaves {
+	switch {
+	case l.repl == nil:
+	case cap(leaves) > 4*treeFlushLeaves:
 		l.hookLeaves = nil // a large group's: not kept
-	} else {
+	default:
 		l.hookLeaves = leaves[:0]
 	}
 }
