@@ -174,11 +174,12 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 	// With an idempotency key, the digest of the events, which a retry's
 	// is compared with (see idemDigest), kept with the in-flight batch
 	// (the prepared hook takes it from Tag) and then in the index.
-	var digest [index.DigestSize]byte
+	// Allocated only then: an append without a key makes no digest.
+	var digest *[index.DigestSize]byte
 	if o.IdempotencyKey != "" {
 		b.IdempotencyKey = []byte(o.IdempotencyKey)
-		digest = digestOfEntries(b.Entries)
-		b.Tag = &digest
+		d := digestOfEntries(b.Entries)
+		digest, b.Tag = &d, &d
 	}
 	for {
 		err := l.log.AppendContext(ctx, b)
@@ -192,7 +193,7 @@ func (db *DB) Append(ctx context.Context, ledgerName string, events []EventInput
 				return AppendResult{}, fmt.Errorf("%w: append to %s: idempotency key %q: %w", ErrClosed, l.meta.Name, o.IdempotencyKey, err)
 			case err != nil:
 				return AppendResult{}, err
-			case found && d.digest != digest:
+			case found && d.digest != *digest:
 				return AppendResult{}, &IdempotencyMismatchError{Ledger: l.meta.Name, Key: o.IdempotencyKey, First: res, Events: len(b.Entries)}
 			case found:
 				// The first one's events, stored in the bucket before

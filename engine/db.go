@@ -226,6 +226,9 @@ type testHooks struct {
 	// the temporary directory; an error it returns fails the backup as a
 	// failed write would.
 	backup func(path string) error
+	// treeWrite is called by the goroutine that writes leaves to a
+	// ledger's tree file (startTreeWriteLocked) before it begins.
+	treeWrite func()
 }
 
 // Open opens the data directory dir, creating it if needed, and recovers

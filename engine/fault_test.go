@@ -692,11 +692,12 @@ func absorbedBy(op faultfs.Op, stack string, reported error, readClose bool) str
 		// No caller to tell: the next append to the ledger reports
 		// it (checked, see faultWork.fsyncFailed).
 		return "the interval syncer's fsync"
-	case in("engine.(*ledger).extendTree"):
-		// The events are stored; the tree's failure is kept (treeErr),
-		// reported by proofs, checkpoints and Close, and the next Open
-		// recovers the tree from the segments.
-		return "the tree's write on the append path"
+	case in("engine.(*ledger).startTreeWriteLocked"):
+		// The tree's write that appends start, on a goroutine of its
+		// own. The events are stored; the tree's failure is kept
+		// (treeErr), reported by proofs, checkpoints and Close, and the
+		// next Open recovers the tree from the segments.
+		return "the tree's write started by the append path"
 	case in("engine.(*ledger).info"):
 		return "LedgerInfo.Bytes leaves out a segment file it cannot list or stat"
 	case op.Kind == faultfs.Stat && in("engine.(*DB).open("):

@@ -30,17 +30,25 @@ type ledger struct {
 
 	// tree is the ledger's Merkle tree file (docs/format.md, section 9),
 	// open from Open (or CreateLedger, Import) to Close. Invariant, unless
-	// a tree write failed (treeErr), under idxMu: tree.Size() +
-	// len(treePend) == indexed, and leaf i is the leaf hash of event i+1.
-	// index adds each group's leaves, with idxMu held, before idxHead
-	// moves, so every event readers see (up to visible().Seq) has its
-	// leaf. They wait in treePend (one write of the tree file per
-	// treeFlushLeaves leaves, not one per group) until a reader needs
-	// them: read the tree with readTree, which writes them first. It has
-	// one writer (under idxMu; Open before the ledger is reachable) and
+	// a tree write failed (treeErr), under idxMu: tree.Size() + the
+	// events of treeJob + len(treePend) == indexed, and leaf i is the
+	// leaf hash of event i+1. published adds each group's events, with
+	// idxMu held, before idxHead moves, so every event readers see (up to
+	// visible().Seq) has its place in the tree. They wait in treePend,
+	// their leaves not hashed yet, until treeFlushLeaves wait (then a
+	// goroutine of their own, treeJob, hashes and writes them) or a
+	// reader needs them: read the tree with readTree, which waits for
+	// treeJob and writes the rest first. It has one writer (under idxMu,
+	// or treeJob while it runs; Open before the ledger is reachable) and
 	// any number of readers (roots, proofs, checkpoints).
 	tree     *tree.File
-	treePend []tree.Hash
+	treePend []pendLeaf
+	treeJob  *treeJob
+	// treeSpare, treeLeaves and treeBuf are buffers of the tree's writes,
+	// reused (under idxMu, with no treeJob running).
+	treeSpare  []pendLeaf
+	treeLeaves []tree.Hash
+	treeBuf    []byte
 	// treeErr: a failed tree write (under idxMu): the tree is not
 	// extended any more, and proofs and checkpoints of the ledger fail,
 	// until a reopen recovers it from the segments.
@@ -86,7 +94,8 @@ type ledger struct {
 	// tail is the ledger's tail in the index (writeIndex), under idxMu.
 	tail *index.Tail
 	// hookLeaves are the leaf hashes of the group that groupWritten saw
-	// last, the first at sequence number hookFirst, for published; hookBuf
+	// last (with a replica only, whose Writer ships them), the first at
+	// sequence number hookFirst, for shipRecords and published; hookBuf
 	// is groupWritten's scratch buffer. Only the segment log's committing
 	// goroutine touches them, one group at a time (its hooks run in turn).
 	hookLeaves []tree.Hash
@@ -469,8 +478,9 @@ func (l *ledger) indexFailure() error {
 	return l.idxErr
 }
 
-// publishNextLocked publishes a group of committed batches whose leaves
-// are given, in sequence order: their leaves to the tree (extendTree),
+// publishNextLocked publishes a group of committed batches, in sequence
+// order, whose leaves are given, or nil to be hashed with the tree's next
+// write: their events to the tree (extendTree),
 // then publishLocked. The group must follow what is published (indexed):
 // if not, readers could not see a prefix, and the index fails (idxErr)
 // until a reopen rebuilds it. Called with idxMu held.
@@ -481,7 +491,7 @@ func (l *ledger) publishNextLocked(group []*segment.Batch, leaves []tree.Hash) e
 		}
 		return l.idxErr
 	}
-	l.extendTree(leaves) // in sequence order, before idxHead moves
+	l.extendTree(group, leaves) // in sequence order, before idxHead moves
 	return l.publishLocked(group)
 }
 
@@ -526,16 +536,23 @@ func (l *ledger) publishLocked(group []*segment.Batch) error {
 }
 
 // groupWritten is the segment log's Written hook: while a group's
-// fsync runs, it indexes the group (indexWritten) and computes the leaf
-// hashes of its events, which published adds to the tree once the group
-// is committed.
+// fsync runs, it indexes the group (indexWritten) and, with a replica,
+// computes the leaf hashes of its events, which the replica's Writer
+// ships (shipRecords) and published adds to the tree once the group is
+// committed. Without one, the leaves are hashed with the tree's next
+// write (extendTree), once for treeFlushLeaves events and off the append
+// path.
 //
-// A group of parallelHookMin events or more is indexed on another
-// goroutine while this one hashes the leaves: the two need only the
-// group's IDs, locations and entries, which neither changes, and on a
+// With a replica, a group of parallelHookMin events or more is indexed on
+// another goroutine while this one hashes the leaves: the two need only
+// the group's IDs, locations and entries, which neither changes, and on a
 // machine with a second core a batched append then costs the longer of
 // the two rather than their sum. Both are done when groupWritten returns.
 func (l *ledger) groupWritten(group []*segment.Batch) {
+	if l.repl == nil {
+		l.indexWritten(group)
+		return
+	}
 	var indexed chan struct{}
 	if groupLen(group) >= parallelHookMin {
 		indexed = make(chan struct{})
@@ -579,22 +596,27 @@ const parallelHookMin = 32
 func (l *ledger) published(group []*segment.Batch) {
 	l.idxMu.Lock()
 	defer l.idxMu.Unlock()
-	leaves := l.hookLeaves
-	if l.hookFirst != group[0].FirstSeq || len(leaves) != groupLen(group) {
-		// Not expected: the log calls groupWritten for every group
-		// before this, with the same batches (segment.Hooks), from its
-		// first append on (writerOptions). Under the invariants build
-		// tag it is a bug that fails here. Without it, the leaves are
-		// computed again from the group itself, which gives the right
-		// ones at the cost of hashing twice: recording an error instead
-		// would fail the ledger's proofs (treeErr) or reads (idxErr)
-		// until a reopen, for a tree that is right.
-		if invariants.Enabled {
-			panic(fmt.Sprintf("engine: invariant broken: ledger %s: the written hook hashed %d leaves from #%d, the committed group has %d from #%d", l.meta.Name, len(leaves), l.hookFirst, groupLen(group), group[0].FirstSeq))
-		}
-		leaves = leaves[:0]
-		for _, b := range group {
-			leaves = append(leaves, batchLeaves(b)...)
+	// With a replica, the leaves groupWritten hashed for it; without,
+	// none yet: the tree's next write hashes them (extendTree).
+	var leaves []tree.Hash
+	if l.repl != nil {
+		leaves = l.hookLeaves
+		if l.hookFirst != group[0].FirstSeq || len(leaves) != groupLen(group) {
+			// Not expected: the log calls groupWritten for every group
+			// before this, with the same batches (segment.Hooks), from its
+			// first append on (writerOptions). Under the invariants build
+			// tag it is a bug that fails here. Without it, the leaves are
+			// computed again from the group itself, which gives the right
+			// ones at the cost of hashing twice: recording an error instead
+			// would fail the ledger's proofs (treeErr) or reads (idxErr)
+			// until a reopen, for a tree that is right.
+			if invariants.Enabled {
+				panic(fmt.Sprintf("engine: invariant broken: ledger %s: the written hook hashed %d leaves from #%d, the committed group has %d from #%d", l.meta.Name, len(leaves), l.hookFirst, groupLen(group), group[0].FirstSeq))
+			}
+			leaves = leaves[:0]
+			for _, b := range group {
+				leaves = append(leaves, batchLeaves(b)...)
+			}
 		}
 	}
 	if invariants.Enabled && group[0].FirstSeq != l.indexed+1 {
@@ -605,9 +627,11 @@ func (l *ledger) published(group []*segment.Batch) {
 	if invariants.Enabled {
 		l.checkInvariantsLocked()
 	}
-	if cap(leaves) > 4*treeFlushLeaves {
+	switch {
+	case l.repl == nil:
+	case cap(leaves) > 4*treeFlushLeaves:
 		l.hookLeaves = nil // a large group's: not kept
-	} else {
+	default:
 		l.hookLeaves = leaves[:0]
 	}
 }
@@ -619,6 +643,7 @@ func (l *ledger) published(group []*segment.Batch) {
 // tree write failed. Called by published, with idxMu held, under the
 // invariants build tag only (see package segment/invariants).
 func (l *ledger) checkInvariantsLocked() {
+	l.waitTreeLocked() // the tree's size counts the leaves of its write in progress
 	var problem string
 	switch head := l.log.Head(); {
 	case l.indexed != head.Seq || l.idxHead != head:
@@ -758,8 +783,10 @@ func (l *ledger) awaitIndexed(ctx context.Context, seq uint64) error {
 func (l *ledger) wake() {
 	if l.notify != nil {
 		close(l.notify)
+		// The next waiter makes the next one (changed, awaitIndexed): a
+		// commit nobody waits for makes no channel.
+		l.notify = nil
 	}
-	l.notify = make(chan struct{})
 }
 
 // changed returns a channel closed at the next commit.

@@ -93,37 +93,153 @@ func batchLeaves(b *segment.Batch) []tree.Hash {
 // errTreeClosed: the tree of a ledger that Close closed.
 var errTreeClosed = errors.New("the tree file is closed")
 
-// treeFlushLeaves: how many leaves wait in treePend before they are
-// written to the tree file in one write. One write per append group cost
-// batched appends (Durability None, CPU-bound) about 14% of their time in
-// pwrite alone; written every 1024 leaves (32 KiB), the write is no
-// longer seen. Readers write them first (readTree).
+// treeFlushLeaves: how many events wait in treePend before their leaves
+// are hashed and written to the tree file in one write. One write per
+// append group cost batched appends (Durability None, CPU-bound) about
+// 14% of their time in pwrite alone; written every 1024 leaves (32 KiB),
+// the write is no longer seen. Readers write them first (readTree).
 const treeFlushLeaves = 1024
 
-// extendTree adds a batch's leaves to the tree, with idxMu held, before
-// idxHead moves past them: to treePend, written once treeFlushLeaves
-// wait. A failure is kept in treeErr: the tree is not extended again
-// (proofs and checkpoints fail) until a reopen recovers it from the
+// pendLeaf is a published event whose leaf waits in treePend: its ID and
+// entry, hashed when the leaves are written (treeWrite), or its leaf
+// hash, when groupWritten computed it for the replica.
+type pendLeaf struct {
+	id   eventid.ID
+	e    *segment.Entry // nil: hash is the leaf
+	hash tree.Hash
+}
+
+// treeJob is a write of leaves to the tree file in progress, by a
+// goroutine of its own (startTreeWriteLocked): the leaves of treeFlushLeaves
+// events hashed, their interior nodes computed and written, while the
+// appends go on. It owns the tree file's writing side and the buffers it
+// was given until done is closed; whoever holds idxMu waits for it
+// (waitTreeLocked) before touching them.
+type treeJob struct {
+	done   chan struct{}
+	n      int // events
+	pend   []pendLeaf
+	leaves []tree.Hash
+	buf    []byte
+	err    error // set before done is closed
+}
+
+// extendTree adds a published group's events to the tree, with idxMu
+// held, before idxHead moves past them: to treePend, whose leaves are
+// hashed and written once treeFlushLeaves wait (startTreeWriteLocked).
+// leaves, if not nil, are the group's leaf hashes, computed already (for
+// the replica). A failure is kept in treeErr: the tree is not extended
+// again (proofs and checkpoints fail) until a reopen recovers it from the
 // segments; the events themselves are stored.
-func (l *ledger) extendTree(leaves []tree.Hash) {
-	if l.treeErr != nil || l.tree == nil || len(leaves) == 0 {
+//
+// The group's entries are kept until then: their meta and data are the
+// append's own canonical copy, and nothing changes a committed batch.
+func (l *ledger) extendTree(group []*segment.Batch, leaves []tree.Hash) {
+	if l.treeErr != nil || l.tree == nil {
 		return
 	}
-	l.treePend = append(l.treePend, leaves...)
+	k := 0
+	for _, b := range group {
+		for i := range b.IDs {
+			p := pendLeaf{id: b.IDs[i], e: &b.Entries[i]}
+			if leaves != nil {
+				p.e, p.hash = nil, leaves[k]
+			}
+			l.treePend = append(l.treePend, p)
+			k++
+		}
+	}
 	if len(l.treePend) >= treeFlushLeaves {
-		l.flushTreeLocked()
+		l.startTreeWriteLocked()
 	}
 }
 
-// flushTreeLocked writes the leaves waiting in treePend to the tree file.
-// Called with idxMu held.
-func (l *ledger) flushTreeLocked() {
+// startTreeWriteLocked hands the events waiting in treePend to a
+// goroutine that hashes their leaves and writes them to the tree file
+// (the second core, as the index's tail is written), after the previous
+// one is done: at most one write is in progress, so the file is written
+// in sequence order. Batch-level work off the append path: an append
+// costs its leaf hashes and the tree's nodes only once per
+// treeFlushLeaves events, and on another goroutine. Called with idxMu
+// held.
+func (l *ledger) startTreeWriteLocked() {
+	l.waitTreeLocked()
 	if l.treeErr != nil || l.tree == nil || len(l.treePend) == 0 {
 		return
 	}
-	if err := l.tree.Append(l.treePend); err != nil {
-		l.treeErr = fmt.Errorf("engine: tree of ledger %s: write after event #%d: %w (reopen the DB to recover it from the segments)", l.meta.Name, l.tree.Size(), err)
+	job := &treeJob{done: make(chan struct{}), n: len(l.treePend), pend: l.treePend, leaves: l.treeLeaves, buf: l.treeBuf}
+	l.treePend, l.treeLeaves, l.treeBuf = l.treeSpare, nil, nil
+	l.treeSpare = nil
+	l.treeJob = job
+	t, name, hook := l.tree, l.meta.Name, l.db.test.treeWrite
+	go func() {
+		defer close(job.done)
+		if hook != nil {
+			hook()
+		}
+		job.leaves, job.buf, job.err = treeWrite(t, name, job.pend, job.leaves, job.buf)
+	}()
+}
+
+// waitTreeLocked waits for the tree write in progress, if any, keeps its
+// failure in treeErr and takes its buffers back. Called with idxMu held;
+// the write does not take it.
+func (l *ledger) waitTreeLocked() {
+	job := l.treeJob
+	if job == nil {
+		return
 	}
+	<-job.done
+	l.treeJob = nil
+	if job.err != nil && l.treeErr == nil {
+		l.treeErr = job.err
+	}
+	clear(job.pend) // the entries are not kept
+	if cap(job.pend) <= 4*treeFlushLeaves {
+		l.treeSpare = job.pend[:0]
+	}
+	l.treeLeaves, l.treeBuf = job.leaves, job.buf
+}
+
+// treeWrite hashes the leaves of pend that are not hashed yet, into
+// leaves, and appends them all to t (named ledger name in its error),
+// using buf as scratch space; it returns leaves and buf, to be reused.
+func treeWrite(t *tree.File, name string, pend []pendLeaf, leaves []tree.Hash, buf []byte) ([]tree.Hash, []byte, error) {
+	leaves = slices.Grow(leaves[:0], len(pend))
+	for i := range pend {
+		p := &pend[i]
+		h := p.hash
+		if p.e != nil {
+			h, buf = entryLeafHash(buf, p.id, p.e)
+		}
+		leaves = append(leaves, h)
+	}
+	if cap(buf) > 1<<16 {
+		buf = nil // a large event's: not kept
+	}
+	var err error
+	if aerr := t.Append(leaves); aerr != nil {
+		err = fmt.Errorf("engine: tree of ledger %s: write after event #%d: %w (reopen the DB to recover it from the segments)", name, t.Size(), aerr)
+	}
+	if cap(leaves) > 4*treeFlushLeaves {
+		leaves = nil // a large batch's: not kept
+	}
+	return leaves, buf, err
+}
+
+// flushTreeLocked writes the leaves waiting in treePend to the tree file,
+// after the write in progress, if any. Called with idxMu held.
+func (l *ledger) flushTreeLocked() {
+	l.waitTreeLocked()
+	if l.treeErr != nil || l.tree == nil || len(l.treePend) == 0 {
+		return
+	}
+	var err error
+	l.treeLeaves, l.treeBuf, err = treeWrite(l.tree, l.meta.Name, l.treePend, l.treeLeaves, l.treeBuf)
+	if err != nil {
+		l.treeErr = err
+	}
+	clear(l.treePend)
 	if cap(l.treePend) > 4*treeFlushLeaves {
 		l.treePend = nil // a large batch's: not kept
 	} else {

@@ -204,6 +204,7 @@ func (l *ledger) checkFiles() error {
 		// Written over in place (the same inode: cp OTHER tree): its
 		// header, and its size against what was written to it.
 		l.idxMu.Lock()
+		l.waitTreeLocked() // its write in progress, done: its size is what was written
 		t := l.tree
 		l.idxMu.Unlock()
 		if t != nil {
@@ -305,6 +306,7 @@ func (db *DB) checkLedgerFiles() error {
 // the segments).
 func (l *ledger) dropTreePending() {
 	l.idxMu.Lock()
+	l.waitTreeLocked() // a write in progress ends first
 	l.treePend = nil
 	l.idxMu.Unlock()
 }

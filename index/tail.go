@@ -60,6 +60,34 @@ type tailBuf struct {
 	// head and durable are the progress marker of the last published
 	// record.
 	head, durable segment.Head
+	// entities and events remember the A and N postings of the entities
+	// and event names added last (written by the Tail's writer, under
+	// mu): a ledger's appends use a few of each, and comparing a name
+	// with those costs less than building its prefix and hashing it.
+	entities, events postCache
+}
+
+// postCache holds the postings of a few names, the last ones looked up.
+type postCache struct {
+	names [8]string
+	posts [8]*[]int32
+	next  int
+}
+
+// get returns the posting of name, or nil if the cache does not hold it.
+func (c *postCache) get(name string) *[]int32 {
+	for i, p := range c.posts {
+		if p != nil && c.names[i] == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// put remembers the posting of name, in place of the oldest one held.
+func (c *postCache) put(name string, p *[]int32) {
+	c.names[c.next], c.posts[c.next] = name, p
+	c.next = (c.next + 1) % len(c.posts)
 }
 
 // tailSnap is what a reader captures: the published prefixes of the
@@ -192,10 +220,18 @@ func (t *Tail) Publish(head, durable segment.Head) error {
 		r := &a.recs[i]
 		t.key = appendStreamPrefix(t.key[:0], t.ledger, []byte(r.entity), []byte(r.key))
 		a.addPost(t.key, i)
-		t.key = appendEntitySeqPrefix(t.key[:0], t.ledger, []byte(r.entity))
-		a.addPost(t.key, i)
-		t.key = appendEventPrefix(t.key[:0], t.ledger, []byte(r.event))
-		a.addPost(t.key, i)
+		if p := a.entities.get(r.entity); p != nil {
+			*p = append(*p, int32(i))
+		} else {
+			t.key = appendEntitySeqPrefix(t.key[:0], t.ledger, []byte(r.entity))
+			a.entities.put(r.entity, a.addPost(t.key, i))
+		}
+		if p := a.events.get(r.event); p != nil {
+			*p = append(*p, int32(i))
+		} else {
+			t.key = appendEventPrefix(t.key[:0], t.ledger, []byte(r.event))
+			a.events.put(r.event, a.addPost(t.key, i))
+		}
 		if r.idem != nil {
 			t.key = appendIdemKey(t.key[:0], t.ledger, []byte(r.idemKey))
 			a.addPost(t.key, i)
@@ -214,13 +250,16 @@ func (t *Tail) Publish(head, durable segment.Head) error {
 	return nil
 }
 
-// addPost adds record i under the prefix in key. Called with b.mu held.
-func (b *tailBuf) addPost(key []byte, i int) {
+// addPost adds record i under the prefix in key, and returns the prefix's
+// posting. Called with b.mu held.
+func (b *tailBuf) addPost(key []byte, i int) *[]int32 {
 	if s, ok := b.post[string(key)]; ok {
 		*s = append(*s, int32(i))
-		return
+		return s
 	}
-	b.post[string(key)] = &[]int32{int32(i)}
+	s := &[]int32{int32(i)}
+	b.post[string(key)] = s
+	return s
 }
 
 // publishLocked stores the snapshot of the parts as they are.
@@ -311,7 +350,14 @@ func (t *Tail) write(b *tailBuf) error {
 		key, val = blockEntries(blk, key, val, pb.set)
 		i += len(blk)
 	}
-	var ps []Position
+	// As large as the longest posting at once: grown posting by posting
+	// (the map's order is random), it was most of the bytes the append
+	// path allocated.
+	longest := 0
+	for _, p := range b.post {
+		longest = max(longest, len(*p))
+	}
+	ps := make([]Position, 0, longest)
 	for prefix, p := range b.post {
 		idx := *p
 		if prefix[0] == famIdem {
