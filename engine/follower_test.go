@@ -194,3 +194,276 @@ var _ = fmt.Sprint
 var _ = sort.Ints
 var _ = strings.Contains
 var _ = replica.ErrDiverged
+
+// frozenStore is the follower's view of a bucket, which the test can
+// freeze: the checkpoint as it was, and no chunk after those stored then
+// (as if the writer had stored nothing since), while the test changes
+// what the bucket holds.
+type frozenStore struct {
+	store.Store
+	mu     sync.Mutex
+	frozen bool
+	ck     map[string][]byte // checkpoint key → the object when frozen
+	max    map[string]uint64 // ledger prefix → the last chunk then
+}
+
+func (s *frozenStore) freeze(t *testing.T, ids ...eventid.LedgerID) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.frozen, s.ck, s.max = true, map[string][]byte{}, map[string]uint64{}
+	for _, id := range ids {
+		obj, err := s.Store.Get(context.Background(), replica.CheckpointKey(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.ck[replica.CheckpointKey(id)] = obj.Data
+		keys := listAll(t, s.Store, replica.LedgerPrefix(id)+"wal/")
+		n, _ := replica.ParseNumber(keys[len(keys)-1])
+		s.max[replica.LedgerPrefix(id)] = n
+	}
+}
+
+func (s *frozenStore) thaw() {
+	s.mu.Lock()
+	s.frozen = false
+	s.mu.Unlock()
+}
+
+// hidden says whether key is a chunk stored after the freeze.
+func (s *frozenStore) hidden(key string) bool {
+	i := strings.Index(key, "wal/")
+	if !s.frozen || i < 0 {
+		return false
+	}
+	n, ok := replica.ParseNumber(key)
+	return ok && n > s.max[key[:i]]
+}
+
+func (s *frozenStore) Get(ctx context.Context, key string) (store.Object, error) {
+	s.mu.Lock()
+	ck, frozen := s.ck[key]
+	frozen = frozen && s.frozen
+	hidden := s.hidden(key)
+	s.mu.Unlock()
+	switch {
+	case frozen:
+		return store.Object{Data: ck}, nil
+	case hidden:
+		return store.Object{}, fmt.Errorf("frozen: %s: %w", key, store.ErrNotFound)
+	}
+	return s.Store.Get(ctx, key)
+}
+
+func (s *frozenStore) List(ctx context.Context, prefix, after string, limit int) (store.Page, error) {
+	p, err := s.Store.List(ctx, prefix, after, limit)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p.Objects = slices.DeleteFunc(p.Objects, func(o store.ObjectInfo) bool { return s.hidden(o.Key) })
+	return p, err
+}
+
+// damagedFollower sets up a follower of a writer's ledger "cash" through
+// a frozenStore: 51 events followed, then the view frozen and 5 more
+// chunks of 10 events each stored, and the writer closed (its last
+// checkpoint covers them). It returns the bucket, the follower's view,
+// the follower, the ledger and the IDs of the writer's events by
+// sequence number, and the keys of the chunks stored after the freeze.
+func damagedFollower(t *testing.T) (*replStore, *frozenStore, *Follower, LedgerInfo, []eventid.ID, []string) {
+	t.Helper()
+	ctx := context.Background()
+	st := newReplStore()
+	o := replOptions(st, Shipped)
+	o.SegmentSize = 1 << 20 // no seal: the chunks are the only copy
+	o.SigningKeyFile = filepath.Join(t.TempDir(), "writer.key")
+	w, err := Open(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := w.CreateLedger(ctx, LedgerSpec{Name: "cash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []eventid.ID{{}, info.Genesis}
+	batch := func(n int) {
+		for i := range n {
+			res, err := appendOne(ctx, w, "cash", i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, res.IDs[0])
+		}
+		if err := w.WaitReplicated(ctx, ids[len(ids)-1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch(50)
+	view := &frozenStore{Store: st}
+	fw := openTestFollower(t, t.TempDir(), view, w.key.Verifier)
+	t.Cleanup(func() { fw.Close() })
+	waitFollowed(t, fw, "cash", 51)
+	view.freeze(t, info.ID)
+	before := listAll(t, st, replica.LedgerPrefix(info.ID)+"wal/")
+	for range 5 {
+		batch(10)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	after := listAll(t, st, replica.LedgerPrefix(info.ID)+"wal/")
+	if len(after) < len(before)+3 {
+		t.Fatalf("%d chunks stored after the freeze, want several", len(after)-len(before))
+	}
+	return st, view, fw, info, ids, after[len(before):]
+}
+
+// readThrough reads the follower's ledger "cash" until stop is closed, by
+// a Subscribe and by Scans, and reports an event that the writer did not
+// acknowledge at its sequence number, or one after #limit (none after it
+// was verified); it returns the highest sequence number it got.
+func readThrough(t *testing.T, db *DB, ids []eventid.ID, limit uint64, stop chan struct{}) func() uint64 {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	high := uint64(0)
+	check := func(ev Event) {
+		if ev.Seq > limit || ev.Seq >= uint64(len(ids)) || ev.ID != ids[ev.Seq] {
+			t.Errorf("the follower served event #%d %s: not one it verified (the verified events end at #%d)", ev.Seq, ev.ID, limit)
+		}
+		mu.Lock()
+		high = max(high, ev.Seq)
+		mu.Unlock()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for ev, err := range db.Subscribe(ctx, "cash", SubscribeOptions{}) {
+			if err != nil {
+				return
+			}
+			check(ev)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for ev, err := range db.Scan(ctx, "cash", ScanOptions{}) {
+				if err != nil {
+					break
+				}
+				check(ev)
+			}
+		}
+	}()
+	return func() uint64 {
+		close(stop)
+		cancel()
+		wg.Wait()
+		return high
+	}
+}
+
+// TestFollowerStopsAtDamage: a chunk with a changed byte, a chunk removed
+// (a gap, and later chunks stored), and a chunk replaced by one of
+// another epoch each stop the follower's ledger with an error naming the
+// object, while readers of the follower get only the events verified
+// before; the ledger's reads then fail with that error.
+func TestFollowerStopsAtDamage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, st store.Store, id eventid.LedgerID, key string)
+	}{
+		{"changed byte", func(t *testing.T, st store.Store, id eventid.LedgerID, key string) {
+			obj, err := st.Get(context.Background(), key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := slices.Clone(obj.Data)
+			b[len(b)-20] ^= 1 // in the last record's payload
+			putOver(t, st, key, b)
+		}},
+		{"removed chunk", func(t *testing.T, st store.Store, id eventid.LedgerID, key string) {
+			if err := st.Delete(context.Background(), key); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"chunk of another epoch", func(t *testing.T, st store.Store, id eventid.LedgerID, key string) {
+			obj, err := st.Get(context.Background(), key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := replica.DecodeChunk(key, id, obj.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Epoch++
+			putOver(t, st, key, c.Encode())
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st, view, fw, info, ids, hidden := damagedFollower(t)
+			tc.damage(t, st, info.ID, hidden[0])
+			done := readThrough(t, fw.DB(), ids, 51, make(chan struct{}))
+			view.thaw()
+			s := waitStopped(t, fw, "cash")
+			high := done()
+			if !errors.Is(s.Stopped, ErrCorruption) || !strings.Contains(s.Stopped.Error(), hidden[0]) {
+				t.Fatalf("the follower stopped with %v, want ErrCorruption naming %s", s.Stopped, hidden[0])
+			}
+			if s.Local != 51 {
+				t.Fatalf("the follower's copy holds %d events, want the 51 verified before", s.Local)
+			}
+			t.Logf("stopped: %v (readers got up to #%d)", s.Stopped, high)
+			assertReadsStopped(t, fw, ids[51], hidden[0])
+		})
+	}
+}
+
+func putOver(t *testing.T, st store.Store, key string, b []byte) {
+	t.Helper()
+	if err := st.Delete(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Put(context.Background(), key, b, store.CreateOnly()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitStopped(t *testing.T, fw *Follower, name string) FollowerStatus {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		s, _ := fw.Status(name)
+		if s.Stopped != nil {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the follower of %s did not stop: %+v", name, s)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// assertReadsStopped checks that Get and Scan of the stopped ledger fail
+// naming the object.
+func assertReadsStopped(t *testing.T, fw *Follower, id eventid.ID, object string) {
+	t.Helper()
+	ctx := context.Background()
+	// The DB shows the stop at once (stopReads, after the poll).
+	if _, err := fw.DB().Get(ctx, id); err == nil || !strings.Contains(err.Error(), object) {
+		t.Fatalf("Get on the stopped ledger: %v, want an error naming %s", err, object)
+	}
+	for _, err := range fw.DB().Scan(ctx, "cash", ScanOptions{}) {
+		if err == nil || !strings.Contains(err.Error(), object) {
+			t.Fatalf("Scan on the stopped ledger: %v, want an error naming %s", err, object)
+		}
+		break
+	}
+}
