@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -190,10 +190,10 @@ func waitFollowedSigned(t *testing.T, fw *Follower, name string, n uint64) Follo
 	}
 }
 
-var _ = fmt.Sprint
-var _ = sort.Ints
-var _ = strings.Contains
-var _ = replica.ErrDiverged
+
+
+
+
 
 // frozenStore is the follower's view of a bucket, which the test can
 // freeze: the checkpoint as it was, and no chunk after those stored then
@@ -465,5 +465,128 @@ func assertReadsStopped(t *testing.T, fw *Follower, id eventid.ID, object string
 			t.Fatalf("Scan on the stopped ledger: %v, want an error naming %s", err, object)
 		}
 		break
+	}
+}
+
+// TestFollowerRefusesRewrittenHistory: the bucket's ledger replaced by
+// another history of the same ledger, signed by the same key (a copy of
+// the writer's directory and key taken after the ledger was created, that
+// appended other events), is refused: the follower stops, naming the
+// checkpoint and the chunk that does not continue what it verified, and
+// serves none of the other history.
+func TestFollowerRefusesRewrittenHistory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newReplStore()
+	o := replOptions(st, Shipped)
+	keyDir := t.TempDir()
+	o.SigningKeyFile = filepath.Join(keyDir, "writer.key")
+	dir := t.TempDir()
+	w, err := Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := w.CreateLedger(ctx, LedgerSpec{Name: "cash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	forkDir, forkKeys := copyDir(t, dir), copyDir(t, keyDir)
+	if w, err = Open(dir, o); err != nil {
+		t.Fatal(err)
+	}
+	ids := []eventid.ID{{}, info.Genesis}
+	for i := range 50 {
+		res, err := appendOne(ctx, w, "cash", i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.IDs[0])
+	}
+	checkpointStored(t, w, st, info.ID, 51)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	view := &frozenStore{Store: st}
+	fw := openTestFollower(t, t.TempDir(), view, w.key.Verifier)
+	defer fw.Close()
+	waitFollowedSigned(t, fw, "cash", 51)
+	view.freeze(t, info.ID)
+
+	// The other history: 80 other events after the genesis event, in a
+	// bucket of its own, then put in place of the ledger's objects.
+	other := store.NewMemory()
+	fo := replOptions(other, Shipped)
+	fo.SigningKeyFile = filepath.Join(forkKeys, "writer.key")
+	if err := os.Chmod(fo.SigningKeyFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fork, err := Open(forkDir, fo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 80 {
+		if _, err := fork.Append(ctx, "cash", []EventInput{{Entity: "acct", Key: "x", Event: "debited", Data: []byte(fmt.Sprint(i))}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkpointStored(t, fork, other, info.ID, 81)
+	if err := fork.Close(); err != nil {
+		t.Fatal(err)
+	}
+	prefix := replica.LedgerPrefix(info.ID)
+	for _, k := range listAll(t, st, prefix) {
+		if err := st.Delete(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range listAll(t, other, prefix) {
+		obj, err := other.Get(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Put(ctx, k, obj.Data, store.CreateOnly()); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	done := readThrough(t, fw.DB(), ids, 51, make(chan struct{}))
+	view.thaw()
+	s := waitStopped(t, fw, "cash")
+	done()
+	ck := replica.CheckpointKey(info.ID)
+	if !errors.Is(s.Stopped, ErrCorruption) || !strings.Contains(s.Stopped.Error(), ck) || !strings.Contains(s.Stopped.Error(), "wal/") {
+		t.Fatalf("the follower stopped with %v, want ErrCorruption naming %s and the chunk", s.Stopped, ck)
+	}
+	t.Logf("stopped: %v", s.Stopped)
+	assertReadsStopped(t, fw, ids[51], ck)
+}
+
+// checkpointStored has db sign a checkpoint of ledger "cash" and waits
+// until the bucket st holds one of n events or more.
+func checkpointStored(t *testing.T, db *DB, st store.Store, id eventid.LedgerID, n uint64) {
+	t.Helper()
+	if _, err := db.Checkpoint(context.Background(), "cash"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		obj, err := st.Get(context.Background(), replica.CheckpointKey(id))
+		if err == nil {
+			lines := strings.Split(string(obj.Data), "\n")
+			var size uint64
+			if len(lines) > 1 {
+				fmt.Sscan(lines[1], &size)
+			}
+			if size >= n {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the bucket's checkpoint: %v, want one of %d events", err, n)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
