@@ -272,6 +272,18 @@ func readFollowerFile(fs vfs.FS, dir string) (c followerConfig, ok bool, err err
 	return c, true, nil
 }
 
+// removeFollowerFile removes dir's follower.json, if any, and syncs dir.
+func removeFollowerFile(dir string) error {
+	err := os.Remove(filepath.Join(dir, followerFile))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	}
+	return segment.SyncDir(vfs.Default, dir)
+}
+
 // writeFollowerFile writes follower.json, or checks that the one there
 // names the same bucket and key.
 func (fw *Follower) writeFollowerFile() error {

@@ -590,3 +590,153 @@ func checkpointStored(t *testing.T, db *DB, st store.Store, id eventid.LedgerID,
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestFollowerPromotedByTakeover: a follower's directory, once the
+// follower is closed, becomes the ledger's writer with Takeover (with the
+// writer's key): the writer that was is fenced, and the new one appends
+// after the events the follower copied.
+func TestFollowerPromotedByTakeover(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newReplStore()
+	w, o, _ := followerWriter(t, st)
+	defer w.Close()
+	var last AppendResult
+	for i := range 100 {
+		var err error
+		if last, err = appendOne(ctx, w, "cash", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.WaitReplicated(ctx, last.IDs[0]); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	fw := openTestFollower(t, dir, st, w.key.Verifier)
+	waitFollowed(t, fw, "cash", 101)
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	to := replOptions(st, Shipped)
+	to.SigningKeyFile = o.SigningKeyFile
+	b, res, err := Takeover(ctx, dir, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if len(res) != 1 || res[0].Local != 101 || res[0].Pulled != 101 {
+		t.Fatalf("takeover: %+v, want the follower's 101 events and nothing to pull", res)
+	}
+	if errs := b.Unavailable(); len(errs) > 0 {
+		t.Fatalf("the promoted directory: %v", errs)
+	}
+	next, err := appendOne(ctx, b, "cash", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.FirstSeq != 102 {
+		t.Fatalf("the promoted writer appended #%d, want #102", next.FirstSeq)
+	}
+	if err := b.WaitReplicated(ctx, next.IDs[0]); err != nil {
+		t.Fatal(err)
+	}
+	var ferr error
+	for range 100 { // Shipped: the old writer learns at its next upload
+		if _, ferr = appendOne(ctx, w, "cash", 999); ferr != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !errors.Is(ferr, ErrFenced) {
+		t.Fatalf("the old writer's append after the promotion: %v, want ErrFenced", ferr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, followerFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the promoted directory still holds %s (%v)", followerFile, err)
+	}
+}
+
+// slowStore answers every request after d.
+type slowStore struct {
+	store.Store
+	d time.Duration
+}
+
+func (s slowStore) Get(ctx context.Context, key string) (store.Object, error) {
+	select {
+	case <-time.After(s.d):
+	case <-ctx.Done():
+		return store.Object{}, ctx.Err()
+	}
+	return s.Store.Get(ctx, key)
+}
+
+// TestFollowerCloseMidPoll: Close while a poll is under way (a slow
+// store) and readers read the follower's DB: it returns, the readers end
+// with an error (ErrClosed, or the context's), and the race detector
+// finds nothing.
+func TestFollowerCloseMidPoll(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newReplStore()
+	w, _, _ := followerWriter(t, st)
+	defer w.Close()
+	fw := openTestFollower(t, t.TempDir(), slowStore{st, 2 * time.Millisecond}, w.key.Verifier)
+	stopW := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stopW:
+				return
+			default:
+			}
+			if _, err := appendOne(ctx, w, "cash", i); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	waitFollowed(t, fw, "cash", 50)
+	readers := make(chan error, 4)
+	for range 2 {
+		go func() {
+			var last error
+			for _, err := range fw.DB().Subscribe(ctx, "cash", SubscribeOptions{}) {
+				if err != nil {
+					last = err
+					break
+				}
+			}
+			readers <- last
+		}()
+		go func() {
+			for {
+				_, err := fw.Status("cash")
+				var serr error
+				for _, err := range fw.DB().Scan(ctx, "cash", ScanOptions{Limit: 10}) {
+					if err != nil {
+						serr = err
+						break
+					}
+				}
+				if err != nil || serr != nil {
+					readers <- serr
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond) // polls under way
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if err := <-readers; !errors.Is(err, ErrClosed) {
+			t.Errorf("a reader of the closed follower ended with %v, want ErrClosed", err)
+		}
+	}
+	close(stopW)
+	wg.Wait()
+}

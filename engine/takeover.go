@@ -68,6 +68,11 @@ func Takeover(ctx context.Context, dir string, opts *Options) (*DB, []TakeoverRe
 			behind = behind || errors.Is(err, ErrBehind)
 		}
 		if !behind || try+1 == takeoverTries {
+			// A follower's directory (OpenFollower) is a writer's now.
+			if err := removeFollowerFile(dir); err != nil {
+				db.Close()
+				return nil, res, fmt.Errorf("engine: takeover of %s: %w", dir, err)
+			}
 			return db, res, nil
 		}
 		if err := db.Close(); err != nil {
