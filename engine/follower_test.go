@@ -619,6 +619,12 @@ func TestFollowerPromotedByTakeover(t *testing.T) {
 	}
 	to := replOptions(st, Shipped)
 	to.SigningKeyFile = o.SigningKeyFile
+	if db, err := Open(dir, to); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), followerFile) {
+		if db != nil {
+			db.Close()
+		}
+		t.Fatalf("Open of a follower's directory: %v, want ErrInvalid naming %s", err, followerFile)
+	}
 	b, res, err := Takeover(ctx, dir, to)
 	if err != nil {
 		t.Fatal(err)
