@@ -190,11 +190,6 @@ func waitFollowedSigned(t *testing.T, fw *Follower, name string, n uint64) Follo
 	}
 }
 
-
-
-
-
-
 // frozenStore is the follower's view of a bucket, which the test can
 // freeze: the checkpoint as it was, and no chunk after those stored then
 // (as if the writer had stored nothing since), while the test changes
