@@ -49,7 +49,7 @@ type FollowerOptions struct {
 	// (docs/replication.md, "Followers").
 	PollInterval time.Duration
 	// VerifierKey is the verifier (public) key, in the sumdb/note verifier
-	// format (what `annal checkpoint key` prints), of the key that signs
+	// format (what `annal key` prints), of the key that signs
 	// the writer's checkpoints. Required: a follower holds no key of its
 	// own that could vouch for the bucket, and a bucket's contents are
 	// no evidence of which key is the writer's.

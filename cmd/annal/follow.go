@@ -26,7 +26,7 @@ ledger, then what was stored since. Every record is verified before it is
 laid in DIR (its frame and chain, the chunks' hash chain, epochs and Merkle
 roots), and every new signed checkpoint against the records it read: its
 signature with --key (required: the verifier key of the key that signs the
-writer's checkpoints, as 'annal checkpoint key' prints it, or @FILE holding
+writer's checkpoints, as 'annal key' prints it, or @FILE holding
 it), and its root at its size, which proves it extends the last one
 verified. An object that fails, or a bucket whose history is not an
 extension of the one verified (rewritten), stops that ledger: a line on
@@ -48,7 +48,7 @@ a DIR that is a writer's data directory or follows another bucket or key),
 		Args: usageArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if key == "" {
-				return usageErr("follow: --key is required: the verifier key of the writer's checkpoints (annal checkpoint key prints it)")
+				return usageErr("follow: --key is required: the verifier key of the writer's checkpoints (annal key prints it)")
 			}
 			k, err := keyArg(key)
 			if err != nil {
@@ -107,6 +107,6 @@ a DIR that is a writer's data directory or follows another bucket or key),
 	f := cmd.Flags()
 	f.StringVar(&ledger, "ledger", "", "follow only this ledger (its name or ID); default every ledger of the bucket, and those created later")
 	f.DurationVar(&interval, "interval", time.Second, "how often the bucket is read (1ms to 1h)")
-	f.StringVar(&key, "key", "", "the verifier key that signs the writer's checkpoints (name+hash+base64, as annal checkpoint key prints it), or @FILE holding it; required")
+	f.StringVar(&key, "key", "", "the verifier key that signs the writer's checkpoints (name+hash+base64, as annal key prints it), or @FILE holding it; required")
 	return cmd
 }
