@@ -561,7 +561,7 @@ func TestFollowerRefusesRewrittenHistory(t *testing.T) {
 
 // checkpointStored has db sign a checkpoint of ledger "cash" and waits
 // until the bucket st holds one of n events or more.
-func checkpointStored(t *testing.T, db *DB, st store.Store, id eventid.LedgerID, n uint64) {
+func checkpointStored(t testing.TB, db *DB, st store.Store, id eventid.LedgerID, n uint64) {
 	t.Helper()
 	if _, err := db.Checkpoint(context.Background(), "cash"); err != nil {
 		t.Fatal(err)
@@ -740,4 +740,113 @@ func TestFollowerCloseMidPoll(t *testing.T) {
 	}
 	close(stopW)
 	wg.Wait()
+}
+
+// BenchmarkFollowerLag measures a follower's lag behind a Shipped writer
+// appending about 10,000 events a second (batches of 100 every 10 ms)
+// for 3 s an iteration, through the in-memory store: the time from an
+// append's return to the event reaching a subscriber of the follower's
+// DB, at the poll interval FOLLOW_POLL (default 100ms). It reports the
+// p50, p99 and max lag, and p99 over the poll interval.
+func BenchmarkFollowerLag(b *testing.B) {
+	poll := 100 * time.Millisecond
+	if s := os.Getenv("FOLLOW_POLL"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		poll = d
+	}
+	ctx := context.Background()
+	var lags []time.Duration
+	events := 0
+	for range b.N {
+		st := newReplStore()
+		o := replOptions(st, Shipped)
+		o.SegmentSize = 64 << 20
+		o.SigningKeyFile = filepath.Join(b.TempDir(), "writer.key")
+		w, err := Open(b.TempDir(), o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := w.CreateLedger(ctx, LedgerSpec{Name: "cash"}); err != nil {
+			b.Fatal(err)
+		}
+		checkpointStored(b, w, st, w.byName["cash"].meta.ID, 1) // a follower serves a ledger once it has one
+		fw, err := OpenFollower(b.TempDir(), FollowerOptions{store: st, VerifierKey: w.key.Verifier, PollInterval: poll,
+			Options: &Options{TempDir: b.TempDir()}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			if s, err := fw.Status("cash"); err == nil && s.Local > 0 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		var mu sync.Mutex
+		acked := map[uint64]time.Time{}
+		stop := time.Now().Add(3 * time.Second)
+		var last uint64
+		wdone := make(chan struct{})
+		go func() {
+			defer close(wdone)
+			batch := make([]EventInput, 100)
+			for i := range batch {
+				batch[i] = EventInput{Entity: "acct", Key: fmt.Sprint(i % 7), Event: "credited", Data: []byte(fmt.Sprint(i))}
+			}
+			tick := time.NewTicker(10 * time.Millisecond)
+			defer tick.Stop()
+			for time.Now().Before(stop) {
+				<-tick.C
+				res, err := w.Append(ctx, "cash", batch, nil)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				now := time.Now()
+				mu.Lock()
+				for s := res.FirstSeq; s < res.FirstSeq+uint64(len(batch)); s++ {
+					acked[s] = now
+				}
+				last = res.FirstSeq + uint64(len(batch)) - 1
+				mu.Unlock()
+			}
+		}()
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		for ev, err := range fw.DB().Subscribe(sctx, "cash", SubscribeOptions{AfterSeq: 1}) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			now := time.Now()
+			mu.Lock()
+			at, ok := acked[ev.Seq]
+			mu.Unlock()
+			done := false
+			select {
+			case <-wdone:
+				mu.Lock()
+				done = ev.Seq >= last
+				mu.Unlock()
+			default:
+			}
+			if ok {
+				lags = append(lags, now.Sub(at))
+				events++
+			}
+			if done {
+				break
+			}
+		}
+		cancel()
+		fw.Close()
+		w.Close()
+	}
+	slices.Sort(lags)
+	p := func(q float64) time.Duration { return lags[min(len(lags)-1, int(float64(len(lags))*q))] }
+	b.ReportMetric(float64(p(0.5).Microseconds())/1000, "lag-p50-ms")
+	b.ReportMetric(float64(p(0.99).Microseconds())/1000, "lag-p99-ms")
+	b.ReportMetric(float64(lags[len(lags)-1].Microseconds())/1000, "lag-max-ms")
+	b.ReportMetric(float64(p(0.99))/float64(poll), "p99/poll")
+	b.ReportMetric(float64(events)/float64(b.N)/3, "events/s")
 }
