@@ -432,13 +432,27 @@ func (fw *Follower) poll(ctx context.Context, fl *followed) error {
 		return fw.first(ctx, fl, dir)
 	}
 	fl.leafFrom, fl.leaves = fl.tree.Size(), fl.leaves[:0]
+	// A poll that fails but for damage (the store unreachable, Close)
+	// lays what it verified whole before, and the next goes on from
+	// there: a store that fails now and then still lets polls through.
+	var failed error
 	res, err := layRecords(vfs.Default, dir, fl.local, true, nil, func(yield func(replica.Piece) error) (replica.Result, error) {
-		return fl.f.Poll(ctx, yield)
+		res, err := fl.f.Poll(ctx, yield)
+		if err != nil && !errors.Is(err, ErrCorruption) {
+			failed, err = err, nil
+		}
+		return res, err
 	})
 	if err != nil {
 		return fw.wrap(fl, err)
 	}
-	return fw.laid(fl, dir, res)
+	if err := fw.laid(fl, dir, res); err != nil {
+		return err
+	}
+	if failed != nil {
+		return fw.wrap(fl, failed)
+	}
+	return nil
 }
 
 // first is a ledger's first poll: every object the bucket holds of it,
@@ -651,7 +665,8 @@ func (fw *Follower) Statuses() []FollowerStatus {
 }
 
 // Close stops polling (a poll under way is cancelled: what it read is
-// not laid), closes the DB and lets the directory go.
+// laid up to the last object it verified whole), closes the DB and lets
+// the directory go.
 func (fw *Follower) Close() error {
 	fw.mu.Lock()
 	if fw.closed {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -849,4 +850,74 @@ func BenchmarkFollowerLag(b *testing.B) {
 	b.ReportMetric(float64(lags[len(lags)-1].Microseconds())/1000, "lag-max-ms")
 	b.ReportMetric(float64(p(0.99))/float64(poll), "p99/poll")
 	b.ReportMetric(float64(events)/float64(b.N)/3, "events/s")
+}
+
+// flakyStore fails every third Get, once on, as an unreachable store
+// does.
+type flakyStore struct {
+	store.Store
+	on atomic.Bool
+	n  atomic.Int64
+}
+
+func (s *flakyStore) Get(ctx context.Context, key string) (store.Object, error) {
+	if s.on.Load() && s.n.Add(1)%3 == 0 {
+		return store.Object{}, errStoreDown
+	}
+	return s.Store.Get(ctx, key)
+}
+
+// TestFollowerRetriesFailedReads: a store that fails every third read
+// after the first poll (in the middle of polls: after some chunks of a
+// poll were read; a poll reads the checkpoint and each chunk) does
+// not stop the follower: each failed poll lays nothing, the next one
+// reads again from where the last whole poll ended, and the copy ends
+// with exactly the writer's events.
+func TestFollowerRetriesFailedReads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newReplStore()
+	w, _, info := followerWriter(t, st)
+	defer w.Close()
+	checkpointStored(t, w, st, info.ID, 1)
+	view := &flakyStore{Store: st}
+	fw := openTestFollower(t, t.TempDir(), view, w.key.Verifier)
+	defer fw.Close()
+	waitFollowed(t, fw, "cash", 1)
+	view.on.Store(true)
+	ids := []eventid.ID{{}, info.Genesis}
+	failed := false
+	for i := range 300 {
+		res, err := appendOne(ctx, w, "cash", i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.IDs[0])
+		if s, err := fw.Status("cash"); err == nil {
+			failed = failed || s.LastError != nil
+		}
+	}
+	if err := w.WaitReplicated(ctx, ids[len(ids)-1]); err != nil {
+		t.Fatal(err)
+	}
+	s := waitFollowed(t, fw, "cash", 301)
+	if s.Stopped != nil {
+		t.Fatalf("the follower stopped: %v", s.Stopped)
+	}
+	if !failed {
+		t.Log("no poll was seen failing (the status is sampled)")
+	}
+	n := 0
+	for ev, err := range fw.DB().Scan(ctx, "cash", ScanOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if ev.ID != ids[ev.Seq] {
+			t.Fatalf("event #%d: the copy holds %s, the writer appended %s", ev.Seq, ev.ID, ids[ev.Seq])
+		}
+	}
+	if n != 301 {
+		t.Fatalf("the copy holds %d events, want 301", n)
+	}
 }

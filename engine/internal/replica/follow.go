@@ -82,17 +82,15 @@ func (f *Follow) Checkpoint() ([]byte, uint64) { return f.ckNote, f.ckSize }
 // the caller discards what this Poll yielded.
 //
 // An error that matches corruption.Err (the bucket's data is at fault)
-// spends the Follow: every later Poll returns it. After any other (the
-// store unreachable, ctx done) the Follow is as it was before the Poll,
-// and the next Poll reads the same objects again.
+// spends the Follow: every later Poll returns it, and the records this
+// Poll yielded must be discarded. After any other (the store unreachable,
+// ctx done), the Result says what this Poll read and verified whole
+// before it (the records yielded up to the last whole object: keep them),
+// and the next Poll goes on from there; a first Poll that fails so is
+// done again in full.
 func (f *Follow) Poll(ctx context.Context, yield func(Piece) error) (Result, error) {
 	if f.err != nil {
 		return Result{}, f.err
-	}
-	saved := *f
-	var rd read
-	if f.rd != nil {
-		rd = *f.rd
 	}
 	res, err := f.poll(ctx, yield)
 	switch {
@@ -101,13 +99,8 @@ func (f *Follow) Poll(ctx context.Context, yield func(Piece) error) (Result, err
 		// (A ledger's first checkpoint may not be stored yet: a Shipped
 		// ledger just created.)
 		f.err = err
-	default:
-		// The slices are only appended to, or replaced (newSegment,
-		// verifiedAt, checkpoint): the copies still hold what they held.
-		*f = saved
-		if f.rd != nil {
-			*f.rd = rd
-		}
+	case f.rd != nil:
+		res = f.result()
 	}
 	return res, err
 }

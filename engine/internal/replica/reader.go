@@ -518,7 +518,7 @@ func (rd *read) record(key string, rec *segment.Record, loc segment.Location) er
 func (rd *read) newSegment(n uint64) {
 	rd.seg, rd.end, rd.sealed = n, segment.HeaderSize, false
 	rd.segPrev = rd.head
-	rd.segLeaves = nil // not reused: a Follow restores a copy after a failed Poll
+	rd.segLeaves = rd.segLeaves[:0]
 }
 
 // segmentObject reads and verifies the seg/ object s, the next segment.
