@@ -76,15 +76,14 @@ type Follower struct {
 	db       *DB
 	named    eventid.LedgerID // the ledger FollowerOptions.Ledger names (zero: all)
 
-	mu       sync.Mutex
-	ledgers  map[eventid.LedgerID]*followed
-	order    []eventid.LedgerID
-	listed   time.Time // when the bucket's ledgers were last listed
-	listErr  error
-	cancel   context.CancelFunc
-	done     chan struct{}
-	closed   bool
-	closeErr error
+	mu      sync.Mutex
+	ledgers map[eventid.LedgerID]*followed
+	order   []eventid.LedgerID
+	listed  time.Time // when the bucket's ledgers were last listed
+	listErr error
+	cancel  context.CancelFunc
+	done    chan struct{}
+	closed  bool
 }
 
 // followed is one ledger a Follower follows. Its fields but status are

@@ -51,16 +51,36 @@ func openTestFollower(t *testing.T, dir string, st store.Store, vkey string) *Fo
 
 // waitFollowed waits until the follower's copy of ledger name holds n
 // events, or the ledger stops.
-func waitFollowed(t *testing.T, fw *Follower, name string, n uint64) FollowerStatus {
+func waitFollowed(t testing.TB, fw *Follower, name string, n uint64) FollowerStatus {
+	t.Helper()
+	return waitStatus(t, fw, name, fmt.Sprintf("%d events", n), func(s FollowerStatus) bool { return s.Local >= n || s.Stopped != nil })
+}
+
+// waitFollowedSigned waits until the follower verified a checkpoint of n
+// events of ledger name, or the ledger stops.
+func waitFollowedSigned(t testing.TB, fw *Follower, name string, n uint64) FollowerStatus {
+	t.Helper()
+	return waitStatus(t, fw, name, fmt.Sprintf("a checkpoint of %d events", n), func(s FollowerStatus) bool { return s.Signed >= n || s.Stopped != nil })
+}
+
+// waitStopped waits until the follower stopped ledger name.
+func waitStopped(t testing.TB, fw *Follower, name string) FollowerStatus {
+	t.Helper()
+	return waitStatus(t, fw, name, "the ledger stopped", func(s FollowerStatus) bool { return s.Stopped != nil })
+}
+
+// waitStatus waits until the status of ledger name is done, want saying
+// what that is.
+func waitStatus(t testing.TB, fw *Follower, name, want string, done func(FollowerStatus) bool) FollowerStatus {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		s, err := fw.Status(name)
-		if err == nil && (s.Local >= n || s.Stopped != nil) {
+		if err == nil && done(s) {
 			return s
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the follower of %s: %+v (%v), want %d events", name, s, err, n)
+			t.Fatalf("the follower of %s: %+v (%v), want %s", name, s, err, want)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -171,23 +191,6 @@ func TestFollowerKeepsUpWithWriter(t *testing.T) {
 	}
 	if err := tree.VerifyInclusion(p.Seq-1, p.TreeSize, p.LeafHash, p.Hashes, ck.Root); err != nil {
 		t.Fatalf("the inclusion proof of the follower's copy: %v", err)
-	}
-}
-
-// waitFollowedSigned waits until the follower verified a checkpoint of n
-// events of ledger name.
-func waitFollowedSigned(t *testing.T, fw *Follower, name string, n uint64) FollowerStatus {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		s, _ := fw.Status(name)
-		if s.Signed >= n || s.Stopped != nil {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the follower of %s: %+v, want a checkpoint of %d events", name, s, n)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -429,21 +432,6 @@ func putOver(t *testing.T, st store.Store, key string, b []byte) {
 	}
 	if _, err := st.Put(context.Background(), key, b, store.CreateOnly()); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func waitStopped(t *testing.T, fw *Follower, name string) FollowerStatus {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		s, _ := fw.Status(name)
-		if s.Stopped != nil {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the follower of %s did not stop: %+v", name, s)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -226,30 +226,13 @@ func (f *Follow) afterGap(ctx context.Context) error {
 }
 
 // newChunks lists the chunks stored after the last chunk of the history
-// read, numbered without a gap from the next one: up to the first gap.
-// gap names the next chunk if the first listed is not it.
+// read, numbered without a gap from the first listed: gap names the next
+// chunk if the first listed is not it.
 func (f *Follow) newChunks(ctx context.Context) (keys []string, gap string, err error) {
-	r := f.rd
-	id := f.r.cfg.Ledger
-	next := r.last + 1
-	errEnd := errors.New("the chunks end at a gap")
-	err = f.r.list(ctx, LedgerPrefix(id)+"wal/", ChunkKey(id, r.last), func(o store.ObjectInfo) error {
-		n, ok := ParseNumber(o.Key)
-		if !ok {
-			return fmt.Errorf("%w: %s: not a chunk's key (wal/ and 20 digits)", corruption.Err, o.Key)
-		}
-		if len(keys) == 0 && n != next {
-			gap, next = ChunkKey(id, next), n
-		}
-		if n != next {
-			return errEnd
-		}
-		keys = append(keys, o.Key)
-		next++
-		return nil
-	})
-	if errors.Is(err, errEnd) {
-		err = nil
+	next := f.rd.last + 1
+	keys, first, _, err := f.r.chunkRun(ctx, ChunkKey(f.r.cfg.Ledger, next-1))
+	if len(keys) > 0 && first != next {
+		gap = ChunkKey(f.r.cfg.Ledger, next)
 	}
 	return keys, gap, err
 }

@@ -206,16 +206,23 @@ func (r *Reader) listSegments(ctx context.Context) ([]SegmentObject, error) {
 // follow the seg/ objects', which Read checks (a missing chunk that held
 // records is a gap in the records).
 func (r *Reader) listChunks(ctx context.Context, gc uint64) (keys []string, gap string, err error) {
-	gc = max(gc, 1)
+	keys, _, gap, err = r.chunkRun(ctx, ChunkKey(r.cfg.Ledger, max(gc, 1)-1))
+	return keys, gap, err
+}
+
+// chunkRun lists wal/ after the key startAfter: the keys numbered without
+// a gap from the first listed (its number first), up to the first gap,
+// which gap names ("": none).
+func (r *Reader) chunkRun(ctx context.Context, startAfter string) (keys []string, first uint64, gap string, err error) {
 	next := uint64(0)
 	errEnd := errors.New("the chunks end at a gap")
-	err = r.list(ctx, LedgerPrefix(r.cfg.Ledger)+"wal/", ChunkKey(r.cfg.Ledger, gc-1), func(o store.ObjectInfo) error {
+	err = r.list(ctx, LedgerPrefix(r.cfg.Ledger)+"wal/", startAfter, func(o store.ObjectInfo) error {
 		n, ok := ParseNumber(o.Key)
 		if !ok {
 			return fmt.Errorf("%w: %s: not a chunk's key (wal/ and 20 digits)", corruption.Err, o.Key)
 		}
 		if next == 0 {
-			next = n
+			first, next = n, n
 		}
 		if n != next {
 			gap = ChunkKey(r.cfg.Ledger, next)
@@ -228,7 +235,7 @@ func (r *Reader) listChunks(ctx context.Context, gc uint64) (keys []string, gap 
 	if errors.Is(err, errEnd) {
 		err = nil
 	}
-	return keys, gap, err
+	return keys, first, gap, err
 }
 
 // list calls each with every object under prefix after startAfter, in
