@@ -378,10 +378,7 @@ func (fw *Follower) loop(ctx context.Context) {
 		case <-t.C:
 		}
 		if fw.o.Ledger == "" && time.Since(fw.listed) >= discoverEvery {
-			err := fw.findLedgers(ctx)
-			fw.mu.Lock()
-			fw.listErr = err
-			fw.mu.Unlock()
+			fw.findLedgers(ctx) // a failure: the next minute's listing
 		}
 		fw.round(ctx)
 	}
