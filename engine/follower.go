@@ -94,6 +94,7 @@ type followed struct {
 	f        *replica.Follow
 	local    segment.Head // the last record laid in the directory
 	ckSize   uint64       // the size of the checkpoint file written
+	bucket   uint64       // the last event the bucket held at the last poll
 	tree     *tree.File
 	leafFrom uint64      // the tree file's size when the poll began
 	leaves   []tree.Hash // the leaves of the records read after it
@@ -328,7 +329,9 @@ const testEndpointName = "the replica store"
 // findLedgers finds the ledgers to follow: the one named, or the
 // bucket's (not those without an event: a CreateLedger that failed).
 func (fw *Follower) findLedgers(ctx context.Context) error {
+	fw.mu.Lock()
 	fw.listed = time.Now()
+	fw.mu.Unlock()
 	if fw.o.Ledger != "" {
 		if fw.named == 0 {
 			ids, err := restoreLedgers(ctx, fw.st, fw.o.Ledger)
@@ -377,7 +380,10 @@ func (fw *Follower) loop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if fw.o.Ledger == "" && time.Since(fw.listed) >= discoverEvery {
+		fw.mu.Lock()
+		due := fw.o.Ledger == "" && time.Since(fw.listed) >= discoverEvery
+		fw.mu.Unlock()
+		if due {
 			fw.findLedgers(ctx) // a failure: the next minute's listing
 		}
 		fw.round(ctx)
@@ -385,9 +391,39 @@ func (fw *Follower) loop(ctx context.Context) {
 }
 
 // round polls each ledger once, then has the DB look at what was laid
-// (and wake its subscribers) at once, not at its next FollowInterval.
+// (and wake its subscribers) at once, not at its next FollowInterval,
+// and only then says so in the status: a status says what the DB shows.
 func (fw *Follower) round(ctx context.Context) {
-	defer fw.db.followAll()
+	type polled struct {
+		fl    *followed
+		start time.Time
+		err   error
+	}
+	var done []polled
+	defer func() {
+		fw.db.followAll()
+		now := time.Now()
+		fw.mu.Lock()
+		for _, p := range done {
+			s, fl := &p.fl.status, p.fl
+			s.Name, s.Local, s.Signed, s.Bucket = fl.name, fl.local.Seq, fl.ckSize, fl.bucket
+			s.LastPoll, s.LastError = now, p.err
+			if p.err == nil {
+				s.caughtUp = p.start
+			}
+			// A ledger whose first checkpoint is not stored yet (a
+			// Shipped ledger just created) is tried again.
+			if p.err != nil && (errors.Is(p.err, ErrCorruption) || errors.Is(p.err, replica.ErrDiverged)) && !(fl.f == nil && errors.Is(p.err, ErrNoCheckpoint)) {
+				s.Stopped = p.err
+			}
+		}
+		fw.mu.Unlock()
+		for _, p := range done {
+			if p.fl.status.Stopped != nil {
+				fw.stopReads(p.fl)
+			}
+		}
+	}()
 	for _, id := range slices.Clone(fw.order) {
 		if ctx.Err() != nil {
 			return
@@ -402,21 +438,7 @@ func (fw *Follower) round(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		fw.mu.Lock()
-		s := &fl.status
-		s.LastPoll, s.LastError = time.Now(), err
-		if err == nil {
-			s.caughtUp = start
-		}
-		// A ledger whose first checkpoint is not stored yet (a Shipped
-		// ledger just created) is tried again.
-		if err != nil && (errors.Is(err, ErrCorruption) || errors.Is(err, replica.ErrDiverged)) && !(fl.f == nil && errors.Is(err, ErrNoCheckpoint)) {
-			s.Stopped = err
-		}
-		fw.mu.Unlock()
-		if s.Stopped != nil {
-			fw.stopReads(fl)
-		}
+		done = append(done, polled{fl, start, err})
 	}
 }
 
@@ -520,7 +542,7 @@ func (fw *Follower) first(ctx context.Context, fl *followed, dir string) error {
 
 // laid records what a poll laid in dir: the ledger's new head, its
 // tree file's leaves, then its checkpoint file if a newer one was
-// verified, and the status.
+// verified.
 func (fw *Follower) laid(fl *followed, dir string, res replica.Result) error {
 	if res.Yielded.Seq > fl.local.Seq {
 		fl.local = res.Yielded
@@ -534,11 +556,7 @@ func (fw *Follower) laid(fl *followed, dir string, res replica.Result) error {
 		}
 		fl.ckSize = size
 	}
-	fw.mu.Lock()
-	s := &fl.status
-	s.Name, s.Local, s.Signed = fl.name, fl.local.Seq, fl.ckSize
-	s.Bucket = max(res.Verified.Seq, fl.ckSize)
-	fw.mu.Unlock()
+	fl.bucket = max(res.Verified.Seq, fl.ckSize)
 	return nil
 }
 

@@ -235,8 +235,9 @@ func (s *frozenStore) hidden(key string) bool {
 	if !s.frozen || i < 0 {
 		return false
 	}
+	last, frozen := s.max[key[:i]]
 	n, ok := replica.ParseNumber(key)
-	return ok && n > s.max[key[:i]]
+	return frozen && ok && n > last
 }
 
 func (s *frozenStore) Get(ctx context.Context, key string) (store.Object, error) {
@@ -489,7 +490,7 @@ func TestFollowerRefusesRewrittenHistory(t *testing.T) {
 		}
 		ids = append(ids, res.IDs[0])
 	}
-	checkpointStored(t, w, st, info.ID, 51)
+	checkpointStored(t, w, st, "cash", info.ID, 51)
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -516,7 +517,7 @@ func TestFollowerRefusesRewrittenHistory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	checkpointStored(t, fork, other, info.ID, 81)
+	checkpointStored(t, fork, other, "cash", info.ID, 81)
 	if err := fork.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -548,11 +549,11 @@ func TestFollowerRefusesRewrittenHistory(t *testing.T) {
 	assertReadsStopped(t, fw, ids[51], ck)
 }
 
-// checkpointStored has db sign a checkpoint of ledger "cash" and waits
+// checkpointStored has db sign a checkpoint of ledger name (ID id) and waits
 // until the bucket st holds one of n events or more.
-func checkpointStored(t testing.TB, db *DB, st store.Store, id eventid.LedgerID, n uint64) {
+func checkpointStored(t testing.TB, db *DB, st store.Store, name string, id eventid.LedgerID, n uint64) {
 	t.Helper()
-	if _, err := db.Checkpoint(context.Background(), "cash"); err != nil {
+	if _, err := db.Checkpoint(context.Background(), name); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(20 * time.Second)
@@ -761,7 +762,7 @@ func BenchmarkFollowerLag(b *testing.B) {
 		if _, err := w.CreateLedger(ctx, LedgerSpec{Name: "cash"}); err != nil {
 			b.Fatal(err)
 		}
-		checkpointStored(b, w, st, w.byName["cash"].meta.ID, 1) // a follower serves a ledger once it has one
+		checkpointStored(b, w, st, "cash", w.byName["cash"].meta.ID, 1) // a follower serves a ledger once it has one
 		fw, err := OpenFollower(b.TempDir(), FollowerOptions{store: st, VerifierKey: w.key.Verifier, PollInterval: poll,
 			Options: &Options{TempDir: b.TempDir()}})
 		if err != nil {
@@ -867,7 +868,7 @@ func TestFollowerRetriesFailedReads(t *testing.T) {
 	st := newReplStore()
 	w, _, info := followerWriter(t, st)
 	defer w.Close()
-	checkpointStored(t, w, st, info.ID, 1)
+	checkpointStored(t, w, st, "cash", info.ID, 1)
 	view := &flakyStore{Store: st}
 	fw := openTestFollower(t, t.TempDir(), view, w.key.Verifier)
 	defer fw.Close()
@@ -907,5 +908,82 @@ func TestFollowerRetriesFailedReads(t *testing.T) {
 	}
 	if n != 301 {
 		t.Fatalf("the copy holds %d events, want 301", n)
+	}
+}
+
+// TestFollowerOtherLedgersGoOn: a follower of every ledger of a bucket
+// whose ledger "cash" stops at a changed chunk goes on following the
+// other, "bonds", created after the follower started.
+func TestFollowerOtherLedgersGoOn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newReplStore()
+	w, _, cash := followerWriter(t, st)
+	defer w.Close()
+	checkpointStored(t, w, st, "cash", cash.ID, 1)
+	view := &frozenStore{Store: st}
+	fw := openTestFollower(t, t.TempDir(), view, w.key.Verifier)
+	defer fw.Close()
+	waitFollowed(t, fw, "cash", 1)
+	view.freeze(t, cash.ID)
+	for i := range 20 {
+		if _, err := appendOne(ctx, w, "cash", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkpointStored(t, w, st, "cash", cash.ID, 21)
+	keys := listAll(t, st, replica.LedgerPrefix(cash.ID)+"wal/")
+	obj, err := st.Get(ctx, keys[len(keys)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bad string
+	for _, k := range keys {
+		if view.hidden(k) {
+			bad = k
+			break
+		}
+	}
+	if bad == "" {
+		t.Fatalf("no chunk of cash stored after the freeze: %v", keys)
+	}
+	obj, _ = st.Get(ctx, bad)
+	b := slices.Clone(obj.Data)
+	b[len(b)-20] ^= 1
+	putOver(t, st, bad, b)
+	view.thaw()
+	s := waitStopped(t, fw, "cash")
+	if !strings.Contains(s.Stopped.Error(), bad) {
+		t.Fatalf("cash stopped with %v, want an error naming %s", s.Stopped, bad)
+	}
+
+	bonds, err := w.CreateLedger(ctx, LedgerSpec{Name: "bonds"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if _, err := appendOne(ctx, w, "bonds", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkpointStored(t, w, st, "bonds", bonds.ID, 11)
+	fw.mu.Lock()
+	fw.listed = time.Time{} // list the bucket's ledgers at the next poll, not in a minute
+	fw.mu.Unlock()
+	if s := waitFollowed(t, fw, "bonds", 11); s.Stopped != nil {
+		t.Fatalf("bonds stopped: %v", s.Stopped)
+	}
+	n := 0
+	for _, err := range fw.DB().Scan(ctx, "bonds", ScanOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 11 {
+		t.Fatalf("the copy of bonds holds %d events, want 11", n)
+	}
+	if s, _ := fw.Status("cash"); s.Stopped == nil || s.Local != 1 {
+		t.Fatalf("cash: %+v, want stopped at its first event", s)
 	}
 }
