@@ -80,7 +80,6 @@ type Follower struct {
 	ledgers map[eventid.LedgerID]*followed
 	order   []eventid.LedgerID
 	listed  time.Time // when the bucket's ledgers were last listed
-	listErr error
 	cancel  context.CancelFunc
 	done    chan struct{}
 	closed  bool
