@@ -79,7 +79,7 @@ type Follower struct {
 	mu      sync.Mutex
 	ledgers map[eventid.LedgerID]*followed
 	order   []eventid.LedgerID
-	listed  time.Time // when the bucket's ledgers were last listed
+	listed  time.Time // when the bucket's ledgers were last listed; under mu
 	cancel  context.CancelFunc
 	done    chan struct{}
 	closed  bool
