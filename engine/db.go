@@ -262,6 +262,11 @@ func Open(dir string, opts *Options) (*DB, error) {
 	if err := checkDirFor(fs, dir); err != nil {
 		return nil, err
 	}
+	if _, ok, err := readFollowerFile(fs, dir); err != nil {
+		return nil, err
+	} else if ok {
+		return nil, invalid("%s is a follower's copy of a bucket (it holds %s): read it with OpenReadOnly (annal's read commands), or make it the writer with Takeover (annal takeover URL DIR)", dir, followerFile)
+	}
 	if err := mkdirSynced(fs, dir); err != nil {
 		return nil, withPermissionHint(dir, fmt.Errorf("engine: create %s: %w", dir, err))
 	}

@@ -182,6 +182,16 @@ func (db *DB) loadReaderKey() error {
 		}
 	} else {
 		k, err = tree.LoadKey(db.fs, path)
+		if errors.Is(err, os.ErrNotExist) && db.opts.SigningKeyFile == "" {
+			// A follower's directory: the verifier key it follows with.
+			c, ok, ferr := readFollowerFile(db.fs, db.dir)
+			if ferr != nil {
+				return ferr
+			}
+			if ok {
+				k, err = tree.Key{Verifier: c.Verifier}, nil
+			}
+		}
 		if errors.Is(err, tree.ErrKey) {
 			return fmt.Errorf("engine: the signing key %s: %w", path, err)
 		}

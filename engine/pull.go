@@ -44,11 +44,20 @@ import (
 // progress, if not nil, is called after each object with the records and
 // bytes written so far.
 func pullLedger(ctx context.Context, fs vfs.FS, dir string, local segment.Head, r *replica.Reader, st replica.State, lim replica.Limit, progress func(records, bytes int64)) (replica.Result, error) {
+	return layRecords(fs, dir, local, local.Seq > 0, progress, func(yield func(replica.Piece) error) (replica.Result, error) {
+		return r.Read(ctx, st, lim, yield)
+	})
+}
+
+// layRecords lays the pieces that read yields into dir as pullLedger
+// does: held in memory until read returns without an error if buffer,
+// else written as they come.
+func layRecords(fs vfs.FS, dir string, local segment.Head, buffer bool, progress func(records, bytes int64), read func(yield func(replica.Piece) error) (replica.Result, error)) (replica.Result, error) {
 	if err := mkdirSynced(fs, dir); err != nil {
 		return replica.Result{}, fmt.Errorf("engine: create the ledger's folder %s: %w", dir, err)
 	}
-	l := &layer{fs: fs, dir: dir, local: local, buffer: local.Seq > 0, progress: progress}
-	res, err := r.Read(ctx, st, lim, l.piece)
+	l := &layer{fs: fs, dir: dir, local: local, buffer: buffer, progress: progress}
+	res, err := read(l.piece)
 	if err != nil {
 		l.close()
 		return replica.Result{}, err

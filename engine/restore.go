@@ -613,8 +613,13 @@ func restoreInto(ctx context.Context, tmp string, st store.Store, ids []eventid.
 // checkpoint with v and computes the engine's Merkle leaves; unsigned
 // reads a ledger without a checkpoint (ReaderConfig.Unsigned).
 func newLedgerReader(st store.Store, id eventid.LedgerID, v note.Verifier, unsigned bool) *replica.Reader {
+	return replica.NewReader(ledgerReaderConfig(st, id, v, unsigned))
+}
+
+// ledgerReaderConfig is newLedgerReader's configuration.
+func ledgerReaderConfig(st store.Store, id eventid.LedgerID, v note.Verifier, unsigned bool) replica.ReaderConfig {
 	var buf []byte
-	return replica.NewReader(replica.ReaderConfig{
+	return replica.ReaderConfig{
 		Store:    st,
 		Ledger:   id,
 		Unsigned: unsigned,
@@ -633,5 +638,5 @@ func newLedgerReader(st store.Store, id eventid.LedgerID, v note.Verifier, unsig
 			}
 			return c.Size, c.Root, nil
 		},
-	})
+	}
 }

@@ -40,7 +40,9 @@ type TakeoverResult struct {
 // the records are pulled. A ledger whose bucket moved ahead again
 // between the pull and the take (its writer at work) is pulled again, a
 // few times; after that it is refused as Open refuses it (ErrBehind, in
-// Unavailable). annal takeover URL DIR.
+// Unavailable). A follower's directory (OpenFollower), closed, is
+// promoted so: its follower.json is removed once the pull is done.
+// annal takeover URL DIR.
 func Takeover(ctx context.Context, dir string, opts *Options) (*DB, []TakeoverResult, error) {
 	o := opts.withDefaults()
 	if err := o.check(); err != nil {
@@ -56,6 +58,10 @@ func Takeover(ctx context.Context, dir string, opts *Options) (*DB, []TakeoverRe
 			return nil, res, fmt.Errorf("engine: takeover of %s: %w", dir, err)
 		}
 		res = mergeTakeover(res, got)
+		// A follower's directory (OpenFollower) becomes a writer's.
+		if err := removeFollowerFile(dir); err != nil {
+			return nil, res, fmt.Errorf("engine: takeover of %s: %w", dir, err)
+		}
 		db, err := Open(dir, opts)
 		if err != nil {
 			return nil, res, fmt.Errorf("engine: takeover of %s: %w", dir, err)

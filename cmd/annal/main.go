@@ -23,6 +23,8 @@
 //	                            made while it is in use (not while another process holds it)
 //	annal restore URL DIR       a new data directory from a replica in an S3-compatible bucket,
 //	                            every object verified; --at TIME | --seq N: a point in time
+//	annal follow URL DIR --key K  a read-only copy of a bucket's ledgers in DIR, kept up by
+//	                            polling it, every object verified, until interrupted
 //	annal accept-lost-positions accept that the named consumers' positions were lost with
 //	                            meta.db (until then every consumer call fails)
 //	annal demo                  annal's whole job on a local directory, with a SIGKILL, in seconds
@@ -285,7 +287,7 @@ nothing was appended).`,
 		newImportCmd(g), newExportCmd(g), newDemoCmd(g), newDemoWriterCmd(g),
 		newReindexCmd(g), newBackupCmd(g), newKeyCmd(g), newCheckpointCmd(g), newProveCmd(g),
 		newCanonCmd(), newIDCmd(), newVerifyFileCmd(), newVerifyProofCmd(), newAcceptLostPositionsCmd(g),
-		newReplicaCmd(g), newRestoreCmd(g), newTakeoverCmd(g), newWitnessCmd(g),
+		newReplicaCmd(g), newRestoreCmd(g), newTakeoverCmd(g), newFollowCmd(g), newWitnessCmd(g),
 	)
 	return root
 }

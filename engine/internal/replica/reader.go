@@ -206,16 +206,23 @@ func (r *Reader) listSegments(ctx context.Context) ([]SegmentObject, error) {
 // follow the seg/ objects', which Read checks (a missing chunk that held
 // records is a gap in the records).
 func (r *Reader) listChunks(ctx context.Context, gc uint64) (keys []string, gap string, err error) {
-	gc = max(gc, 1)
+	keys, _, gap, err = r.chunkRun(ctx, ChunkKey(r.cfg.Ledger, max(gc, 1)-1))
+	return keys, gap, err
+}
+
+// chunkRun lists wal/ after the key startAfter: the keys numbered without
+// a gap from the first listed (its number first), up to the first gap,
+// which gap names ("": none).
+func (r *Reader) chunkRun(ctx context.Context, startAfter string) (keys []string, first uint64, gap string, err error) {
 	next := uint64(0)
 	errEnd := errors.New("the chunks end at a gap")
-	err = r.list(ctx, LedgerPrefix(r.cfg.Ledger)+"wal/", ChunkKey(r.cfg.Ledger, gc-1), func(o store.ObjectInfo) error {
+	err = r.list(ctx, LedgerPrefix(r.cfg.Ledger)+"wal/", startAfter, func(o store.ObjectInfo) error {
 		n, ok := ParseNumber(o.Key)
 		if !ok {
 			return fmt.Errorf("%w: %s: not a chunk's key (wal/ and 20 digits)", corruption.Err, o.Key)
 		}
 		if next == 0 {
-			next = n
+			first, next = n, n
 		}
 		if n != next {
 			gap = ChunkKey(r.cfg.Ledger, next)
@@ -228,7 +235,7 @@ func (r *Reader) listChunks(ctx context.Context, gc uint64) (keys []string, gap 
 	if errors.Is(err, errEnd) {
 		err = nil
 	}
-	return keys, gap, err
+	return keys, first, gap, err
 }
 
 // list calls each with every object under prefix after startAfter, in
@@ -358,6 +365,14 @@ type read struct {
 	// ended says why the chunks read end before the last listed: the
 	// first that does not continue the history ("": none).
 	ended string
+	// The chunks' hash chain: the SHA-256 of the last chunk read (nil
+	// at the start, or after a chunk deleted by GC), the epoch of the
+	// chunks read, and the number of the last chunk of the history read.
+	prev  *Hash
+	epoch uint64
+	last  uint64
+	// f, for a Follow, keeps the leaves after its last checkpoint.
+	f *Follow
 }
 
 func (rd *read) run(ctx context.Context) error {
@@ -366,14 +381,49 @@ func (rd *read) run(ctx context.Context) error {
 			return err
 		}
 	}
-	var prev *Hash
-	var epoch uint64
-	missing := ""
 	if rd.st.Gap != "" {
 		rd.ended = rd.st.Gap + ", missing (a gap): later chunks are stored"
 	}
-	last := max(rd.st.Manifest.GC, 1) - 1 // the last chunk of the history read
-	for i, key := range rd.st.Chunks {
+	rd.last = max(rd.st.Manifest.GC, 1) - 1
+	if err := rd.chunks(ctx, rd.st.Chunks); err != nil {
+		return err
+	}
+	// The history may end early (uploads in flight, a fenced writer's
+	// late ones), but not before what the bucket vouches for: the
+	// checkpoint's events and the newest manifest's fence chunk.
+	if err := rd.covers(); err != nil {
+		return err
+	}
+	if m := rd.st.Manifest; m.Fence > rd.last {
+		why := "the chunks listed end there"
+		if rd.ended != "" {
+			why = "it ends before " + rd.ended
+		}
+		return fmt.Errorf("%w: %s: says epoch %d's fence chunk is %s; the history ends at chunk %d: %s",
+			corruption.Err, rd.st.ManifestKey, m.Epoch, ChunkKey(rd.r.cfg.Ledger, m.Fence), rd.last, why)
+	}
+	return nil
+}
+
+// covers checks that the records read hold every event the signed
+// checkpoint covers.
+func (rd *read) covers() error {
+	if rd.head.Seq < rd.st.CheckpointSize {
+		why := ""
+		if rd.ended != "" {
+			why = "; the history ends before " + rd.ended
+		}
+		return fmt.Errorf("%w: %s: signed for %d events, the bucket's objects hold %d%s", corruption.Err, CheckpointKey(rd.r.cfg.Ledger), rd.st.CheckpointSize, rd.head.Seq, why)
+	}
+	return nil
+}
+
+// chunks reads the chunks keys, numbered without a gap, in order: it
+// checks each and yields its records, up to the first that does not
+// continue the history (ended says which).
+func (rd *read) chunks(ctx context.Context, keys []string) error {
+	missing := ""
+	for i, key := range keys {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -387,69 +437,60 @@ func (rd *read) run(ctx context.Context) error {
 				return err
 			}
 			if rd.head.Seq == before {
-				if i == len(rd.st.Chunks)-1 {
+				if i == len(keys)-1 {
 					return fmt.Errorf("%w: %s: missing: listed, then not found, and no seg/ object holds the events after %d", corruption.Err, key, rd.head.Seq)
 				}
 				missing = key
 			}
-			prev = nil // the chain goes on from the next chunk
+			rd.prev = nil // the chain goes on from the next chunk
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("replica: read %s: %w", key, err)
 		}
-		c, err := DecodeChunk(key, rd.r.cfg.Ledger, obj.Data)
-		if err != nil {
-			return err
-		}
-		// A chunk that does not name the chunk before it, or of a lower
-		// epoch, ends the history: a fenced writer's upload that landed
-		// after the fence, and what follows it, none of it acknowledged
-		// (docs/replication.md, "A fenced writer's late uploads"). The
-		// signed checkpoint's events must all be before it.
-		if prev != nil && c.Prev != *prev {
-			rd.ended = fmt.Sprintf("chunk %s: names %x as the previous chunk's SHA-256, the previous chunk's is %x", key, c.Prev[:], prev[:])
-			break
-		}
-		if epoch != 0 && c.Epoch < epoch {
-			rd.ended = fmt.Sprintf("chunk %s: of epoch %d, after a chunk of epoch %d (a fenced writer's chunk after the fence)", key, c.Epoch, epoch)
-			break
-		}
-		sum := Sum(obj.Data)
-		prev = &sum
-		switch {
-		case epoch == 0:
-		case c.Fence() && c.Epoch == epoch:
-			return fmt.Errorf("%w: chunk %s: a fence chunk of epoch %d, the epoch of the chunk before", corruption.Err, key, c.Epoch)
-		case !c.Fence() && c.Epoch > epoch:
-			return fmt.Errorf("%w: chunk %s: of epoch %d without its fence chunk, after a chunk of epoch %d", corruption.Err, key, c.Epoch, epoch)
-		}
-		epoch = c.Epoch
-		if err := rd.chunk(key, &c, missing); err != nil {
+		if ok, err := rd.linked(key, obj.Data, missing); err != nil || !ok {
 			return err
 		}
 		missing = ""
-		last = c.Number
-	}
-	// The history may end early (uploads in flight, a fenced writer's
-	// late ones), but not before what the bucket vouches for: the
-	// checkpoint's events and the newest manifest's fence chunk.
-	if rd.head.Seq < rd.st.CheckpointSize {
-		why := ""
-		if rd.ended != "" {
-			why = "; the history ends before " + rd.ended
-		}
-		return fmt.Errorf("%w: %s: signed for %d events, the bucket's objects hold %d%s", corruption.Err, CheckpointKey(rd.r.cfg.Ledger), rd.st.CheckpointSize, rd.head.Seq, why)
-	}
-	if m := rd.st.Manifest; m.Fence > last {
-		why := "the chunks listed end there"
-		if rd.ended != "" {
-			why = "it ends before " + rd.ended
-		}
-		return fmt.Errorf("%w: %s: says epoch %d's fence chunk is %s; the history ends at chunk %d: %s",
-			corruption.Err, rd.st.ManifestKey, m.Epoch, ChunkKey(rd.r.cfg.Ledger, m.Fence), last, why)
 	}
 	return nil
+}
+
+// linked checks the chunk data, stored under key, and yields its records
+// if it continues the history; ok is false, and ended says why, if it
+// does not. missing is the key of a chunk before it that was not found,
+// if any.
+func (rd *read) linked(key string, data []byte, missing string) (ok bool, err error) {
+	c, err := DecodeChunk(key, rd.r.cfg.Ledger, data)
+	if err != nil {
+		return false, err
+	}
+	// A chunk that does not name the chunk before it, or of a lower
+	// epoch, ends the history: a fenced writer's upload that landed
+	// after the fence, and what follows it, none of it acknowledged
+	// (docs/replication.md, "A fenced writer's late uploads"). The
+	// signed checkpoint's events must all be before it.
+	if rd.prev != nil && c.Prev != *rd.prev {
+		rd.ended = fmt.Sprintf("chunk %s: names %x as the previous chunk's SHA-256, the previous chunk's is %x", key, c.Prev[:], rd.prev[:])
+		return false, nil
+	}
+	if rd.epoch != 0 && c.Epoch < rd.epoch {
+		rd.ended = fmt.Sprintf("chunk %s: of epoch %d, after a chunk of epoch %d (a fenced writer's chunk after the fence)", key, c.Epoch, rd.epoch)
+		return false, nil
+	}
+	switch {
+	case rd.epoch == 0:
+	case c.Fence() && c.Epoch == rd.epoch:
+		return false, fmt.Errorf("%w: chunk %s: a fence chunk of epoch %d, the epoch of the chunk before", corruption.Err, key, c.Epoch)
+	case !c.Fence() && c.Epoch > rd.epoch:
+		return false, fmt.Errorf("%w: chunk %s: of epoch %d without its fence chunk, after a chunk of epoch %d", corruption.Err, key, c.Epoch, rd.epoch)
+	}
+	if err := rd.chunk(key, &c, missing); err != nil {
+		return false, err
+	}
+	sum := Sum(data)
+	rd.prev, rd.epoch, rd.last = &sum, c.Epoch, c.Number
+	return true, nil
 }
 
 // record is called with every record verified, in order: its leaf, the
@@ -463,6 +504,11 @@ func (rd *read) record(key string, rec *segment.Record, loc segment.Location) er
 			return fmt.Errorf("%w: %s: the root of the first %d events is %x, the signed checkpoint's %x (the events were read from %s)",
 				corruption.Err, CheckpointKey(rd.r.cfg.Ledger), rd.b.Size(), root[:], rd.st.CheckpointRoot[:], key)
 		}
+		if rd.f != nil {
+			rd.f.verifiedAt(rd.b, rd.st.CheckpointRoot, rd.st.Checkpoint)
+		}
+	} else if rd.f != nil && rd.b.Size() > rd.st.CheckpointSize {
+		rd.f.leaves = append(rd.f.leaves, leaf)
 	}
 	if !rd.cut && (rd.lim.Seq != 0 && rec.Seq > rd.lim.Seq || !rd.lim.Time.IsZero() && rec.ID.Micros() > uint64(rd.lim.Time.UnixMicro())) {
 		// A batch is all or nothing: the cut is before the batch of the

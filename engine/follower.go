@@ -1,0 +1,717 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/annal-db/annal/engine/internal/replica"
+	"github.com/annal-db/annal/engine/internal/replica/store"
+	"github.com/annal-db/annal/engine/tree"
+	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"golang.org/x/mod/sumdb/note"
+)
+
+// The range of FollowerOptions.PollInterval.
+const (
+	defaultPollInterval              = time.Second
+	minPollInterval, maxPollInterval = time.Millisecond, time.Hour
+)
+
+// followerFile is the file that makes a directory a follower's: the
+// bucket it follows and the verifier key of its checkpoints.
+const followerFile = "follower.json"
+
+// discoverEvery is how often a follower of every ledger lists the
+// bucket's ledgers for new ones (one LIST per ledger).
+const discoverEvery = time.Minute
+
+// FollowerOptions say what a Follower follows, and how.
+type FollowerOptions struct {
+	// Replica is the bucket, in the URL form of docs/replication.md
+	// ("s3://BUCKET/PREFIX?endpoint=URL&region=R&path-style=true").
+	Replica string
+	// Ledger is the name (or the ID in hex) of the ledger to follow; ""
+	// follows every ledger of the bucket, and those created later.
+	Ledger string
+	// PollInterval is how often the bucket is read (1 ms to 1 h; 0: 1 s).
+	// Each poll costs two GETs a ledger when nothing was written
+	// (docs/replication.md, "Followers").
+	PollInterval time.Duration
+	// VerifierKey is the verifier (public) key, in the sumdb/note verifier
+	// format (what `annal key` prints), of the key that signs
+	// the writer's checkpoints. Required: a follower holds no key of its
+	// own that could vouch for the bucket, and a bucket's contents are
+	// no evidence of which key is the writer's.
+	VerifierKey string
+	// Options are those the follower's read-only DB opens with
+	// (Options.TempDir, CacheDir, FollowInterval, CacheSize): see DB.
+	// Their key options, Replica and Replication are not used.
+	Options *Options
+
+	// store, if set, is the bucket instead of Replica's (tests).
+	store store.Store
+}
+
+// Follower keeps a local, read-only copy of a bucket's ledgers in a
+// directory (OpenFollower).
+type Follower struct {
+	dir      string
+	o        FollowerOptions
+	st       store.Store
+	endpoint string
+	v        note.Verifier
+	lock     io.Closer
+	dirFile  *os.File
+	db       *DB
+	named    eventid.LedgerID // the ledger FollowerOptions.Ledger names (zero: all)
+
+	mu      sync.Mutex
+	ledgers map[eventid.LedgerID]*followed
+	order   []eventid.LedgerID
+	listed  time.Time // when the bucket's ledgers were last listed; under mu
+	cancel  context.CancelFunc
+	done    chan struct{}
+	closed  bool
+}
+
+// followed is one ledger a Follower follows. Its fields but status are
+// the poll loop's own.
+type followed struct {
+	id       eventid.LedgerID
+	name     string
+	f        *replica.Follow
+	local    segment.Head // the last record laid in the directory
+	ckSize   uint64       // the size of the checkpoint file written
+	bucket   uint64       // the last event the bucket held at the last poll
+	tree     *tree.File
+	leafFrom uint64      // the tree file's size when the poll began
+	leaves   []tree.Hash // the leaves of the records read after it
+	status   FollowerStatus
+}
+
+// FollowerStatus is what a Follower knows of one ledger.
+type FollowerStatus struct {
+	Ledger eventid.LedgerID
+	Name   string
+	// Bucket is the last event the bucket held at the last poll that
+	// read it (the newest of the records read and the signed
+	// checkpoint's size); Local the last event of the local copy, which
+	// every read serves; Signed the events the last signed checkpoint
+	// verified covers.
+	Bucket, Local, Signed uint64
+	// Behind is Bucket − Local: 0 but while a poll lays records, or once
+	// the ledger stopped.
+	Behind uint64
+	// Lag is how old the copy may be: the time since the start of the
+	// last poll that read the bucket whole (the copy holds every event the
+	// bucket held then). Zero before the first.
+	Lag time.Duration
+	// LastPoll is when the last poll ended; LastError its error, if it
+	// failed (the store unreachable: the next poll tries again).
+	LastPoll  time.Time
+	LastError error
+	// Stopped, if not nil, is why the ledger is no longer followed: an
+	// object that failed verification, or a bucket whose history is not an
+	// extension of the one verified (it names the object). Reads of the
+	// ledger then fail with it; nothing past what was verified before is
+	// served.
+	Stopped error
+
+	caughtUp time.Time // the start of the last poll that read it whole
+}
+
+// OpenFollower makes dir a follower of the bucket o.Replica: a local,
+// read-only copy of one ledger (o.Ledger) or of all, kept up by polling
+// the bucket every o.PollInterval, and returns it once the first poll
+// of every ledger is done (a ledger whose first poll failed is retried,
+// or stopped: see Status).
+//
+// dir is a new or empty directory, or one that a Follower made
+// (follower.json names the bucket and the verifier key; another bucket
+// or key is refused, ErrInvalid); a writer's data directory is refused.
+// The Follower holds it (its lock, ErrLocked for a writer's Open) until
+// Close, and writes into it what each poll read and verified: the
+// records where the writer had them (segment files byte for byte, as
+// restore lays them), each ledger's NAME, its checkpoint file (the
+// bucket's signed checkpoint, once the records it covers are laid) and
+// its Merkle tree file. Nothing is laid before it is verified: each
+// record's frame and chain, the chunks' hash chain, epochs and Merkle
+// roots, and each new signed checkpoint, checked with o.VerifierKey,
+// against the root of the records read at its size (which proves that it
+// extends the last one verified). The first poll reads every object the
+// bucket holds of a ledger (a directory that already holds records must
+// hold a prefix of the bucket's, else ErrDiverged); the next ones read
+// what was stored since.
+//
+// An object that fails verification, or a bucket whose history is not
+// an extension of the one verified (a rewritten history, a checkpoint of
+// another root), stops that ledger: Status says why, naming the object,
+// and the reads of DB fail with that error; the other ledgers go on. A
+// store that cannot be reached is tried again at the next poll.
+//
+// DB returns the read-only DB that serves the copy: every read works on
+// it, and writes fail with ErrReadOnly. Other processes read the
+// directory with OpenReadOnly (annal's read commands), as beside a
+// writer. Promote a follower to writer with Takeover, once it is closed.
+func OpenFollower(dir string, o FollowerOptions) (*Follower, error) {
+	if o.PollInterval == 0 {
+		o.PollInterval = defaultPollInterval
+	}
+	if o.PollInterval < minPollInterval || o.PollInterval > maxPollInterval {
+		return nil, invalid("follower: PollInterval %s is out of range (%s to %s)", o.PollInterval, minPollInterval, maxPollInterval)
+	}
+	if o.Replica == "" && o.store == nil {
+		return nil, invalid("follower of %s: no replica (FollowerOptions.Replica)", dir)
+	}
+	if strings.TrimSpace(o.VerifierKey) == "" {
+		return nil, invalid("follower of %s: no verifier key (FollowerOptions.VerifierKey, annal follow --key): the key that signs the writer's checkpoints is required", dir)
+	}
+	v, err := note.NewVerifier(strings.TrimSpace(o.VerifierKey))
+	if err != nil {
+		return nil, fmt.Errorf("%w: follower: the verifier key: %w", ErrInvalid, err)
+	}
+	fw := &Follower{dir: dir, o: o, v: v, ledgers: map[eventid.LedgerID]*followed{}}
+	if err := fw.prepareDir(); err != nil {
+		return nil, err
+	}
+	if fw.lock, fw.dirFile, err = lockDataDir(dir); err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			fw.release()
+		}
+	}()
+	if err := fw.writeFollowerFile(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	fw.cancel = cancel
+	if err := fw.openStore(ctx); err != nil {
+		return nil, err
+	}
+	if err := fw.findLedgers(ctx); err != nil {
+		return nil, err
+	}
+	// The copy as it is: the heads of the ledgers it holds.
+	ro := Options{}
+	if o.Options != nil {
+		ro = *o.Options
+	}
+	ro.Replica, ro.replicaStore, ro.Replication, ro.Signer, ro.SigningKeyFile = "", nil, 0, nil, ""
+	if fw.db, err = OpenReadOnly(dir, &ro); err != nil {
+		return nil, err
+	}
+	fw.round(ctx)
+	fw.done = make(chan struct{})
+	go fw.loop(ctx)
+	ok = true
+	return fw, nil
+}
+
+// prepareDir makes dir if missing and checks that it is empty or a
+// follower's.
+func (fw *Follower) prepareDir() error {
+	names, err := vfs.Default.List(fw.dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		names = nil
+	case err != nil:
+		return fmt.Errorf("engine: follower: %w", err)
+	}
+	for _, n := range names {
+		switch n {
+		case followerFile, ledgersDir, lockFile:
+		default:
+			if slices.Contains(dataDirMarkers[:], n) {
+				return invalid("follower of %s: a writer's data directory (it holds %s): a follower keeps its copy in a new or empty directory (promote a follower with Takeover, not the other way)", fw.dir, n)
+			}
+			return invalid("follower of %s: the directory holds %s: give a new or empty directory, or one a follower made", fw.dir, n)
+		}
+	}
+	if err := mkdirSynced(vfs.Default, filepath.Join(fw.dir, ledgersDir)); err != nil {
+		return fmt.Errorf("engine: follower: %w", err)
+	}
+	return nil
+}
+
+// followerConfig is the content of follower.json.
+type followerConfig struct {
+	V        int    `json:"v"`
+	Replica  string `json:"replica"`
+	Verifier string `json:"verifier"`
+}
+
+// readFollowerFile reads dir's follower.json; ok is false if there is
+// none.
+func readFollowerFile(fs vfs.FS, dir string) (c followerConfig, ok bool, err error) {
+	path := fs.PathJoin(dir, followerFile)
+	b, err := readSmallFile(fs, path, 64<<10)
+	if errors.Is(err, os.ErrNotExist) {
+		return c, false, nil
+	}
+	if err != nil {
+		return c, false, fmt.Errorf("engine: read %s: %w", path, err)
+	}
+	if err := json.Unmarshal(b, &c); err != nil || c.V != 1 || c.Verifier == "" {
+		return c, false, fmt.Errorf("%w: %s: not a follower's file (JSON with v 1, replica and verifier)", ErrCorruption, path)
+	}
+	return c, true, nil
+}
+
+// removeFollowerFile removes dir's follower.json, if any, and syncs dir.
+func removeFollowerFile(dir string) error {
+	err := os.Remove(filepath.Join(dir, followerFile))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	}
+	return segment.SyncDir(vfs.Default, dir)
+}
+
+// writeFollowerFile writes follower.json, or checks that the one there
+// names the same bucket and key.
+func (fw *Follower) writeFollowerFile() error {
+	want := followerConfig{V: 1, Replica: fw.o.Replica, Verifier: strings.TrimSpace(fw.o.VerifierKey)}
+	have, ok, err := readFollowerFile(vfs.Default, fw.dir)
+	if err != nil {
+		return err
+	}
+	if ok {
+		switch {
+		case have.Replica != want.Replica:
+			return invalid("follower of %s: it follows %s, not %s: follow another bucket in another directory", fw.dir, have.Replica, want.Replica)
+		case have.Verifier != want.Verifier:
+			return invalid("follower of %s: its checkpoints were verified with the key %s, not %s: follow with another key in another directory", fw.dir, have.Verifier, want.Verifier)
+		}
+		return nil
+	}
+	b, _ := json.Marshal(want)
+	return writeFileAtomic(vfs.Default, fw.dir, followerFile, append(b, '\n'), true)
+}
+
+// openStore opens the bucket (no probe: a follower writes nothing, and
+// may have read-only credentials).
+func (fw *Follower) openStore(ctx context.Context) error {
+	fw.st, fw.endpoint = fw.o.store, testEndpointName
+	if fw.st != nil {
+		return nil
+	}
+	loc, err := store.ParseLocation(fw.o.Replica)
+	if err != nil {
+		return fmt.Errorf("%w: follower: Replica: %w", ErrInvalid, err)
+	}
+	if fw.st, err = store.OpenS3(ctx, loc, store.S3Options{}); err != nil {
+		return fmt.Errorf("engine: replica %s: %w", loc, err)
+	}
+	fw.endpoint = endpointOf(loc)
+	return nil
+}
+
+// testEndpointName names a test's store in errors.
+const testEndpointName = "the replica store"
+
+// findLedgers finds the ledgers to follow: the one named, or the
+// bucket's (not those without an event: a CreateLedger that failed).
+func (fw *Follower) findLedgers(ctx context.Context) error {
+	fw.mu.Lock()
+	fw.listed = time.Now()
+	fw.mu.Unlock()
+	if fw.o.Ledger != "" {
+		if fw.named == 0 {
+			ids, _, err := restoreLedgers(ctx, fw.st, fw.o.Ledger)
+			if err != nil {
+				return fmt.Errorf("engine: follower: %s: %w", fw.endpoint, err)
+			}
+			fw.named = ids[0]
+		}
+		fw.add(fw.named)
+		return nil
+	}
+	ids, err := bucketLedgers(ctx, fw.st)
+	if err != nil {
+		return fmt.Errorf("engine: follower: %s: %w", fw.endpoint, err)
+	}
+	for _, id := range ids {
+		if _, ok := fw.ledgers[id]; ok {
+			continue
+		}
+		if unborn, err := unbornLedger(ctx, fw.st, id); err != nil || unborn != nil {
+			continue
+		}
+		fw.add(id)
+	}
+	return nil
+}
+
+func (fw *Follower) add(id eventid.LedgerID) {
+	if _, ok := fw.ledgers[id]; ok {
+		return
+	}
+	fw.mu.Lock()
+	fw.ledgers[id] = &followed{id: id, status: FollowerStatus{Ledger: id}}
+	fw.order = append(fw.order, id)
+	fw.mu.Unlock()
+}
+
+// loop polls every PollInterval until Close.
+func (fw *Follower) loop(ctx context.Context) {
+	defer close(fw.done)
+	t := time.NewTicker(fw.o.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		fw.mu.Lock()
+		due := fw.o.Ledger == "" && time.Since(fw.listed) >= discoverEvery
+		fw.mu.Unlock()
+		if due {
+			fw.findLedgers(ctx) // a failure: the next minute's listing
+		}
+		fw.round(ctx)
+	}
+}
+
+// round polls each ledger once, then has the DB look at what was laid
+// (and wake its subscribers) at once, not at its next FollowInterval,
+// and only then says so in the status: a status says what the DB shows.
+func (fw *Follower) round(ctx context.Context) {
+	type polled struct {
+		fl    *followed
+		start time.Time
+		err   error
+	}
+	var done []polled
+	defer func() {
+		fw.db.followAll()
+		now := time.Now()
+		fw.mu.Lock()
+		for _, p := range done {
+			s, fl := &p.fl.status, p.fl
+			s.Name, s.Local, s.Signed, s.Bucket = fl.name, fl.local.Seq, fl.ckSize, fl.bucket
+			s.LastPoll, s.LastError = now, p.err
+			if p.err == nil {
+				s.caughtUp = p.start
+			}
+			// A ledger whose first checkpoint is not stored yet (a
+			// Shipped ledger just created) is tried again.
+			if p.err != nil && (errors.Is(p.err, ErrCorruption) || errors.Is(p.err, replica.ErrDiverged)) && !(fl.f == nil && errors.Is(p.err, ErrNoCheckpoint)) {
+				s.Stopped = p.err
+			}
+		}
+		fw.mu.Unlock()
+		for _, p := range done {
+			if p.fl.status.Stopped != nil {
+				fw.stopReads(p.fl)
+			}
+		}
+	}()
+	for _, id := range slices.Clone(fw.order) {
+		if ctx.Err() != nil {
+			return
+		}
+		fl := fw.ledgers[id]
+		if fl.status.Stopped != nil {
+			fw.stopReads(fl) // a ledger the DB showed since
+			continue
+		}
+		start := time.Now()
+		err := fw.poll(ctx, fl)
+		if ctx.Err() != nil {
+			return
+		}
+		done = append(done, polled{fl, start, err})
+	}
+}
+
+// poll reads what the bucket holds of fl's ledger after what fl holds,
+// verified, and lays it into the directory.
+func (fw *Follower) poll(ctx context.Context, fl *followed) error {
+	dir := filepath.Join(fw.dir, ledgersDir, fl.id.String())
+	if fl.f == nil {
+		return fw.first(ctx, fl, dir)
+	}
+	fl.leafFrom, fl.leaves = fl.tree.Size(), fl.leaves[:0]
+	// A poll that fails but for damage (the store unreachable, Close)
+	// lays what it verified whole before, and the next goes on from
+	// there: a store that fails now and then still lets polls through.
+	var failed error
+	res, err := layRecords(vfs.Default, dir, fl.local, true, nil, func(yield func(replica.Piece) error) (replica.Result, error) {
+		res, err := fl.f.Poll(ctx, yield)
+		if err != nil && !errors.Is(err, ErrCorruption) {
+			failed, err = err, nil
+		}
+		return res, err
+	})
+	if err != nil {
+		return fw.wrap(fl, err)
+	}
+	if err := fw.laid(fl, dir, res); err != nil {
+		return err
+	}
+	if failed != nil {
+		return fw.wrap(fl, failed)
+	}
+	return nil
+}
+
+// first is a ledger's first poll: every object the bucket holds of it,
+// checked against what the directory holds (a prefix of it), or laid in
+// a new folder renamed into place once complete.
+func (fw *Follower) first(ctx context.Context, fl *followed, dir string) error {
+	r := fw.reader(fl)
+	f := r.Follow()
+	local := segment.Head{ID: eventid.Genesis(fl.id)}
+	fw.db.mu.RLock()
+	l, have := fw.db.byID[fl.id]
+	fw.db.mu.RUnlock()
+	if have {
+		local = l.log.Head()
+	} else if _, err := os.Stat(dir); err == nil {
+		return fmt.Errorf("%w: follower: %s holds a ledger that does not open read-only (annal verify says why): remove it to follow the ledger again", ErrCorruption, dir)
+	}
+	into := dir
+	if !have {
+		into = filepath.Join(fw.dir, ledgersDir, "."+fl.id.String()+".follow")
+		if err := os.RemoveAll(into); err != nil {
+			return err
+		}
+		if err := mkdirSynced(vfs.Default, into); err != nil {
+			return fmt.Errorf("engine: follower: %w", err)
+		}
+	}
+	if err := fw.openTree(fl, into, local.Seq); err != nil {
+		return err
+	}
+	fl.local, fl.leafFrom, fl.leaves = local, fl.tree.Size(), fl.leaves[:0]
+	res, err := layRecords(vfs.Default, into, local, have, nil, func(yield func(replica.Piece) error) (replica.Result, error) {
+		return f.Poll(ctx, yield)
+	})
+	if err != nil {
+		if !have {
+			os.RemoveAll(into)
+		}
+		return fw.wrap(fl, err)
+	}
+	fl.f = f
+	if !have {
+		m := f.Manifest()
+		fl.name = m.Name
+		if m.Name != "" {
+			if err := writeNameFile(vfs.Default, into, m.Name); err != nil {
+				return err
+			}
+		}
+		if err := fw.laid(fl, into, res); err != nil {
+			os.RemoveAll(into)
+			fl.f = nil
+			return err
+		}
+		fl.tree.Close()
+		fl.tree = nil
+		if err := os.Rename(into, dir); err != nil {
+			fl.f = nil
+			return fmt.Errorf("engine: follower: %w", err)
+		}
+		if err := fw.openTree(fl, dir, fl.local.Seq); err != nil {
+			return err
+		}
+		return segment.SyncDir(vfs.Default, filepath.Dir(dir))
+	}
+	fl.name = l.meta.Name
+	return fw.laid(fl, dir, res)
+}
+
+// laid records what a poll laid in dir: the ledger's new head, its
+// tree file's leaves, then its checkpoint file if a newer one was
+// verified.
+func (fw *Follower) laid(fl *followed, dir string, res replica.Result) error {
+	if res.Yielded.Seq > fl.local.Seq {
+		fl.local = res.Yielded
+	}
+	if err := fw.growTree(fl); err != nil {
+		return err
+	}
+	if msg, size := fl.f.Checkpoint(); size > fl.ckSize && size <= fl.local.Seq {
+		if err := writeFileAtomic(vfs.Default, dir, checkpointFileName, msg, true); err != nil {
+			return fmt.Errorf("engine: follower: ledger %s: %w", fl.id, err)
+		}
+		fl.ckSize = size
+	}
+	fl.bucket = max(res.Verified.Seq, fl.ckSize)
+	return nil
+}
+
+// openTree opens the tree file of the ledger in dir, whose records end
+// at event n: one of more leaves, or damaged, is made anew (the first
+// poll reads every record).
+func (fw *Follower) openTree(fl *followed, dir string, n uint64) error {
+	if fl.tree != nil {
+		fl.tree.Close()
+		fl.tree = nil
+	}
+	path := filepath.Join(dir, "tree")
+	t, err := tree.OpenFile(vfs.Default, path, uint32(fl.id))
+	if err == nil && t.Size() > n {
+		t.Close()
+		err = tree.ErrCorrupt
+	}
+	if err != nil {
+		if t, err = tree.Create(vfs.Default, path, uint32(fl.id)); err != nil {
+			return fmt.Errorf("engine: follower: ledger %s: %w", fl.id, err)
+		}
+	}
+	fl.tree = t
+	return nil
+}
+
+// growTree appends the leaves of a poll's records to the ledger's tree
+// file, which the proofs read.
+func (fw *Follower) growTree(fl *followed) error {
+	if len(fl.leaves) == 0 {
+		return nil
+	}
+	if err := fl.tree.Append(fl.leaves); err != nil {
+		return fmt.Errorf("engine: follower: ledger %s: %w", fl.id, err)
+	}
+	fl.leaves = fl.leaves[:0]
+	if err := fl.tree.Sync(); err != nil {
+		return fmt.Errorf("engine: follower: ledger %s: %w", fl.id, err)
+	}
+	return nil
+}
+
+// reader returns a Reader of fl's ledger that checks the checkpoints
+// with the follower's key and keeps the leaves of the records read after
+// fl.leafFrom in fl.leaves, for the tree file.
+func (fw *Follower) reader(fl *followed) *replica.Reader {
+	cfg := ledgerReaderConfig(fw.st, fl.id, fw.v, false)
+	leaf := cfg.Leaf
+	cfg.Leaf = func(rec *segment.Record) tree.Hash {
+		h := leaf(rec)
+		// A record read twice (a seg/ object read after the chunks that
+		// held it, deleted since) is left out.
+		if rec.Seq == fl.leafFrom+uint64(len(fl.leaves))+1 {
+			fl.leaves = append(fl.leaves, h)
+		}
+		return h
+	}
+	return replica.NewReader(cfg)
+}
+
+// wrap names the ledger and the bucket in a poll's error.
+func (fw *Follower) wrap(fl *followed, err error) error {
+	return fmt.Errorf("engine: follower: ledger %s (%q) from %s: %w", fl.id, fl.name, fw.endpoint, err)
+}
+
+// stopReads makes the reads of a stopped ledger fail with why it
+// stopped.
+func (fw *Follower) stopReads(fl *followed) {
+	fw.db.mu.RLock()
+	l := fw.db.byID[fl.id]
+	fw.db.mu.RUnlock()
+	if l == nil {
+		return
+	}
+	l.idxMu.Lock()
+	l.idxErr = fl.status.Stopped
+	l.wake()
+	l.idxMu.Unlock()
+}
+
+// DB returns the read-only DB that serves the copy (OpenReadOnly's, on
+// the follower's directory): every read works on it, writes fail with
+// ErrReadOnly, and the reads of a stopped ledger fail with why it
+// stopped. Close closes it.
+func (fw *Follower) DB() *DB { return fw.db }
+
+// Dir returns the follower's directory.
+func (fw *Follower) Dir() string { return fw.dir }
+
+// Status returns what the follower knows of the ledger name (its name or
+// its ID in hex), or ErrLedgerNotFound.
+func (fw *Follower) Status(name string) (FollowerStatus, error) {
+	for _, s := range fw.Statuses() {
+		if s.Name == name || s.Ledger.String() == name {
+			return s, nil
+		}
+	}
+	return FollowerStatus{}, fmt.Errorf("%w: %q: not followed", ErrLedgerNotFound, name)
+}
+
+// Statuses returns the status of every ledger followed, in the order
+// they were found.
+func (fw *Follower) Statuses() []FollowerStatus {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	now := time.Now()
+	out := make([]FollowerStatus, 0, len(fw.order))
+	for _, id := range fw.order {
+		s := fw.ledgers[id].status
+		s.Behind = 0
+		if s.Bucket > s.Local {
+			s.Behind = s.Bucket - s.Local
+		}
+		if !s.caughtUp.IsZero() {
+			s.Lag = now.Sub(s.caughtUp)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// Close stops polling (a poll under way is cancelled: what it read is
+// laid up to the last object it verified whole), closes the DB and lets
+// the directory go.
+func (fw *Follower) Close() error {
+	fw.mu.Lock()
+	if fw.closed {
+		fw.mu.Unlock()
+		return ErrClosed
+	}
+	fw.closed = true
+	fw.mu.Unlock()
+	fw.cancel()
+	<-fw.done
+	return fw.release()
+}
+
+// release closes what the follower holds.
+func (fw *Follower) release() error {
+	if fw.cancel != nil {
+		fw.cancel()
+	}
+	var errs []error
+	if fw.db != nil {
+		errs = append(errs, fw.db.Close())
+	}
+	for _, fl := range fw.ledgers {
+		if fl.tree != nil {
+			errs = append(errs, fl.tree.Close())
+		}
+	}
+	if fw.lock != nil {
+		errs = append(errs, fw.lock.Close())
+	}
+	if fw.dirFile != nil {
+		fw.dirFile.Close()
+	}
+	return errors.Join(errs...)
+}
