@@ -17,7 +17,15 @@ import (
 // frees its upload slot.
 func (s *writerState) upload(c cut) {
 	defer s.wg.Done()
-	defer func() { s.slots <- struct{}{} }()
+	stored := false
+	defer func() {
+		if !stored {
+			s.mu.Lock()
+			s.inflight--
+			s.mu.Unlock()
+		}
+		s.slots <- struct{}{}
+	}()
 	start := time.Now()
 	for try := 0; ; try++ {
 		if s.ctx.Err() != nil || s.failed() {
@@ -29,6 +37,7 @@ func (s *writerState) upload(c cut) {
 		}
 		if err == nil {
 			s.stored(c, time.Since(start))
+			stored = true
 			return
 		}
 		if isFatal(err) {
@@ -70,8 +79,17 @@ func (s *writerState) failed() bool {
 func (s *writerState) stored(c cut, took time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.inflight--
+	// A cut held for the appenders this releases, or while this upload
+	// was in flight, is due again.
+	notify(s.wake)
 	s.uploads++
 	s.uploadTime += took
+	if s.meanUpload == 0 {
+		s.meanUpload = took
+	} else {
+		s.meanUpload += (took - s.meanUpload) / 8
+	}
 	s.done[c.number] = c.lastSeq
 	moved := false
 	for {
@@ -81,6 +99,7 @@ func (s *writerState) stored(c cut, took time.Duration) {
 		}
 		delete(s.done, s.storedChunk+1)
 		s.storedChunk++
+		s.owed += last - s.storedSeq
 		s.storedSeq = last
 		moved = true
 	}

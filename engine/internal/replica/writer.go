@@ -18,6 +18,7 @@ import (
 const (
 	DefaultMaxChunkBytes = 8 << 20
 	DefaultUploads       = 4
+	DefaultHold          = 0.5
 	DefaultShipInterval  = time.Second
 	DefaultStoreTimeout  = 10 * time.Second
 	DefaultGCGrace       = 10 * time.Minute
@@ -58,6 +59,7 @@ type writerState struct {
 	builder   *tree.Builder
 	lastSeg   uint64 // the segment of the last record cut (or Tail's)
 	lastCut   time.Time
+	slotAt    time.Time // when the cutter took the free slot it cuts for
 
 	// checkMu serializes the re-reads of the newest manifest (wait).
 	checkMu sync.Mutex
@@ -87,6 +89,13 @@ type writerState struct {
 	// uploads' time (Status).
 	uploads    uint64
 	uploadTime time.Duration
+	// The cut's hold (Config.Hold): inflight is the chunk uploads in
+	// flight, meanUpload their recent mean time (a moving average), and
+	// owed the records acknowledged that their appenders have not
+	// matched with new ones yet (Replicated mode).
+	inflight   int
+	meanUpload time.Duration
+	owed       uint64
 	fatal      error // sticky: ErrFenced, or damage found in the bucket
 	lastErr    error
 	lastErrAt  time.Time
@@ -154,6 +163,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Uploads <= 0 {
 		c.Uploads = DefaultUploads
+	}
+	if c.Hold == 0 {
+		c.Hold = DefaultHold
 	}
 	c.Uploads = max(c.Uploads, 2)
 	if c.ShipInterval <= 0 {
@@ -435,6 +447,7 @@ func (s *writerState) add(sp segment.Span, leaves []tree.Hash) {
 	p.span.Bytes = append([]byte(nil), sp.Bytes...)
 	s.pending = append(s.pending, p)
 	s.pendingBytes += len(p.span.Bytes)
+	s.owed -= min(s.owed, sp.Last.Seq-sp.FirstSeq+1)
 	s.lastAdded = max(s.lastAdded, sp.Last.Seq)
 	s.ages = append(s.ages, ageMark{last: sp.Last.Seq, at: s.cfg.Now()})
 	if s.taken {
