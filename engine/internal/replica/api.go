@@ -174,6 +174,10 @@ func (w *Writer) WaitCheckpoint(ctx context.Context, n uint64) error { return w.
 // Status returns the Writer's state.
 func (w *Writer) Status() Status { return w.status() }
 
+// Fenced says whether another writer took the ledger (Status.Fenced),
+// without taking the Writer's lock: an append asks it every time.
+func (w *Writer) Fenced() bool { return w.fenced.Load() }
+
 // Close ships what is pending within ctx (Shipped mode: what it could not
 // ship stays in the local log, and the next Open ships it) and stops.
 func (w *Writer) Close(ctx context.Context) error { return w.close(ctx) }

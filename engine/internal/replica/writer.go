@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/annal-db/annal/engine/internal/replica/store"
@@ -96,7 +97,8 @@ type writerState struct {
 	inflight   int
 	meanUpload time.Duration
 	owed       uint64
-	fatal      error // sticky: ErrFenced, or damage found in the bucket
+	fatal      error       // sticky: ErrFenced, or damage found in the bucket
+	fenced     atomic.Bool // fatal is ErrFenced (Fenced, without mu)
 	lastErr    error
 	lastErrAt  time.Time
 	progress   chan struct{} // closed and replaced at every change
@@ -474,6 +476,7 @@ func (s *writerState) broadcastLocked() {
 func (s *writerState) failLocked(err error) {
 	if s.fatal == nil {
 		s.fatal = err
+		s.fenced.Store(errors.Is(err, ErrFenced))
 		s.pending, s.pendingBytes = nil, 0
 		s.broadcastLocked()
 	}
