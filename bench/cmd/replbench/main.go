@@ -60,6 +60,7 @@ func main() {
 	dir := flag.String("dir", "", "directory to work in (a temporary directory inside it is used and removed); default: the system's temporary directory")
 	storeDir := flag.String("store-dir", "", "directory for versitygw's files (a temporary directory inside it is used and removed), for a store whose disk is not the data directories' as a remote store's is not; default: beside the data directories")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	keepAlive := flag.Bool("keepalive", true, "versitygw keeps HTTP connections open between requests, as S3 does (false: a new TCP connection per request, versitygw's own default)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -73,7 +74,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := runAll(*rounds, *run, *restoreN, *dir, *storeDir); err != nil {
+	if err := runAll(*rounds, *run, *restoreN, *dir, *storeDir, *keepAlive); err != nil {
 		fmt.Fprintln(os.Stderr, "replbench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
@@ -241,7 +242,7 @@ func cmpOr(a, b error) error {
 	return b
 }
 
-func runAll(rounds int, run time.Duration, restoreN int, parent, storeParent string) error {
+func runAll(rounds int, run time.Duration, restoreN int, parent, storeParent string, keepAlive bool) error {
 	tmp, err := os.MkdirTemp(parent, "replbench-")
 	if err != nil {
 		return err
@@ -263,7 +264,7 @@ func runAll(rounds int, run time.Duration, restoreN int, parent, storeParent str
 	} else if err := os.Mkdir(gwDir, 0o755); err != nil {
 		return err
 	}
-	gw, err := startGateway(gwDir)
+	gw, err := startGateway(gwDir, keepAlive)
 	if err != nil {
 		return err
 	}
