@@ -116,6 +116,10 @@ type result struct {
 	// (ReplicaStatus.UploadTime over Uploads): the PUT latency under the
 	// run's load, which the idle probes do not see.
 	upload time.Duration
+	// cpu is the process's CPU time (user and system) during the run:
+	// the engine's, the S3 client's and versitygw's. Per event it is
+	// steadier than events/s on a machine shared with other work.
+	cpu time.Duration
 }
 
 func (r result) rate() float64 { return float64(r.events) / r.elapsed.Seconds() }
@@ -188,6 +192,7 @@ func (b *bench) measure(c config, d time.Duration) (result, error) {
 		first error
 		wg    sync.WaitGroup
 	)
+	cpu0 := cpuTime()
 	start := time.Now()
 	for a := range c.appenders {
 		wg.Add(1)
@@ -216,7 +221,7 @@ func (b *bench) measure(c config, d time.Duration) (result, error) {
 		time.Sleep(d) // idle
 	}
 	wg.Wait()
-	r := result{events: len(lats), elapsed: time.Since(start), lat: lats}
+	r := result{events: len(lats), elapsed: time.Since(start), lat: lats, cpu: cpuTime() - cpu0}
 	if first != nil {
 		return r, fmt.Errorf("%s: %w", c.name, first)
 	}
@@ -343,7 +348,7 @@ func alternate(gw *gateway, dbs string, rounds int, run time.Duration) error {
 	}
 	var replRatio, shipRatio, latRatio, bound, loaded, efficiency, capacity []float64
 	fmt.Fprintf(out, "rounds (probes: PUT of %d B, the mean repl1 chunk, and of %d B, the mean repl64 chunk; write+fsync of their records):\n", chunk1, chunk64)
-	fmt.Fprintf(out, "  %-5s %-8s %10s %9s %9s %9s %9s %9s\n", "round", "config", "events/s", "p50", "p99", "chunks/s", "ev/chunk", "upload")
+	fmt.Fprintf(out, "  %-5s %-8s %10s %9s %9s %9s %9s %9s %9s\n", "round", "config", "events/s", "p50", "p99", "chunks/s", "ev/chunk", "upload", "CPU/ev")
 	for round := 1; round <= rounds; round++ {
 		res := map[string]result{}
 		for _, c := range configs {
@@ -359,7 +364,11 @@ func alternate(gw *gateway, dbs string, rounds int, run time.Duration) error {
 			if r.upload > 0 {
 				up = ms(r.upload)
 			}
-			fmt.Fprintf(out, "  %-5d %-8s %10.0f %9s %9s %9.1f %9s %9s\n", round, c.name, r.rate(), ms(r.pct(0.5)), ms(r.pct(0.99)), r.uploadsS, evc, up)
+			cpu := "-"
+			if r.events > 0 {
+				cpu = fmt.Sprintf("%.1fus", float64(r.cpu)/float64(time.Microsecond)/float64(r.events))
+			}
+			fmt.Fprintf(out, "  %-5d %-8s %10.0f %9s %9s %9.1f %9s %9s %9s\n", round, c.name, r.rate(), ms(r.pct(0.5)), ms(r.pct(0.99)), r.uploadsS, evc, up, cpu)
 		}
 		put1, err := probePut(gw, chunk1, fmt.Sprintf("probe/%d/1/", round), 200)
 		if err != nil {
