@@ -229,8 +229,10 @@ func (g *gatedChunks) next(t *testing.T, what string) Chunk {
 
 // holdSetup takes a Replicated Writer over a gated store with two
 // upload slots and the given Hold, then fills both slots: chunk x holds
-// two records, chunk y one, and both wait for the test to open them.
-func holdSetup(t *testing.T, hold float64) (tl *testLog, g *gatedChunks, w *Writer, x, y Chunk) {
+// two records, chunk y one. It lets x through and waits for its
+// acknowledgement, which releases two records' appenders, with y still
+// waiting for the test to open it.
+func holdSetup(t *testing.T, hold float64) (tl *testLog, g *gatedChunks, w *Writer, y Chunk) {
 	tl = newTestLog(t, 1<<30, segment.Sync)
 	g = newGatedChunks(store.NewMemory())
 	cfg := testConfig(g, tl, Replicated)
@@ -243,13 +245,38 @@ func holdSetup(t *testing.T, hold float64) (tl *testLog, g *gatedChunks, w *Writ
 	}
 	g.armed.Store(true)
 	a := tl.append(2)
-	x = g.next(t, "the first append, nothing in flight")
+	x := g.next(t, "the first append, nothing in flight")
 	b := tl.append(1)
 	y = g.next(t, "the second append, nobody else released")
 	if x.LastSeq != a || y.FirstSeq != b || y.LastSeq != b {
 		t.Fatalf("chunks %d (records %d to %d) and %d (%d to %d), want records to %d, then %d alone", x.Number, x.FirstSeq, x.LastSeq, y.Number, y.FirstSeq, y.LastSeq, a, b)
 	}
-	return tl, g, w, x, y
+	g.open(ChunkKey(testLedgerID(), x.Number)) // releases x's two records
+	if err := w.Wait(context.Background(), x.LastSeq); err != nil {
+		t.Fatal(err)
+	}
+	return tl, g, w, y
+}
+
+// wantRecords fails the test unless chunk c holds records first to last.
+func wantRecords(t *testing.T, c Chunk, first, last uint64, why string) {
+	t.Helper()
+	if c.FirstSeq != first || c.LastSeq != last {
+		t.Fatalf("chunk %d holds records %d to %d, want %d to %d%s", c.Number, c.FirstSeq, c.LastSeq, first, last, why)
+	}
+}
+
+// finish opens the chunks numbered open, waits until record last is
+// stored and checks the bucket up to it.
+func (g *gatedChunks) finish(t *testing.T, tl *testLog, w *Writer, last uint64, open ...uint64) {
+	t.Helper()
+	for _, n := range open {
+		g.open(ChunkKey(testLedgerID(), n))
+	}
+	if err := w.Wait(context.Background(), last); err != nil {
+		t.Fatal(err)
+	}
+	tl.checkBucket(t, g, last)
 }
 
 // TestCutLoneAppenderNeverHeld: one appender that waits for each append
@@ -279,19 +306,13 @@ func TestCutLoneAppenderNeverHeld(t *testing.T) {
 // acknowledgements stay in chunk order.
 func TestCutHoldGathersReleasedAppenders(t *testing.T) {
 	t.Parallel()
-	tl, g, w, x, y := holdSetup(t, 1e12)
-	g.open(ChunkKey(testLedgerID(), x.Number)) // releases x's two records
-	if err := w.Wait(context.Background(), x.LastSeq); err != nil {
-		t.Fatal(err)
-	}
+	tl, g, w, y := holdSetup(t, 1e12)
 	c1 := tl.append(1) // y is in flight: held for the second
 	// Time for a cut that would not wait to take c1 alone.
 	time.Sleep(20 * time.Millisecond)
 	c2 := tl.append(1)
 	z := g.next(t, "the records the acknowledgement released")
-	if z.FirstSeq != c1 || z.LastSeq != c2 {
-		t.Fatalf("chunk %d holds records %d to %d, want %d to %d: the cut did not wait for both released appenders", z.Number, z.FirstSeq, z.LastSeq, c1, c2)
-	}
+	wantRecords(t, z, c1, c2, ": the cut did not wait for both released appenders")
 	// z stored before y acknowledges nothing until y is.
 	g.open(ChunkKey(testLedgerID(), z.Number))
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -300,33 +321,19 @@ func TestCutHoldGathersReleasedAppenders(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Wait for record %d with chunk %d not stored: %v, want it still waiting", c2, y.Number, err)
 	}
-	g.open(ChunkKey(testLedgerID(), y.Number))
-	if err := w.Wait(context.Background(), c2); err != nil {
-		t.Fatal(err)
-	}
-	tl.checkBucket(t, g, c2)
+	g.finish(t, tl, w, c2, y.Number)
 }
 
 // TestCutHoldEndsWithNothingInFlight: a held cut is cut as soon as the
 // other uploads finish, however long the hold may be.
 func TestCutHoldEndsWithNothingInFlight(t *testing.T) {
 	t.Parallel()
-	tl, g, w, x, y := holdSetup(t, 1e12)
-	g.open(ChunkKey(testLedgerID(), x.Number))
-	if err := w.Wait(context.Background(), x.LastSeq); err != nil {
-		t.Fatal(err)
-	}
+	tl, g, w, y := holdSetup(t, 1e12)
 	c1 := tl.append(1) // one of the two released: held while y is in flight
 	g.open(ChunkKey(testLedgerID(), y.Number))
 	z := g.next(t, "a held record once nothing else is in flight")
-	if z.FirstSeq != c1 || z.LastSeq != c1 {
-		t.Fatalf("chunk %d holds records %d to %d, want %d", z.Number, z.FirstSeq, z.LastSeq, c1)
-	}
-	g.open(ChunkKey(testLedgerID(), z.Number))
-	if err := w.Wait(context.Background(), c1); err != nil {
-		t.Fatal(err)
-	}
-	tl.checkBucket(t, g, c1)
+	wantRecords(t, z, c1, c1, "")
+	g.finish(t, tl, w, c1, z.Number)
 }
 
 // TestCutHoldIsBounded: when the released appenders do not come back,
@@ -334,20 +341,9 @@ func TestCutHoldEndsWithNothingInFlight(t *testing.T) {
 // is pending, uploads still in flight.
 func TestCutHoldIsBounded(t *testing.T) {
 	t.Parallel()
-	tl, g, w, x, y := holdSetup(t, 2)
-	g.open(ChunkKey(testLedgerID(), x.Number))
-	if err := w.Wait(context.Background(), x.LastSeq); err != nil {
-		t.Fatal(err)
-	}
+	tl, g, w, y := holdSetup(t, 2)
 	c1 := tl.append(1) // one of the two released; y stays in flight
 	z := g.next(t, "a held record past the hold")
-	if z.FirstSeq != c1 || z.LastSeq != c1 {
-		t.Fatalf("chunk %d holds records %d to %d, want %d", z.Number, z.FirstSeq, z.LastSeq, c1)
-	}
-	g.open(ChunkKey(testLedgerID(), y.Number))
-	g.open(ChunkKey(testLedgerID(), z.Number))
-	if err := w.Wait(context.Background(), c1); err != nil {
-		t.Fatal(err)
-	}
-	tl.checkBucket(t, g, c1)
+	wantRecords(t, z, c1, c1, "")
+	g.finish(t, tl, w, c1, y.Number, z.Number)
 }
