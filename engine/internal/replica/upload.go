@@ -31,12 +31,13 @@ func (s *writerState) upload(c cut) {
 		if s.ctx.Err() != nil || s.failed() {
 			return
 		}
+		attempt := time.Now()
 		err := s.syncFor(c)
 		if err == nil {
 			err = s.create(s.ctx, c.key, c.object, s.judgeChunk)
 		}
 		if err == nil {
-			s.stored(c, time.Since(start))
+			s.stored(c, time.Since(start), time.Since(attempt))
 			stored = true
 			return
 		}
@@ -74,9 +75,9 @@ func (s *writerState) failed() bool {
 	return s.fatal != nil
 }
 
-// stored acknowledges chunk c, whose upload took took, once every chunk
-// before it is stored.
-func (s *writerState) stored(c cut, took time.Duration) {
+// stored acknowledges chunk c, whose upload took took (its last
+// attempt: last), once every chunk before it is stored.
+func (s *writerState) stored(c cut, took, last time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inflight--
@@ -85,10 +86,12 @@ func (s *writerState) stored(c cut, took time.Duration) {
 	notify(s.wake)
 	s.uploads++
 	s.uploadTime += took
+	// The hold's mean: the attempts that stored, not the retries
+	// through an outage, which would hold cuts long after it.
 	if s.meanUpload == 0 {
-		s.meanUpload = took
+		s.meanUpload = last
 	} else {
-		s.meanUpload += (took - s.meanUpload) / 8
+		s.meanUpload += (last - s.meanUpload) / 8
 	}
 	s.done[c.number] = c.lastSeq
 	moved := false

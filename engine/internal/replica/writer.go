@@ -91,7 +91,8 @@ type writerState struct {
 	uploads    uint64
 	uploadTime time.Duration
 	// The cut's hold (Config.Hold): inflight is the chunk uploads in
-	// flight, meanUpload their recent mean time (a moving average), and
+	// flight, meanUpload the recent mean time of the attempts that
+	// stored them (a moving average), and
 	// owed the records acknowledged that their appenders have not
 	// matched with new ones yet (Replicated mode).
 	inflight   int
