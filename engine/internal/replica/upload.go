@@ -75,9 +75,9 @@ func (s *writerState) failed() bool {
 	return s.fatal != nil
 }
 
-// stored acknowledges chunk c, whose upload took took (its last
-// attempt: last), once every chunk before it is stored.
-func (s *writerState) stored(c cut, took, last time.Duration) {
+// stored acknowledges chunk c, whose upload took took (the attempt that
+// stored it: attempt), once every chunk before it is stored.
+func (s *writerState) stored(c cut, took, attempt time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inflight--
@@ -89,9 +89,9 @@ func (s *writerState) stored(c cut, took, last time.Duration) {
 	// The hold's mean: the attempts that stored, not the retries
 	// through an outage, which would hold cuts long after it.
 	if s.meanUpload == 0 {
-		s.meanUpload = last
+		s.meanUpload = attempt
 	} else {
-		s.meanUpload += (last - s.meanUpload) / 8
+		s.meanUpload += (attempt - s.meanUpload) / 8
 	}
 	s.done[c.number] = c.lastSeq
 	moved := false

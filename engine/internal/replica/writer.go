@@ -92,9 +92,8 @@ type writerState struct {
 	uploadTime time.Duration
 	// The cut's hold (Config.Hold): inflight is the chunk uploads in
 	// flight, meanUpload the recent mean time of the attempts that
-	// stored them (a moving average), and
-	// owed the records acknowledged that their appenders have not
-	// matched with new ones yet (Replicated mode).
+	// stored them (a moving average), and owed the records acknowledged
+	// that their appenders have not matched with new ones yet.
 	inflight   int
 	meanUpload time.Duration
 	owed       uint64
