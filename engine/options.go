@@ -210,7 +210,9 @@ type Options struct {
 	Replication Replication
 	// MinFlushInterval: Replicated mode uploads a chunk as soon as
 	// events are pending and an upload slot is free, but at most once per
-	// MinFlushInterval. Zero means no lower bound; at most 1 s.
+	// MinFlushInterval. Zero means no lower bound; at most 1 s. While
+	// other uploads are in flight, a cut waits a little for the appenders
+	// the last acknowledgements released (docs/replication.md, "Modes").
 	MinFlushInterval time.Duration
 	// ShipInterval: Shipped mode stores every event within it. Zero
 	// means 1 s; otherwise 10 ms to 1 h.

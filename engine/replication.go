@@ -503,7 +503,7 @@ func (l *ledger) replicaRefused() error {
 	if r == nil {
 		return nil
 	}
-	if r.fenced.Load() || r.mode == Shipped && r.w.Status().Fenced {
+	if r.fenced.Load() || r.mode == Shipped && r.w.Fenced() {
 		r.fenced.Store(true)
 		return fmt.Errorf("engine: append to %s: %w", l.meta.Name, ErrFenced)
 	}

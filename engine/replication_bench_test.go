@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -61,6 +63,36 @@ func closedLoop(b *testing.B, db *DB, appenders int, d time.Duration) float64 {
 // near its bound says that what slows Replicated mode on a loopback S3
 // server (bench/cmd/replbench) is the server's CPU, not the Writer.
 func BenchmarkReplicatedOnSleepingStore(b *testing.B) {
+	replicatedClosedLoop(b, sleepingStore{Store: store.NewMemory(), d: time.Millisecond})
+}
+
+// busyStore is a store whose PUTs do a fixed amount of CPU work (hash
+// work bytes) and then sleep d: an S3 server on the writer's own cores,
+// whose every request takes CPU from the appenders.
+type busyStore struct {
+	store.Store
+	work []byte
+	d    time.Duration
+}
+
+func (s busyStore) Put(ctx context.Context, key string, data []byte, cond store.Condition) (string, error) {
+	sha256.Sum256(s.work)
+	time.Sleep(s.d)
+	return s.Store.Put(ctx, key, data, cond)
+}
+
+// BenchmarkReplicatedOnBusyStore: as BenchmarkReplicatedOnSleepingStore,
+// on a store whose PUTs each hash 512 KiB (about 0.3 ms of one core)
+// and then sleep 0.5 ms: the cost of a PUT in CPU, which the cut policy
+// decides the number of. It reports events/chunk and the process's CPU
+// per event (cpu-us/event), steadier than events/s on a shared machine.
+func BenchmarkReplicatedOnBusyStore(b *testing.B) {
+	replicatedClosedLoop(b, busyStore{Store: store.NewMemory(), work: make([]byte, 512<<10), d: 500 * time.Microsecond})
+}
+
+// replicatedClosedLoop measures 64 appenders in a closed loop in
+// Replicated mode on st (see BenchmarkReplicatedOnSleepingStore).
+func replicatedClosedLoop(b *testing.B, st store.Store) {
 	ctx := context.Background()
 	const appenders = 64
 	local, err := Open(b.TempDir(), &Options{Durability: Sync})
@@ -74,7 +106,7 @@ func BenchmarkReplicatedOnSleepingStore(b *testing.B) {
 	if err := local.Close(); err != nil {
 		b.Fatal(err)
 	}
-	o := replOptions(sleepingStore{Store: store.NewMemory(), d: time.Millisecond}, Replicated)
+	o := replOptions(st, Replicated)
 	o.SegmentSize = 0
 	db, err := Open(b.TempDir(), o)
 	if err != nil {
@@ -90,6 +122,8 @@ func BenchmarkReplicatedOnSleepingStore(b *testing.B) {
 	}
 	var wg sync.WaitGroup
 	work := make(chan int, appenders)
+	var ru0, ru1 syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	b.ResetTimer()
 	for range appenders {
 		wg.Add(1)
@@ -109,14 +143,17 @@ func BenchmarkReplicatedOnSleepingStore(b *testing.B) {
 	close(work)
 	wg.Wait()
 	b.StopTimer()
-	st, err := db.ReplicaStatus("l")
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
+	s, err := db.ReplicaStatus("l")
 	if err != nil {
 		b.Fatal(err)
 	}
 	rate := float64(b.N) / b.Elapsed().Seconds()
 	b.ReportMetric(rate, "events/s")
-	if n := st.Uploads - st0.Uploads; n > 0 {
-		upload := (st.UploadTime - st0.UploadTime) / time.Duration(n)
+	b.ReportMetric(float64(cpu)/1e3/float64(b.N), "cpu-us/event")
+	if n := s.Uploads - st0.Uploads; n > 0 {
+		upload := (s.UploadTime - st0.UploadTime) / time.Duration(n)
 		b.ReportMetric(float64(upload)/float64(time.Millisecond), "upload-ms")
 		b.ReportMetric(float64(b.N)/float64(n), "events/chunk")
 		commit := float64(appenders) / localRate // seconds

@@ -38,7 +38,7 @@ type gateway struct {
 // startGateway starts versitygw with its files under dir (an absolute
 // path: posix.New changes the process's working directory to its root),
 // and creates the bucket.
-func startGateway(dir string) (*gateway, error) {
+func startGateway(dir string, keepAlive bool) (*gateway, error) {
 	root, side := filepath.Join(dir, "root"), filepath.Join(dir, "meta")
 	for _, d := range []string{root, side} {
 		if err := os.Mkdir(d, 0o755); err != nil {
@@ -79,6 +79,7 @@ func startGateway(dir string) (*gateway, error) {
 			MaxConnections:    250,
 			MaxRequests:       250,
 			MultipartMaxParts: 10000,
+			KeepAlive:         keepAlive,
 			Quiet:             true,
 		})
 	}()

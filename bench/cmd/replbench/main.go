@@ -60,6 +60,7 @@ func main() {
 	dir := flag.String("dir", "", "directory to work in (a temporary directory inside it is used and removed); default: the system's temporary directory")
 	storeDir := flag.String("store-dir", "", "directory for versitygw's files (a temporary directory inside it is used and removed), for a store whose disk is not the data directories' as a remote store's is not; default: beside the data directories")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	keepAlive := flag.Bool("keepalive", true, "versitygw keeps HTTP connections open between requests, as S3 does (false: a new TCP connection per request, versitygw's own default)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -73,7 +74,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := runAll(*rounds, *run, *restoreN, *dir, *storeDir); err != nil {
+	if err := runAll(*rounds, *run, *restoreN, *dir, *storeDir, *keepAlive); err != nil {
 		fmt.Fprintln(os.Stderr, "replbench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
@@ -115,6 +116,10 @@ type result struct {
 	// (ReplicaStatus.UploadTime over Uploads): the PUT latency under the
 	// run's load, which the idle probes do not see.
 	upload time.Duration
+	// cpu is the process's CPU time (user and system) during the run:
+	// the engine's, the S3 client's and versitygw's. Per event it is
+	// steadier than events/s on a machine shared with other work.
+	cpu time.Duration
 }
 
 func (r result) rate() float64 { return float64(r.events) / r.elapsed.Seconds() }
@@ -187,6 +192,7 @@ func (b *bench) measure(c config, d time.Duration) (result, error) {
 		first error
 		wg    sync.WaitGroup
 	)
+	cpu0 := cpuTime()
 	start := time.Now()
 	for a := range c.appenders {
 		wg.Add(1)
@@ -215,7 +221,7 @@ func (b *bench) measure(c config, d time.Duration) (result, error) {
 		time.Sleep(d) // idle
 	}
 	wg.Wait()
-	r := result{events: len(lats), elapsed: time.Since(start), lat: lats}
+	r := result{events: len(lats), elapsed: time.Since(start), lat: lats, cpu: cpuTime() - cpu0}
 	if first != nil {
 		return r, fmt.Errorf("%s: %w", c.name, first)
 	}
@@ -241,7 +247,7 @@ func cmpOr(a, b error) error {
 	return b
 }
 
-func runAll(rounds int, run time.Duration, restoreN int, parent, storeParent string) error {
+func runAll(rounds int, run time.Duration, restoreN int, parent, storeParent string, keepAlive bool) error {
 	tmp, err := os.MkdirTemp(parent, "replbench-")
 	if err != nil {
 		return err
@@ -263,7 +269,7 @@ func runAll(rounds int, run time.Duration, restoreN int, parent, storeParent str
 	} else if err := os.Mkdir(gwDir, 0o755); err != nil {
 		return err
 	}
-	gw, err := startGateway(gwDir)
+	gw, err := startGateway(gwDir, keepAlive)
 	if err != nil {
 		return err
 	}
@@ -342,7 +348,7 @@ func alternate(gw *gateway, dbs string, rounds int, run time.Duration) error {
 	}
 	var replRatio, shipRatio, latRatio, bound, loaded, efficiency, capacity []float64
 	fmt.Fprintf(out, "rounds (probes: PUT of %d B, the mean repl1 chunk, and of %d B, the mean repl64 chunk; write+fsync of their records):\n", chunk1, chunk64)
-	fmt.Fprintf(out, "  %-5s %-8s %10s %9s %9s %9s %9s %9s\n", "round", "config", "events/s", "p50", "p99", "chunks/s", "ev/chunk", "upload")
+	fmt.Fprintf(out, "  %-5s %-8s %10s %9s %9s %9s %9s %9s %9s\n", "round", "config", "events/s", "p50", "p99", "chunks/s", "ev/chunk", "upload", "CPU/ev")
 	for round := 1; round <= rounds; round++ {
 		res := map[string]result{}
 		for _, c := range configs {
@@ -358,7 +364,11 @@ func alternate(gw *gateway, dbs string, rounds int, run time.Duration) error {
 			if r.upload > 0 {
 				up = ms(r.upload)
 			}
-			fmt.Fprintf(out, "  %-5d %-8s %10.0f %9s %9s %9.1f %9s %9s\n", round, c.name, r.rate(), ms(r.pct(0.5)), ms(r.pct(0.99)), r.uploadsS, evc, up)
+			cpu := "-"
+			if r.events > 0 {
+				cpu = fmt.Sprintf("%.1fus", float64(r.cpu)/float64(time.Microsecond)/float64(r.events))
+			}
+			fmt.Fprintf(out, "  %-5d %-8s %10.0f %9s %9s %9.1f %9s %9s %9s\n", round, c.name, r.rate(), ms(r.pct(0.5)), ms(r.pct(0.99)), r.uploadsS, evc, up, cpu)
 		}
 		put1, err := probePut(gw, chunk1, fmt.Sprintf("probe/%d/1/", round), 200)
 		if err != nil {

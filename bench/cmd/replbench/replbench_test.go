@@ -16,7 +16,7 @@ func TestRunAllPrintsEveryFigure(t *testing.T) {
 	var buf bytes.Buffer
 	out = &buf
 	defer func() { out = os.Stdout }()
-	if err := runAll(1, 300*time.Millisecond, 3000, t.TempDir(), ""); err != nil {
+	if err := runAll(1, 300*time.Millisecond, 3000, t.TempDir(), "", true); err != nil {
 		t.Fatalf("%v\n%s", err, buf.String())
 	}
 	got := buf.String()

@@ -47,6 +47,13 @@ type Config struct {
 	// Uploads is the number of chunk uploads in flight (default 4, at
 	// least 2).
 	Uploads int
+	// Hold bounds how long Replicated mode holds a chunk back, when an
+	// upload slot is free but other uploads are in flight, for the
+	// appenders that the last acknowledgements released and that have
+	// not appended again yet: at most Hold times the mean upload time
+	// (default DefaultHold; negative: never hold). With nothing else in
+	// flight a chunk is never held.
+	Hold float64
 	// ShipInterval: Shipped mode stores every record within it (default 1 s).
 	ShipInterval time.Duration
 	// StoreTimeout bounds how long Wait waits for the store to make
@@ -171,6 +178,10 @@ func (w *Writer) WaitCheckpoint(ctx context.Context, n uint64) error { return w.
 
 // Status returns the Writer's state.
 func (w *Writer) Status() Status { return w.status() }
+
+// Fenced says whether another writer took the ledger (Status.Fenced),
+// without taking the Writer's lock: an append asks it every time.
+func (w *Writer) Fenced() bool { return w.fenced.Load() }
 
 // Close ships what is pending within ctx (Shipped mode: what it could not
 // ship stays in the local log, and the next Open ships it) and stops.

@@ -28,10 +28,14 @@ func (s *writerState) cutLoop() {
 		case <-s.ctx.Done():
 			return
 		}
+		s.slotAt = time.Now()
 		c, ok := s.nextCut()
 		if !ok {
 			return
 		}
+		s.mu.Lock()
+		s.inflight++
+		s.mu.Unlock()
 		s.wg.Add(1)
 		go s.upload(c)
 	}
@@ -108,6 +112,9 @@ func (s *writerState) dueLocked(now time.Time) (wait time.Duration, spans []pend
 		if d := s.cfg.MinFlushInterval - now.Sub(s.lastCut); d > 0 {
 			return d, nil, false
 		}
+		if d := s.holdLocked(now); d > 0 {
+			return d, nil, false
+		}
 	default: // Shipped
 		if s.urgent == 0 && s.pendingBytes < s.cfg.MaxChunkBytes {
 			if d := s.cfg.ShipInterval/2 - now.Sub(s.pending[0].added); d > 0 {
@@ -137,6 +144,30 @@ func (s *writerState) dueLocked(now time.Time) (wait time.Duration, spans []pend
 	s.pending = s.pending[n:]
 	s.pendingBytes -= size
 	return 0, spans, false
+}
+
+// holdLocked says how much longer a Replicated cut waits for the
+// appenders that the last acknowledgements released (owed): each comes
+// back within a local commit, and a chunk cut before they do holds a few
+// records and leaves theirs to the next upload slot, one more PUT on a
+// store that may share this machine's CPU. A cut is held only while
+// other uploads are in flight (a lone appender is never delayed), and
+// at most Config.Hold times the mean upload time from when the slot was
+// free and records pending. A hold that runs out forgets what is owed.
+// Called with mu held, records pending.
+func (s *writerState) holdLocked(now time.Time) time.Duration {
+	if s.owed == 0 || s.inflight == 0 || s.cfg.Hold < 0 || s.pendingBytes >= s.cfg.MaxChunkBytes {
+		return 0
+	}
+	from := s.slotAt
+	if added := s.pending[0].added; added.After(from) {
+		from = added
+	}
+	if d := time.Duration(s.cfg.Hold*float64(s.meanUpload)) - now.Sub(from); d > 0 {
+		return d
+	}
+	s.owed = 0
+	return 0
 }
 
 // cutChunk encodes the next chunk from spans, or from the Source (read).

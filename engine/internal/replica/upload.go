@@ -17,18 +17,28 @@ import (
 // frees its upload slot.
 func (s *writerState) upload(c cut) {
 	defer s.wg.Done()
-	defer func() { s.slots <- struct{}{} }()
+	stored := false
+	defer func() {
+		if !stored {
+			s.mu.Lock()
+			s.inflight--
+			s.mu.Unlock()
+		}
+		s.slots <- struct{}{}
+	}()
 	start := time.Now()
 	for try := 0; ; try++ {
 		if s.ctx.Err() != nil || s.failed() {
 			return
 		}
+		attempt := time.Now()
 		err := s.syncFor(c)
 		if err == nil {
 			err = s.create(s.ctx, c.key, c.object, s.judgeChunk)
 		}
 		if err == nil {
-			s.stored(c, time.Since(start))
+			s.stored(c, time.Since(start), time.Since(attempt))
+			stored = true
 			return
 		}
 		if isFatal(err) {
@@ -65,13 +75,24 @@ func (s *writerState) failed() bool {
 	return s.fatal != nil
 }
 
-// stored acknowledges chunk c, whose upload took took, once every chunk
-// before it is stored.
-func (s *writerState) stored(c cut, took time.Duration) {
+// stored acknowledges chunk c, whose upload took took (the attempt that
+// stored it: attempt), once every chunk before it is stored.
+func (s *writerState) stored(c cut, took, attempt time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.inflight--
+	// A cut held for the appenders this releases, or while this upload
+	// was in flight, is due again.
+	notify(s.wake)
 	s.uploads++
 	s.uploadTime += took
+	// The hold's mean: the attempts that stored, not the retries
+	// through an outage, which would hold cuts long after it.
+	if s.meanUpload == 0 {
+		s.meanUpload = attempt
+	} else {
+		s.meanUpload += (attempt - s.meanUpload) / 8
+	}
 	s.done[c.number] = c.lastSeq
 	moved := false
 	for {
@@ -81,6 +102,7 @@ func (s *writerState) stored(c cut, took time.Duration) {
 		}
 		delete(s.done, s.storedChunk+1)
 		s.storedChunk++
+		s.owed += last - s.storedSeq
 		s.storedSeq = last
 		moved = true
 	}
