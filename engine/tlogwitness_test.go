@@ -3,7 +3,11 @@ package engine
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -236,6 +240,11 @@ func TestTlogWitnessOptionsChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := cosign.WitnessConfig{URL: "http://127.0.0.1:1", VKey: k.VerifierKey()}
+	// k's public key under another name: one witness.
+	f := strings.SplitN(k.VerifierKey(), "+", 3)
+	pub, _ := base64.StdEncoding.DecodeString(f[2])
+	id := sha256.Sum256(append([]byte("w2.example\n"), pub...))
+	alias := cosign.WitnessConfig{URL: "http://127.0.0.1:2", VKey: fmt.Sprintf("w2.example+%08x+%s", binary.BigEndian.Uint32(id[:]), f[2])}
 	for _, tc := range []struct {
 		name string
 		opts Options
@@ -244,6 +253,7 @@ func TestTlogWitnessOptionsChecked(t *testing.T) {
 		{"no scheme", Options{TlogWitnesses: []cosign.WitnessConfig{{URL: "127.0.0.1:1", VKey: good.VKey}}}, "TlogWitnesses[0]"},
 		{"a log key", Options{TlogWitnesses: []cosign.WitnessConfig{{URL: good.URL, VKey: "x+00000000+AQ=="}}}, "TlogWitnesses[0]"},
 		{"twice", Options{TlogWitnesses: []cosign.WitnessConfig{good, good}}, "given twice"},
+		{"one public key under two names", Options{TlogWitnesses: []cosign.WitnessConfig{good, alias}, TlogWitnessQuorum: 2}, "one public key under two names"},
 		{"quorum above", Options{TlogWitnesses: []cosign.WitnessConfig{good}, TlogWitnessQuorum: 2}, "TlogWitnessQuorum 2"},
 		{"quorum without witnesses", Options{TlogWitnessQuorum: 1}, "TlogWitnessQuorum 1"},
 	} {
