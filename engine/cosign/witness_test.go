@@ -482,3 +482,53 @@ func TestWitnessStopsWhenItsStateCannotBeWritten(t *testing.T) {
 		t.Fatalf("a request after the failed write: %v, want refused until a restart", err)
 	}
 }
+
+// TestWitnessRefusesToStartWithoutItsState: a witness directory whose key
+// is there but whose state file is not (deleted, or the key copied to
+// another machine without it) is refused at start, naming the file: with
+// an empty state the witness would take the next checkpoint it is shown,
+// of any history, as the first. A new directory, and one whose key
+// --print-key created (WitnessKey), start with an empty state.
+func TestWitnessRefusesToStartWithoutItsState(t *testing.T) {
+	skey, vkey := newLogKey(t, "log.example")
+	dir := t.TempDir()
+	w, err := OpenWitness(dir, WitnessOptions{Logs: []string{vkey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newTestLog(t, skey, vkey)
+	l.grow(t, "a", 5)
+	_, msg := l.checkpoint(t, 5)
+	if _, err := w.AddCheckpoint(append([]byte("old 0\n\n"), msg...)); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	state := filepath.Join(dir, StateFile)
+	if err := os.Remove(state); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := OpenWitness(dir, WitnessOptions{Logs: []string{vkey}}); err == nil {
+		// What it would do: cosign a rewritten history as if new.
+		forged := newTestLog(t, skey, vkey)
+		forged.grow(t, "b", 7)
+		_, fmsg := forged.checkpoint(t, 7)
+		_, cerr := w.AddCheckpoint(append([]byte("old 0\n\n"), fmsg...))
+		w.Close()
+		t.Fatalf("a witness opened without its state file (and cosigned a rewritten history: %v)", cerr)
+	} else if !strings.Contains(err.Error(), state) || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("a witness without its state file: %v, want an error naming %s as missing", err, state)
+	}
+	if _, err := os.Stat(state); err == nil {
+		t.Fatal("the refused open created the state file")
+	}
+
+	printed := t.TempDir()
+	if _, err := WitnessKey(printed, ""); err != nil {
+		t.Fatal(err)
+	}
+	w, err = OpenWitness(printed, WitnessOptions{Logs: []string{vkey}})
+	if err != nil {
+		t.Fatalf("a witness whose key --print-key created: %v", err)
+	}
+	w.Close()
+}
