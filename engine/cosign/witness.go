@@ -241,10 +241,8 @@ func (w *Witness) AddCheckpoint(body []byte) ([]byte, error) {
 		return nil, &RequestError{Status: http.StatusConflict, Size: cur.Size, Reason: fmt.Sprintf("origin %s: old size %d, the witness cosigned size %d last", c.Origin, old, cur.Size)}
 	}
 	switch {
-	case c.Size == 0:
-		if c.Root != tree.Hash(sha256.Sum256(nil)) {
-			return nil, refused(http.StatusUnprocessableEntity, "origin %s: size 0 with a root other than the empty tree's", c.Origin)
-		}
+	case c.Size == 0 && c.Root != tree.Hash(sha256.Sum256(nil)):
+		return nil, refused(http.StatusUnprocessableEntity, "origin %s: size 0 with a root other than the empty tree's", c.Origin)
 	case old == 0:
 		if len(proof) != 0 {
 			return nil, refused(http.StatusUnprocessableEntity, "origin %s: old size 0 takes no proof, the request holds %d hashes", c.Origin, len(proof))

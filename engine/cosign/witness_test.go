@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -311,6 +312,10 @@ func TestWitnessAnswers(t *testing.T) {
 	elsewhere.grow(t, "a", 1)
 	_, elsewhereMsg := elsewhere.checkpoint(t, 1)
 	tampered := bytes.Replace(msg, []byte("\n6\n"), []byte("\n7\n"), 1)
+	empty, err := tree.Sign(tree.Checkpoint{Origin: "log.example/00000001", Root: sha256.Sum256(nil)}, l.signer)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		body string
@@ -325,6 +330,7 @@ func TestWitnessAnswers(t *testing.T) {
 		{"a proof line not base64", "old 6\nnot-a-hash\n\n" + string(msg), http.StatusBadRequest},
 		{"no blank line", "old 6\n", http.StatusBadRequest},
 		{"a proof with old size 6 = size", "old 6\n" + b64(tree.Hash{}) + "\n\n" + string(msg), http.StatusUnprocessableEntity},
+		{"a proof with old size 0, of size 0 (an origin new to the witness)", "old 0\n" + b64(tree.Hash{}) + "\n\n" + string(empty), http.StatusUnprocessableEntity},
 	} {
 		if code, _, body := post(tc.body); code != tc.code {
 			t.Errorf("%s: %d %q, want %d", tc.name, code, body, tc.code)
