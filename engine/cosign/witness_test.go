@@ -5,9 +5,12 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -537,4 +540,97 @@ func TestWitnessRefusesToStartWithoutItsState(t *testing.T) {
 		t.Fatalf("a witness whose key --print-key created: %v", err)
 	}
 	w.Close()
+}
+
+// TestWitnessRefusesMalformedExtensions: requests built to slip a
+// checkpoint past the consistency check are refused and leave the
+// witness's size as it was: a proof with a hash too many or too few, an
+// origin of 60,000 bytes, a body over the limit, a second signature line
+// by the log's key (its name and key ID) that does not verify. A
+// checkpoint that also carries signatures of unknown keys and another
+// witness's cosignature is cosigned. A client holding a request open,
+// its body half sent, does not keep another from being cosigned (the
+// body is read before the witness's lock is taken).
+func TestWitnessRefusesMalformedExtensions(t *testing.T) {
+	f := serveWitness(t)
+	l := newTestLog(t, f.skey, f.vkey)
+	l.grow(t, "a", 5)
+	_, msg5 := l.checkpoint(t, 5)
+	if _, err := f.w.AddCheckpoint(request(0, nil, msg5)); err != nil {
+		t.Fatal(err)
+	}
+	l.grow(t, "a", 8)
+	c13, msg13 := l.checkpoint(t, 13)
+	p, err := l.proof(13)(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := newTestLog(t, f.skey, f.vkey)
+	long.origin = long.signer.Name() + "/" + strings.Repeat("y", 60000)
+	long.grow(t, "a", 1)
+	_, longMsg := long.checkpoint(t, 1)
+	// A second line by the log's key: the first line's signature with
+	// its last byte changed.
+	sigLines := msg13[bytes.LastIndex(msg13, []byte("\n\n"))+2:]
+	s, err := parseSigLine(strings.TrimSuffix(string(sigLines), "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := append(binary.BigEndian.AppendUint32(nil, s.hash), s.sig...)
+	raw[len(raw)-1] ^= 1
+	twice := append(bytes.Clone(msg13), "\u2014 "+s.name+" "+base64.StdEncoding.EncodeToString(raw)+"\n"...)
+	for _, tc := range []struct {
+		name string
+		body []byte
+		code int
+	}{
+		{"a hash too many", request(5, append(p, p[0]), msg13), http.StatusUnprocessableEntity},
+		{"a hash too few", request(5, p[:len(p)-1], msg13), http.StatusUnprocessableEntity},
+		{"no proof", request(5, nil, msg13), http.StatusUnprocessableEntity},
+		{"an origin of 60,000 bytes", request(0, nil, longMsg), http.StatusNotFound},
+		{"a body over 64 KiB", request(5, p, append(bytes.Clone(msg13), bytes.Repeat([]byte("x"), maxRequest)...)), http.StatusBadRequest},
+		{"a second line by the log's key that does not verify", request(5, p, twice), http.StatusForbidden},
+	} {
+		_, err := f.w.AddCheckpoint(tc.body)
+		var re *RequestError
+		if !errors.As(err, &re) || re.Status != tc.code {
+			t.Errorf("%s: %v, want %d", tc.name, err, tc.code)
+		}
+		if c, _ := f.w.Cosigned(l.origin); c.Size != 5 {
+			t.Fatalf("%s: the witness holds size %d, want 5", tc.name, c.Size)
+		}
+	}
+
+	// A client sends the head of a request and half its body, and holds.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(f.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /add-checkpoint HTTP/1.1\r\nHost: w\r\nContent-Length: 1000\r\n\r\nold 5\n")
+
+	otherLog, _ := newLogKey(t, "other.example")
+	unknownSigner, err := note.NewSigner(otherLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := GenerateKey("witness.example/other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra, err := note.Sign(&note.Note{Text: string(msg13[:bytes.LastIndex(msg13, []byte("\n\n"))+1])}, l.signer, unknownSigner, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _, err := f.cfg.Cosign(context.Background(), f.srv.Client(), extra, 5, l.proof(13))
+	if err != nil {
+		t.Fatalf("a checkpoint with other signatures too, while a client holds a request: %v", err)
+	}
+	pol, _ := NewPolicy([]string{f.cfg.VKey}, 1)
+	if _, err := pol.Check(AddCosignatures(msg13, line)); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := f.w.Cosigned(l.origin); c != c13 {
+		t.Fatalf("the witness holds %+v, want %+v", c, c13)
+	}
 }
