@@ -301,3 +301,79 @@ func TestCreateLedgerNeedsTlogWitnessQuorum(t *testing.T) {
 		t.Fatalf("after a reopen: ledgers %v, unavailable %v", ls, db.Unavailable())
 	}
 }
+
+// TestCheckpointRefusesLyingTlogWitness: a witness (a real one behind a
+// proxy that changes its answers) that answers 200 with its cosignature
+// of the previous checkpoint, or with lines that are not cosignatures,
+// does not count: the checkpoint fails with cosign.ErrQuorum naming it
+// and is not stored. Its valid cosignature among garbage lines counts,
+// and only that line is added to the checkpoint.
+func TestCheckpointRefusesLyingTlogWitness(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	keyFile, vkey := newKeyFile(t)
+	ws := startTlogWitness(t, vkey)
+	var mode atomic.Value // "", "replay", "garbage", "garbage around"
+	mode.Store("")
+	var last atomic.Value // the witness's last answer
+	last.Store([]byte(nil))
+	proxy := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if mode.Load() == "replay" {
+			rw.Write(last.Load().([]byte))
+			return
+		}
+		rec := httptest.NewRecorder()
+		ws.srv.Config.Handler.ServeHTTP(rec, r)
+		body := rec.Body.Bytes()
+		switch m := mode.Load(); {
+		case rec.Code != http.StatusOK:
+		case m == "garbage":
+			body = []byte("\u2014 " + strings.SplitN(ws.w.VerifierKey(), "+", 2)[0] + " AAAA\nnot a line\n")
+		case m == "garbage around":
+			body = append(append([]byte("hello\n\u2014 x AAAAAAA=\n"), body...), "\u2014 trailing"...)
+		}
+		for k, v := range rec.Header() {
+			rw.Header()[k] = v
+		}
+		rw.WriteHeader(rec.Code)
+		rw.Write(body)
+		if rec.Code == http.StatusOK {
+			last.Store(rec.Body.Bytes())
+		}
+	}))
+	defer proxy.Close()
+	wc := cosign.WitnessConfig{URL: proxy.URL, VKey: ws.w.VerifierKey()}
+	policy, err := cosign.NewPolicy([]string{wc.VKey}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := mkOpen(t, t.TempDir(), &Options{SigningKeyFile: keyFile, CheckpointInterval: -1, TlogWitnesses: []cosign.WitnessConfig{wc}})
+	defer db.Close()
+	mkLedger(t, db, "pay", 5)
+	first, err := db.LatestCheckpoint("pay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"replay", "garbage"} {
+		mode.Store(m)
+		appendEvents(t, db, "pay", 2, appendSpec{From: len(m) * 10})
+		_, err := db.Checkpoint(ctx, "pay")
+		if !errors.Is(err, cosign.ErrQuorum) || !strings.Contains(err.Error(), proxy.URL) || !strings.Contains(err.Error(), "without a cosignature by its key") {
+			t.Fatalf("%s: %v, want cosign.ErrQuorum naming %s answering without its cosignature", m, err, proxy.URL)
+		}
+		if now, _ := db.LatestCheckpoint("pay"); now.Size != first.Size {
+			t.Fatalf("%s: a checkpoint of size %d was stored, the last cosigned is %d", m, now.Size, first.Size)
+		}
+	}
+	mode.Store("garbage around")
+	c, err := db.Checkpoint(ctx, "pay")
+	if err != nil {
+		t.Fatalf("a cosignature among garbage lines: %v", err)
+	}
+	if _, err := policy.Check(c.Note); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(c.Note, []byte("hello")) || bytes.Contains(c.Note, []byte("trailing")) || bytes.Count(c.Note, []byte("\u2014 ")) != 2 {
+		t.Fatalf("the checkpoint holds more than the log's signature and the cosignature:\n%s", c.Note)
+	}
+}
