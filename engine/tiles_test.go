@@ -447,7 +447,8 @@ func TestBucketTilesResumeWritesSameBytes(t *testing.T) {
 // write holds other bytes in the bucket (damage, or someone writing
 // there): the writer does not overwrite it, stops as on damage (the
 // error names the key), does not store the checkpoint that would refer
-// to it, and the next append fails.
+// to it, and the next append fails. Once the object is deleted, the DB
+// reopened writes the tile and stores the checkpoint.
 func TestBucketTileOfOtherBytesStopsWriter(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -494,6 +495,32 @@ func TestBucketTileOfOtherBytesStopsWriter(t *testing.T) {
 	}
 	if n := checkpointTreeSize(ck.Data); n >= 256 {
 		t.Fatalf("the bucket's checkpoint is of %d events, stored without its tile %s", n, key)
+	}
+
+	// The planted object deleted and the DB reopened: the writer writes
+	// the tile, stores the checkpoint, and the log verifies.
+	if err := st.Store.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	dir, opts := db.dir, db.opts
+	db.Close()
+	db, err = Open(dir, &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c, err := db.Checkpoint(ctx, "cash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitBucketCheckpoint(t, st, info.ID, c.Size)
+	lg := bucketLog(t, st, info.ID, db.VerifierKey())
+	head, _, err := lg.Checkpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lg.VerifyInclusion(head, 100); err != nil || head.N < 256 {
+		t.Fatalf("after the planted tile was deleted and the DB reopened: size %d, leaf 100: %v", head.N, err)
 	}
 }
 
