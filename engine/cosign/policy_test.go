@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	"golang.org/x/mod/sumdb/note"
 )
 
 // TestPolicyCountsAWitnessOnce: a policy counts each witness once: two
@@ -17,15 +15,7 @@ import (
 // does not sign the witness's name, so the line relabelled with the other
 // name and its key ID verifies too, and would count twice).
 func TestPolicyCountsAWitnessOnce(t *testing.T) {
-	k, err := GenerateKey("witness.example/w1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := "example.com/log\n5\nCsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=\n"
-	msg, err := note.Sign(&note.Note{Text: text}, k)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, text, msg := cosignedNote(t)
 	line, err := k.cosignatureLine([]byte(text))
 	if err != nil {
 		t.Fatal(err)

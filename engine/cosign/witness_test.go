@@ -150,24 +150,32 @@ func readFile(t *testing.T, path string) []byte {
 	return b
 }
 
-// TestCosignatureVerifies: a cosignature/v1 line verifies with the
-// witness's vkey through note.Open, and fails once its time or the
-// checkpoint changes; a private key line reads back as the same key.
-func TestCosignatureVerifies(t *testing.T) {
+// cosignedNote returns a new witness key named witness.example/w1, a
+// checkpoint body, and the note of that body signed by the key alone.
+func cosignedNote(t *testing.T) (*Key, string, []byte) {
+	t.Helper()
 	k, err := GenerateKey("witness.example/w1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	k2, err := ParseKey(k.PrivateKey())
-	if err != nil || k2.VerifierKey() != k.VerifierKey() {
-		t.Fatalf("ParseKey(PrivateKey()) = %v, %v; want the same key", k2, err)
-	}
-	v, err := NewVerifier(k.VerifierKey())
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := "example.com/log\n5\nCsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=\n"
 	msg, err := note.Sign(&note.Note{Text: text}, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, text, msg
+}
+
+// TestCosignatureVerifies: a cosignature/v1 line verifies with the
+// witness's vkey through note.Open, and fails once its time or the
+// checkpoint changes; a private key line reads back as the same key.
+func TestCosignatureVerifies(t *testing.T) {
+	k, text, msg := cosignedNote(t)
+	k2, err := ParseKey(k.PrivateKey())
+	if err != nil || k2.VerifierKey() != k.VerifierKey() {
+		t.Fatalf("ParseKey(PrivateKey()) = %v, %v; want the same key", k2, err)
+	}
+	v, err := NewVerifier(k.VerifierKey())
 	if err != nil {
 		t.Fatal(err)
 	}
