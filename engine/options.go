@@ -123,8 +123,9 @@ type Options struct {
 	// With fewer than TlogWitnessQuorum cosignatures the checkpoint is
 	// neither written nor shipped, and the error (wrapping
 	// cosign.ErrQuorum) says which witnesses refused and why. Each
-	// request takes at most 10 s. None (nil) means checkpoints are not
-	// cosigned. See "Tlog witnesses" in docs/engine.md.
+	// request takes at most 10 s. A public key given twice, even under
+	// two names, is ErrInvalid (one witness). None (nil) means
+	// checkpoints are not cosigned. See "Tlog witnesses" in docs/engine.md.
 	TlogWitnesses []cosign.WitnessConfig
 	// TlogWitnessQuorum is how many of TlogWitnesses must cosign a
 	// checkpoint: 0 means all of them; otherwise 1 to

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -446,7 +447,8 @@ func TestBucketTilesResumeWritesSameBytes(t *testing.T) {
 // write holds other bytes in the bucket (damage, or someone writing
 // there): the writer does not overwrite it, stops as on damage (the
 // error names the key), does not store the checkpoint that would refer
-// to it, and the next append fails.
+// to it, and the next append fails. Once the object is deleted, the DB
+// reopened writes the tile and stores the checkpoint.
 func TestBucketTileOfOtherBytesStopsWriter(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -493,6 +495,32 @@ func TestBucketTileOfOtherBytesStopsWriter(t *testing.T) {
 	}
 	if n := checkpointTreeSize(ck.Data); n >= 256 {
 		t.Fatalf("the bucket's checkpoint is of %d events, stored without its tile %s", n, key)
+	}
+
+	// The planted object deleted and the DB reopened: the writer writes
+	// the tile, stores the checkpoint, and the log verifies.
+	if err := st.Store.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	dir, opts := db.dir, db.opts
+	db.Close()
+	db, err = Open(dir, &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c, err := db.Checkpoint(ctx, "cash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitBucketCheckpoint(t, st, info.ID, c.Size)
+	lg := bucketLog(t, st, info.ID, db.VerifierKey())
+	head, _, err := lg.Checkpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lg.VerifyInclusion(head, 100); err != nil || head.N < 256 {
+		t.Fatalf("after the planted tile was deleted and the DB reopened: size %d, leaf 100: %v", head.N, err)
 	}
 }
 
@@ -610,5 +638,76 @@ func BenchmarkTileObjects(b *testing.B) {
 		if err != nil || len(lines) != 256 {
 			b.Fatal(len(lines), err)
 		}
+	}
+}
+
+// TestBucketBundleEntryLimit: an event whose export line is exactly
+// 65,535 bytes (the most an entry bundle's uint16 length holds) is in its
+// bundle whole, with no leaf/ object; one of 65,536 bytes has an empty
+// entry in the bundle, which fails, and its line under leaf/, which
+// verifies as the entry (x/mod's tlog through tilecheck).
+func TestBucketBundleEntryLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, db, info := openTiledLedger(t, Replicated)
+	defer db.Close()
+	// The export line's length is the data's plus what the event's other
+	// fields take, the same for each of these events but for the ID's
+	// and time's digits: each is appended, measured, and appended again
+	// resized until it is the length wanted.
+	pad := 65000
+	leafOf := map[int]int64{}
+	for _, want := range []int{replica.MaxBundleEntry, replica.MaxBundleEntry + 1} {
+		for try := 0; ; try++ {
+			data := fmt.Sprintf(`{"pad":"%s"}`, strings.Repeat("x", pad))
+			res, err := db.Append(ctx, "cash", []EventInput{{Entity: "acct", Key: "a", Event: "credited", Data: []byte(data)}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seq := res.FirstSeq
+			got := len(exportLines(t, db, "cash")[seq-1])
+			if got == want {
+				leafOf[want] = int64(seq - 1)
+				break
+			}
+			if try == 5 {
+				t.Fatalf("no export line of %d bytes after %d tries (the last %d)", want, try, got)
+			}
+			pad += want - got
+		}
+	}
+	if _, err := db.Checkpoint(ctx, "cash"); err != nil {
+		t.Fatal(err)
+	}
+	lines := exportLines(t, db, "cash")
+	waitBucketCheckpoint(t, st, info.ID, uint64(len(lines)))
+	lg := bucketLog(t, st, info.ID, db.VerifierKey())
+	head, _, err := lg.Checkpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	in := leafOf[replica.MaxBundleEntry]
+	entry, err := lg.VerifyInclusion(head, in)
+	if err != nil || !bytes.Equal(entry, lines[in]) {
+		t.Fatalf("leaf %d, of 65,535 bytes: its bundle entry is %d bytes (%v), want the export line", in, len(entry), err)
+	}
+	if _, err := st.Get(ctx, replica.LeafKey(info.ID, uint64(in))); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("leaf %d, of 65,535 bytes, has a leaf/ object too (%v)", in, err)
+	}
+
+	out := leafOf[replica.MaxBundleEntry+1]
+	if entry, err := lg.VerifyInclusion(head, out); err == nil || len(entry) != 0 {
+		t.Fatalf("leaf %d, of 65,536 bytes: its bundle entry is %d bytes and verifies (%v), want an empty entry that fails", out, len(entry), err)
+	}
+	whole, err := st.Get(ctx, replica.LeafKey(info.ID, uint64(out)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(whole.Data, lines[out]) {
+		t.Fatalf("%s is %d bytes, not the export line", replica.LeafKey(info.ID, uint64(out)), len(whole.Data))
+	}
+	if err := lg.VerifyEntry(head, out, whole.Data); err != nil {
+		t.Fatalf("leaf %d from %s: %v", out, replica.LeafKey(info.ID, uint64(out)), err)
 	}
 }

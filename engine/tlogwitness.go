@@ -42,18 +42,22 @@ type cosignedKey struct {
 // checkTlogWitnesses says what is wrong with Options.TlogWitnesses and
 // TlogWitnessQuorum (ErrInvalid).
 func (o *Options) checkTlogWitnesses() error {
-	seen := map[string]bool{}
+	var vkeys []string
 	for i, w := range o.TlogWitnesses {
 		if err := w.Check(); err != nil {
 			return fmt.Errorf("%w: options: TlogWitnesses[%d]: %w", ErrInvalid, i, err)
 		}
-		if seen[w.VKey] {
-			return fmt.Errorf("%w: options: TlogWitnesses[%d]: the key %s is given twice", ErrInvalid, i, w.VKey)
-		}
-		seen[w.VKey] = true
+		vkeys = append(vkeys, w.VKey)
 	}
 	if q := o.TlogWitnessQuorum; q < 0 || q > len(o.TlogWitnesses) {
 		return fmt.Errorf("%w: options: TlogWitnessQuorum %d is out of range: 0 (all of TlogWitnesses) to %d", ErrInvalid, q, len(o.TlogWitnesses))
+	}
+	if len(vkeys) > 0 {
+		// A key given twice, or one public key under two names, would
+		// count one witness twice toward the quorum.
+		if _, err := cosign.NewPolicy(vkeys, o.TlogWitnessQuorum); err != nil {
+			return fmt.Errorf("%w: options: TlogWitnesses: %w", ErrInvalid, err)
+		}
 	}
 	return nil
 }

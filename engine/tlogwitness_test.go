@@ -3,7 +3,11 @@ package engine
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -236,6 +240,11 @@ func TestTlogWitnessOptionsChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := cosign.WitnessConfig{URL: "http://127.0.0.1:1", VKey: k.VerifierKey()}
+	// k's public key under another name: one witness.
+	f := strings.SplitN(k.VerifierKey(), "+", 3)
+	pub, _ := base64.StdEncoding.DecodeString(f[2])
+	id := sha256.Sum256(append([]byte("w2.example\n"), pub...))
+	alias := cosign.WitnessConfig{URL: "http://127.0.0.1:2", VKey: fmt.Sprintf("w2.example+%08x+%s", binary.BigEndian.Uint32(id[:]), f[2])}
 	for _, tc := range []struct {
 		name string
 		opts Options
@@ -244,6 +253,7 @@ func TestTlogWitnessOptionsChecked(t *testing.T) {
 		{"no scheme", Options{TlogWitnesses: []cosign.WitnessConfig{{URL: "127.0.0.1:1", VKey: good.VKey}}}, "TlogWitnesses[0]"},
 		{"a log key", Options{TlogWitnesses: []cosign.WitnessConfig{{URL: good.URL, VKey: "x+00000000+AQ=="}}}, "TlogWitnesses[0]"},
 		{"twice", Options{TlogWitnesses: []cosign.WitnessConfig{good, good}}, "given twice"},
+		{"one public key under two names", Options{TlogWitnesses: []cosign.WitnessConfig{good, alias}, TlogWitnessQuorum: 2}, "one public key under two names"},
 		{"quorum above", Options{TlogWitnesses: []cosign.WitnessConfig{good}, TlogWitnessQuorum: 2}, "TlogWitnessQuorum 2"},
 		{"quorum without witnesses", Options{TlogWitnessQuorum: 1}, "TlogWitnessQuorum 1"},
 	} {
@@ -289,5 +299,81 @@ func TestCreateLedgerNeedsTlogWitnessQuorum(t *testing.T) {
 	defer db.Close()
 	if ls := db.Ledgers(); len(ls) != 1 || ls[0].Name != "pay" || len(db.Unavailable()) != 0 {
 		t.Fatalf("after a reopen: ledgers %v, unavailable %v", ls, db.Unavailable())
+	}
+}
+
+// TestCheckpointRefusesLyingTlogWitness: a witness (a real one behind a
+// proxy that changes its answers) that answers 200 with its cosignature
+// of the previous checkpoint, or with lines that are not cosignatures,
+// does not count: the checkpoint fails with cosign.ErrQuorum naming it
+// and is not stored. Its valid cosignature among garbage lines counts,
+// and only that line is added to the checkpoint.
+func TestCheckpointRefusesLyingTlogWitness(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	keyFile, vkey := newKeyFile(t)
+	ws := startTlogWitness(t, vkey)
+	var mode atomic.Value // "", "replay", "garbage", "garbage around"
+	mode.Store("")
+	var last atomic.Value // the witness's last answer
+	last.Store([]byte(nil))
+	proxy := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if mode.Load() == "replay" {
+			rw.Write(last.Load().([]byte))
+			return
+		}
+		rec := httptest.NewRecorder()
+		ws.srv.Config.Handler.ServeHTTP(rec, r)
+		body := rec.Body.Bytes()
+		switch m := mode.Load(); {
+		case rec.Code != http.StatusOK:
+		case m == "garbage":
+			body = []byte("\u2014 " + strings.SplitN(ws.w.VerifierKey(), "+", 2)[0] + " AAAA\nnot a line\n")
+		case m == "garbage around":
+			body = append(append([]byte("hello\n\u2014 x AAAAAAA=\n"), body...), "\u2014 trailing"...)
+		}
+		for k, v := range rec.Header() {
+			rw.Header()[k] = v
+		}
+		rw.WriteHeader(rec.Code)
+		rw.Write(body)
+		if rec.Code == http.StatusOK {
+			last.Store(rec.Body.Bytes())
+		}
+	}))
+	defer proxy.Close()
+	wc := cosign.WitnessConfig{URL: proxy.URL, VKey: ws.w.VerifierKey()}
+	policy, err := cosign.NewPolicy([]string{wc.VKey}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := mkOpen(t, t.TempDir(), &Options{SigningKeyFile: keyFile, CheckpointInterval: -1, TlogWitnesses: []cosign.WitnessConfig{wc}})
+	defer db.Close()
+	mkLedger(t, db, "pay", 5)
+	first, err := db.LatestCheckpoint("pay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"replay", "garbage"} {
+		mode.Store(m)
+		appendEvents(t, db, "pay", 2, appendSpec{From: len(m) * 10})
+		_, err := db.Checkpoint(ctx, "pay")
+		if !errors.Is(err, cosign.ErrQuorum) || !strings.Contains(err.Error(), proxy.URL) || !strings.Contains(err.Error(), "without a cosignature by its key") {
+			t.Fatalf("%s: %v, want cosign.ErrQuorum naming %s answering without its cosignature", m, err, proxy.URL)
+		}
+		if now, _ := db.LatestCheckpoint("pay"); now.Size != first.Size {
+			t.Fatalf("%s: a checkpoint of size %d was stored, the last cosigned is %d", m, now.Size, first.Size)
+		}
+	}
+	mode.Store("garbage around")
+	c, err := db.Checkpoint(ctx, "pay")
+	if err != nil {
+		t.Fatalf("a cosignature among garbage lines: %v", err)
+	}
+	if _, err := policy.Check(c.Note); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(c.Note, []byte("hello")) || bytes.Contains(c.Note, []byte("trailing")) || bytes.Count(c.Note, []byte("\u2014 ")) != 2 {
+		t.Fatalf("the checkpoint holds more than the log's signature and the cosignature:\n%s", c.Note)
 	}
 }

@@ -40,7 +40,9 @@ by whoever holds the log's signing key: the witness refuses to cosign it.
 D (--dir, required; not a data directory) holds the witness's Ed25519 key
 (witness.key, created on the first run, mode 0600) and what it cosigned
 (witness.state: per origin the size and root, written and synced before it
-answers). One witness at a time runs on D.
+answers; created empty with the key, and a D holding the key without it is
+refused: keep it, as an empty or older state would cosign a rewritten
+history). One witness at a time runs on D.
 
 --log K (repeatable, at least one) is a log's verifier key, as annal key
 prints it, or @FILE holding it. A key named N vouches for the origins N and

@@ -15,24 +15,28 @@ type Policy struct {
 
 // NewPolicy returns the policy of the witnesses' verifier keys (vkeys,
 // as annal witness prints them) and the quorum: 0 means all of them. A
-// key that is not a witness's, a key given twice, or a quorum above the
+// key that is not a witness's, a key given twice (or its public key under
+// another name: a cosignature/v1 does not sign the witness's name, so one
+// witness's cosignature would count for both), or a quorum above the
 // number of witnesses is an error.
 func NewPolicy(vkeys []string, quorum int) (*Policy, error) {
 	if len(vkeys) == 0 {
 		return nil, fmt.Errorf("%w: a policy needs at least one witness key", ErrKey)
 	}
 	p := &Policy{quorum: quorum}
-	seen := map[string]bool{}
+	seen := map[string]string{} // by public key: the vkey
 	for _, k := range vkeys {
 		v, err := parseVerifier(k)
 		if err != nil {
 			return nil, err
 		}
-		id := fmt.Sprintf("%s+%08x", v.name, v.hash)
-		if seen[id] {
-			return nil, fmt.Errorf("%w: witness key %s given twice", ErrKey, k)
+		if prev, dup := seen[string(v.pub)]; dup {
+			if prev == k {
+				return nil, fmt.Errorf("%w: witness key %s given twice", ErrKey, k)
+			}
+			return nil, fmt.Errorf("%w: witness keys %s and %s are one public key under two names, one witness (a cosignature/v1 does not sign the name: its cosignature would count for both)", ErrKey, prev, k)
 		}
-		seen[id] = true
+		seen[string(v.pub)] = k
 		p.witnesses = append(p.witnesses, v)
 	}
 	switch {

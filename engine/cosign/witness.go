@@ -28,7 +28,9 @@ const (
 	// one line "<origin> <size> <root in standard base64>" per origin,
 	// sorted by origin, replaced whole (a temporary file written and
 	// synced, renamed over it, the directory synced) before a
-	// cosignature that moves it on is answered.
+	// cosignature that moves it on is answered. It is created, empty,
+	// with the key: a witness whose key is there and its state file not
+	// is refused at start.
 	StateFile = "witness.state"
 	// lockFile is flocked by the witness that runs on the directory.
 	lockFile = "witness.lock"
@@ -239,10 +241,8 @@ func (w *Witness) AddCheckpoint(body []byte) ([]byte, error) {
 		return nil, &RequestError{Status: http.StatusConflict, Size: cur.Size, Reason: fmt.Sprintf("origin %s: old size %d, the witness cosigned size %d last", c.Origin, old, cur.Size)}
 	}
 	switch {
-	case c.Size == 0:
-		if c.Root != tree.Hash(sha256.Sum256(nil)) {
-			return nil, refused(http.StatusUnprocessableEntity, "origin %s: size 0 with a root other than the empty tree's", c.Origin)
-		}
+	case c.Size == 0 && c.Root != tree.Hash(sha256.Sum256(nil)):
+		return nil, refused(http.StatusUnprocessableEntity, "origin %s: size 0 with a root other than the empty tree's", c.Origin)
 	case old == 0:
 		if len(proof) != 0 {
 			return nil, refused(http.StatusUnprocessableEntity, "origin %s: old size 0 takes no proof, the request holds %d hashes", c.Origin, len(proof))
@@ -389,6 +389,13 @@ func loadOrCreateKey(dir, name string) (*Key, error) {
 		if err != nil {
 			return nil, err
 		}
+		// The state file comes with the key, empty, before it: from then
+		// on a missing state file is a lost one (readState).
+		if _, err := os.Stat(filepath.Join(dir, StateFile)); errors.Is(err, os.ErrNotExist) {
+			if err := writeState(dir, nil); err != nil {
+				return nil, fmt.Errorf("cosign: the witness's state: %w", err)
+			}
+		}
 		if err := writeFileAtomic(dir, KeyFile, []byte(k.PrivateKey()+"\n")); err != nil {
 			return nil, fmt.Errorf("cosign: write the witness key: %w", err)
 		}
@@ -398,11 +405,13 @@ func loadOrCreateKey(dir, name string) (*Key, error) {
 	}
 }
 
-// readState reads a witness's state file (missing: an empty state).
+// readState reads a witness's state file. A missing one is an error: it
+// is created, empty, with the key (loadOrCreateKey), so the witness ran
+// before and its state was lost.
 func readState(path string) (map[string]tree.Checkpoint, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return map[string]tree.Checkpoint{}, nil
+		return nil, fmt.Errorf("cosign: the witness's state file %s is missing beside its key (restore it from a backup, the latest: without it the witness would cosign any history it is shown next; if this witness never cosigned a checkpoint, create it empty, mode 0600)", path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cosign: the witness's state: %w", err)

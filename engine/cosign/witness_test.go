@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -146,24 +150,32 @@ func readFile(t *testing.T, path string) []byte {
 	return b
 }
 
-// TestCosignatureVerifies: a cosignature/v1 line verifies with the
-// witness's vkey through note.Open, and fails once its time or the
-// checkpoint changes; a private key line reads back as the same key.
-func TestCosignatureVerifies(t *testing.T) {
+// cosignedNote returns a new witness key named witness.example/w1, a
+// checkpoint body, and the note of that body signed by the key alone.
+func cosignedNote(t *testing.T) (*Key, string, []byte) {
+	t.Helper()
 	k, err := GenerateKey("witness.example/w1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	k2, err := ParseKey(k.PrivateKey())
-	if err != nil || k2.VerifierKey() != k.VerifierKey() {
-		t.Fatalf("ParseKey(PrivateKey()) = %v, %v; want the same key", k2, err)
-	}
-	v, err := NewVerifier(k.VerifierKey())
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := "example.com/log\n5\nCsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=\n"
 	msg, err := note.Sign(&note.Note{Text: text}, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, text, msg
+}
+
+// TestCosignatureVerifies: a cosignature/v1 line verifies with the
+// witness's vkey through note.Open, and fails once its time or the
+// checkpoint changes; a private key line reads back as the same key.
+func TestCosignatureVerifies(t *testing.T) {
+	k, text, msg := cosignedNote(t)
+	k2, err := ParseKey(k.PrivateKey())
+	if err != nil || k2.VerifierKey() != k.VerifierKey() {
+		t.Fatalf("ParseKey(PrivateKey()) = %v, %v; want the same key", k2, err)
+	}
+	v, err := NewVerifier(k.VerifierKey())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,6 +323,10 @@ func TestWitnessAnswers(t *testing.T) {
 	elsewhere.grow(t, "a", 1)
 	_, elsewhereMsg := elsewhere.checkpoint(t, 1)
 	tampered := bytes.Replace(msg, []byte("\n6\n"), []byte("\n7\n"), 1)
+	empty, err := tree.Sign(tree.Checkpoint{Origin: "log.example/00000001", Root: sha256.Sum256(nil)}, l.signer)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		body string
@@ -325,6 +341,7 @@ func TestWitnessAnswers(t *testing.T) {
 		{"a proof line not base64", "old 6\nnot-a-hash\n\n" + string(msg), http.StatusBadRequest},
 		{"no blank line", "old 6\n", http.StatusBadRequest},
 		{"a proof with old size 6 = size", "old 6\n" + b64(tree.Hash{}) + "\n\n" + string(msg), http.StatusUnprocessableEntity},
+		{"a proof with old size 0, of size 0 (an origin new to the witness)", "old 0\n" + b64(tree.Hash{}) + "\n\n" + string(empty), http.StatusUnprocessableEntity},
 	} {
 		if code, _, body := post(tc.body); code != tc.code {
 			t.Errorf("%s: %d %q, want %d", tc.name, code, body, tc.code)
@@ -480,5 +497,148 @@ func TestWitnessStopsWhenItsStateCannotBeWritten(t *testing.T) {
 	_, again := l.checkpoint(t, 4)
 	if _, err := w.AddCheckpoint(append([]byte("old 4\n\n"), again...)); err == nil || !strings.Contains(err.Error(), "until it is restarted") {
 		t.Fatalf("a request after the failed write: %v, want refused until a restart", err)
+	}
+}
+
+// TestWitnessRefusesToStartWithoutItsState: a witness directory whose key
+// is there but whose state file is not (deleted, or the key copied to
+// another machine without it) is refused at start, naming the file: with
+// an empty state the witness would take the next checkpoint it is shown,
+// of any history, as the first. A new directory, and one whose key
+// --print-key created (WitnessKey), start with an empty state.
+func TestWitnessRefusesToStartWithoutItsState(t *testing.T) {
+	skey, vkey := newLogKey(t, "log.example")
+	dir := t.TempDir()
+	w, err := OpenWitness(dir, WitnessOptions{Logs: []string{vkey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newTestLog(t, skey, vkey)
+	l.grow(t, "a", 5)
+	_, msg := l.checkpoint(t, 5)
+	if _, err := w.AddCheckpoint(append([]byte("old 0\n\n"), msg...)); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	state := filepath.Join(dir, StateFile)
+	if err := os.Remove(state); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := OpenWitness(dir, WitnessOptions{Logs: []string{vkey}}); err == nil {
+		// What it would do: cosign a rewritten history as if new.
+		forged := newTestLog(t, skey, vkey)
+		forged.grow(t, "b", 7)
+		_, fmsg := forged.checkpoint(t, 7)
+		_, cerr := w.AddCheckpoint(append([]byte("old 0\n\n"), fmsg...))
+		w.Close()
+		t.Fatalf("a witness opened without its state file (and cosigned a rewritten history: %v)", cerr)
+	} else if !strings.Contains(err.Error(), state) || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("a witness without its state file: %v, want an error naming %s as missing", err, state)
+	}
+	if _, err := os.Stat(state); err == nil {
+		t.Fatal("the refused open created the state file")
+	}
+
+	printed := t.TempDir()
+	if _, err := WitnessKey(printed, ""); err != nil {
+		t.Fatal(err)
+	}
+	w, err = OpenWitness(printed, WitnessOptions{Logs: []string{vkey}})
+	if err != nil {
+		t.Fatalf("a witness whose key --print-key created: %v", err)
+	}
+	w.Close()
+}
+
+// TestWitnessRefusesMalformedExtensions: requests built to slip a
+// checkpoint past the consistency check are refused and leave the
+// witness's size as it was: a proof with a hash too many or too few, an
+// origin of 60,000 bytes, a body over the limit, a second signature line
+// by the log's key (its name and key ID) that does not verify. A
+// checkpoint that also carries signatures of unknown keys and another
+// witness's cosignature is cosigned. A client holding a request open,
+// its body half sent, does not keep another from being cosigned (the
+// body is read before the witness's lock is taken).
+func TestWitnessRefusesMalformedExtensions(t *testing.T) {
+	f := serveWitness(t)
+	l := newTestLog(t, f.skey, f.vkey)
+	l.grow(t, "a", 5)
+	_, msg5 := l.checkpoint(t, 5)
+	if _, err := f.w.AddCheckpoint(request(0, nil, msg5)); err != nil {
+		t.Fatal(err)
+	}
+	l.grow(t, "a", 8)
+	c13, msg13 := l.checkpoint(t, 13)
+	p, err := l.proof(13)(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := newTestLog(t, f.skey, f.vkey)
+	long.origin = long.signer.Name() + "/" + strings.Repeat("y", 60000)
+	long.grow(t, "a", 1)
+	_, longMsg := long.checkpoint(t, 1)
+	// A second line by the log's key: the first line's signature with
+	// its last byte changed.
+	sigLines := msg13[bytes.LastIndex(msg13, []byte("\n\n"))+2:]
+	s, err := parseSigLine(strings.TrimSuffix(string(sigLines), "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := append(binary.BigEndian.AppendUint32(nil, s.hash), s.sig...)
+	raw[len(raw)-1] ^= 1
+	twice := append(bytes.Clone(msg13), "\u2014 "+s.name+" "+base64.StdEncoding.EncodeToString(raw)+"\n"...)
+	for _, tc := range []struct {
+		name string
+		body []byte
+		code int
+	}{
+		{"a hash too many", request(5, append(p, p[0]), msg13), http.StatusUnprocessableEntity},
+		{"a hash too few", request(5, p[:len(p)-1], msg13), http.StatusUnprocessableEntity},
+		{"no proof", request(5, nil, msg13), http.StatusUnprocessableEntity},
+		{"an origin of 60,000 bytes", request(0, nil, longMsg), http.StatusNotFound},
+		{"a body over 64 KiB", request(5, p, append(bytes.Clone(msg13), bytes.Repeat([]byte("x"), maxRequest)...)), http.StatusBadRequest},
+		{"a second line by the log's key that does not verify", request(5, p, twice), http.StatusForbidden},
+	} {
+		_, err := f.w.AddCheckpoint(tc.body)
+		var re *RequestError
+		if !errors.As(err, &re) || re.Status != tc.code {
+			t.Errorf("%s: %v, want %d", tc.name, err, tc.code)
+		}
+		if c, _ := f.w.Cosigned(l.origin); c.Size != 5 {
+			t.Fatalf("%s: the witness holds size %d, want 5", tc.name, c.Size)
+		}
+	}
+
+	// A client sends the head of a request and half its body, and holds.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(f.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /add-checkpoint HTTP/1.1\r\nHost: w\r\nContent-Length: 1000\r\n\r\nold 5\n")
+
+	otherLog, _ := newLogKey(t, "other.example")
+	unknownSigner, err := note.NewSigner(otherLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := GenerateKey("witness.example/other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra, err := note.Sign(&note.Note{Text: string(msg13[:bytes.LastIndex(msg13, []byte("\n\n"))+1])}, l.signer, unknownSigner, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _, err := f.cfg.Cosign(context.Background(), f.srv.Client(), extra, 5, l.proof(13))
+	if err != nil {
+		t.Fatalf("a checkpoint with other signatures too, while a client holds a request: %v", err)
+	}
+	pol, _ := NewPolicy([]string{f.cfg.VKey}, 1)
+	if _, err := pol.Check(AddCosignatures(msg13, line)); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := f.w.Cosigned(l.origin); c != c13 {
+		t.Fatalf("the witness holds %+v, want %+v", c, c13)
 	}
 }
