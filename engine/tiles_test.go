@@ -32,6 +32,16 @@ type tileStore struct {
 	mu      sync.Mutex
 	puts    map[string][][]byte // tile, bundle and leaf keys: every Put's bytes
 	missing []string            // tiles a checkpoint was written without
+	lists   [][2]string         // every List of tiles: its prefix and start-after key (not st.Store's)
+}
+
+func (s *tileStore) List(ctx context.Context, prefix, startAfter string, limit int) (store.Page, error) {
+	if strings.Contains(prefix, "/tile/") {
+		s.mu.Lock()
+		s.lists = append(s.lists, [2]string{prefix, startAfter})
+		s.mu.Unlock()
+	}
+	return s.Store.List(ctx, prefix, startAfter, limit)
 }
 
 func newTileStore() *tileStore {
@@ -700,11 +710,11 @@ func TestBucketPartialTilesCollectedAfterGrace(t *testing.T) {
 	}
 	notes := tiledLedger(t, db, st, info.ID)
 	vkey := db.VerifierKey()
-	before := bucketTiles(t, st, info.ID)
+	before := bucketTiles(t, st.Store, info.ID)
 	// Short of the grace period, rounds later: nothing is deleted.
 	advance(o.GCGrace - time.Second)
 	time.Sleep(1500 * time.Millisecond) // the maintainer's rounds are a second apart
-	if got := bucketTiles(t, st, info.ID); len(got) != len(before) {
+	if got := bucketTiles(t, st.Store, info.ID); len(got) != len(before) {
 		t.Fatalf("%d tiles deleted before the grace period passed", len(before)-len(got))
 	}
 	if err := db.Close(); err != nil {
@@ -734,7 +744,7 @@ func TestBucketPartialTilesCollectedAfterGrace(t *testing.T) {
 		deadline := time.Now().Add(20 * time.Second)
 		for {
 			advance(o.GCGrace + time.Second)
-			got := bucketTiles(t, st, info.ID)
+			got := bucketTiles(t, st.Store, info.ID)
 			if len(got) == len(want) {
 				for key, b := range want {
 					if !bytes.Equal(got[key], b) {
@@ -784,10 +794,28 @@ func TestBucketPartialTilesCollectedAfterGrace(t *testing.T) {
 		return waitBucketCheckpoint(t, st, info.ID, c.Size)
 	}
 	notes = append(notes, step(300))
-	mid := collected(bucketTiles(t, st, info.ID), 1904)
-	// Then, as tiles fill (2,204 events: tile 7 is full), its own.
+	mid := collected(bucketTiles(t, st.Store, info.ID), 1904)
+	// Then, as tiles fill (2,204 events: tile 7 is full), its own: it
+	// lists each level from where it stopped, not from the first tile.
+	st.mu.Lock()
+	st.lists = nil
+	st.mu.Unlock()
 	notes = append(notes, step(300))
-	final := collected(bucketTiles(t, st, info.ID), 2204)
+	final := collected(bucketTiles(t, st.Store, info.ID), 2204)
+	st.mu.Lock()
+	for _, l := range st.lists {
+		if rel := strings.TrimPrefix(l[0], replica.LedgerPrefix(info.ID)); rel != "tile/0/" && rel != "tile/entries/" {
+			t.Errorf("the writer listed %s after 2,204 events (only tile 7 of level 0 became full)", l[0])
+		}
+		if l[1] < l[0]+"006" {
+			t.Errorf("the writer listed %s from %q, below tile 6, collected before", l[0], l[1])
+		}
+	}
+	if len(st.lists) == 0 || len(st.lists) > 4 {
+		t.Errorf("%d Lists of tiles to collect tile 7's partials: %v", len(st.lists), st.lists)
+	}
+	t.Logf("Lists to collect tile 7's partials: %v", st.lists)
+	st.mu.Unlock()
 	var gone []string
 	for key := range mid {
 		if _, ok := final[key]; !ok {
