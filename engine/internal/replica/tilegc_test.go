@@ -48,7 +48,7 @@ type unreadTiles struct{}
 
 var errUnread = errors.New("the collector reads no tile")
 
-func (unreadTiles) ReadHashes([]int64) ([]tree.Hash, error)   { return nil, errUnread }
+func (unreadTiles) ReadHashes([]int64) ([]tree.Hash, error)  { return nil, errUnread }
 func (unreadTiles) Entries(uint64, uint64) ([][]byte, error) { return nil, errUnread }
 
 // TestCollectTilesBoundedPerRound: a bucket holding the tiles of a
@@ -88,7 +88,7 @@ func TestCollectTilesBoundedPerRound(t *testing.T) {
 	for key := range want {
 		put(key)
 	}
-	partials := 0
+	partials := map[string]bool{}
 	for m := uint64(100); m < n; m += 100 {
 		for _, j := range partialJobs(m) {
 			if key := s.tileKey(j); !want[key] {
@@ -98,7 +98,7 @@ func TestCollectTilesBoundedPerRound(t *testing.T) {
 					t.Fatalf("%s is not partial", key)
 				}
 				put(key)
-				partials++
+				partials[key] = true
 			}
 		}
 	}
@@ -149,7 +149,7 @@ func TestCollectTilesBoundedPerRound(t *testing.T) {
 		}
 	}
 	if len(left) != len(want) {
-		t.Fatalf("%d tile objects left, want %d (of %d; %d partials planted, %d deleted): %v", len(left), len(want), all, partials, deleted, extra)
+		t.Fatalf("%d tile objects left, want %d (of %d; %d partials planted, %d deleted): %v", len(left), len(want), all, len(partials), deleted, extra)
 	}
 	if err := s.collectTiles(ctx); err != nil {
 		t.Fatal(err)
@@ -157,5 +157,5 @@ func TestCollectTilesBoundedPerRound(t *testing.T) {
 	if lists, deletes := st.take(); lists+deletes != 0 {
 		t.Fatalf("a round after the collection: %d Lists, %d deletes", lists, deletes)
 	}
-	t.Logf("%d tile objects, %d partial: %d deleted in %d rounds", all, partials, deleted, rounds)
+	t.Logf("%d tile objects, %d partial: %d deleted in %d rounds", all, len(partials), deleted, rounds)
 }
