@@ -129,6 +129,24 @@ func waitBucketCheckpoint(t *testing.T, st store.Store, id eventid.LedgerID, n u
 	}
 }
 
+// appendAndCheckpoint appends n events to ledger "cash" of db, one at a
+// time, issues a checkpoint, waits until the bucket st (of ledger id)
+// holds it and returns it.
+func appendAndCheckpoint(t *testing.T, db *DB, st store.Store, id eventid.LedgerID, n int) []byte {
+	t.Helper()
+	ctx := context.Background()
+	for i := range n {
+		if _, err := appendOne(ctx, db, "cash", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := db.Checkpoint(ctx, "cash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return waitBucketCheckpoint(t, st, id, c.Size)
+}
+
 // exportLines is the ledger's export, split into its lines: the leaves'
 // bytes.
 func exportLines(t *testing.T, db *DB, name string) [][]byte {
@@ -259,25 +277,7 @@ func TestBucketTilesVerifyWithTlogAlone(t *testing.T) {
 			t.Fatalf("leaf %d's entry is\n%.200s\nthe export's line\n%.200s", j, entry, lines[j])
 		}
 	}
-	var trees []tlog.Tree
-	for _, n := range notes {
-		tr, err := lg.Open(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		trees = append(trees, tr)
-	}
-	for i, old := range trees[:len(trees)-1] {
-		if err := lg.VerifyConsistency(old, head); err != nil {
-			t.Fatalf("checkpoint %d: %v", i, err)
-		}
-		if err := lg.VerifyConsistency(old, trees[i+1]); err != nil {
-			t.Fatalf("checkpoints %d and %d: %v", i, i+1, err)
-		}
-		if _, err := lg.VerifyInclusion(old, old.N-1); err != nil {
-			t.Fatalf("checkpoint %d's last event: %v", i, err)
-		}
-	}
+	verifyOlderCheckpoints(t, lg, notes, head)
 	objs, size := 0, 0
 	for _, b := range bucketTiles(t, st, info.ID) {
 		objs++
@@ -313,6 +313,32 @@ func TestBucketTilesVerifyWithTlogAlone(t *testing.T) {
 		}
 		if _, err := lg.VerifyInclusion(head, c.leaf); err != nil {
 			t.Fatalf("%s put back: %v", c.path, err)
+		}
+	}
+}
+
+// verifyOlderCheckpoints checks, as a client holding each of notes but
+// the last would, the consistency of each with head and with the next,
+// and the inclusion of its last event in it (from its own tiles).
+func verifyOlderCheckpoints(t *testing.T, lg *tilecheck.Log, notes [][]byte, head tlog.Tree) {
+	t.Helper()
+	var trees []tlog.Tree
+	for _, n := range notes {
+		tr, err := lg.Open(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trees = append(trees, tr)
+	}
+	for i, old := range trees[:len(trees)-1] {
+		if err := lg.VerifyConsistency(old, head); err != nil {
+			t.Fatalf("checkpoint %d (size %d) with the newest: %v", i, old.N, err)
+		}
+		if err := lg.VerifyConsistency(old, trees[i+1]); err != nil {
+			t.Fatalf("checkpoints %d and %d: %v", i, i+1, err)
+		}
+		if _, err := lg.VerifyInclusion(old, old.N-1); err != nil {
+			t.Fatalf("checkpoint %d's last event: %v", i, err)
 		}
 	}
 }
@@ -353,16 +379,7 @@ func TestBucketTilesResumeWritesSameBytes(t *testing.T) {
 	// verifies the bucket's log; it returns the DB's epoch.
 	add := func(db *DB, n int) uint64 {
 		t.Helper()
-		for i := range n {
-			if _, err := appendOne(ctx, db, "cash", i); err != nil {
-				t.Fatal(err)
-			}
-		}
-		c, err := db.Checkpoint(ctx, "cash")
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitBucketCheckpoint(t, st, info.ID, c.Size)
+		appendAndCheckpoint(t, db, st, info.ID, n)
 		lg := bucketLog(t, st, info.ID, vkey)
 		head, _, err := lg.Checkpoint()
 		if err != nil {
@@ -780,19 +797,7 @@ func TestBucketPartialTilesCollectedAfterGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = db.Close() }()
-	step := func(n int) []byte {
-		t.Helper()
-		for i := range n {
-			if _, err := appendOne(ctx, db, "cash", i); err != nil {
-				t.Fatal(err)
-			}
-		}
-		c, err := db.Checkpoint(ctx, "cash")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return waitBucketCheckpoint(t, st, info.ID, c.Size)
-	}
+	step := func(n int) []byte { return appendAndCheckpoint(t, db, st, info.ID, n) }
 	notes = append(notes, step(300))
 	mid := collected(bucketTiles(t, st.Store, info.ID), 1904)
 	// Then, as tiles fill (2,204 events: tile 7 is full), its own: it
@@ -833,27 +838,7 @@ func TestBucketPartialTilesCollectedAfterGrace(t *testing.T) {
 	if err != nil || head.N != 2204 {
 		t.Fatalf("the bucket's checkpoint: %d events, %v", head.N, err)
 	}
-	var trees []tlog.Tree
-	for _, n := range notes {
-		tr, err := lg.Open(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		trees = append(trees, tr)
-	}
-	for i, old := range trees[:len(trees)-1] {
-		if err := lg.VerifyConsistency(old, head); err != nil {
-			t.Fatalf("checkpoint %d (size %d) with the newest: %v", i, old.N, err)
-		}
-		if err := lg.VerifyConsistency(old, trees[i+1]); err != nil {
-			t.Fatalf("checkpoints %d and %d: %v", i, i+1, err)
-		}
-		if old.N-1 != 299 {
-			if _, err := lg.VerifyInclusion(old, old.N-1); err != nil {
-				t.Fatalf("checkpoint %d's last event: %v", i, err)
-			}
-		}
-	}
+	verifyOlderCheckpoints(t, lg, notes, head)
 	if lg.Fallbacks == 0 {
 		t.Fatal("no partial tile was read from its full tile")
 	}
