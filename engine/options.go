@@ -225,7 +225,9 @@ type Options struct {
 	// Zero means 10 s; otherwise 100 ms to 10 min.
 	StoreTimeout time.Duration
 	// GCGrace is how long a chunk the bucket no longer needs is kept
-	// before it is deleted (docs/replication.md, "Garbage collection").
+	// before it is deleted (docs/replication.md, "Garbage collection"),
+	// and a partial tile after the checkpoint that has its full tile
+	// (docs/replication.md, "Tiles").
 	// Zero means 10 min; otherwise 1 s to 24 h, and more than
 	// StoreTimeout.
 	GCGrace time.Duration

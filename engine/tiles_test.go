@@ -8,6 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +33,16 @@ type tileStore struct {
 	mu      sync.Mutex
 	puts    map[string][][]byte // tile, bundle and leaf keys: every Put's bytes
 	missing []string            // tiles a checkpoint was written without
+	lists   [][2]string         // every List of tiles: its prefix and start-after key (not st.Store's)
+}
+
+func (s *tileStore) List(ctx context.Context, prefix, startAfter string, limit int) (store.Page, error) {
+	if strings.Contains(prefix, "/tile/") {
+		s.mu.Lock()
+		s.lists = append(s.lists, [2]string{prefix, startAfter})
+		s.mu.Unlock()
+	}
+	return s.Store.List(ctx, prefix, startAfter, limit)
 }
 
 func newTileStore() *tileStore {
@@ -115,6 +128,24 @@ func waitBucketCheckpoint(t *testing.T, st store.Store, id eventid.LedgerID, n u
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// appendAndCheckpoint appends n events to ledger "cash" of db, one at a
+// time, issues a checkpoint, waits until the bucket st (of ledger id)
+// holds it and returns it.
+func appendAndCheckpoint(t *testing.T, db *DB, st store.Store, id eventid.LedgerID, n int) []byte {
+	t.Helper()
+	ctx := context.Background()
+	for i := range n {
+		if _, err := appendOne(ctx, db, "cash", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := db.Checkpoint(ctx, "cash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return waitBucketCheckpoint(t, st, id, c.Size)
 }
 
 // exportLines is the ledger's export, split into its lines: the leaves'
@@ -247,25 +278,7 @@ func TestBucketTilesVerifyWithTlogAlone(t *testing.T) {
 			t.Fatalf("leaf %d's entry is\n%.200s\nthe export's line\n%.200s", j, entry, lines[j])
 		}
 	}
-	var trees []tlog.Tree
-	for _, n := range notes {
-		tr, err := lg.Open(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		trees = append(trees, tr)
-	}
-	for i, old := range trees[:len(trees)-1] {
-		if err := lg.VerifyConsistency(old, head); err != nil {
-			t.Fatalf("checkpoint %d: %v", i, err)
-		}
-		if err := lg.VerifyConsistency(old, trees[i+1]); err != nil {
-			t.Fatalf("checkpoints %d and %d: %v", i, i+1, err)
-		}
-		if _, err := lg.VerifyInclusion(old, old.N-1); err != nil {
-			t.Fatalf("checkpoint %d's last event: %v", i, err)
-		}
-	}
+	verifyOlderCheckpoints(t, lg, notes, head)
 	objs, size := 0, 0
 	for _, b := range bucketTiles(t, st, info.ID) {
 		objs++
@@ -301,6 +314,32 @@ func TestBucketTilesVerifyWithTlogAlone(t *testing.T) {
 		}
 		if _, err := lg.VerifyInclusion(head, c.leaf); err != nil {
 			t.Fatalf("%s put back: %v", c.path, err)
+		}
+	}
+}
+
+// verifyOlderCheckpoints checks, as a client holding each of notes but
+// the last would, the consistency of each with head and with the next,
+// and the inclusion of its last event in it (from its own tiles).
+func verifyOlderCheckpoints(t *testing.T, lg *tilecheck.Log, notes [][]byte, head tlog.Tree) {
+	t.Helper()
+	var trees []tlog.Tree
+	for _, n := range notes {
+		tr, err := lg.Open(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trees = append(trees, tr)
+	}
+	for i, old := range trees[:len(trees)-1] {
+		if err := lg.VerifyConsistency(old, head); err != nil {
+			t.Fatalf("checkpoint %d (size %d) with the newest: %v", i, old.N, err)
+		}
+		if err := lg.VerifyConsistency(old, trees[i+1]); err != nil {
+			t.Fatalf("checkpoints %d and %d: %v", i, i+1, err)
+		}
+		if _, err := lg.VerifyInclusion(old, old.N-1); err != nil {
+			t.Fatalf("checkpoint %d's last event: %v", i, err)
 		}
 	}
 }
@@ -341,16 +380,7 @@ func TestBucketTilesResumeWritesSameBytes(t *testing.T) {
 	// verifies the bucket's log; it returns the DB's epoch.
 	add := func(db *DB, n int) uint64 {
 		t.Helper()
-		for i := range n {
-			if _, err := appendOne(ctx, db, "cash", i); err != nil {
-				t.Fatal(err)
-			}
-		}
-		c, err := db.Checkpoint(ctx, "cash")
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitBucketCheckpoint(t, st, info.ID, c.Size)
+		appendAndCheckpoint(t, db, st, info.ID, n)
 		lg := bucketLog(t, st, info.ID, vkey)
 		head, _, err := lg.Checkpoint()
 		if err != nil {
@@ -544,27 +574,11 @@ func TestBucketTilesVerifyWithJavaScript(t *testing.T) {
 	st, db, info := openTiledLedger(t, Shipped)
 	defer db.Close()
 	notes := tiledLedger(t, db, st, info.ID)
-	dir := t.TempDir()
-	bucket := filepath.Join(dir, "bucket")
-	for key, b := range bucketTiles(t, st, info.ID) {
-		writeBucketFile(t, bucket, strings.TrimPrefix(key, replica.LedgerPrefix(info.ID)), b)
-	}
-	writeBucketFile(t, bucket, "checkpoint", notes[len(notes)-1])
-	args := []string{"../cmd/annal/testdata/jsverify/verify.mjs", "--key", db.VerifierKey(), "--tiles", bucket}
-	for i, n := range notes[:len(notes)-1] {
-		name := filepath.Join(dir, fmt.Sprintf("note%d", i))
-		if err := os.WriteFile(name, n, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		args = append(args, "--note", name)
-	}
 	leaves := []int{0, 255, 256, 299, 1603}
 	for i := 1; len(leaves) < 100; i += 13 {
 		leaves = append(leaves, i)
 	}
-	for _, i := range leaves {
-		args = append(args, "--leaf", fmt.Sprint(i))
-	}
+	bucket, args := jsTilesArgs(t, bucketTiles(t, st, info.ID), info.ID, db.VerifierKey(), notes, leaves)
 	out, err := exec.Command(node, args...).CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), "ok: tiles: size 1604, 100 leaves included (1 from leaf/), 9 checkpoints consistent") {
 		t.Fatalf("verify.mjs: %v\n%s", err, out)
@@ -583,6 +597,32 @@ func TestBucketTilesVerifyWithJavaScript(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "FAIL: leaf 768: inclusion path leads to root") {
 		t.Fatalf("verify.mjs with tile/0/003 changed: %v\n%s", err, out)
 	}
+}
+
+// jsTilesArgs writes tiles (tile and leaf keys of ledger id, and their
+// bytes) and the newest of notes as checkpoint to a directory, the other
+// notes beside it, and returns it and the arguments that run verify.mjs
+// on it with key vkey, the older notes and leaves.
+func jsTilesArgs(t *testing.T, tiles map[string][]byte, id eventid.LedgerID, vkey string, notes [][]byte, leaves []int) (string, []string) {
+	t.Helper()
+	dir := t.TempDir()
+	bucket := filepath.Join(dir, "bucket")
+	for key, b := range tiles {
+		writeBucketFile(t, bucket, strings.TrimPrefix(key, replica.LedgerPrefix(id)), b)
+	}
+	writeBucketFile(t, bucket, "checkpoint", notes[len(notes)-1])
+	args := []string{"../cmd/annal/testdata/jsverify/verify.mjs", "--key", vkey, "--tiles", bucket}
+	for i, n := range notes[:len(notes)-1] {
+		name := filepath.Join(dir, fmt.Sprintf("note%d", i))
+		if err := os.WriteFile(name, n, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--note", name)
+	}
+	for _, i := range leaves {
+		args = append(args, "--leaf", fmt.Sprint(i))
+	}
+	return bucket, args
 }
 
 // writeBucketFile writes an object's bytes to dir/key.
@@ -710,4 +750,212 @@ func TestBucketBundleEntryLimit(t *testing.T) {
 	if err := lg.VerifyEntry(head, out, whole.Data); err != nil {
 		t.Fatalf("leaf %d from %s: %v", out, replica.LeafKey(info.ID, uint64(out)), err)
 	}
+}
+
+// partialTileOf parses a tile or bundle key of a ledger's folder: its
+// level (entry bundles: 0, as the level-0 tile they go with), its index,
+// and whether it is partial.
+func partialTileOf(t *testing.T, key string) (level int, n int64, partial bool) {
+	t.Helper()
+	_, rest, ok := strings.Cut(key, "/tile/")
+	if !ok {
+		t.Fatalf("%s is not a tile", key)
+	}
+	lvl, path, _ := strings.Cut(rest, "/")
+	if lvl != "entries" {
+		var err error
+		if level, err = strconv.Atoi(lvl); err != nil {
+			t.Fatalf("%s: level %q: %v", key, lvl, err)
+		}
+	}
+	path, _, partial = strings.Cut(path, ".p/")
+	for _, e := range strings.Split(path, "/") {
+		d, err := strconv.ParseInt(strings.TrimPrefix(e, "x"), 10, 64)
+		if err != nil {
+			t.Fatalf("%s: index element %q: %v", key, e, err)
+		}
+		n = n*1000 + d
+	}
+	return level, n, partial
+}
+
+// collectedTiles is what the bucket's tiles before (a tile key's bytes)
+// become once the partial tiles whose full tile a tree of size n has are
+// collected.
+func collectedTiles(t *testing.T, before map[string][]byte, n int64) map[string][]byte {
+	t.Helper()
+	want := map[string][]byte{}
+	for key, b := range before {
+		if !strings.Contains(key, "/tile/") {
+			want[key] = b // leaf/
+		} else if l, i, partial := partialTileOf(t, key); !partial || i >= n>>(8*(l+1)) {
+			want[key] = b
+		}
+	}
+	return want
+}
+
+// TestBucketPartialTilesCollectedAfterGrace: the partial tiles and
+// bundles of old checkpoints are deleted once their full tile is in the
+// bucket and a checkpoint covering it has been the bucket's for GCGrace
+// (by the writer's clock), and no sooner: a new writer catches up with
+// what the one before left (from the first tile), then collects as
+// tiles fill. The newest checkpoint's partials, the level-1 partials
+// whose full tile does not exist, every full tile and bundle and the
+// leaf/ object stay, with their bytes. A client holding an old
+// checkpoint then verifies inclusion in it and its consistency with the
+// next and the newest through the full tiles (tilecheck, x/mod's tlog
+// alone), and so does the JavaScript verifier.
+func TestBucketPartialTilesCollectedAfterGrace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newTileStore()
+	dir := t.TempDir()
+	clock := &settableClock{t: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
+	advance := func(d time.Duration) { clock.set(clock.now().Add(d)) }
+	o := replOptions(st, Shipped)
+	o.CheckpointInterval = -1
+	o.Now = clock.now
+	db, err := Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := db.CreateLedger(ctx, LedgerSpec{Name: "cash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := tiledLedger(t, db, st, info.ID)
+	vkey := db.VerifierKey()
+	before := bucketTiles(t, st.Store, info.ID)
+	// Short of the grace period, rounds later: nothing is deleted.
+	advance(o.GCGrace - time.Second)
+	time.Sleep(1500 * time.Millisecond) // the maintainer's rounds are a second apart
+	if got := bucketTiles(t, st.Store, info.ID); len(got) != len(before) {
+		t.Fatalf("%d tiles deleted before the grace period passed", len(before)-len(got))
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	partials := 0
+	for key := range before {
+		if strings.Contains(key, ".p/") {
+			partials++
+		}
+	}
+	if partials < 20 {
+		t.Fatalf("the bucket holds %d partial tiles after 10 checkpoints", partials)
+	}
+	for _, k := range c2spTileKeys(1604) {
+		if _, ok := before[replica.LedgerPrefix(info.ID)+k]; !ok {
+			t.Fatalf("%s is not in the bucket", k)
+		}
+	}
+
+	// collected waits, the clock moving past the grace period of every
+	// checkpoint stored, until the bucket holds what collecting at size
+	// n leaves of want, and nothing else.
+	collected := func(want map[string][]byte, n int64) map[string][]byte {
+		t.Helper()
+		want = collectedTiles(t, want, n)
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			advance(o.GCGrace + time.Second)
+			got := bucketTiles(t, st.Store, info.ID)
+			if len(got) == len(want) {
+				for key, b := range want {
+					if !bytes.Equal(got[key], b) {
+						t.Fatalf("%s: %d bytes, were %d", key, len(got[key]), len(b))
+					}
+				}
+				return got
+			}
+			if len(got) < len(want) {
+				for key := range want {
+					if _, ok := got[key]; !ok {
+						t.Errorf("%s was deleted", key)
+					}
+				}
+				t.FailNow()
+			}
+			if time.Now().After(deadline) {
+				var left []string
+				for key := range got {
+					if _, ok := want[key]; !ok {
+						left = append(left, key)
+					}
+				}
+				t.Fatalf("size %d: %d tiles left to collect: %v", n, len(left), left)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	// A new writer: its first checkpoint (1,904 events), held for the
+	// grace period, lets it collect what the writer before left.
+	if db, err = Open(dir, o); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = db.Close() }()
+	step := func(n int) []byte { return appendAndCheckpoint(t, db, st, info.ID, n) }
+	notes = append(notes, step(300))
+	mid := collected(bucketTiles(t, st.Store, info.ID), 1904)
+	// Then, as tiles fill (2,204 events: tile 7 is full), its own: it
+	// lists each level from where it stopped, not from the first tile.
+	st.mu.Lock()
+	st.lists = nil
+	st.mu.Unlock()
+	notes = append(notes, step(300))
+	final := collected(bucketTiles(t, st.Store, info.ID), 2204)
+	st.mu.Lock()
+	for _, l := range st.lists {
+		if rel := strings.TrimPrefix(l[0], replica.LedgerPrefix(info.ID)); rel != "tile/0/" && rel != "tile/entries/" {
+			t.Errorf("the writer listed %s after 2,204 events (only tile 7 of level 0 became full)", l[0])
+		}
+		if l[1] < l[0]+"006" {
+			t.Errorf("the writer listed %s from %q, below tile 6, collected before", l[0], l[1])
+		}
+	}
+	if len(st.lists) == 0 || len(st.lists) > 4 {
+		t.Errorf("%d Lists of tiles to collect tile 7's partials: %v", len(st.lists), st.lists)
+	}
+	t.Logf("Lists to collect tile 7's partials: %v", st.lists)
+	st.mu.Unlock()
+	var gone []string
+	for key := range mid {
+		if _, ok := final[key]; !ok {
+			gone = append(gone, strings.TrimPrefix(key, replica.LedgerPrefix(info.ID)))
+		}
+	}
+	sort.Strings(gone)
+	if want := []string{"tile/0/007.p/112", "tile/entries/007.p/112"}; !slices.Equal(gone, want) {
+		t.Errorf("the second collection deleted %v, want %v", gone, want)
+	}
+	t.Logf("%d partial tiles after 10 checkpoints of 1,604 events; after 12 checkpoints of 2,204, collected: %d tile objects left", partials, len(final))
+
+	lg := bucketLog(t, st, info.ID, vkey)
+	head, _, err := lg.Checkpoint()
+	if err != nil || head.N != 2204 {
+		t.Fatalf("the bucket's checkpoint: %d events, %v", head.N, err)
+	}
+	verifyOlderCheckpoints(t, lg, notes, head)
+	if lg.Fallbacks == 0 {
+		t.Fatal("no partial tile was read from its full tile")
+	}
+	t.Logf("tilecheck: 11 old checkpoints verified, %d partial tiles read from full ones", lg.Fallbacks)
+
+	node, err := exec.LookPath("node")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("node is required on CI: %v", err)
+		}
+		t.Logf("node is not on PATH: the JavaScript verifier is not run (%v)", err)
+		return
+	}
+	_, args := jsTilesArgs(t, final, info.ID, vkey, notes, []int{0, 255, 256, 299, 1603, 2203})
+	b, err := exec.Command(node, args...).CombinedOutput()
+	out := string(b)
+	if err != nil || !strings.HasPrefix(out, "ok: tiles: size 2204, 6 leaves included (1 from leaf/), 11 checkpoints consistent") || strings.Contains(out, " 0 partial tiles read") {
+		t.Fatalf("verify.mjs: %v\n%s", err, out)
+	}
+	t.Logf("verify.mjs: %s", out)
 }

@@ -5,8 +5,9 @@ package replica
 // and the methods. Their bodies are in writer.go (state, Open, Add, Wait,
 // Status, Close), take.go (the takeover's manifest and fence), cut.go
 // (chunks), upload.go (uploads, acknowledgements in chunk order),
-// maintain.go (sealed segments, manifests, checkpoints, GC) and tiles.go
-// (the log as C2SP tlog-tiles beside each checkpoint).
+// maintain.go (sealed segments, manifests, checkpoints, GC), tiles.go
+// (the log as C2SP tlog-tiles beside each checkpoint) and tilegc.go (the
+// partial tiles' collection).
 
 import (
 	"context"
@@ -63,7 +64,8 @@ type Config struct {
 	// GCGrace is how long a chunk below the manifest's GC boundary is
 	// kept before it is deleted (default 10 min); a writer whose last
 	// check of the newest manifest is older re-reads it before it
-	// acknowledges.
+	// acknowledges. A partial tile is deleted once a checkpoint that has
+	// its full tile has been the bucket's for GCGrace (tilegc.go).
 	GCGrace time.Duration
 	// Source reads the ledger's local records that the bucket lacks.
 	Source Source

@@ -3,7 +3,7 @@
 // layout (chunk.go, manifest.go, names.go), the Writer that uploads a
 // ledger's committed records and holds its epoch (one writer per ledger
 // across machines) and publishes the log as C2SP tlog-tiles beside each
-// checkpoint (tiles.go), and the Reader that a restore and a takeover read the
+// checkpoint (tiles.go; partial tiles collected, tilegc.go), and the Reader that a restore and a takeover read the
 // bucket with, verifying every object.
 //
 // The engine owns a Writer per ledger: it feeds it the spans that the

@@ -12,7 +12,8 @@ import (
 )
 
 // maintainLoop stores sealed segments and the manifests naming them,
-// the checkpoint, and deletes what GC allows, whenever chunks are stored
+// the checkpoint and its tiles, and deletes what GC allows (chunks,
+// manifests, partial tiles), whenever chunks are stored
 // and at least every maintainEvery.
 func (s *writerState) maintainLoop() {
 	defer s.wg.Done()
@@ -37,7 +38,7 @@ func (s *writerState) maintainLoop() {
 // (Status.LastError) and the work tried again next round, unless it is
 // fatal.
 func (s *writerState) maintain(ctx context.Context) {
-	for _, step := range []func(context.Context) error{s.storeSeals, s.storeCheckpoint, s.collect} {
+	for _, step := range []func(context.Context) error{s.storeSeals, s.storeCheckpoint, s.collect, s.collectTiles} {
 		if err := step(ctx); err != nil {
 			if isFatal(err) {
 				s.fail(err)
@@ -187,6 +188,7 @@ func (s *writerState) storeCheckpoint(ctx context.Context) error {
 			}
 			s.broadcastLocked() // Close waits for it
 			s.mu.Unlock()
+			s.tiles.gc.noteCheckpoint(max(size, have), s.cfg.Now())
 			return nil
 		case (errors.Is(err, store.ErrPreconditionFailed) || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound)) && try < 5:
 			continue // replaced meanwhile: read it again

@@ -98,6 +98,8 @@ type tileProgress struct {
 	bundles uint64
 	// size: every tile and bundle of the tree of this size is stored.
 	size uint64
+	// gc is the collection of partial tiles (tilegc.go).
+	gc tileGC
 }
 
 // tileJob is one object to write: a tile of level level (-1: an entry

@@ -47,7 +47,11 @@
 // DIR/checkpoint signed by K, the root that DIR's tiles give at its size,
 // the inclusion of each leaf I (its entry from its bundle, or from
 // leaf/I when empty, the path built from the tiles) and the consistency
-// of each older checkpoint C with it (the proof built from the tiles).
+// of each older checkpoint C with it (the proof built from the tiles),
+// and the root that the tiles of C's size give. A partial tile or bundle
+// that is missing (the log deleted it once its full tile was stored, as
+// C2SP tlog-tiles allows) is read from the first hashes or entries of
+// its full tile.
 //
 // A manifest runs many such checks in one process:
 //
@@ -294,26 +298,39 @@ function tilePath(n, w) {
 }
 
 // tiledLog reads the tiles of the tree of size n from the folder dir (the
-// ledger's objects as files, named by their keys).
-function tiledLog(dir, n) {
+// ledger's objects as files, named by their keys); stats.fallbacks counts
+// the partial tiles and bundles read from their full one.
+function tiledLog(dir, n, stats) {
   const cache = new Map();
   const read = (rel, what) => {
     const path = resolve(dir, rel);
     if (!existsSync(path)) fail(`${what} ${rel} is missing`);
     return readFileSync(path);
   };
+  // a tile or bundle of index k, width w under folder; a partial one the
+  // log deleted once its full tile was stored (C2SP tlog-tiles allows
+  // it) is read from the full one, which begins with it (full: true)
+  const readTile = (folder, k, w, what) => {
+    const rel = `${folder}/${tilePath(k, w)}`;
+    if (w === 256 || existsSync(resolve(dir, rel))) return { rel, b: read(rel, what), full: false };
+    const fullRel = `${folder}/${tilePath(k, 256)}`;
+    if (!existsSync(resolve(dir, fullRel))) fail(`${what} ${rel} is missing, and its full ${what} ${fullRel}`);
+    stats.fallbacks++;
+    return { rel: fullRel, b: read(fullRel, what), full: true };
+  };
   // the tile of level l, index k, of the width the tree of size n gives it
   const tile = (l, k) => {
     const span = 256 ** l;
     const full = Math.floor(n / (span * 256));
     const w = k < full ? 256 : Math.floor(n / span) % 256;
-    const rel = `tile/${l}/${tilePath(k, w)}`;
-    if (!cache.has(rel)) {
-      const b = read(rel, "tile");
-      if (b.length !== 32 * w) fail(`tile ${rel} is ${b.length} bytes, not ${32 * w}`);
-      cache.set(rel, b);
+    const key = `tile/${l}/${tilePath(k, w)}`;
+    if (!cache.has(key)) {
+      const { rel, b, full } = readTile(`tile/${l}`, k, w, "tile");
+      const want = full ? 32 * 256 : 32 * w;
+      if (b.length !== want) fail(`tile ${rel} is ${b.length} bytes, not ${want}`);
+      cache.set(key, b.subarray(0, 32 * w));
     }
-    return cache.get(rel);
+    return cache.get(key);
   };
   // hash j of level l: the root of leaves [j * 256^l, (j + 1) * 256^l)
   const levelHash = (l, j) => tile(l, Math.floor(j / 256)).subarray(32 * (j % 256), 32 * (j % 256) + 32);
@@ -351,8 +368,7 @@ function tiledLog(dir, n) {
   const entry = (i) => {
     const k = Math.floor(i / 256);
     const w = k < Math.floor(n / 256) ? 256 : n % 256;
-    const rel = `tile/entries/${tilePath(k, w)}`;
-    const b = read(rel, "entry bundle");
+    const { rel, b, full } = readTile("tile/entries", k, w, "entry bundle");
     const entries = [];
     for (let off = 0; off < b.length; ) {
       if (off + 2 > b.length) fail(`entry bundle ${rel}: entry ${entries.length} is cut short`);
@@ -361,7 +377,7 @@ function tiledLog(dir, n) {
       entries.push(b.subarray(off + 2, off + 2 + len));
       off += 2 + len;
     }
-    if (entries.length !== w) fail(`entry bundle ${rel} holds ${entries.length} entries, not ${w}`);
+    if (entries.length !== (full ? 256 : w)) fail(`entry bundle ${rel} holds ${entries.length} entries, not ${full ? 256 : w}`);
     const e = entries[i % 256];
     if (e.length > 0) return { bytes: e, large: false };
     return { bytes: read(`leaf/${String(i).padStart(20, "0")}`, `the large leaf of empty entry ${i} in ${rel}:`), large: true };
@@ -376,7 +392,8 @@ function tiledLog(dir, n) {
 function runTiles(dir, notes, leaves, key) {
   const ck = parseCheckpoint(verifyNote(readFileSync(resolve(dir, "checkpoint")), key, "checkpoint"), "checkpoint");
   const n = ck.size;
-  const log = tiledLog(dir, n);
+  const stats = { fallbacks: 0 };
+  const log = tiledLog(dir, n, stats);
   if (n === 0) fail("checkpoint: an empty tree");
   const root = log.sub(0, n);
   if (!root.equals(ck.root)) fail(`the tiles give root ${root.toString("hex")} at size ${n}, the checkpoint ${ck.root.toString("hex")}`);
@@ -395,8 +412,12 @@ function runTiles(dir, notes, leaves, key) {
     const proof = old.size === n ? [] : log.subproof(old.size, 0, n, true);
     const err = verifyConsistency(old.size, n, old.root, ck.root, proof);
     if (err) fail(`${file}: ${err}`);
+    // the tiles of the older size give its root too (a client holding
+    // it reads them: the partial ones, or their full ones once deleted)
+    const oldRoot = tiledLog(dir, old.size, stats).sub(0, old.size);
+    if (!oldRoot.equals(old.root)) fail(`${file}: the tiles give root ${oldRoot.toString("hex")} at size ${old.size}, the note ${old.root.toString("hex")}`);
   }
-  return `tiles: size ${n}, ${leaves.length} leaves included (${large} from leaf/), ${notes.length} checkpoints consistent`;
+  return `tiles: size ${n}, ${leaves.length} leaves included (${large} from leaf/), ${notes.length} checkpoints consistent, ${stats.fallbacks} partial tiles read from full ones`;
 }
 
 // ---- Event IDs (3), canonical JSON (4), annal's line (5, 9.1) ----

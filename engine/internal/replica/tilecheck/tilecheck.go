@@ -26,6 +26,9 @@ type Fetch func(path string) ([]byte, error)
 type Log struct {
 	fetch    Fetch
 	verifier note.Verifier
+	// Fallbacks counts the partial tiles and bundles read from their
+	// full tile, the partial one missing.
+	Fallbacks int
 }
 
 // New returns the log that fetch reads, whose checkpoints vkey (a note
@@ -89,13 +92,42 @@ func (tiles) Height() int { return 8 }
 func (r tiles) ReadTiles(ts []tlog.Tile) ([][]byte, error) {
 	out := make([][]byte, len(ts))
 	for i, t := range ts {
-		b, err := r.l.fetch(c2spPath(t))
+		b, fromFull, err := r.l.fetchTile(t)
 		if err != nil {
-			return nil, fmt.Errorf("tile %s: %w", c2spPath(t), err)
+			return nil, err
+		}
+		if fromFull {
+			if len(b) != tlog.HashSize<<t.H {
+				return nil, fmt.Errorf("tile %s: %d bytes, want %d", c2spPath(t), len(b), tlog.HashSize<<t.H)
+			}
+			b = b[:t.W*tlog.HashSize]
 		}
 		out[i] = b
 	}
 	return out, nil
+}
+
+// fetchTile fetches tile t (a tile or an entry bundle). A partial one
+// that the log no longer serves (C2SP tlog-tiles: a log may delete it
+// once the full tile is available) is read from the full tile, which
+// begins with it (fromFull): the caller keeps its first t.W hashes or
+// entries.
+func (l *Log) fetchTile(t tlog.Tile) (b []byte, fromFull bool, err error) {
+	b, err = l.fetch(c2spPath(t))
+	if err == nil {
+		return b, false, nil
+	}
+	if t.W == 1<<t.H {
+		return nil, false, fmt.Errorf("tile %s: %w", c2spPath(t), err)
+	}
+	full := t
+	full.W = 1 << t.H
+	b, ferr := l.fetch(c2spPath(full))
+	if ferr != nil {
+		return nil, false, fmt.Errorf("tile %s: %w; its full tile %s: %w", c2spPath(t), err, c2spPath(full), ferr)
+	}
+	l.Fallbacks++
+	return b, true, nil
 }
 
 func (tiles) SaveTiles([]tlog.Tile, [][]byte) {}
@@ -105,7 +137,8 @@ func (tiles) SaveTiles([]tlog.Tile, [][]byte) {}
 func (l *Log) Hashes(t tlog.Tree) tlog.HashReader { return tlog.TileHashReader(t, tiles{l}) }
 
 // Entry returns entry i of tree t, from its entry bundle (the partial
-// one of t's width if t ends in it).
+// one of t's width if t ends in it, or the first entries of the full
+// bundle when the partial one is gone).
 func (l *Log) Entry(t tlog.Tree, i int64) ([]byte, error) {
 	if i < 0 || i >= t.N {
 		return nil, fmt.Errorf("entry %d is not in a tree of %d", i, t.N)
@@ -114,10 +147,15 @@ func (l *Log) Entry(t tlog.Tree, i int64) ([]byte, error) {
 	if i/256 == t.N/256 {
 		w = int(t.N % 256)
 	}
-	path := c2spPath(tlog.Tile{H: 8, L: -1, N: i / 256, W: w})
-	b, err := l.fetch(path)
+	bundle := tlog.Tile{H: 8, L: -1, N: i / 256, W: w}
+	path := c2spPath(bundle)
+	b, fromFull, err := l.fetchTile(bundle)
 	if err != nil {
-		return nil, fmt.Errorf("entry bundle %s: %w", path, err)
+		return nil, err
+	}
+	want := w
+	if fromFull {
+		want, path = 256, c2spPath(tlog.Tile{H: 8, L: -1, N: i / 256, W: 256})
 	}
 	var entries [][]byte
 	for len(b) > 0 {
@@ -128,8 +166,8 @@ func (l *Log) Entry(t tlog.Tree, i int64) ([]byte, error) {
 		entries = append(entries, b[2:2+n])
 		b = b[2+n:]
 	}
-	if len(entries) != w {
-		return nil, fmt.Errorf("entry bundle %s holds %d entries, want %d", path, len(entries), w)
+	if len(entries) != want {
+		return nil, fmt.Errorf("entry bundle %s holds %d entries, want %d", path, len(entries), want)
 	}
 	return entries[i%256], nil
 }
