@@ -224,6 +224,17 @@ type Options struct {
 	// docs/engine.md), and how long Close waits to ship what is pending.
 	// Zero means 10 s; otherwise 100 ms to 10 min.
 	StoreTimeout time.Duration
+	// PublishTiles, with a Replica, also publishes each ledger in the
+	// bucket as a C2SP tlog-tiles log (tiles, entry bundles, beside its
+	// checkpoint: docs/replication.md, "Tiles"), so that anyone can
+	// verify inclusion and consistency from the bucket with a generic
+	// tlog client. It costs two PUTs per 256 events (a full tile and its
+	// entry bundle, about $0.04 per million events at S3's $0.005 per
+	// 1,000 PUTs: 300 times what Shipped mode's chunks cost at a high
+	// rate) and the bundles' bytes (each event's export line once more),
+	// so it is off unless asked for. A Writer without it neither writes
+	// nor collects tiles: those in the bucket stay as they are.
+	PublishTiles bool
 	// GCGrace is how long a chunk the bucket no longer needs is kept
 	// before it is deleted (docs/replication.md, "Garbage collection"),
 	// and a partial tile after the checkpoint that has its full tile

@@ -214,13 +214,17 @@ type ledgerRepl struct {
 // writerConfig returns the Config of l's Writer.
 func (l *ledger) writerConfig() replica.Config {
 	o := &l.db.opts
-	return replica.Config{
+	c := replica.Config{
 		Store: l.db.repl.store, Ledger: l.meta.ID, Name: l.meta.Name,
 		Mode: replica.Mode(o.Replication), Identity: l.db.repl.identity,
 		MinFlushInterval: o.MinFlushInterval, ShipInterval: o.ShipInterval,
 		StoreTimeout: o.StoreTimeout, GCGrace: o.GCGrace,
-		Source: ledgerSource{l}, Tiles: ledgerSource{l}, Endpoint: l.db.repl.endpoint, Now: o.Now,
+		Source: ledgerSource{l}, Endpoint: l.db.repl.endpoint, Now: o.Now,
 	}
+	if o.PublishTiles {
+		c.Tiles = ledgerSource{l}
+	}
+	return c
 }
 
 // attachReplica opens l's Writer, compares the bucket's tail with the

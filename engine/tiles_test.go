@@ -182,6 +182,7 @@ func openTiledLedger(t *testing.T, mode Replication) (*tileStore, *DB, LedgerInf
 	t.Helper()
 	st := newTileStore()
 	o := replOptions(st, mode)
+	o.PublishTiles = true
 	o.CheckpointInterval = -1
 	db, err := Open(t.TempDir(), o)
 	if err != nil {
@@ -356,6 +357,7 @@ func TestBucketTilesResumeWritesSameBytes(t *testing.T) {
 	st := newTileStore()
 	dir := t.TempDir()
 	o := replOptions(st, Replicated)
+	o.PublishTiles = true
 	o.CheckpointInterval = -1
 	o.SigningKeyFile = filepath.Join(t.TempDir(), "shared.key")
 	db, err := Open(dir, o)
@@ -814,6 +816,7 @@ func TestBucketPartialTilesCollectedAfterGrace(t *testing.T) {
 	clock := &settableClock{t: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
 	advance := func(d time.Duration) { clock.set(clock.now().Add(d)) }
 	o := replOptions(st, Shipped)
+	o.PublishTiles = true
 	o.CheckpointInterval = -1
 	o.Now = clock.now
 	db, err := Open(dir, o)
@@ -958,4 +961,41 @@ func TestBucketPartialTilesCollectedAfterGrace(t *testing.T) {
 		t.Fatalf("verify.mjs: %v\n%s", err, out)
 	}
 	t.Logf("verify.mjs: %s", out)
+}
+
+// TestNoTilesUnlessPublished: without Options.PublishTiles (the
+// default), a replicated ledger's bucket holds no tile, entry bundle or
+// leaf/ object, whatever it appends and checkpoints; its checkpoint is
+// stored as ever.
+func TestNoTilesUnlessPublished(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, mode := range []Replication{Replicated, Shipped} {
+		st := newTileStore()
+		o := replOptions(st, mode)
+		o.CheckpointInterval = -1
+		db, err := Open(t.TempDir(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := db.CreateLedger(ctx, LedgerSpec{Name: "cash"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 600 {
+			if _, err := appendOne(ctx, db, "cash", i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := db.Checkpoint(ctx, "cash"); err != nil {
+			t.Fatal(err)
+		}
+		waitBucketCheckpoint(t, st, info.ID, 601)
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := bucketTiles(t, st.Store, info.ID); len(got) != 0 {
+			t.Fatalf("mode %v without PublishTiles: the bucket holds %d tile objects", mode, len(got))
+		}
+	}
 }

@@ -28,6 +28,7 @@ type globals struct {
 	// replica and replication: --replica and --replication, "" if not
 	// given (replica.go).
 	replica, replication string
+	publishTiles         bool
 	// tlogWitnesses and tlogQuorum: --tlog-witness URL=KEY (repeated) and
 	// --tlog-witness-quorum K (tlogwitness.go).
 	tlogWitnesses []string

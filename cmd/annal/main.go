@@ -249,8 +249,9 @@ With --replica URL (or $ANNAL_REPLICA), every command that opens the data
 directory for writing replicates its ledgers to that S3-compatible bucket
 (s3://BUCKET/PREFIX?endpoint=URL&region=R&path-style=true); --replication
 replicated (the default: an append returns once stored in the bucket too)
-or shipped (once durable locally). 'annal replica status' shows what the
-bucket holds.
+or shipped (once durable locally); --publish-tiles also publishes each
+ledger there as C2SP tlog-tiles, for any tlog client to verify. 'annal
+replica status' shows what the bucket holds.
 
 Exit codes: 0 success, 1 error, 2 usage, 3 verification failed,
 4 condition failed, 5 refused by the replica (fenced: another writer took
@@ -279,6 +280,7 @@ nothing was appended).`,
 	pf.StringVar(&g.format, "format", "", "output format: table, json or ndjson (default table on a terminal, ndjson otherwise)")
 	pf.StringVar(&g.replica, "replica", "", replicaFlagHelp)
 	pf.StringVar(&g.replication, "replication", "", replicationFlagHelp)
+	pf.BoolVar(&g.publishTiles, "publish-tiles", false, publishTilesFlagHelp)
 	pf.StringArrayVar(&g.tlogWitnesses, "tlog-witness", nil, "URL=KEY: a tlog witness (annal witness) that must cosign each checkpoint the command writes before it is stored; KEY is its verifier key; repeatable")
 	pf.IntVar(&g.tlogQuorum, "tlog-witness-quorum", 0, "with --tlog-witness: how many of the witnesses must cosign a checkpoint (default: all)")
 	root.AddCommand(

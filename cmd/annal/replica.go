@@ -18,8 +18,9 @@ const exitReplica = 5
 
 // replicaFlagsHelp is the help of the global replica flags.
 const (
-	replicaFlagHelp     = "replicate every ledger to an S3-compatible bucket: s3://BUCKET/PREFIX?endpoint=URL&region=R&path-style=true (default $ANNAL_REPLICA; credentials from the standard AWS chain, never in the URL); read-only commands ignore it"
-	replicationFlagHelp = "with --replica: replicated (an append returns once its events are stored in the bucket too) or shipped (once durable locally; stored within a second) (default replicated)"
+	replicaFlagHelp      = "replicate every ledger to an S3-compatible bucket: s3://BUCKET/PREFIX?endpoint=URL&region=R&path-style=true (default $ANNAL_REPLICA; credentials from the standard AWS chain, never in the URL); read-only commands ignore it"
+	replicationFlagHelp  = "with --replica: replicated (an append returns once its events are stored in the bucket too) or shipped (once durable locally; stored within a second) (default replicated)"
+	publishTilesFlagHelp = "with --replica: also publish each ledger in the bucket as C2SP tlog-tiles, verifiable by any tlog client (two PUTs per 256 events more)"
 )
 
 // replicaOptions sets o's replica options from --replica (else
@@ -33,9 +34,13 @@ func (g *globals) replicaOptions(o *engine.Options) error {
 		if g.replication != "" {
 			return usageErr("--replication %s needs --replica (or $ANNAL_REPLICA)", g.replication)
 		}
+		if g.publishTiles {
+			return usageErr("--publish-tiles needs --replica (or $ANNAL_REPLICA)")
+		}
 		return nil
 	}
 	o.Replica = url
+	o.PublishTiles = g.publishTiles
 	switch g.replication {
 	case "", "replicated":
 		o.Replication = engine.Replicated

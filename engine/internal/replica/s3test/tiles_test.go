@@ -31,7 +31,7 @@ func TestVersityGWTilesVerifyWithTlogAlone(t *testing.T) {
 	ctx := context.Background()
 	url := fmt.Sprintf("s3://%s/tiles%d?endpoint=%s&region=us-east-1&path-style=true", bucket, prefixes.Add(1), endpoint)
 	dir := t.TempDir()
-	opts := &engine.Options{Replica: url, SegmentSize: 64 << 10, CheckpointInterval: -1,
+	opts := &engine.Options{Replica: url, PublishTiles: true, SegmentSize: 64 << 10, CheckpointInterval: -1,
 		SigningKeyFile: filepath.Join(t.TempDir(), "signer.key")}
 	db, err := engine.Open(dir, opts)
 	if err != nil {
