@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/annal-db/annal/engine/internal/replica"
+	"github.com/annal-db/annal/eventid"
 	"golang.org/x/mod/sumdb/note"
 )
 
@@ -100,4 +101,104 @@ func TestFollowerRefusesDirectoryWithoutFollowerFile(t *testing.T) {
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), followerFile) {
 		t.Fatalf("OpenFollower: %v, want ErrInvalid naming %s", err, followerFile)
 	}
+}
+
+// TestFollowerCopyEditedIsNotServed: a byte of an event changed in the
+// follower's segment file while it runs is not served, by the follower's
+// DB nor by a read-only open beside it (their reads fail on that event,
+// and no read returns the changed event); the follower opened again on
+// the directory refuses the copy (it differs from the bucket's records).
+func TestFollowerCopyEditedIsNotServed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newReplStore()
+	w, _, info := followerWriter(t, st)
+	defer w.Close()
+	ids := []eventid.ID{info.Genesis}
+	for i := range 30 {
+		res, err := appendOne(ctx, w, "cash", i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.IDs[0])
+	}
+	checkpointStored(t, w, st, "cash", info.ID, 31)
+	dir := t.TempDir()
+	fw := openTestFollower(t, dir, st, w.key.Verifier)
+	waitFollowedSigned(t, fw, "cash", 31)
+
+	// "credited" of the 10th event becomes "Credited".
+	segs, err := filepath.Glob(filepath.Join(dir, ledgersDir, info.ID.String(), "*.seg"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("the follower's segments: %v %v", segs, err)
+	}
+	edited := false
+	for _, p := range segs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(b), "credited"); n >= 10 {
+			i := -1
+			for range 10 {
+				i += 1 + strings.Index(string(b[i+1:]), "credited")
+			}
+			f, err := os.OpenFile(p, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteAt([]byte("C"), int64(i)); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			edited = true
+			break
+		}
+	}
+	if !edited {
+		t.Fatal("no segment file holds 10 events")
+	}
+	ro, err := OpenReadOnly(dir, &Options{TempDir: t.TempDir()})
+	if err != nil {
+		t.Logf("a read-only open beside the follower: %v", err)
+	}
+	dbs := map[string]*DB{"the follower's DB": fw.DB()}
+	if ro != nil {
+		defer ro.Close()
+		dbs["a read-only open beside it"] = ro
+	}
+	for name, db := range dbs {
+		failed := 0
+		for _, id := range ids {
+			ev, err := db.Get(ctx, id)
+			if err != nil {
+				failed++
+				continue
+			}
+			if ev.Event != "credited" && ev.Seq > 1 {
+				t.Fatalf("%s served event %d as %q", name, ev.Seq, ev.Event)
+			}
+		}
+		for ev, err := range db.Scan(ctx, "cash", ScanOptions{}) {
+			if err != nil {
+				break
+			}
+			if ev.Event != "credited" && ev.Seq > 1 {
+				t.Fatalf("%s's Scan served event %d as %q", name, ev.Seq, ev.Event)
+			}
+		}
+		if failed == 0 {
+			t.Fatalf("%s: every Get succeeded on an edited copy", name)
+		}
+	}
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fw = openTestFollower(t, dir, st, w.key.Verifier)
+	defer fw.Close()
+	s := waitStopped(t, fw, info.ID.String())
+	if !errors.Is(s.Stopped, replica.ErrDiverged) && !errors.Is(s.Stopped, ErrCorruption) {
+		t.Fatalf("the follower opened again on the edited copy: %v, want it stopped", s.Stopped)
+	}
+	t.Logf("opened again: %v", s.Stopped)
 }
