@@ -152,9 +152,9 @@ type FollowerStatus struct {
 // against the root of the records read at its size (which proves that it
 // extends the last one verified). The first poll reads every object the
 // bucket holds of a ledger (a directory that already holds records must
-// hold a prefix of the bucket's, else ErrDiverged, and the bucket's
-// checkpoint must not be older than the directory's); the next ones read
-// what was stored since.
+// hold a prefix of the bucket's and no more, else ErrDiverged, and the
+// bucket's checkpoint must not be older than the directory's); the next
+// ones read what was stored since.
 //
 // An object that fails verification, or a bucket whose history is not
 // an extension of the one verified (a rewritten history, a checkpoint of
@@ -518,6 +518,9 @@ func (fw *Follower) first(ctx context.Context, fl *followed, dir string) error {
 		if err == nil && have {
 			err = fw.keptCheckpoint(fl, dir, f)
 		}
+		if err == nil && res.Verified.Seq < local.Seq {
+			err = fw.notInBucket(dir, local, res)
+		}
 		return res, err
 	})
 	if err != nil {
@@ -589,6 +592,19 @@ func (fw *Follower) keptCheckpoint(fl *followed, dir string, f *replica.Follow) 
 	}
 	fl.ckSize = kept.Size
 	return nil
+}
+
+// notInBucket is the error of a first poll whose records (res) end
+// before those the directory holds (local): events the follower did not
+// lay, or that the bucket no longer holds. A gap in the bucket (which may
+// be filled: chunks stored out of order) is tried again; else the copy is
+// refused.
+func (fw *Follower) notInBucket(dir string, local segment.Head, res replica.Result) error {
+	msg := fmt.Sprintf("%s holds events %d to %d, which the bucket's history read does not (it ends at event %d)", filepath.Join(dir, segment.FileName(local.Loc.Segment)), res.Verified.Seq+1, local.Seq, res.Verified.Seq)
+	if res.Ignored != "" {
+		return fmt.Errorf("engine: follower: %s: %s (tried again)", msg, res.Ignored)
+	}
+	return fmt.Errorf("%w: %s: events this follower did not verify", replica.ErrDiverged, msg)
 }
 
 // laid records what a poll laid in dir: the ledger's new head, its

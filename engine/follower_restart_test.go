@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -10,7 +11,9 @@ import (
 	"testing"
 
 	"github.com/annal-db/annal/engine/internal/replica"
+	"github.com/annal-db/annal/engine/internal/replica/store"
 	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment"
 	"golang.org/x/mod/sumdb/note"
 )
 
@@ -201,4 +204,101 @@ func TestFollowerCopyEditedIsNotServed(t *testing.T) {
 		t.Fatalf("the follower opened again on the edited copy: %v, want it stopped", s.Stopped)
 	}
 	t.Logf("opened again: %v", s.Stopped)
+}
+
+// TestFollowerRestartRefusesEventsNotInBucket: a well-formed event added
+// at the end of a follower's copy while it was stopped (the writer's
+// next record, taken from a copy of its directory that appended it: a
+// valid frame, chained to the event before), which the bucket does not
+// hold, is not served once the follower is opened again: the ledger stops
+// (the directory holds events the bucket does not).
+func TestFollowerRestartRefusesEventsNotInBucket(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newReplStore()
+	o := replOptions(st, Shipped)
+	keyDir := t.TempDir()
+	o.SigningKeyFile = filepath.Join(keyDir, "writer.key")
+	wdir := t.TempDir()
+	w, err := Open(wdir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := w.CreateLedger(ctx, LedgerSpec{Name: "cash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if _, err := appendOne(ctx, w, "cash", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkpointStored(t, w, st, "cash", info.ID, 11)
+	vkey := w.key.Verifier
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	forkDir, forkKeys := copyDir(t, wdir), copyDir(t, keyDir)
+
+	dir := t.TempDir()
+	fw := openTestFollower(t, dir, st, vkey)
+	waitFollowedSigned(t, fw, "cash", 11)
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	fo := replOptions(store.NewMemory(), Shipped)
+	fo.SigningKeyFile = filepath.Join(forkKeys, "writer.key")
+	if err := os.Chmod(fo.SigningKeyFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fork, err := Open(forkDir, fo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := fork.Append(ctx, "cash", []EventInput{{Entity: "acct", Key: "x", Event: "forged", Data: []byte("1")}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fork.Close(); err != nil {
+		t.Fatal(err)
+	}
+	forged := res.IDs[0]
+	segs, err := filepath.Glob(filepath.Join(dir, ledgersDir, info.ID.String(), "*.seg"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("the follower's segments: %v %v", segs, err)
+	}
+	last := segs[len(segs)-1]
+	have, err := os.ReadFile(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := os.ReadFile(filepath.Join(forkDir, ledgersDir, info.ID.String(), filepath.Base(last)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := len(bytes.TrimRight(have, "\x00"))
+	forgedEnd := len(bytes.TrimRight(theirs, "\x00"))
+	if forgedEnd <= end || !bytes.Equal(theirs[segment.HeaderSize:end], have[segment.HeaderSize:end]) {
+		t.Fatalf("the fork's %s: %d bytes, the follower's %d: not an extension (differ at %d)", last, forgedEnd, end, mismatch(have[:end], theirs[:min(end, forgedEnd)]))
+	}
+	f, err := os.OpenFile(last, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(theirs[end:forgedEnd], int64(end)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	fw = openTestFollower(t, dir, st, vkey)
+	defer fw.Close()
+	if ev, err := fw.DB().Get(ctx, forged); err == nil {
+		t.Fatalf("the follower serves event %d %q, which the bucket does not hold", ev.Seq, ev.Event)
+	}
+	s := waitStopped(t, fw, "cash")
+	if !errors.Is(s.Stopped, replica.ErrDiverged) {
+		t.Fatalf("the follower stopped with %v, want ErrDiverged", s.Stopped)
+	}
+	t.Logf("stopped: %v", s.Stopped)
 }
