@@ -302,3 +302,67 @@ func TestFollowerRestartRefusesEventsNotInBucket(t *testing.T) {
 	}
 	t.Logf("stopped: %v", s.Stopped)
 }
+
+// TestFollowerRefusesCheckpointOfAnotherKey: the bucket's checkpoint
+// replaced, while the follower runs, by one of more events signed by
+// another key (the same body, another signature) stops the ledger,
+// naming the checkpoint; the events it covers that the follower had
+// not verified are not served.
+func TestFollowerRefusesCheckpointOfAnotherKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newReplStore()
+	w, _, info := followerWriter(t, st)
+	defer w.Close()
+	ids := []eventid.ID{info.Genesis}
+	for i := range 10 {
+		res, err := appendOne(ctx, w, "cash", i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.IDs[0])
+	}
+	checkpointStored(t, w, st, "cash", info.ID, 11)
+	view := &frozenStore{Store: st}
+	fw := openTestFollower(t, t.TempDir(), view, w.key.Verifier)
+	defer fw.Close()
+	waitFollowedSigned(t, fw, "cash", 11)
+	view.freeze(t, info.ID)
+	for i := range 10 {
+		res, err := appendOne(ctx, w, "cash", 10+i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.IDs[0])
+	}
+	checkpointStored(t, w, st, "cash", info.ID, 21)
+	ck := replica.CheckpointKey(info.ID)
+	obj, err := st.Get(ctx, ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := string(obj.Data[:bytes.Index(obj.Data, []byte("\n\n"))+1])
+	skey, _, err := note.GenerateKey(rand.Reader, "mallory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := note.NewSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := note.Sign(&note.Note{Text: body}, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	putOver(t, st, ck, forged)
+	view.thaw()
+	s := waitStopped(t, fw, "cash")
+	if !errors.Is(s.Stopped, ErrCorruption) || !strings.Contains(s.Stopped.Error(), ck) {
+		t.Fatalf("the follower stopped with %v, want ErrCorruption naming %s", s.Stopped, ck)
+	}
+	t.Logf("stopped: %v", s.Stopped)
+	if s.Local != 11 {
+		t.Fatalf("the follower's copy holds %d events, want the 11 it verified", s.Local)
+	}
+	assertReadsStopped(t, fw, ids[15], ck)
+}
