@@ -131,10 +131,7 @@ func TestFollowerCopyEditedIsNotServed(t *testing.T) {
 	waitFollowedSigned(t, fw, "cash", 31)
 
 	// "credited" of the 10th event becomes "Credited".
-	segs, err := filepath.Glob(filepath.Join(dir, ledgersDir, info.ID.String(), "*.seg"))
-	if err != nil || len(segs) == 0 {
-		t.Fatalf("the follower's segments: %v %v", segs, err)
-	}
+	segs := followerSegments(t, dir, info.ID)
 	edited := false
 	for _, p := range segs {
 		b, err := os.ReadFile(p)
@@ -216,18 +213,7 @@ func TestFollowerRestartRefusesEventsNotInBucket(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := newReplStore()
-	o := replOptions(st, Shipped)
-	keyDir := t.TempDir()
-	o.SigningKeyFile = filepath.Join(keyDir, "writer.key")
-	wdir := t.TempDir()
-	w, err := Open(wdir, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := w.CreateLedger(ctx, LedgerSpec{Name: "cash"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, _, wdir, keyDir, info := keyedWriter(t, st)
 	for i := range 10 {
 		if _, err := appendOne(ctx, w, "cash", i); err != nil {
 			t.Fatal(err)
@@ -247,15 +233,7 @@ func TestFollowerRestartRefusesEventsNotInBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	fo := replOptions(store.NewMemory(), Shipped)
-	fo.SigningKeyFile = filepath.Join(forkKeys, "writer.key")
-	if err := os.Chmod(fo.SigningKeyFile, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	fork, err := Open(forkDir, fo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fork := openFork(t, forkDir, forkKeys, store.NewMemory())
 	res, err := fork.Append(ctx, "cash", []EventInput{{Entity: "acct", Key: "x", Event: "forged", Data: []byte("1")}}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -264,10 +242,7 @@ func TestFollowerRestartRefusesEventsNotInBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	forged := res.IDs[0]
-	segs, err := filepath.Glob(filepath.Join(dir, ledgersDir, info.ID.String(), "*.seg"))
-	if err != nil || len(segs) == 0 {
-		t.Fatalf("the follower's segments: %v %v", segs, err)
-	}
+	segs := followerSegments(t, dir, info.ID)
 	last := segs[len(segs)-1]
 	have, err := os.ReadFile(last)
 	if err != nil {
@@ -365,4 +340,15 @@ func TestFollowerRefusesCheckpointOfAnotherKey(t *testing.T) {
 		t.Fatalf("the follower's copy holds %d events, want the 11 it verified", s.Local)
 	}
 	assertReadsStopped(t, fw, ids[15], ck)
+}
+
+// followerSegments returns the paths of the segment files of ledger id in
+// the follower's directory dir.
+func followerSegments(t *testing.T, dir string, id eventid.LedgerID) []string {
+	t.Helper()
+	segs, err := filepath.Glob(filepath.Join(dir, ledgersDir, id.String(), "*.seg"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("the follower's segments: %v %v", segs, err)
+	}
+	return segs
 }
