@@ -497,6 +497,7 @@ func (fw *Follower) first(ctx context.Context, fl *followed, dir string) error {
 	if have {
 		local, fl.name = l.log.Head(), l.meta.Name
 	} else if _, err := os.Stat(dir); err == nil {
+		fl.name, _, _ = readNameFile(vfs.Default, dir) // for Status: a damaged one, no name
 		return fmt.Errorf("%w: follower: %s holds a ledger that does not open read-only (annal verify says why): remove it to follow the ledger again", ErrCorruption, dir)
 	}
 	into := dir

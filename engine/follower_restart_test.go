@@ -110,7 +110,7 @@ func TestFollowerRefusesDirectoryWithoutFollowerFile(t *testing.T) {
 // follower's segment file while it runs is not served, by the follower's
 // DB nor by a read-only open beside it (their reads fail on that event,
 // and no read returns the changed event); the follower opened again on
-// the directory refuses the copy (it differs from the bucket's records).
+// the directory stops the ledger (its status found by its name).
 func TestFollowerCopyEditedIsNotServed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -196,7 +196,7 @@ func TestFollowerCopyEditedIsNotServed(t *testing.T) {
 	}
 	fw = openTestFollower(t, dir, st, w.key.Verifier)
 	defer fw.Close()
-	s := waitStopped(t, fw, info.ID.String())
+	s := waitStopped(t, fw, "cash") // by its name, though it does not open
 	if !errors.Is(s.Stopped, replica.ErrDiverged) && !errors.Is(s.Stopped, ErrCorruption) {
 		t.Fatalf("the follower opened again on the edited copy: %v, want it stopped", s.Stopped)
 	}
