@@ -139,7 +139,8 @@ type FollowerStatus struct {
 //
 // dir is a new or empty directory, or one that a Follower made
 // (follower.json names the bucket and the verifier key; another bucket
-// or key is refused, ErrInvalid); a writer's data directory is refused.
+// or key is refused, ErrInvalid, and so is a copy without its
+// follower.json); a writer's data directory is refused.
 // The Follower holds it (its lock, ErrLocked for a writer's Open) until
 // Close, and writes into it what each poll read and verified: the
 // records where the writer had them (segment files byte for byte, as
@@ -151,8 +152,9 @@ type FollowerStatus struct {
 // against the root of the records read at its size (which proves that it
 // extends the last one verified). The first poll reads every object the
 // bucket holds of a ledger (a directory that already holds records must
-// hold a prefix of the bucket's, else ErrDiverged); the next ones read
-// what was stored since.
+// hold a prefix of the bucket's and no more, else ErrDiverged, and the
+// bucket's checkpoint must not be older than the directory's); the next
+// ones read what was stored since.
 //
 // An object that fails verification, or a bucket whose history is not
 // an extension of the one verified (a rewritten history, a checkpoint of
@@ -233,7 +235,17 @@ func (fw *Follower) prepareDir() error {
 	}
 	for _, n := range names {
 		switch n {
-		case followerFile, ledgersDir, lockFile:
+		case ledgersDir:
+			// A follower's copy whose follower.json is gone: which bucket
+			// and key its records were verified with is not known.
+			held, err := vfs.Default.List(filepath.Join(fw.dir, ledgersDir))
+			if err != nil {
+				return fmt.Errorf("engine: follower: %w", err)
+			}
+			if len(held) > 0 && !slices.Contains(names, followerFile) {
+				return invalid("follower of %s: it holds ledgers/ but no %s (the bucket and key its copy was verified with): restore the file, or follow in a new or empty directory", fw.dir, followerFile)
+			}
+		case followerFile, lockFile:
 		default:
 			if slices.Contains(dataDirMarkers[:], n) {
 				return invalid("follower of %s: a writer's data directory (it holds %s): a follower keeps its copy in a new or empty directory (promote a follower with Takeover, not the other way)", fw.dir, n)
@@ -483,8 +495,9 @@ func (fw *Follower) first(ctx context.Context, fl *followed, dir string) error {
 	l, have := fw.db.byID[fl.id]
 	fw.db.mu.RUnlock()
 	if have {
-		local = l.log.Head()
+		local, fl.name = l.log.Head(), l.meta.Name
 	} else if _, err := os.Stat(dir); err == nil {
+		fl.name, _, _ = readNameFile(vfs.Default, dir) // for Status: a damaged one, no name
 		return fmt.Errorf("%w: follower: %s holds a ledger that does not open read-only (annal verify says why): remove it to follow the ledger again", ErrCorruption, dir)
 	}
 	into := dir
@@ -502,7 +515,14 @@ func (fw *Follower) first(ctx context.Context, fl *followed, dir string) error {
 	}
 	fl.local, fl.leafFrom, fl.leaves = local, fl.tree.Size(), fl.leaves[:0]
 	res, err := layRecords(vfs.Default, into, local, have, nil, func(yield func(replica.Piece) error) (replica.Result, error) {
-		return f.Poll(ctx, yield)
+		res, err := f.Poll(ctx, yield)
+		if err == nil && have {
+			err = fw.keptCheckpoint(fl, dir, f)
+		}
+		if err == nil && res.Verified.Seq < local.Seq {
+			err = fw.notInBucket(dir, local, res)
+		}
+		return res, err
 	})
 	if err != nil {
 		if !have {
@@ -535,8 +555,57 @@ func (fw *Follower) first(ctx context.Context, fl *followed, dir string) error {
 		}
 		return segment.SyncDir(vfs.Default, filepath.Dir(dir))
 	}
-	fl.name = l.meta.Name
 	return fw.laid(fl, dir, res)
+}
+
+// keptCheckpoint checks the checkpoint a first poll verified in the
+// bucket against the checkpoint file the directory kept from the polls
+// before (a follower opened again): one of fewer events, or of as many
+// with another root, is refused, as a Follow refuses it between polls
+// (a bucket rolled back to an older checkpoint would otherwise replace
+// the file, and be followed from there).
+func (fw *Follower) keptCheckpoint(fl *followed, dir string, f *replica.Follow) error {
+	path := filepath.Join(dir, checkpointFileName)
+	msg, err := readSmallFile(vfs.Default, path, maxCheckpointFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("engine: follower: read %s: %w", path, err)
+	}
+	kept, err := openCheckpoint(msg, fw.v, fl.id)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrCorruption, path, err)
+	}
+	note, size := f.Checkpoint()
+	key := replica.CheckpointKey(fl.id)
+	switch {
+	case size < kept.Size:
+		return fmt.Errorf("%w: %s: signed for %d events, this directory's checkpoint (%s) of %d events was verified before: the bucket's history is not an extension of the one read", ErrCorruption, key, size, path, kept.Size)
+	case size == kept.Size:
+		c, err := openCheckpoint(note, fw.v, fl.id)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrCorruption, key, err)
+		}
+		if c.Root != kept.Root {
+			return fmt.Errorf("%w: %s: the root of %d events is %x, this directory's checkpoint (%s) of that size has %x: the bucket's history is not an extension of the one read", ErrCorruption, key, size, c.Root[:], path, kept.Root[:])
+		}
+	}
+	fl.ckSize = kept.Size
+	return nil
+}
+
+// notInBucket is the error of a first poll whose records (res) end
+// before those the directory holds (local): events the follower did not
+// lay, or that the bucket no longer holds. A gap in the bucket (which may
+// be filled: chunks stored out of order) is tried again; else the copy is
+// refused.
+func (fw *Follower) notInBucket(dir string, local segment.Head, res replica.Result) error {
+	msg := fmt.Sprintf("%s holds events %d to %d, which the bucket's history read does not (it ends at event %d)", filepath.Join(dir, segment.FileName(local.Loc.Segment)), res.Verified.Seq+1, local.Seq, res.Verified.Seq)
+	if res.Ignored != "" {
+		return fmt.Errorf("engine: follower: %s: %s (tried again)", msg, res.Ignored)
+	}
+	return fmt.Errorf("%w: %s: events this follower did not verify", replica.ErrDiverged, msg)
 }
 
 // laid records what a poll laid in dir: the ledger's new head, its

@@ -463,23 +463,13 @@ func TestFollowerRefusesRewrittenHistory(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := newReplStore()
-	o := replOptions(st, Shipped)
-	keyDir := t.TempDir()
-	o.SigningKeyFile = filepath.Join(keyDir, "writer.key")
-	dir := t.TempDir()
-	w, err := Open(dir, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := w.CreateLedger(ctx, LedgerSpec{Name: "cash"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, o, dir, keyDir, info := keyedWriter(t, st)
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
 	forkDir, forkKeys := copyDir(t, dir), copyDir(t, keyDir)
-	if w, err = Open(dir, o); err != nil {
+	w, err := Open(dir, o)
+	if err != nil {
 		t.Fatal(err)
 	}
 	ids := []eventid.ID{{}, info.Genesis}
@@ -503,15 +493,7 @@ func TestFollowerRefusesRewrittenHistory(t *testing.T) {
 	// The other history: 80 other events after the genesis event, in a
 	// bucket of its own, then put in place of the ledger's objects.
 	other := store.NewMemory()
-	fo := replOptions(other, Shipped)
-	fo.SigningKeyFile = filepath.Join(forkKeys, "writer.key")
-	if err := os.Chmod(fo.SigningKeyFile, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	fork, err := Open(forkDir, fo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fork := openFork(t, forkDir, forkKeys, other)
 	for i := range 80 {
 		if _, err := fork.Append(ctx, "cash", []EventInput{{Entity: "acct", Key: "x", Event: "debited", Data: []byte(fmt.Sprint(i))}}, nil); err != nil {
 			t.Fatal(err)
@@ -547,6 +529,40 @@ func TestFollowerRefusesRewrittenHistory(t *testing.T) {
 	}
 	t.Logf("stopped: %v", s.Stopped)
 	assertReadsStopped(t, fw, ids[51], ck)
+}
+
+// keyedWriter opens a Shipped writer on the new directory dir replicating
+// to st, with its key in the folder keyDir, and creates the ledger "cash":
+// copies of dir and keyDir make a fork of the writer (openFork).
+func keyedWriter(t *testing.T, st store.Store) (w *DB, o *Options, dir, keyDir string, info LedgerInfo) {
+	t.Helper()
+	o = replOptions(st, Shipped)
+	keyDir, dir = t.TempDir(), t.TempDir()
+	o.SigningKeyFile = filepath.Join(keyDir, "writer.key")
+	w, err := Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err = w.CreateLedger(context.Background(), LedgerSpec{Name: "cash"}); err != nil {
+		t.Fatal(err)
+	}
+	return w, o, dir, keyDir, info
+}
+
+// openFork opens the copies dir and keyDir of a keyedWriter's folders as
+// a writer replicating to st.
+func openFork(t *testing.T, dir, keyDir string, st store.Store) *DB {
+	t.Helper()
+	o := replOptions(st, Shipped)
+	o.SigningKeyFile = filepath.Join(keyDir, "writer.key")
+	if err := os.Chmod(o.SigningKeyFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
 }
 
 // checkpointStored has db sign a checkpoint of ledger name (ID id) and waits
