@@ -705,6 +705,14 @@ func (db *DB) passLedger(id eventid.LedgerID) {
 // builds it from the segments, the next add what the writer committed
 // since. The head readers see (visible) is then that head.
 func (db *DB) roIndex(l *ledger) error {
+	// enterRead before ro.mu, as followAll takes them: taken the other
+	// way round, a Close waiting for the readers (stopReads) blocks this
+	// enterRead while ro.mu is held, and followAll, a reader, waits for
+	// ro.mu: a deadlock.
+	if err := db.enterRead(); err != nil {
+		return err
+	}
+	defer db.exitRead()
 	db.ro.mu.Lock()
 	defer db.ro.mu.Unlock()
 	l.idxMu.Lock()
@@ -713,10 +721,6 @@ func (db *DB) roIndex(l *ledger) error {
 	if err != nil || from.Seq == l.log.Head().Seq {
 		return err
 	}
-	if err := db.enterRead(); err != nil {
-		return err
-	}
-	defer db.exitRead()
 	err = l.catchUp(from, "")
 	l.idxMu.Lock()
 	defer l.idxMu.Unlock()
