@@ -671,7 +671,7 @@ func (fw *Follower) growTree(fl *followed) error {
 // with the follower's key and keeps the leaves of the records read after
 // fl.leafFrom in fl.leaves, for the tree file.
 func (fw *Follower) reader(fl *followed) *replica.Reader {
-	cfg := ledgerReaderConfig(fw.st, fl.id, fw.v, false)
+	cfg := ledgerReaderConfig(fw.st, fl.id, fw.v, false, followerKeyHint)
 	leaf := cfg.Leaf
 	cfg.Leaf = func(rec *segment.Record) tree.Hash {
 		h := leaf(rec)

@@ -87,7 +87,7 @@ func layRecords(fs vfs.FS, dir string, local segment.Head, buffer bool, progress
 // for the bucket's records, which the folder now holds), so that the
 // next Open finds the checkpoint its signer's state remembers.
 func pullFromBucket(ctx context.Context, fs vfs.FS, dir string, id eventid.LedgerID, local segment.Head, bucket store.Store, v note.Verifier) (replica.Result, error) {
-	r := newLedgerReader(bucket, id, v, false)
+	r := newLedgerReader(bucket, id, v, false, restoreKeyHint)
 	st, err := r.State(ctx)
 	if err != nil {
 		return replica.Result{}, err

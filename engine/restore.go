@@ -522,7 +522,7 @@ func restoreInto(ctx context.Context, tmp string, st store.Store, ids []eventid.
 	restored := 0
 	for _, id := range ids {
 		dir := filepath.Join(tmp, ledgersDir, id.String())
-		r := newLedgerReader(st, id, v, o.Unsigned == RestoreUnsigned)
+		r := newLedgerReader(st, id, v, o.Unsigned == RestoreUnsigned, restoreKeyHint)
 		state, err := r.State(ctx)
 		if errors.Is(err, ErrNoCheckpoint) {
 			name := ""
@@ -611,13 +611,22 @@ func restoreInto(ctx context.Context, tmp string, st store.Store, ids []eventid.
 
 // newLedgerReader returns a Reader of ledger id in st, that checks the
 // checkpoint with v and computes the engine's Merkle leaves; unsigned
-// reads a ledger without a checkpoint (ReaderConfig.Unsigned).
-func newLedgerReader(st store.Store, id eventid.LedgerID, v note.Verifier, unsigned bool) *replica.Reader {
-	return replica.NewReader(ledgerReaderConfig(st, id, v, unsigned))
+// reads a ledger without a checkpoint (ReaderConfig.Unsigned). keyHint
+// ends the error of a checkpoint that v does not verify: which key the
+// caller's user gives, and how (restoreKeyHint, followerKeyHint).
+func newLedgerReader(st store.Store, id eventid.LedgerID, v note.Verifier, unsigned bool, keyHint string) *replica.Reader {
+	return replica.NewReader(ledgerReaderConfig(st, id, v, unsigned, keyHint))
 }
 
+// What an error of a checkpoint that does not verify says to give: a
+// restore's (or a takeover's) key, or a follower's.
+const (
+	restoreKeyHint  = "give the key that signed it: Options.SigningKeyFile or Signer, or RestoreOptions.VerifierKey; annal restore --signing-key FILE or --key KEY"
+	followerKeyHint = "a follower checks the bucket's checkpoints with the verifier key of the key that signs them: follow again with that key (FollowerOptions.VerifierKey, annal follow --key KEY; annal key prints it) in a new directory, as this one's follower.json names the key given"
+)
+
 // ledgerReaderConfig is newLedgerReader's configuration.
-func ledgerReaderConfig(st store.Store, id eventid.LedgerID, v note.Verifier, unsigned bool) replica.ReaderConfig {
+func ledgerReaderConfig(st store.Store, id eventid.LedgerID, v note.Verifier, unsigned bool, keyHint string) replica.ReaderConfig {
 	var buf []byte
 	return replica.ReaderConfig{
 		Store:    st,
@@ -634,7 +643,7 @@ func ledgerReaderConfig(st store.Store, id eventid.LedgerID, v note.Verifier, un
 			}
 			c, err := openCheckpoint(msg, v, id)
 			if err != nil {
-				return 0, tree.Hash{}, fmt.Errorf("not a checkpoint of ledger %s signed by the key %s+%08x: %w (give the key that signed it: Options.SigningKeyFile or Signer, or RestoreOptions.VerifierKey; annal restore --signing-key FILE or --key KEY)", id, v.Name(), v.KeyHash(), err)
+				return 0, tree.Hash{}, fmt.Errorf("not a checkpoint of ledger %s signed by the key %s+%08x: %w (%s)", id, v.Name(), v.KeyHash(), err, keyHint)
 			}
 			return c.Size, c.Root, nil
 		},
