@@ -48,6 +48,13 @@ type FollowerOptions struct {
 	// Each poll costs two GETs a ledger when nothing was written
 	// (docs/replication.md, "Followers").
 	PollInterval time.Duration
+	// StoreTimeout bounds each request to the bucket, its retries
+	// included (the writer's Options.StoreTimeout, for a follower): a
+	// request that gets no answer within it fails, and so does the poll,
+	// which the next one tries again (FollowerStatus.LastError), so that a
+	// store that hangs never holds a poll for longer. Zero means 10 s;
+	// otherwise 100 ms to 10 min.
+	StoreTimeout time.Duration
 	// VerifierKey is the verifier (public) key, in the sumdb/note verifier
 	// format (what `annal key` prints), of the key that signs
 	// the writer's checkpoints. Required: a follower holds no key of its
@@ -172,6 +179,12 @@ func OpenFollower(dir string, o FollowerOptions) (*Follower, error) {
 	}
 	if o.PollInterval < minPollInterval || o.PollInterval > maxPollInterval {
 		return nil, invalid("follower: PollInterval %s is out of range (%s to %s)", o.PollInterval, minPollInterval, maxPollInterval)
+	}
+	if o.StoreTimeout == 0 {
+		o.StoreTimeout = defaultStoreTimeout
+	}
+	if o.StoreTimeout < minStoreTimeout || o.StoreTimeout > maxStoreTimeout {
+		return nil, invalid("follower: StoreTimeout %s is out of range (%s to %s)", o.StoreTimeout, minStoreTimeout, maxStoreTimeout)
 	}
 	if o.Replica == "" && o.store == nil {
 		return nil, invalid("follower of %s: no replica (FollowerOptions.Replica)", dir)
@@ -317,21 +330,60 @@ func (fw *Follower) writeFollowerFile() error {
 }
 
 // openStore opens the bucket (no probe: a follower writes nothing, and
-// may have read-only credentials).
+// may have read-only credentials), each request bounded by StoreTimeout.
 func (fw *Follower) openStore(ctx context.Context) error {
-	fw.st, fw.endpoint = fw.o.store, testEndpointName
-	if fw.st != nil {
-		return nil
+	st, endpoint := fw.o.store, testEndpointName
+	if st == nil {
+		loc, err := store.ParseLocation(fw.o.Replica)
+		if err != nil {
+			return fmt.Errorf("%w: follower: Replica: %w", ErrInvalid, err)
+		}
+		if st, err = store.OpenS3(ctx, loc, store.S3Options{}); err != nil {
+			return fmt.Errorf("engine: replica %s: %w", loc, err)
+		}
+		endpoint = endpointOf(loc)
 	}
-	loc, err := store.ParseLocation(fw.o.Replica)
-	if err != nil {
-		return fmt.Errorf("%w: follower: Replica: %w", ErrInvalid, err)
-	}
-	if fw.st, err = store.OpenS3(ctx, loc, store.S3Options{}); err != nil {
-		return fmt.Errorf("engine: replica %s: %w", loc, err)
-	}
-	fw.endpoint = endpointOf(loc)
+	fw.st, fw.endpoint = timedStore{Store: st, d: fw.o.StoreTimeout}, endpoint
 	return nil
+}
+
+// timedStore bounds each request to a store, its retries included, by d.
+type timedStore struct {
+	store.Store
+	d time.Duration
+}
+
+// bound returns a context for one request, and says so in its error if
+// it ran out.
+func (s timedStore) bound(ctx context.Context) (context.Context, context.CancelFunc, func(error) error) {
+	c, cancel := context.WithTimeout(ctx, s.d)
+	return c, cancel, func(err error) error {
+		if err != nil && ctx.Err() == nil && c.Err() != nil {
+			return fmt.Errorf("%w (no answer within StoreTimeout %s)", err, s.d)
+		}
+		return err
+	}
+}
+
+func (s timedStore) Get(ctx context.Context, key string) (store.Object, error) {
+	c, cancel, said := s.bound(ctx)
+	defer cancel()
+	o, err := s.Store.Get(c, key)
+	return o, said(err)
+}
+
+func (s timedStore) Head(ctx context.Context, key string) (store.ObjectInfo, error) {
+	c, cancel, said := s.bound(ctx)
+	defer cancel()
+	i, err := s.Store.Head(c, key)
+	return i, said(err)
+}
+
+func (s timedStore) List(ctx context.Context, prefix, startAfter string, limit int) (store.Page, error) {
+	c, cancel, said := s.bound(ctx)
+	defer cancel()
+	p, err := s.Store.List(c, prefix, startAfter, limit)
+	return p, said(err)
 }
 
 // testEndpointName names a test's store in errors.

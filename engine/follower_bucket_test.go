@@ -1,10 +1,16 @@
 package engine
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/annal-db/annal/engine/internal/replica/store"
 
 	"golang.org/x/mod/sumdb/note"
 )
@@ -34,4 +40,71 @@ func TestFollowerWrongKeySaysFollowKey(t *testing.T) {
 		t.Fatalf("stopped with %v: a restore's flags, not a follower's", s.Stopped)
 	}
 	t.Logf("stopped: %v", s.Stopped)
+}
+
+// hangingStore, once on, answers no read until its context ends: a
+// store that accepts connections and never replies.
+type hangingStore struct {
+	store.Store
+	on atomic.Bool
+}
+
+func (s *hangingStore) Get(ctx context.Context, key string) (store.Object, error) {
+	if s.on.Load() {
+		<-ctx.Done()
+		return store.Object{}, fmt.Errorf("test store: get %s: %w", key, ctx.Err())
+	}
+	return s.Store.Get(ctx, key)
+}
+
+func (s *hangingStore) List(ctx context.Context, prefix, after string, limit int) (store.Page, error) {
+	if s.on.Load() {
+		<-ctx.Done()
+		return store.Page{}, fmt.Errorf("test store: list %s: %w", prefix, ctx.Err())
+	}
+	return s.Store.List(ctx, prefix, after, limit)
+}
+
+// TestFollowerPollBoundedByStoreTimeout: with a store that stops
+// answering, each poll ends within FollowerOptions.StoreTimeout with an
+// error saying so (FollowerStatus.LastError), rather than waiting for
+// an answer that never comes; once the store answers again, the
+// follower catches up, and it closes at once meanwhile.
+func TestFollowerPollBoundedByStoreTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newReplStore()
+	w, _, info := followerWriter(t, st)
+	defer w.Close()
+	checkpointStored(t, w, st, "cash", info.ID, 1)
+	view := &hangingStore{Store: st}
+	fw, err := OpenFollower(t.TempDir(), FollowerOptions{store: view, VerifierKey: w.key.Verifier, PollInterval: 20 * time.Millisecond,
+		StoreTimeout: 200 * time.Millisecond, Options: &Options{FollowInterval: 5 * time.Millisecond, TempDir: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	waitFollowed(t, fw, "cash", 1)
+	view.on.Store(true)
+	for i := range 10 {
+		if _, err := appendOne(ctx, w, "cash", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Two polls that ended on the timeout: the store never answered.
+	first := waitStatus(t, fw, "cash", "a poll ended by StoreTimeout", func(s FollowerStatus) bool {
+		return s.LastError != nil && errors.Is(s.LastError, context.DeadlineExceeded)
+	})
+	s := waitStatus(t, fw, "cash", "a later poll ended by StoreTimeout", func(s FollowerStatus) bool {
+		return s.LastPoll.After(first.LastPoll) && errors.Is(s.LastError, context.DeadlineExceeded)
+	})
+	if s.Stopped != nil || s.Local != 1 || !strings.Contains(s.LastError.Error(), "StoreTimeout") {
+		t.Fatalf("with the store hanging: %+v, want the ledger followed, 1 event, the last poll's error naming StoreTimeout", s)
+	}
+	t.Logf("a poll with the store hanging: %v", s.LastError)
+	view.on.Store(false)
+	checkpointStored(t, w, st, "cash", info.ID, 11)
+	if s := waitFollowedSigned(t, fw, "cash", 11); s.Stopped != nil || s.LastError != nil {
+		t.Fatalf("once the store answers: %+v", s)
+	}
 }

@@ -11,7 +11,7 @@ import (
 
 func newFollowCmd(g *globals) *cobra.Command {
 	var ledger, key string
-	var interval time.Duration
+	var interval, storeTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "follow URL DIR",
 		Short: "Keep a verified read-only copy of a bucket's ledgers in DIR",
@@ -22,7 +22,9 @@ the standard AWS chain), or of the one --ledger names (its name or ID), until
 it is interrupted (SIGINT, SIGTERM).
 
 It reads the bucket every --interval (1s): at first every object of each
-ledger, then what was stored since. Every record is verified before it is
+ledger, then what was stored since. A request the bucket does not answer
+within --store-timeout (10s) fails that read, which the next one tries
+again. Every record is verified before it is
 laid in DIR (its frame and chain, the chunks' hash chain, epochs and Merkle
 roots), and every new signed checkpoint against the records it read: its
 signature with --key (required: the verifier key of the key that signs the
@@ -58,7 +60,7 @@ a DIR that is a writer's data directory or follows another bucket or key),
 			if err != nil {
 				return err
 			}
-			fw, err := engine.OpenFollower(args[1], engine.FollowerOptions{Replica: args[0], Ledger: ledger, PollInterval: interval, VerifierKey: k, Options: opts})
+			fw, err := engine.OpenFollower(args[1], engine.FollowerOptions{Replica: args[0], Ledger: ledger, PollInterval: interval, StoreTimeout: storeTimeout, VerifierKey: k, Options: opts})
 			if err != nil {
 				if errors.Is(err, engine.ErrInvalid) {
 					return &exitErr{code: exitUsage, err: err}
@@ -107,6 +109,7 @@ a DIR that is a writer's data directory or follows another bucket or key),
 	f := cmd.Flags()
 	f.StringVar(&ledger, "ledger", "", "follow only this ledger (its name or ID); default every ledger of the bucket, and those created later")
 	f.DurationVar(&interval, "interval", time.Second, "how often the bucket is read (1ms to 1h)")
+	f.DurationVar(&storeTimeout, "store-timeout", 10*time.Second, "how long a request to the bucket may wait for its answer, retries included (100ms to 10m)")
 	f.StringVar(&key, "key", "", "the verifier key that signs the writer's checkpoints (name+hash+base64, as annal key prints it), or @FILE holding it; required")
 	return cmd
 }
