@@ -414,7 +414,11 @@ func (fw *Follower) findLedgers(ctx context.Context) error {
 		if _, ok := fw.ledgers[id]; ok {
 			continue
 		}
-		if unborn, err := unbornLedger(ctx, fw.st, id); err != nil || unborn != nil {
+		// A ledger created whose first event is not stored yet, or a
+		// store that failed: the next listing looks again. One whose
+		// objects were deleted is followed: its first poll stops it,
+		// naming its manifest (Follower.objectsDeleted).
+		if unborn, err := unbornLedger(ctx, fw.st, id); unborn != nil || err != nil && !errors.Is(err, ErrCorruption) {
 			continue
 		}
 		fw.add(id)
@@ -580,6 +584,11 @@ func (fw *Follower) first(ctx context.Context, fl *followed, dir string) error {
 		if !have {
 			os.RemoveAll(into)
 		}
+		if errors.Is(err, ErrNoCheckpoint) {
+			if derr := fw.objectsDeleted(ctx, fl); derr != nil {
+				err = derr
+			}
+		}
 		return fw.wrap(fl, err)
 	}
 	fl.f = f
@@ -608,6 +617,28 @@ func (fw *Follower) first(ctx context.Context, fl *followed, dir string) error {
 		return segment.SyncDir(vfs.Default, filepath.Dir(dir))
 	}
 	return fw.laid(fl, dir, res)
+}
+
+// objectsDeleted tells, when a ledger's first poll found no signed
+// checkpoint, a ledger not yet born (a Shipped ledger just created: its
+// first checkpoint comes later; the next poll looks again, nil) from one
+// whose objects were deleted from the bucket: no chunk and no sealed
+// segment either, and a manifest that records events (objectsDeleted's
+// error, naming the manifest, which stops the ledger).
+func (fw *Follower) objectsDeleted(ctx context.Context, fl *followed) error {
+	prefix := replica.LedgerPrefix(fl.id)
+	for _, p := range []string{prefix + "wal/", prefix + "seg/"} {
+		page, err := fw.st.List(ctx, p, "", 1)
+		if err != nil || len(page.Objects) > 0 {
+			return nil
+		}
+	}
+	m, key, err := replica.NewReader(replica.ReaderConfig{Store: fw.st, Ledger: fl.id}).Manifest(ctx)
+	if err != nil {
+		return nil
+	}
+	fl.name = m.Name
+	return objectsDeleted(fl.id, m, key)
 }
 
 // keptCheckpoint checks the checkpoint a first poll verified in the

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/annal-db/annal/engine/internal/replica"
 	"github.com/annal-db/annal/engine/internal/replica/store"
 
 	"golang.org/x/mod/sumdb/note"
@@ -106,5 +107,68 @@ func TestFollowerPollBoundedByStoreTimeout(t *testing.T) {
 	checkpointStored(t, w, st, "cash", info.ID, 11)
 	if s := waitFollowedSigned(t, fw, "cash", 11); s.Stopped != nil || s.LastError != nil {
 		t.Fatalf("once the store answers: %+v", s)
+	}
+}
+
+// TestFollowerStopsLedgerWhoseObjectsWereDeleted: a ledger whose
+// manifest records sealed segments, but whose checkpoint, chunks and
+// segments were deleted from the bucket, is not passed over: a follower
+// of every ledger, and one of that ledger by its ID, stop it with an
+// error naming the manifest (FollowerStatus.Stopped), and serve nothing
+// of it.
+func TestFollowerStopsLedgerWhoseObjectsWereDeleted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newReplStore()
+	w, _, info := followerWriter(t, st)
+	r := replica.NewReader(replica.ReaderConfig{Store: st, Ledger: info.ID})
+	for i := 0; ; i++ {
+		if _, err := appendOne(ctx, w, "cash", i); err != nil {
+			t.Fatal(err)
+		}
+		if i%50 != 49 {
+			continue
+		}
+		if m, _, err := r.Manifest(ctx); err == nil && m.Segments > 0 {
+			break
+		}
+		if i > 5000 {
+			t.Fatal("no manifest records a sealed segment after 5,000 events")
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, manifest, err := r.Manifest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range listAll(t, st, replica.LedgerPrefix(info.ID)) {
+		if !strings.HasPrefix(k, replica.LedgerPrefix(info.ID)+"manifest/") {
+			if err := st.Delete(ctx, k); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, ledger := range []string{"", info.ID.String()} {
+		fw, err := OpenFollower(t.TempDir(), FollowerOptions{store: st, Ledger: ledger, VerifierKey: w.key.Verifier, PollInterval: 20 * time.Millisecond,
+			Options: &Options{FollowInterval: 5 * time.Millisecond, TempDir: t.TempDir()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := waitStopped(t, fw, info.ID.String())
+		if !errors.Is(s.Stopped, ErrCorruption) || !strings.Contains(s.Stopped.Error(), manifest) {
+			t.Fatalf("following %q: stopped with %v, want ErrCorruption naming %s", ledger, s.Stopped, manifest)
+		}
+		if s.Local != 0 {
+			t.Fatalf("following %q: %d events copied of a ledger whose objects were deleted", ledger, s.Local)
+		}
+		if _, err := fw.DB().Ledger("cash"); err == nil {
+			t.Fatalf("following %q: the follower's DB serves the ledger", ledger)
+		}
+		t.Logf("following %q: %v", ledger, s.Stopped)
+		if err := fw.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

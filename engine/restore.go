@@ -482,12 +482,23 @@ func unbornLedger(ctx context.Context, st store.Store, id eventid.LedgerID) (*Re
 	if err != nil {
 		return nil, nil // its restore says what is wrong
 	}
-	switch {
-	case m.Epoch > 1, m.Segments > 0, m.GC > 1:
-		return nil, fmt.Errorf("%w: ledger %s (%q): the bucket holds no event and no signed checkpoint of it, but its manifest %s records epoch %d, %d sealed segments and GC boundary %d, which only a ledger with events has: its objects were deleted from the bucket",
-			ErrCorruption, id, m.Name, key, m.Epoch, m.Segments, m.GC)
+	if err := objectsDeleted(id, m, key); err != nil {
+		return nil, err
 	}
 	return &RestoredLedger{ID: id, Name: m.Name, Skipped: "the bucket holds its manifest only (" + key + "), no event and no signed checkpoint: a CreateLedger that failed before its first event was stored leaves so; so does a ledger whose checkpoint and chunks were deleted from the bucket"}, nil
+}
+
+// objectsDeleted returns, for a ledger whose bucket holds no event and
+// no signed checkpoint, the error that says its objects were deleted if
+// its newest manifest m (under key) records what only a ledger with
+// events has (a later epoch: a takeover, which needs a directory holding
+// the ledger; a sealed segment; a GC boundary); nil otherwise.
+func objectsDeleted(id eventid.LedgerID, m replica.Manifest, key string) error {
+	if m.Epoch > 1 || m.Segments > 0 || m.GC > 1 {
+		return fmt.Errorf("%w: ledger %s (%q): the bucket holds no event and no signed checkpoint of it, but its manifest %s records epoch %d, %d sealed segments and GC boundary %d, which only a ledger with events has: its objects were deleted from the bucket",
+			ErrCorruption, id, m.Name, key, m.Epoch, m.Segments, m.GC)
+	}
+	return nil
 }
 
 // restoreInto restores the ledgers ids from st into tmp, a new data
