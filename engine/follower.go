@@ -83,6 +83,14 @@ type Follower struct {
 	db       *DB
 	named    eventid.LedgerID // the ledger FollowerOptions.Ledger names (zero: all)
 
+	// laid is, by ledger, the last record laid in the directory and
+	// verified: what the DB may show of it (Options.laidBound). It only
+	// moves on, once the records up to it are laid and synced; under
+	// laidMu, which is taken alone (the DB calls laidBound with its own
+	// locks held).
+	laidMu   sync.Mutex
+	laidHead map[eventid.LedgerID]segment.Head
+
 	mu      sync.Mutex
 	ledgers map[eventid.LedgerID]*followed
 	order   []eventid.LedgerID
@@ -196,7 +204,7 @@ func OpenFollower(dir string, o FollowerOptions) (*Follower, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: follower: the verifier key: %w", ErrInvalid, err)
 	}
-	fw := &Follower{dir: dir, o: o, v: v, ledgers: map[eventid.LedgerID]*followed{}}
+	fw := &Follower{dir: dir, o: o, v: v, ledgers: map[eventid.LedgerID]*followed{}, laidHead: map[eventid.LedgerID]segment.Head{}}
 	if err := fw.prepareDir(); err != nil {
 		return nil, err
 	}
@@ -226,6 +234,7 @@ func OpenFollower(dir string, o FollowerOptions) (*Follower, error) {
 		ro = *o.Options
 	}
 	ro.Replica, ro.replicaStore, ro.Replication, ro.Signer, ro.SigningKeyFile = "", nil, 0, nil, ""
+	ro.laidBound = fw.laidBound
 	if fw.db, err = OpenReadOnly(dir, &ro); err != nil {
 		return nil, err
 	}
@@ -516,6 +525,9 @@ func (fw *Follower) poll(ctx context.Context, fl *followed) error {
 	if fl.f == nil {
 		return fw.first(ctx, fl, dir)
 	}
+	if err := fw.checkCopy(dir, fl.local); err != nil {
+		return fw.wrap(fl, err)
+	}
 	fl.leafFrom, fl.leaves = fl.tree.Size(), fl.leaves[:0]
 	// A poll that fails but for damage (the store unreachable, Close)
 	// lays what it verified whole before, and the next goes on from
@@ -551,7 +563,10 @@ func (fw *Follower) first(ctx context.Context, fl *followed, dir string) error {
 	l, have := fw.db.byID[fl.id]
 	fw.db.mu.RUnlock()
 	if have {
+		// The copy as the DB opened it, until this poll checked it
+		// against the bucket: it shows nothing written since.
 		local, fl.name = l.log.Head(), l.meta.Name
+		fw.setLaid(fl.id, local)
 	} else if _, err := os.Stat(dir); err == nil {
 		fl.name, _, _ = readNameFile(vfs.Default, dir) // for Status: a damaged one, no name
 		return fmt.Errorf("%w: follower: %s holds a ledger that does not open read-only (annal verify says why): remove it to follow the ledger again", ErrCorruption, dir)
@@ -708,6 +723,49 @@ func (fw *Follower) laid(fl *followed, dir string, res replica.Result) error {
 		fl.ckSize = size
 	}
 	fl.bucket = max(res.Verified.Seq, fl.ckSize)
+	fw.setLaid(fl.id, fl.local)
+	return nil
+}
+
+// setLaid records h as the last record of ledger id laid and verified:
+// the DB shows it, and none after it.
+func (fw *Follower) setLaid(id eventid.LedgerID, h segment.Head) {
+	fw.laidMu.Lock()
+	fw.laidHead[id] = h
+	fw.laidMu.Unlock()
+}
+
+// laidBound is the DB's Options.laidBound.
+func (fw *Follower) laidBound(id eventid.LedgerID) (segment.Head, bool) {
+	fw.laidMu.Lock()
+	defer fw.laidMu.Unlock()
+	h, ok := fw.laidHead[id]
+	return h, ok
+}
+
+// checkCopy checks, before a poll lays records in dir, that the ledger's
+// files end where the records laid end (local): its last segment as
+// long as they, and no segment after it. Bytes after them were not laid
+// by the follower, nor verified: events written into the copy by
+// someone else (the DB does not show them: see laidBound), which the
+// poll's records would be written over. That is damage, as a reopened
+// follower finds it (notInBucket): ErrDiverged, naming the segment.
+func (fw *Follower) checkCopy(dir string, local segment.Head) error {
+	if local.Loc.Segment == 0 {
+		return nil
+	}
+	path := filepath.Join(dir, segment.FileName(local.Loc.Segment))
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v: it holds the events this follower laid up to %d", replica.ErrDiverged, path, err, local.Seq)
+	}
+	if fi.Size() != local.Loc.End() {
+		return fmt.Errorf("%w: %s is %d bytes, the records this follower laid and verified end at %d (event %d): bytes it did not lay were written into the copy", replica.ErrDiverged, path, fi.Size(), local.Loc.End(), local.Seq)
+	}
+	next := filepath.Join(dir, segment.FileName(local.Loc.Segment+1))
+	if _, err := os.Lstat(next); !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: %s: a segment this follower did not lay (its records end at event %d in %s)", replica.ErrDiverged, next, local.Seq, filepath.Base(path))
+	}
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/annal-db/annal/engine/internal/replica"
 	"github.com/annal-db/annal/engine/internal/replica/store"
@@ -351,4 +352,120 @@ func followerSegments(t *testing.T, dir string, id eventid.LedgerID) []string {
 		t.Fatalf("the follower's segments: %v %v", segs, err)
 	}
 	return segs
+}
+
+// TestFollowerServesOnlyWhatItLaid: a well-formed event (the writer's
+// next record, from a copy of its directory that appended it: a valid
+// frame, chained to the event before) written at the end of the
+// follower's active segment file while the follower runs is never
+// served by the follower's DB (Get and Subscribe read while it is
+// there), and the next poll stops the ledger naming the segment file:
+// the DB shows what the follower laid and verified, not what the files
+// come to hold.
+func TestFollowerServesOnlyWhatItLaid(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newReplStore()
+	w, _, wdir, keyDir, info := keyedWriter(t, st)
+	for i := range 10 {
+		if _, err := appendOne(ctx, w, "cash", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkpointStored(t, w, st, "cash", info.ID, 11)
+	vkey := w.key.Verifier
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	forkDir, forkKeys := copyDir(t, wdir), copyDir(t, keyDir)
+	fork := openFork(t, forkDir, forkKeys, store.NewMemory())
+	res, err := fork.Append(ctx, "cash", []EventInput{{Entity: "acct", Key: "x", Event: "forged", Data: []byte("1")}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fork.Close(); err != nil {
+		t.Fatal(err)
+	}
+	forged := res.IDs[0]
+
+	dir := t.TempDir()
+	fw := openTestFollower(t, dir, st, vkey)
+	defer fw.Close()
+	waitFollowedSigned(t, fw, "cash", 11)
+	// A subscriber from the start: it must get the 11 events and no
+	// other.
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	got := make(chan Event, 100)
+	go func() {
+		defer close(got)
+		for ev, err := range fw.DB().Subscribe(sctx, "cash", SubscribeOptions{}) {
+			if err != nil {
+				return
+			}
+			got <- ev
+		}
+	}()
+
+	segs := followerSegments(t, dir, info.ID)
+	last := segs[len(segs)-1]
+	have, err := os.ReadFile(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := os.ReadFile(filepath.Join(forkDir, ledgersDir, info.ID.String(), filepath.Base(last)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, forgedEnd := len(have), len(bytes.TrimRight(theirs, "\x00"))
+	if forgedEnd <= end || !bytes.Equal(theirs[segment.HeaderSize:end], have[segment.HeaderSize:]) {
+		t.Fatalf("the fork's %s: %d bytes, the follower's %d: not an extension", last, forgedEnd, end)
+	}
+	f, err := os.OpenFile(last, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(theirs[end:forgedEnd], int64(end)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	// Read while the record is there, until the ledger stops and a
+	// while after (the DB looks at the files every 5 ms).
+	var stoppedAt time.Time
+	deadline := time.Now().Add(20 * time.Second)
+	for stoppedAt.IsZero() || time.Since(stoppedAt) < 100*time.Millisecond {
+		if time.Now().After(deadline) {
+			t.Fatal("the ledger did not stop in 20 s")
+		}
+		if ev, err := fw.DB().Get(ctx, forged); err == nil {
+			t.Fatalf("the follower's DB serves event %d %q, written into its segment file, not laid by it", ev.Seq, ev.Event)
+		}
+		if s, err := fw.Status("cash"); err == nil && s.Stopped != nil && stoppedAt.IsZero() {
+			stoppedAt = time.Now()
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s, err := fw.Status("cash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(s.Stopped, replica.ErrDiverged) || !strings.Contains(s.Stopped.Error(), last) {
+		t.Fatalf("the follower stopped with %v, want ErrDiverged naming %s", s.Stopped, last)
+	}
+	if s.Local != 11 {
+		t.Fatalf("the follower's copy: %d events, want the 11 it laid", s.Local)
+	}
+	t.Logf("stopped: %v", s.Stopped)
+	cancel()
+	n := 0
+	for ev := range got {
+		n++
+		if ev.Seq > 11 || ev.ID == forged {
+			t.Fatalf("a subscriber of the follower's DB got event %d %q", ev.Seq, ev.Event)
+		}
+	}
+	if n != 11 {
+		t.Fatalf("a subscriber of the follower's DB got %d events, want 11", n)
+	}
 }

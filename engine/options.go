@@ -8,6 +8,7 @@ import (
 	"github.com/annal-db/annal/engine/cosign"
 	"github.com/annal-db/annal/engine/internal/names"
 	"github.com/annal-db/annal/engine/internal/replica/store"
+	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -254,6 +255,14 @@ type Options struct {
 	// needs a real file). For crash tests: see crash_test.go.
 	fs       vfs.FS
 	metaPath string
+
+	// laidBound, for OpenReadOnly, is a follower's bound on what the DB
+	// shows of each ledger: the last record the follower laid and
+	// verified (ok false: none yet, no bound). See segment.Options.Limit.
+	laidBound func(eventid.LedgerID) (last segment.Head, ok bool)
+	// roHooks, for OpenReadOnly, are calls the tests make the DB do
+	// where they force an interleaving; nil outside them.
+	roHooks *readOnlyHooks
 }
 
 const (

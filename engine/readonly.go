@@ -537,12 +537,25 @@ func (db *DB) followLoop() {
 	}
 }
 
+// readOnlyHooks are calls a test makes a read-only DB do where it forces
+// an interleaving (Options.roHooks); each is nil unless a test sets it.
+type readOnlyHooks struct {
+	// followAllRead is called by followAll once it entered the read,
+	// before it takes ro.mu.
+	followAllRead func()
+	// roIndexLocked is called by roIndex once it holds ro.mu.
+	roIndexLocked func()
+}
+
 // followAll looks once at the segments of every ledger.
 func (db *DB) followAll() {
 	if db.enterRead() != nil {
 		return
 	}
 	defer db.exitRead()
+	if h := db.opts.roHooks; h != nil && h.followAllRead != nil {
+		h.followAllRead()
+	}
 	db.ro.mu.Lock()
 	defer db.ro.mu.Unlock()
 	db.discoverLedgers()
@@ -657,6 +670,11 @@ func (db *DB) openLedgerReadOnly(id eventid.LedgerID, found *ledgerMeta) (*ledge
 		// change since are not read again (stamps.go, readercache.go).
 		so.VerifySealed, so.Stamps = true, db.readerStamps(id)
 	}
+	if bound := db.opts.laidBound; bound != nil {
+		// A follower's DB shows what the follower laid and verified,
+		// not whatever else the files come to hold.
+		so.Limit = func() (segment.Head, bool) { return bound(id) }
+	}
 	log, err := segment.OpenReadOnly(dir, so)
 	if errors.Is(err, segment.ErrNoLog) {
 		if w.Seq != 0 {
@@ -715,6 +733,9 @@ func (db *DB) roIndex(l *ledger) error {
 	defer db.exitRead()
 	db.ro.mu.Lock()
 	defer db.ro.mu.Unlock()
+	if h := db.opts.roHooks; h != nil && h.roIndexLocked != nil {
+		h.roIndexLocked()
+	}
 	l.idxMu.Lock()
 	from, err := l.idxHead, l.idxErr
 	l.idxMu.Unlock()

@@ -107,6 +107,15 @@ type Options struct {
 	// Hooks are the owner's part of every commit (see Hooks): given
 	// once, for the Log's life. A read-only Log calls none.
 	Hooks Hooks
+	// Limit, for OpenReadOnly, bounds what the Log shows by what its
+	// caller vouches for (a follower that lays the segments and verified
+	// them up to a record): called at each look at the segments (the open,
+	// Follow), it returns the last record the Log may show, or ok false
+	// for no bound. The Log shows no record after it, whatever the files
+	// hold, and the record it reaches there must be that one (its ID,
+	// sequence number and place) or Follow fails with ErrDiverged. A
+	// bound never goes back.
+	Limit func() (last Head, ok bool)
 
 	// test holds the calls this package's tests make the Log do; zero
 	// outside them.

@@ -27,6 +27,9 @@ type roState struct {
 	// opening is set during OpenReadOnly: a bad tail of the last segment
 	// is then judged as recovery judges it (classify).
 	opening bool
+	// limit, limited: Options.Limit's answer at the start of this look.
+	limit   Head
+	limited bool
 	// stamps: the sealed segments verified whole at the open, or spared
 	// by a stamp given in Options.Stamps (Stamps); from, at: the first
 	// record read and verified at the open, and where (VerifiedFrom).
@@ -279,6 +282,13 @@ func (l *Log) followLocked(known int) (err error) {
 	if err := l.checkHead(); err != nil {
 		return err
 	}
+	l.ro.limited = false
+	if l.opts.Limit != nil {
+		l.ro.limit, l.ro.limited = l.opts.Limit()
+	}
+	if l.ro.limited && l.head.Seq >= l.ro.limit.Seq {
+		return l.checkLimit(l.head)
+	}
 	defer func() {
 		if errors.Is(err, ErrCorruption) {
 			err = l.recheckHead(err)
@@ -511,6 +521,11 @@ func (l *Log) scanActive(sealed bool) (done bool, err error) {
 			break
 		}
 		if sc.rec.more {
+			if l.ro.limited && sc.chain.seq >= l.ro.limit.Seq {
+				// The record at the bound begins a batch here: not the
+				// one vouched for, which ends one.
+				return false, l.checkLimit(Head{ID: sc.chain.id, Seq: sc.chain.seq, Loc: sc.location(l.segNum)})
+			}
 			if open < 0 {
 				open = sc.location(l.segNum).Offset
 			}
@@ -519,6 +534,15 @@ func (l *Log) scanActive(sealed bool) (done bool, err error) {
 		open = -1
 		c, end = sc.chain, sc.off
 		head = Head{ID: c.id, Seq: c.seq, Loc: sc.location(l.segNum)}
+		if l.ro.limited && head.Seq >= l.ro.limit.Seq {
+			// Shown up to the bound and no further: what follows it is
+			// not vouched for (not hidden either: not a torn write).
+			if err := l.checkLimit(head); err != nil {
+				return false, err
+			}
+			l.ro.hidden = Hidden{}
+			break
+		}
 	}
 	if end != l.size {
 		l.ro.chain, l.head, l.size = c, head, end
@@ -526,6 +550,16 @@ func (l *Log) scanActive(sealed bool) (done bool, err error) {
 		l.publish()
 	}
 	return done, nil
+}
+
+// checkLimit returns ErrDiverged if h, the record the Log reached at its
+// bound (Options.Limit), is not the one its caller vouched for.
+func (l *Log) checkLimit(h Head) error {
+	if h == l.ro.limit {
+		return nil
+	}
+	return fmt.Errorf("%w: %s: record %s #%d at offset %d, where the bound it may show is record %s #%d at offset %d of %s",
+		ErrDiverged, segmentName(h.Loc.Segment), h.ID, h.Seq, h.Loc.Offset, l.ro.limit.ID, l.ro.limit.Seq, l.ro.limit.Loc.Offset, segmentName(l.ro.limit.Loc.Segment))
 }
 
 // setHidden records the hidden tail of the active segment, from offset

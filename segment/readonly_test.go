@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/annal-db/annal/eventid"
@@ -397,4 +398,69 @@ func readOnlyAfter(t *testing.T, n int) (dir string, locs []Location, r *Log) {
 	}
 	t.Cleanup(func() { r.Close() })
 	return dir, locs, r
+}
+
+// TestReadOnlyLimit: a read-only Log with Options.Limit shows the
+// records up to the bound and none after it, whatever the segments
+// hold (at the open and at each Follow, across segments), follows a
+// bound that moves on, and fails with ErrDiverged when the record it
+// reaches at the bound is not the one vouched for.
+func TestReadOnlyLimit(t *testing.T) {
+	t.Parallel()
+	fs := vfs.NewMem()
+	w := newTestLog(t, fs, "led", Options{SegmentSize: 4 << 10})
+	var heads []Head
+	for i := range 40 {
+		if err := w.Append(&Batch{Entries: []Entry{entry(i)}}); err != nil {
+			t.Fatal(err)
+		}
+		heads = append(heads, w.Head())
+	}
+	if w.Head().Loc.Segment < 3 {
+		t.Fatalf("the writer's records end in segment %d, want at least 3", w.Head().Loc.Segment)
+	}
+	var mu sync.Mutex
+	bound, bounded := heads[4], true
+	limit := func() (Head, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		return bound, bounded
+	}
+	set := func(h Head) {
+		mu.Lock()
+		bound = h
+		mu.Unlock()
+	}
+	r, err := OpenReadOnly("led", Options{FS: fs, Ledger: testLedger(), Limit: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.Head() != heads[4] || uint64(len(roIDs(t, r))) != heads[4].Seq {
+		t.Fatalf("opened with the bound at #%d: head %+v, %d records shown", heads[4].Seq, r.Head(), len(roIDs(t, r)))
+	}
+	for i := 4; i < len(heads); i++ { // each segment's last record among them
+		set(heads[i])
+		if _, err := r.Follow(); err != nil {
+			t.Fatalf("bound at #%d: %v", heads[i].Seq, err)
+		}
+		if r.Head() != heads[i] || uint64(len(roIDs(t, r))) != heads[i].Seq {
+			t.Fatalf("bound at #%d (segment %d): head %+v, %d records shown", heads[i].Seq, heads[i].Loc.Segment, r.Head(), len(roIDs(t, r)))
+		}
+	}
+
+	// A bound that the records do not reach as vouched: another ID at
+	// its sequence number.
+	r2, err := OpenReadOnly("led", Options{FS: fs, Ledger: testLedger(), Limit: func() (Head, bool) {
+		h := heads[9]
+		h.ID = heads[8].ID
+		return h, true
+	}})
+	if err == nil {
+		r2.Close()
+		t.Fatal("a bound at another record than the segments hold opened")
+	}
+	if !errors.Is(err, ErrDiverged) {
+		t.Fatalf("a bound at another record: %v, want ErrDiverged", err)
+	}
 }
