@@ -3,6 +3,7 @@
 // loopback:
 //
 //	cd bench && go run ./cmd/replbench [-rounds 3] [-run 3s] [-restore 1000000] [-dir DIR] [-cpuprofile F]
+//	cd bench && go run ./cmd/replbench -follower [-rounds 3] [-run 20s] [-follow-intervals 1s,250ms] [-follow-rate 10000]
 //
 // First a calibration runs, through a proxy that counts the requests by
 // kind: repl1, repl64 and ship64 (below), a steady 100 events/s in
@@ -34,6 +35,10 @@
 // in Shipped mode and restores it five times (engine.Restore: every
 // object read and verified, the files written and synced, the index
 // built).
+//
+// With -follower it measures instead a follower's lag behind a Shipped
+// writer appending -follow-rate events/s, the follower in another
+// process, at each of -follow-intervals (follower.go).
 package main
 
 import (
@@ -61,7 +66,34 @@ func main() {
 	storeDir := flag.String("store-dir", "", "directory for versitygw's files (a temporary directory inside it is used and removed), for a store whose disk is not the data directories' as a remote store's is not; default: beside the data directories")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	keepAlive := flag.Bool("keepalive", true, "versitygw keeps HTTP connections open between requests, as S3 does (false: a new TCP connection per request, versitygw's own default)")
+	follower := flag.Bool("follower", false, "measure a follower's lag instead (a follower in another process; see follower.go): -rounds rounds of -follow-intervals, each -run long")
+	intervals := flag.String("follow-intervals", "1s,250ms", "the followers' poll intervals, alternated in each round (-follower)")
+	rate := flag.Int("follow-rate", 10000, "events/s the writer appends (-follower)")
+	ship := flag.Duration("follow-ship", 50*time.Millisecond, "the writer's ShipInterval (-follower)")
 	flag.Parse()
+	if spec := os.Getenv(followChildEnv); spec != "" {
+		if err := runFollowChild(spec, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "replbench follower:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *follower {
+		var ivs []time.Duration
+		for _, s := range strings.Split(*intervals, ",") {
+			d, err := time.ParseDuration(strings.TrimSpace(s))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "replbench: -follow-intervals:", err)
+				os.Exit(2)
+			}
+			ivs = append(ivs, d)
+		}
+		if err := runLag(*rounds, *run, *dir, *storeDir, *keepAlive, ivs, *rate, *ship); err != nil {
+			fmt.Fprintln(os.Stderr, "replbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -247,7 +279,25 @@ func cmpOr(a, b error) error {
 	return b
 }
 
+// lagOptions are -follower's.
+type lagOptions struct {
+	intervals []time.Duration
+	rate      int
+	ship      time.Duration
+}
+
+// runLag is runAll for -follower: the follower's lag, and nothing else.
+func runLag(rounds int, run time.Duration, parent, storeParent string, keepAlive bool, intervals []time.Duration, rate int, ship time.Duration) error {
+	return runSetUp(rounds, run, 0, parent, storeParent, keepAlive, &lagOptions{intervals: intervals, rate: rate, ship: ship})
+}
+
 func runAll(rounds int, run time.Duration, restoreN int, parent, storeParent string, keepAlive bool) error {
+	return runSetUp(rounds, run, restoreN, parent, storeParent, keepAlive, nil)
+}
+
+// runSetUp starts versitygw and runs the rounds and the restore, or,
+// with lag, the follower's lag.
+func runSetUp(rounds int, run time.Duration, restoreN int, parent, storeParent string, keepAlive bool, lag *lagOptions) error {
 	tmp, err := os.MkdirTemp(parent, "replbench-")
 	if err != nil {
 		return err
@@ -279,6 +329,9 @@ func runAll(rounds int, run time.Duration, restoreN int, parent, storeParent str
 		return err
 	}
 	fmt.Fprintf(out, "versitygw v1.8.0 on %s (in process); %d rounds of %v per configuration\n\n", gw.endpoint, rounds, run)
+	if lag != nil {
+		return followerLag(gw, dbs, rounds, lag.intervals, run, lag.rate, lag.ship)
+	}
 
 	if rounds > 0 {
 		if err := alternate(gw, dbs, rounds, run); err != nil {

@@ -2,11 +2,43 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 )
+
+// TestMain is also the follower process of the lag runs (-follower),
+// which start this binary again with followChildEnv set.
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(followChildEnv); spec != "" {
+		if err := runFollowChild(spec, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "replbench follower:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestFollowerLagPrintsEveryFigure runs -follower, briefly: a follower
+// process gets every event the writer appended (a run fails otherwise),
+// and the output holds the run's row and the summary.
+func TestFollowerLagPrintsEveryFigure(t *testing.T) {
+	var buf bytes.Buffer
+	out = &buf
+	defer func() { out = os.Stdout }()
+	if err := runLag(1, 500*time.Millisecond, t.TempDir(), "", true, []time.Duration{100 * time.Millisecond}, 1000, 20*time.Millisecond); err != nil {
+		t.Fatalf("%v\n%s", err, buf.String())
+	}
+	got := buf.String()
+	for _, want := range []string{"  1     100ms ", "follower lag at 100ms: p50 "} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+}
 
 // TestRunAllPrintsEveryFigure runs the whole harness, briefly, against
 // its own versitygw: every configuration runs and stores what it
