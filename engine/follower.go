@@ -83,7 +83,7 @@ type Follower struct {
 	db       *DB
 	named    eventid.LedgerID // the ledger FollowerOptions.Ledger names (zero: all)
 
-	// laid is, by ledger, the last record laid in the directory and
+	// laidHead is, by ledger, the last record laid in the directory and
 	// verified: what the DB may show of it (Options.laidBound). It only
 	// moves on, once the records up to it are laid and synced; under
 	// laidMu, which is taken alone (the DB calls laidBound with its own
@@ -356,7 +356,8 @@ func (fw *Follower) openStore(ctx context.Context) error {
 	return nil
 }
 
-// timedStore bounds each request to a store, its retries included, by d.
+// timedStore bounds each read of a store (a follower's requests), its
+// retries included, by d.
 type timedStore struct {
 	store.Store
 	d time.Duration
