@@ -214,58 +214,14 @@ func TestFollowerRestartRefusesEventsNotInBucket(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := newReplStore()
-	w, _, wdir, keyDir, info := keyedWriter(t, st)
-	for i := range 10 {
-		if _, err := appendOne(ctx, w, "cash", i); err != nil {
-			t.Fatal(err)
-		}
-	}
-	checkpointStored(t, w, st, "cash", info.ID, 11)
-	vkey := w.key.Verifier
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	forkDir, forkKeys := copyDir(t, wdir), copyDir(t, keyDir)
-
+	vkey, info, forkDir, forged := forkedRecord(t, st)
 	dir := t.TempDir()
 	fw := openTestFollower(t, dir, st, vkey)
 	waitFollowedSigned(t, fw, "cash", 11)
 	if err := fw.Close(); err != nil {
 		t.Fatal(err)
 	}
-
-	fork := openFork(t, forkDir, forkKeys, store.NewMemory())
-	res, err := fork.Append(ctx, "cash", []EventInput{{Entity: "acct", Key: "x", Event: "forged", Data: []byte("1")}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fork.Close(); err != nil {
-		t.Fatal(err)
-	}
-	forged := res.IDs[0]
-	segs := followerSegments(t, dir, info.ID)
-	last := segs[len(segs)-1]
-	have, err := os.ReadFile(last)
-	if err != nil {
-		t.Fatal(err)
-	}
-	theirs, err := os.ReadFile(filepath.Join(forkDir, ledgersDir, info.ID.String(), filepath.Base(last)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	end := len(bytes.TrimRight(have, "\x00"))
-	forgedEnd := len(bytes.TrimRight(theirs, "\x00"))
-	if forgedEnd <= end || !bytes.Equal(theirs[segment.HeaderSize:end], have[segment.HeaderSize:end]) {
-		t.Fatalf("the fork's %s: %d bytes, the follower's %d: not an extension (differ at %d)", last, forgedEnd, end, mismatch(have[:end], theirs[:min(end, forgedEnd)]))
-	}
-	f, err := os.OpenFile(last, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt(theirs[end:forgedEnd], int64(end)); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	extendCopy(t, dir, forkDir, info.ID)
 
 	fw = openTestFollower(t, dir, st, vkey)
 	defer fw.Close()
@@ -366,27 +322,7 @@ func TestFollowerServesOnlyWhatItLaid(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := newReplStore()
-	w, _, wdir, keyDir, info := keyedWriter(t, st)
-	for i := range 10 {
-		if _, err := appendOne(ctx, w, "cash", i); err != nil {
-			t.Fatal(err)
-		}
-	}
-	checkpointStored(t, w, st, "cash", info.ID, 11)
-	vkey := w.key.Verifier
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	forkDir, forkKeys := copyDir(t, wdir), copyDir(t, keyDir)
-	fork := openFork(t, forkDir, forkKeys, store.NewMemory())
-	res, err := fork.Append(ctx, "cash", []EventInput{{Entity: "acct", Key: "x", Event: "forged", Data: []byte("1")}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fork.Close(); err != nil {
-		t.Fatal(err)
-	}
-	forged := res.IDs[0]
+	vkey, info, forkDir, forged := forkedRecord(t, st)
 
 	dir := t.TempDir()
 	fw := openTestFollower(t, dir, st, vkey)
@@ -407,28 +343,7 @@ func TestFollowerServesOnlyWhatItLaid(t *testing.T) {
 		}
 	}()
 
-	segs := followerSegments(t, dir, info.ID)
-	last := segs[len(segs)-1]
-	have, err := os.ReadFile(last)
-	if err != nil {
-		t.Fatal(err)
-	}
-	theirs, err := os.ReadFile(filepath.Join(forkDir, ledgersDir, info.ID.String(), filepath.Base(last)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	end, forgedEnd := len(have), len(bytes.TrimRight(theirs, "\x00"))
-	if forgedEnd <= end || !bytes.Equal(theirs[segment.HeaderSize:end], have[segment.HeaderSize:]) {
-		t.Fatalf("the fork's %s: %d bytes, the follower's %d: not an extension", last, forgedEnd, end)
-	}
-	f, err := os.OpenFile(last, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt(theirs[end:forgedEnd], int64(end)); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	last := extendCopy(t, dir, forkDir, info.ID)
 
 	// Read while the record is there, until the ledger stops and a
 	// while after (the DB looks at the files every 5 ms).
@@ -468,4 +383,66 @@ func TestFollowerServesOnlyWhatItLaid(t *testing.T) {
 	if n != 11 {
 		t.Fatalf("a subscriber of the follower's DB got %d events, want 11", n)
 	}
+}
+
+// forkedRecord makes a writer of ledger "cash" replicating to st, with
+// 10 events and a checkpoint of 11 stored, closed; and a copy of its
+// directory (and key), forkDir, that appended one more event, forged,
+// which the bucket does not hold: the writer's next record, a valid
+// frame chained to event 11. vkey is the writer's verifier key.
+func forkedRecord(t *testing.T, st store.Store) (vkey string, info LedgerInfo, forkDir string, forged eventid.ID) {
+	t.Helper()
+	ctx := context.Background()
+	w, _, wdir, keyDir, info := keyedWriter(t, st)
+	for i := range 10 {
+		if _, err := appendOne(ctx, w, "cash", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkpointStored(t, w, st, "cash", info.ID, 11)
+	vkey = w.key.Verifier
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	forkDir, forkKeys := copyDir(t, wdir), copyDir(t, keyDir)
+	fork := openFork(t, forkDir, forkKeys, store.NewMemory())
+	res, err := fork.Append(ctx, "cash", []EventInput{{Entity: "acct", Key: "x", Event: "forged", Data: []byte("1")}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fork.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return vkey, info, forkDir, res.IDs[0]
+}
+
+// extendCopy writes at the end of the last segment file of ledger id in
+// the follower's directory dir what the fork's (forkedRecord) holds
+// after it: the forged record. It returns the file's path.
+func extendCopy(t *testing.T, dir, forkDir string, id eventid.LedgerID) string {
+	t.Helper()
+	segs := followerSegments(t, dir, id)
+	last := segs[len(segs)-1]
+	have, err := os.ReadFile(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := os.ReadFile(filepath.Join(forkDir, ledgersDir, id.String(), filepath.Base(last)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := len(bytes.TrimRight(have, "\x00"))
+	forgedEnd := len(bytes.TrimRight(theirs, "\x00"))
+	if forgedEnd <= end || !bytes.Equal(theirs[segment.HeaderSize:end], have[segment.HeaderSize:end]) {
+		t.Fatalf("the fork's %s: %d bytes, the follower's %d: not an extension (differ at %d)", last, forgedEnd, end, mismatch(have[:end], theirs[:min(end, forgedEnd)]))
+	}
+	f, err := os.OpenFile(last, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(theirs[end:forgedEnd], int64(end)); err != nil {
+		t.Fatal(err)
+	}
+	return last
 }
