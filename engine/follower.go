@@ -761,7 +761,7 @@ func (fw *Follower) checkCopy(dir string, local segment.Head) error {
 		return fmt.Errorf("%w: %s: %v: it holds the events this follower laid up to %d", replica.ErrDiverged, path, err, local.Seq)
 	}
 	if fi.Size() != local.Loc.End() {
-		return fmt.Errorf("%w: %s is %d bytes, the records this follower laid and verified end at %d (event %d): bytes it did not lay were written into the copy", replica.ErrDiverged, path, fi.Size(), local.Loc.End(), local.Seq)
+		return fmt.Errorf("%w: %s is %d bytes, the records this follower laid and verified end at %d (event %d): the copy holds bytes it did not lay (written by another process, or left by a failed write of its own, which the poll before said)", replica.ErrDiverged, path, fi.Size(), local.Loc.End(), local.Seq)
 	}
 	next := filepath.Join(dir, segment.FileName(local.Loc.Segment+1))
 	if _, err := os.Lstat(next); !errors.Is(err, os.ErrNotExist) {
