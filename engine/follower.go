@@ -178,9 +178,13 @@ type FollowerStatus struct {
 // store that cannot be reached is tried again at the next poll.
 //
 // DB returns the read-only DB that serves the copy: every read works on
-// it, and writes fail with ErrReadOnly. Other processes read the
-// directory with OpenReadOnly (annal's read commands), as beside a
-// writer. Promote a follower to writer with Takeover, once it is closed.
+// it, and writes fail with ErrReadOnly. It shows no record of a ledger
+// after the last one the follower laid and verified, whatever the files
+// come to hold; files that hold more (written by someone else) stop the
+// ledger at the next poll (ErrDiverged, naming the file). Other processes
+// read the directory with OpenReadOnly (annal's read commands), as beside
+// a writer: they follow the files. Promote a follower to writer with
+// Takeover, once it is closed.
 func OpenFollower(dir string, o FollowerOptions) (*Follower, error) {
 	if o.PollInterval == 0 {
 		o.PollInterval = defaultPollInterval
@@ -848,9 +852,9 @@ func (fw *Follower) stopReads(fl *followed) {
 }
 
 // DB returns the read-only DB that serves the copy (OpenReadOnly's, on
-// the follower's directory): every read works on it, writes fail with
-// ErrReadOnly, and the reads of a stopped ledger fail with why it
-// stopped. Close closes it.
+// the follower's directory, bounded by what the follower laid and
+// verified): every read works on it, writes fail with ErrReadOnly, and
+// the reads of a stopped ledger fail with why it stopped. Close closes it.
 func (fw *Follower) DB() *DB { return fw.db }
 
 // Dir returns the follower's directory.
