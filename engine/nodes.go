@@ -369,7 +369,7 @@ func readOwner(ctx context.Context, st store.Store, id eventid.LedgerID) (Owner,
 // keys; a damaged one is skipped.
 func readLeases(ctx context.Context, st store.Store) ([]replica.Lease, error) {
 	var out []replica.Lease
-	err := listAll(ctx, st, replica.NodesPrefix, func(o store.ObjectInfo) error {
+	err := listObjects(ctx, st, replica.NodesPrefix, func(o store.ObjectInfo) error {
 		obj, err := st.Get(ctx, o.Key)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil
@@ -385,8 +385,8 @@ func readLeases(ctx context.Context, st store.Store) ([]replica.Lease, error) {
 	return out, err
 }
 
-// listAll calls fn for every object under prefix.
-func listAll(ctx context.Context, st store.Store, prefix string, fn func(store.ObjectInfo) error) error {
+// listObjects calls fn for every object under prefix.
+func listObjects(ctx context.Context, st store.Store, prefix string, fn func(store.ObjectInfo) error) error {
 	after := ""
 	for {
 		p, err := st.List(ctx, prefix, after, 0)
@@ -552,7 +552,7 @@ func (w *leaseWatch) poll(ctx context.Context) ([]NodeState, error) {
 	now := w.now()
 	keep := map[string]bool{}
 	var out []NodeState
-	err := listAll(ctx, w.st, replica.NodesPrefix, func(o store.ObjectInfo) error {
+	err := listObjects(ctx, w.st, replica.NodesPrefix, func(o store.ObjectInfo) error {
 		s, ok := w.seen[o.Key]
 		if !ok || s.etag != o.ETag {
 			obj, err := w.st.Get(ctx, o.Key)
