@@ -706,4 +706,3 @@ func (db *DB) NodeStatus() (NodeStatus, error) {
 	defer n.mu.Unlock()
 	return NodeStatus{Name: n.name, Address: n.addr, Lease: n.lease, Renewal: n.renewal, Valid: err == nil, Err: err, WatchErr: n.watchErr}, nil
 }
-

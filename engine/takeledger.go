@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/annal-db/annal/engine/internal/meta"
 	"github.com/annal-db/annal/engine/internal/replica"
@@ -70,6 +71,8 @@ func (db *DB) takeLedger(ctx context.Context, id eventid.LedgerID) (LedgerInfo, 
 	db.mu.RLock()
 	l, open := db.byID[id]
 	db.mu.RUnlock()
+	var stored uint64
+	replicated := false
 	if open {
 		r := l.repl
 		if r != nil && !r.fenced.Load() && !r.w.Fenced() {
@@ -87,13 +90,44 @@ func (db *DB) takeLedger(ctx context.Context, id eventid.LedgerID) (LedgerInfo, 
 		}
 		// Fenced: another node took it. Closed here, pulled below.
 		db.unregister(l)
+		if r != nil && r.mode == Replicated {
+			stored = r.w.Status().Stored
+			replicated = true
+		}
 	}
 	for try := 0; ; try++ {
 		info, err := db.pullAndTake(ctx, id)
+		if errors.Is(err, ErrDiverged) && replicated {
+			// Its events after the last one it stored were never
+			// acknowledged (Replicated mode), and another writer
+			// stored others in their place: the folder is set aside,
+			// and the ledger restored from the bucket.
+			if err := db.setAside(id, stored); err != nil {
+				return LedgerInfo{}, err
+			}
+			replicated = false
+			info, err = db.pullAndTake(ctx, id)
+		}
 		if !errors.Is(err, ErrBehind) || try+1 == takeoverTries {
 			return info, err
 		}
 	}
+}
+
+// setAside renames ledger id's folder to ledgers/.ID.fenced-TIME, which
+// Open passes over (kept for whoever wants to look at it), and removes
+// its entries from the index: a fenced copy whose events after stored
+// were never acknowledged.
+func (db *DB) setAside(id eventid.LedgerID, stored uint64) error {
+	dir := db.ledgerDir(id)
+	aside := filepath.Join(db.dir, ledgersDir, fmt.Sprintf(".%s.fenced-%d", id, time.Now().UnixNano()))
+	if err := db.fs.Rename(dir, aside); err != nil {
+		return fmt.Errorf("set aside the fenced copy of ledger %s (its events after #%d were not acknowledged): %w", id, stored, err)
+	}
+	if err := segment.SyncDir(db.fs, filepath.Join(db.dir, ledgersDir)); err != nil {
+		return err
+	}
+	return db.idx.DeleteLedger(id)
 }
 
 // unregister makes an open ledger unreachable and closes it (its Writer
@@ -185,6 +219,12 @@ func (db *DB) knownMeta(id eventid.LedgerID) (ledgerMeta, bool, error) {
 // folderHead recovers ledger id's folder to learn its head, and closes
 // it again.
 func (db *DB) folderHead(id eventid.LedgerID, known ledgerMeta, haveMeta bool) (segment.Head, error) {
+	// What the index holds of it in memory (an Open that refused it, a
+	// fenced ledger closed) is written first: a recovery indexes into
+	// an empty tail.
+	if err := db.idx.FlushTails(); err != nil {
+		return segment.Head{}, err
+	}
 	marker, _, err := db.idx.Progress(id)
 	if err != nil {
 		return segment.Head{}, err
@@ -201,6 +241,9 @@ func (db *DB) folderHead(id eventid.LedgerID, known ledgerMeta, haveMeta bool) (
 // recoverAndTake recovers ledger id's folder (complete on disk), names
 // it, writes its metadata, takes it in the bucket and registers it.
 func (db *DB) recoverAndTake(ctx context.Context, id eventid.LedgerID, name string, known ledgerMeta, haveMeta bool) (LedgerInfo, error) {
+	if err := db.idx.FlushTails(); err != nil {
+		return LedgerInfo{}, err
+	}
 	marker, _, err := db.idx.Progress(id)
 	if err != nil {
 		return LedgerInfo{}, err
