@@ -566,7 +566,9 @@ func (w *leaseWatch) poll(ctx context.Context) ([]NodeState, error) {
 			if err != nil {
 				return nil // not a lease: no node
 			}
-			s = seenLease{etag: obj.ETag, since: now, lease: l}
+			// The List's ETag, which the next poll compares (a store
+			// may quote a Get's otherwise).
+			s = seenLease{etag: o.ETag, since: now, lease: l}
 			w.seen[o.Key] = s
 		}
 		keep[o.Key] = true

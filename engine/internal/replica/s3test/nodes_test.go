@@ -427,3 +427,53 @@ func TestVersityGWNodesTakeOverKilledNode(t *testing.T) {
 		}
 	}
 }
+
+// TestVersityGWCommandReplicaOwners: annal replica owners lists the
+// nodes of the bucket, alive or not as it saw their leases over one
+// lease (a closed node's lease does not change), and the node and epoch
+// of each ledger.
+func TestVersityGWCommandReplicaOwners(t *testing.T) {
+	credentialsInEnvironment(t, secret)
+	bin := annalBinary(t)
+	ctx := context.Background()
+	replicaURL := fmt.Sprintf("s3://%s/owners%d?endpoint=%s&region=us-east-1&path-style=true", bucket, prefixes.Add(1), endpoint)
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	open := func(name string) *engine.DB {
+		db, err := engine.Open(t.TempDir(), &engine.Options{Replica: replicaURL, SigningKeyFile: key,
+			Node: engine.Node{Name: name, Address: "http://" + name}, NodeLease: 600 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	a := open("alpha")
+	defer a.Close()
+	if _, err := a.CreateLedger(ctx, engine.LedgerSpec{Name: "orders"}); err != nil {
+		t.Fatal(err)
+	}
+	b := open("beta")
+	if _, err := b.CreateLedger(ctx, engine.LedgerSpec{Name: "refunds"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runBin(t, bin, "", "--replica", replicaURL, "--format", "ndjson", "replica", "owners")
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		`"name":"alpha","address":"http://alpha","leaseSeconds":0.6,`, `"alive":true`,
+		`"name":"beta","address":"http://beta","leaseSeconds":0.6,`, `"alive":false`,
+		`"name":"orders",`, `"node":"alpha","address":"http://alpha","epoch":1,"nodeAlive":true}`,
+		`"name":"refunds",`, `"node":"beta","address":"http://beta","epoch":1,"nodeAlive":false}`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("replica owners: no %s in\n%s", want, out)
+		}
+	}
+	code, out, errOut = runBin(t, bin, "", "--replica", replicaURL, "--format", "table", "replica", "owners", "--watch", "0")
+	if code != 0 || !strings.Contains(out, "LEDGER") || !strings.Contains(out, "refunds") {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+}
