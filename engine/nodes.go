@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -228,6 +229,8 @@ func (n *node) renew() {
 			}
 		}
 		n.lost = fmt.Errorf("%w: node %q: its lease %s was replaced by another process of that name", ErrNotOwner, n.name, replica.NodeKey(n.name))
+	case errors.Is(err, store.ErrNotFound):
+		n.lost = fmt.Errorf("%w: node %q: its lease %s was deleted", ErrNotOwner, n.name, replica.NodeKey(n.name))
 	}
 	// Other errors: tried again at the next tick; the lease lapses at
 	// validUntil if none succeeds.
@@ -268,26 +271,20 @@ func (n *node) recordOwner(ctx context.Context, l *ledger, epoch uint64) error {
 // writeOwners writes the owner objects a take could not.
 func (n *node) writeOwners() {
 	n.mu.Lock()
-	pending := make([]replica.Owner, 0, len(n.owners))
-	for _, o := range n.owners {
-		pending = append(pending, o)
-	}
+	pending := maps.Clone(n.owners)
 	n.mu.Unlock()
-	for _, o := range pending {
+	for id, o := range pending {
 		ctx, cancel := context.WithTimeout(context.Background(), n.lease/3)
 		err := replica.WriteOwner(ctx, n.st, o)
 		cancel()
 		if err == nil || errors.Is(err, replica.ErrOwnerMoved) {
 			n.mu.Lock()
-			delete(n.owners, eventid.LedgerID(mustParseLedger(o.Ledger)))
+			if n.owners[id] == o {
+				delete(n.owners, id)
+			}
 			n.mu.Unlock()
 		}
 	}
-}
-
-func mustParseLedger(s string) eventid.LedgerID {
-	id, _ := eventid.ParseLedgerID(s)
-	return id
 }
 
 // ownedElsewhere says, in node mode, whether the bucket's owner object

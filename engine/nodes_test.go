@@ -642,3 +642,32 @@ func TestRouterOwnerOfEventID(t *testing.T) {
 		t.Fatalf("Place with every node dead: %+v, %v", n, err)
 	}
 }
+
+// TestNodeOptionsChecked: the node options out of their range, or
+// without what they need, are ErrInvalid naming the option.
+func TestNodeOptionsChecked(t *testing.T) {
+	st := store.NewMemory()
+	for _, c := range []struct {
+		name string
+		set  func(o *Options)
+		want string
+	}{
+		{"lease too short", func(o *Options) { o.NodeLease = 100 * time.Millisecond }, "NodeLease"},
+		{"lease too long", func(o *Options) { o.NodeLease = time.Hour }, "NodeLease"},
+		{"no replica", func(o *Options) { o.replicaStore, o.Replication = nil, 0 }, "without a Replica"},
+		{"control character", func(o *Options) { o.Node.Name = "a\nb" }, "Node.Name"},
+		{"name too long", func(o *Options) { o.Node.Name = strings.Repeat("n", 129) }, "Node.Name"},
+		{"lease without a node", func(o *Options) { o.Node = Node{} }, "NodeLease"},
+		{"watch without a node", func(o *Options) { o.Node, o.NodeLease, o.TakeOverDeadNodes = Node{}, 0, true }, "TakeOverDeadNodes"},
+	} {
+		o := nodeOptions(st, filepath.Join(t.TempDir(), "k.key"), "a")
+		c.set(o)
+		_, err := Open(t.TempDir(), o)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want ErrInvalid naming %s", c.name, err, c.want)
+		}
+	}
+	if keys := bucketKeys(t, st, ""); len(keys) != 0 {
+		t.Fatalf("refused options wrote %v", keys)
+	}
+}
