@@ -184,6 +184,14 @@ func (n *node) acquire(ctx context.Context) error {
 
 // renewLoop renews the lease every lease/3 until stop.
 func (n *node) renewLoop() {
+	n.every(func() {
+		n.renew()
+		n.writeOwners()
+	})
+}
+
+// every calls fn every lease/3 until stop (a goroutine of n.done).
+func (n *node) every(fn func()) {
 	defer n.done.Done()
 	t := time.NewTicker(n.lease / 3)
 	defer t.Stop()
@@ -193,8 +201,7 @@ func (n *node) renewLoop() {
 			return
 		case <-t.C:
 		}
-		n.renew()
-		n.writeOwners()
+		fn()
 	}
 }
 
@@ -600,24 +607,16 @@ func liveNames(ns []NodeState) []string {
 // ledgers of the dead ones that rendezvous hashing over the live nodes
 // gives this node.
 func (n *node) watchLoop() {
-	defer n.done.Done()
 	w := newLeaseWatch(n.st, nil)
 	// The dead nodes found owning nothing, by the lease's ETag: not
 	// scanned again until their lease changes.
 	emptied := map[string]string{}
-	t := time.NewTicker(n.lease / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-t.C:
-		}
+	n.every(func() {
 		err := n.takeOrphans(w, emptied)
 		n.mu.Lock()
 		n.watchErr = err
 		n.mu.Unlock()
-	}
+	})
 }
 
 // takeOrphans is one round of watchLoop.

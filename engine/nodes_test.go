@@ -29,6 +29,16 @@ func nodeOptions(st store.Store, key, name string) *Options {
 	return o
 }
 
+// nodeWithOrders opens node "a" on dir and creates the ledger "orders".
+func nodeWithOrders(t *testing.T, dir string, st store.Store, key string) *DB {
+	t.Helper()
+	a := openNode(t, dir, st, key, "a")
+	if _, err := a.CreateLedger(context.Background(), LedgerSpec{Name: "orders"}); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 func openNode(t *testing.T, dir string, st store.Store, key, name string) *DB {
 	t.Helper()
 	db, err := Open(dir, nodeOptions(st, key, name))
@@ -254,11 +264,8 @@ func TestTakeLedgerRacing(t *testing.T) {
 	st := store.NewMemory()
 	key := filepath.Join(t.TempDir(), "nodes.key")
 	ctx := context.Background()
-	a := openNode(t, t.TempDir(), st, key, "a")
+	a := nodeWithOrders(t, t.TempDir(), st, key)
 	defer a.Close()
-	if _, err := a.CreateLedger(ctx, LedgerSpec{Name: "orders"}); err != nil {
-		t.Fatal(err)
-	}
 	acked := mustAppendN(t, a, "orders", 20)
 	b := openNode(t, t.TempDir(), st, key, "b")
 	defer b.Close()
@@ -318,10 +325,7 @@ func TestTakeLedgerBehindAndBack(t *testing.T) {
 	key := filepath.Join(t.TempDir(), "nodes.key")
 	ctx := context.Background()
 	dirA := t.TempDir()
-	a := openNode(t, dirA, st, key, "a")
-	if _, err := a.CreateLedger(ctx, LedgerSpec{Name: "orders"}); err != nil {
-		t.Fatal(err)
-	}
+	a := nodeWithOrders(t, dirA, st, key)
 	ids := mustAppendN(t, a, "orders", 5)
 	b := openNode(t, t.TempDir(), st, key, "b")
 	defer b.Close()
@@ -481,11 +485,8 @@ func TestNodeLeaseLapsedRefusesAppends(t *testing.T) {
 	st := newReplStore()
 	key := filepath.Join(t.TempDir(), "nodes.key")
 	ctx := context.Background()
-	a := openNode(t, t.TempDir(), st, key, "a")
+	a := nodeWithOrders(t, t.TempDir(), st, key)
 	defer a.Close()
-	if _, err := a.CreateLedger(ctx, LedgerSpec{Name: "orders"}); err != nil {
-		t.Fatal(err)
-	}
 	mustAppendN(t, a, "orders", 2)
 	st.down.Store(true)
 	time.Sleep(800 * time.Millisecond) // past the 600 ms lease
@@ -588,16 +589,6 @@ func TestDeadNodesLedgersTakenOver(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	if err := r.Refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range r.Nodes() {
-		if n.Name == "c" && n.Alive {
-			// The Router has watched c for less than its lease since
-			// its first look: alive to it, as documented.
-			continue
-		}
-	}
 }
 
 // TestRouterOwnerOfEventID: the Router maps an Event ID to the node of
@@ -606,11 +597,8 @@ func TestRouterOwnerOfEventID(t *testing.T) {
 	st := store.NewMemory()
 	key := filepath.Join(t.TempDir(), "nodes.key")
 	ctx := context.Background()
-	a := openNode(t, t.TempDir(), st, key, "a")
+	a := nodeWithOrders(t, t.TempDir(), st, key)
 	defer a.Close()
-	if _, err := a.CreateLedger(ctx, LedgerSpec{Name: "orders"}); err != nil {
-		t.Fatal(err)
-	}
 	id := mustAppendN(t, a, "orders", 1)[0]
 	clock := time.Unix(0, 0)
 	r, err := newRouter(ctx, st, testEndpoint, func() time.Time { return clock })

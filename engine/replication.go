@@ -742,15 +742,25 @@ type BucketLedger struct {
 // nothing (annal replica status): it needs no writer running, and no
 // data directory.
 func InspectReplica(ctx context.Context, replicaURL string, ledgers []eventid.LedgerID) ([]BucketLedger, error) {
+	s, endpoint, err := openBucket(ctx, replicaURL)
+	if err != nil {
+		return nil, err
+	}
+	return inspectStore(ctx, s, endpoint, ledgers)
+}
+
+// openBucket opens the S3 store replicaURL names, and the name of its
+// endpoint in errors.
+func openBucket(ctx context.Context, replicaURL string) (store.Store, string, error) {
 	loc, err := store.ParseLocation(replicaURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: replica: %w", ErrInvalid, err)
+		return nil, "", fmt.Errorf("%w: replica: %w", ErrInvalid, err)
 	}
 	s, err := store.OpenS3(ctx, loc, store.S3Options{})
 	if err != nil {
-		return nil, fmt.Errorf("engine: replica %s: %w", loc, err)
+		return nil, "", fmt.Errorf("engine: replica %s: %w", loc, err)
 	}
-	return inspectStore(ctx, s, endpointOf(loc), ledgers)
+	return s, endpointOf(loc), nil
 }
 
 // inspectStore is InspectReplica on an open store.

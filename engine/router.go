@@ -37,15 +37,11 @@ type Router struct {
 // NewRouter returns a Router of the bucket replicaURL names
 // (s3://BUCKET/PREFIX?..., as Options.Replica), with the nodes read.
 func NewRouter(ctx context.Context, replicaURL string) (*Router, error) {
-	loc, err := store.ParseLocation(replicaURL)
+	s, endpoint, err := openBucket(ctx, replicaURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: router: replica: %w", ErrInvalid, err)
+		return nil, fmt.Errorf("engine: router: %w", err)
 	}
-	s3, err := store.OpenS3(ctx, loc, store.S3Options{})
-	if err != nil {
-		return nil, fmt.Errorf("engine: router: replica %s: %w", loc, err)
-	}
-	return newRouter(ctx, s3, endpointOf(loc), nil)
+	return newRouter(ctx, s, endpoint, nil)
 }
 
 // newRouter is NewRouter on an open store, with a clock (nil: time.Now).

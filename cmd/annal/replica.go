@@ -52,6 +52,23 @@ func (g *globals) replicaOptions(o *engine.Options) error {
 	return nil
 }
 
+// bucketCommand returns the output format and the bucket of a command
+// that reads a bucket (replica status, replica owners): --replica, else
+// $ANNAL_REPLICA, which it needs.
+func (g *globals) bucketCommand(cmd *cobra.Command, what string) (format, replicaURL string, err error) {
+	if format, err = g.outputFormat(cmd); err != nil {
+		return "", "", err
+	}
+	var o engine.Options
+	if err := g.replicaOptions(&o); err != nil {
+		return "", "", err
+	}
+	if o.Replica == "" {
+		return "", "", usageErr("%s: no replica: give --replica URL (or $ANNAL_REPLICA)", what)
+	}
+	return format, o.Replica, nil
+}
+
 // replicaRefusal reports whether err is the replica's refusal (exit 5).
 func replicaRefusal(err error) bool {
 	return errors.Is(err, engine.ErrFenced) || errors.Is(err, engine.ErrBehind) || errors.Is(err, engine.ErrDiverged)
@@ -118,19 +135,12 @@ ownerBehind (the owner object names the node the ledger is moving from),
 nodeAlive.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			format, err := g.outputFormat(cmd)
+			format, replicaURL, err := g.bucketCommand(cmd, "replica owners")
 			if err != nil {
 				return err
 			}
-			var o engine.Options
-			if err := g.replicaOptions(&o); err != nil {
-				return err
-			}
-			if o.Replica == "" {
-				return usageErr("replica owners: no replica: give --replica URL (or $ANNAL_REPLICA)")
-			}
 			ctx := cmd.Context()
-			r, err := engine.NewRouter(ctx, o.Replica)
+			r, err := engine.NewRouter(ctx, replicaURL)
 			if err != nil {
 				return &exitErr{code: exitError, err: err}
 			}
@@ -157,7 +167,7 @@ nodeAlive.`,
 				alive[n.Name] = n.Alive
 				nodes = append(nodes, replicaNodeJSON{Name: n.Name, Address: n.Address, Lease: n.Lease.Seconds(), Renewal: n.Renewal, Alive: n.Alive, Unchanged: n.Unchanged.Seconds()})
 			}
-			bucket, err := engine.InspectReplica(ctx, o.Replica, nil)
+			bucket, err := engine.InspectReplica(ctx, replicaURL, nil)
 			if err != nil {
 				return &exitErr{code: exitError, err: err}
 			}
@@ -255,16 +265,9 @@ JSON and NDJSON objects have the fields name, id, epoch, writer, written,
 stored, local and lag.`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
-			format, err := g.outputFormat(cmd)
+			format, replicaURL, err := g.bucketCommand(cmd, "replica status")
 			if err != nil {
 				return err
-			}
-			var o engine.Options
-			if err := g.replicaOptions(&o); err != nil {
-				return err
-			}
-			if o.Replica == "" {
-				return usageErr("replica status: no replica: give --replica URL (or $ANNAL_REPLICA)")
 			}
 			dir := ""
 			switch f := cmd.Flag("dir"); {
@@ -296,7 +299,7 @@ stored, local and lag.`,
 					ids = []eventid.LedgerID{}
 				}
 			}
-			bucket, err := engine.InspectReplica(cmd.Context(), o.Replica, ids)
+			bucket, err := engine.InspectReplica(cmd.Context(), replicaURL, ids)
 			if err != nil {
 				return &exitErr{code: exitError, err: err}
 			}
