@@ -203,6 +203,9 @@ type DB struct {
 	// repl: the replica store (replication.go), nil without
 	// Options.Replica.
 	repl *replicas
+	// node is the DB's lease and watch in a bucket shared by nodes
+	// (Options.Node; nodes.go), nil without.
+	node *node
 
 	// test holds the calls this package's tests make the DB do; zero
 	// outside them.
@@ -1078,6 +1081,9 @@ func (db *DB) Close() error {
 		ledgers = append(ledgers, l)
 	}
 	db.mu.Unlock()
+	// The node's lease renewal and its watch of the other nodes first: a
+	// TakeLedger of the watch holds a read (its context is cancelled).
+	db.stopNode()
 	// Iterators and subscribers stop with ErrClosed; wait for the reads
 	// touching files now.
 	db.stopReads()

@@ -114,3 +114,42 @@ func ExampleConsumer() {
 	// Ack(ctx): context canceled
 	// acknowledged up to 4
 }
+
+// Example_router routes appends to the node that writes each ledger of a
+// bucket shared by nodes: it creates a ledger on the node Place gives,
+// and retries an append on the ledger's owner after Forget when the node
+// it reached no longer owns the ledger. send stands for the
+// application's own call to a node (its RPC at the node's Address). It
+// needs a bucket, so it is not run.
+func Example_router() {
+	ctx := context.Background()
+	r, err := engine.NewRouter(ctx, "s3://bucket/annal?region=eu-west-1")
+	if err != nil {
+		log.Fatal(err)
+	}
+	send := func(address, ledger, key string) error {
+		// POST address/append?ledger=...: the node calls DB.Append with
+		// IdempotencyKey key and answers with its error.
+		return nil
+	}
+	n, err := r.Place("orders")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("create orders on", n.Name, n.Address)
+	for try := 0; try < 10; try++ {
+		o, err := r.Owner(ctx, "orders")
+		if err != nil {
+			log.Fatal(err)
+		}
+		err = send(o.Address, "orders", "order-42-placed")
+		if err == nil {
+			break
+		}
+		if errors.Is(err, engine.ErrFenced) || errors.Is(err, engine.ErrNotOwner) {
+			r.Forget("orders") // moved: read the owner again
+			continue
+		}
+		log.Fatal(err)
+	}
+}

@@ -253,6 +253,19 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 		}
 		created = created.Add(time.Microsecond)
 	}
+	if n := db.node; n != nil {
+		// The name in the bucket first: two nodes never make two
+		// ledgers of one name.
+		if err := n.leaseErr(); err != nil {
+			return LedgerInfo{}, fmt.Errorf("engine: create ledger %q: %w", spec.Name, err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, db.opts.StoreTimeout)
+		err := n.claimName(cctx, spec.Name, id)
+		cancel()
+		if err != nil {
+			return LedgerInfo{}, fmt.Errorf("engine: create ledger %q: %w", spec.Name, err)
+		}
+	}
 
 	// The read lock keeps Close from closing the index and the metadata,
 	// and from releasing the directory, while the ledger is made (as in
@@ -261,6 +274,9 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 	db.mu.RLock()
 	if db.closed {
 		db.mu.RUnlock()
+		if n := db.node; n != nil {
+			n.unclaimName(spec.Name, id)
+		}
 		return LedgerInfo{}, ErrClosed
 	}
 	dir := db.ledgerDir(id)
@@ -274,6 +290,9 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 			// What Create made before it failed (the directory, on a
 			// full disk); it holds no event. ErrExists: not ours.
 			db.fs.RemoveAll(dir)
+		}
+		if n := db.node; n != nil {
+			n.unclaimName(spec.Name, id)
 		}
 		return LedgerInfo{}, fmt.Errorf("engine: create ledger %q: %w", spec.Name, err)
 	}
@@ -323,6 +342,9 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 		db.fs.RemoveAll(dir)
 		db.idx.DeleteLedger(id)
 		db.mu.RUnlock()
+		if n := db.node; n != nil {
+			n.unclaimName(spec.Name, id)
+		}
 		return LedgerInfo{}, fmt.Errorf("engine: create ledger %q: %w", spec.Name, err)
 	}
 	db.mu.RUnlock()

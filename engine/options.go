@@ -243,6 +243,27 @@ type Options struct {
 	// Zero means 10 min; otherwise 1 s to 24 h, and more than
 	// StoreTimeout.
 	GCGrace time.Duration
+	// Node, with a Replica, makes the DB one of several nodes that share
+	// the bucket (docs/replication.md, "Nodes and ownership"): it keeps
+	// a lease under nodes/ (renewed every NodeLease/3), records itself as
+	// the owner of the ledgers it takes (ledgers/ID/owner) and claims the
+	// names of those it creates (names/), so that no two nodes make two
+	// ledgers of one name; Open leaves a ledger whose owner object names
+	// another node to it (ErrNotOwner; DB.TakeLedger takes it). A node
+	// that cannot renew its lease within NodeLease refuses appends with
+	// ErrNotOwner until it can. Empty (the zero Node): none of this, and
+	// no such object is written.
+	Node Node
+	// NodeLease is the node's lease: other nodes take its ledgers once
+	// they have seen its lease object unchanged for longer, by their own
+	// clocks. Zero means 10 s; otherwise 500 ms to 10 min. Only with Node.
+	NodeLease time.Duration
+	// TakeOverDeadNodes, with Node, has the DB watch the other nodes'
+	// leases (every NodeLease/3) and take over (DB.TakeLedger) the ledgers
+	// of a node whose lease it has seen unchanged for longer than that
+	// node's lease, each such ledger going to one live node by rendezvous
+	// hashing of its ID over the live nodes' names.
+	TakeOverDeadNodes bool
 
 	// replicaStore, if set, is the replica's store instead of the one
 	// Replica names (tests: a store.Memory, or a fault-injecting

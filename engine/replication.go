@@ -108,11 +108,17 @@ func (o *Options) replicaDefaults() {
 	if o.GCGrace == 0 {
 		o.GCGrace = defaultGCGrace
 	}
+	if o.Node.Name != "" && o.NodeLease == 0 {
+		o.NodeLease = defaultNodeLease
+	}
 }
 
 // checkReplication says what is wrong with the replication options, as
 // an error matching ErrInvalid naming the option (check).
 func (o *Options) checkReplication() error {
+	if err := o.checkNode(); err != nil {
+		return err
+	}
 	if o.Replica == "" && o.replicaStore == nil {
 		if o.Replication != 0 {
 			return fmt.Errorf("%w: options: Replication %v is set without a Replica", ErrInvalid, o.Replication)
@@ -268,6 +274,9 @@ func (l *ledger) attachReplica(ctx context.Context) error {
 		w.Close(ctx)
 		return fmt.Errorf("replica %s: take ledger %s: %w", db.repl.endpoint, l.meta.Name, err)
 	}
+	if n := db.node; n != nil {
+		n.recordOwner(ctx, l, w.Status().Epoch)
+	}
 	if r.mode == Replicated && head.Seq > tail.Seq {
 		// What a crash between the local fsync and the upload left, or
 		// a ledger new to the bucket: stored before anyone sees it.
@@ -311,7 +320,15 @@ func (db *DB) openReplicas() error {
 		return nil
 	}
 	for id, l := range db.byID {
-		err := l.attachReplica(context.Background())
+		var err error
+		if n := db.node; n != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), db.opts.StoreTimeout)
+			err = n.ownedElsewhere(ctx, l)
+			cancel()
+		}
+		if err == nil {
+			err = l.attachReplica(context.Background())
+		}
 		if err == nil {
 			continue
 		}
@@ -474,6 +491,11 @@ func (l *ledger) replicaWait(ctx context.Context, first, seq uint64) error {
 	err := r.w.Wait(ctx, end)
 	if err == nil {
 		l.markStored(end)
+		if lerr := l.db.node.leaseErr(); lerr != nil {
+			// Stored, but another node may hold the ledger by now: not
+			// acknowledged by this one.
+			return fmt.Errorf("%w: append to %s: events #%d to #%d are stored in the replica %s, but this node's lease lapsed before it could acknowledge them: %w; retry with the same IdempotencyKey at the ledger's owner to learn their outcome", ErrNotStored, l.meta.Name, first, seq, l.db.repl.endpoint, lerr)
+		}
 		return nil
 	}
 	if errors.Is(err, ErrFenced) {
@@ -510,6 +532,9 @@ func (l *ledger) replicaRefused() error {
 	if r.fenced.Load() || r.mode == Shipped && r.w.Fenced() {
 		r.fenced.Store(true)
 		return fmt.Errorf("engine: append to %s: %w", l.meta.Name, ErrFenced)
+	}
+	if err := l.db.node.leaseErr(); err != nil {
+		return fmt.Errorf("engine: append to %s: %w", l.meta.Name, err)
 	}
 	return nil
 }
@@ -659,7 +684,17 @@ func (db *DB) startReplication() error {
 	if err != nil {
 		return err
 	}
-	return db.openReplicas()
+	ctx, cancel = context.WithTimeout(context.Background(), db.opts.StoreTimeout)
+	err = db.startNode(ctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if err := db.openReplicas(); err != nil {
+		return err
+	}
+	db.startWatch()
+	return nil
 }
 
 // attachNew gives a ledger being created (CreateLedger) its Writer,
@@ -680,6 +715,9 @@ func (l *ledger) attachNew(ctx context.Context) error {
 		l.repl = nil
 		w.Close(ctx)
 		return fmt.Errorf("replica %s: take ledger %s: %w", l.db.repl.endpoint, l.meta.Name, err)
+	}
+	if n := l.db.node; n != nil {
+		n.recordOwner(ctx, l, w.Status().Epoch)
 	}
 	return nil
 }
@@ -704,15 +742,25 @@ type BucketLedger struct {
 // nothing (annal replica status): it needs no writer running, and no
 // data directory.
 func InspectReplica(ctx context.Context, replicaURL string, ledgers []eventid.LedgerID) ([]BucketLedger, error) {
+	s, endpoint, err := openBucket(ctx, replicaURL)
+	if err != nil {
+		return nil, err
+	}
+	return inspectStore(ctx, s, endpoint, ledgers)
+}
+
+// openBucket opens the S3 store replicaURL names, and the name of its
+// endpoint in errors.
+func openBucket(ctx context.Context, replicaURL string) (store.Store, string, error) {
 	loc, err := store.ParseLocation(replicaURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: replica: %w", ErrInvalid, err)
+		return nil, "", fmt.Errorf("%w: replica: %w", ErrInvalid, err)
 	}
 	s, err := store.OpenS3(ctx, loc, store.S3Options{})
 	if err != nil {
-		return nil, fmt.Errorf("engine: replica %s: %w", loc, err)
+		return nil, "", fmt.Errorf("engine: replica %s: %w", loc, err)
 	}
-	return inspectStore(ctx, s, endpointOf(loc), ledgers)
+	return s, endpointOf(loc), nil
 }
 
 // inspectStore is InspectReplica on an open store.

@@ -224,6 +224,7 @@ func withoutReplica(o *Options) *Options {
 	}
 	c := *o
 	c.Replica, c.Replication, c.replicaStore, c.replicaEndpoint = "", 0, nil, ""
+	c.Node, c.NodeLease, c.TakeOverDeadNodes = Node{}, 0, false
 	return &c
 }
 

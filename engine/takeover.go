@@ -120,6 +120,7 @@ func pullBehind(ctx context.Context, dir string, o Options) ([]TakeoverResult, e
 	// The heads as recovery finds them, read without writing anything.
 	ro := o
 	ro.Replica, ro.replicaStore, ro.Replication = "", nil, 0
+	ro.Node, ro.NodeLease, ro.TakeOverDeadNodes = Node{}, 0, false
 	rdb, err := OpenReadOnly(dir, &ro)
 	if err != nil {
 		return nil, err

@@ -52,6 +52,23 @@ func (g *globals) replicaOptions(o *engine.Options) error {
 	return nil
 }
 
+// bucketCommand returns the output format and the bucket of a command
+// that reads a bucket (replica status, replica owners): --replica, else
+// $ANNAL_REPLICA, which it needs.
+func (g *globals) bucketCommand(cmd *cobra.Command, what string) (format, replicaURL string, err error) {
+	if format, err = g.outputFormat(cmd); err != nil {
+		return "", "", err
+	}
+	var o engine.Options
+	if err := g.replicaOptions(&o); err != nil {
+		return "", "", err
+	}
+	if o.Replica == "" {
+		return "", "", usageErr("%s: no replica: give --replica URL (or $ANNAL_REPLICA)", what)
+	}
+	return format, o.Replica, nil
+}
+
 // replicaRefusal reports whether err is the replica's refusal (exit 5).
 func replicaRefusal(err error) bool {
 	return errors.Is(err, engine.ErrFenced) || errors.Is(err, engine.ErrBehind) || errors.Is(err, engine.ErrDiverged)
@@ -68,6 +85,151 @@ func newReplicaCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.AddCommand(newReplicaStatusCmd(g))
+	cmd.AddCommand(newReplicaOwnersCmd(g))
+	return cmd
+}
+
+// replicaNodeJSON is a node's line of annal replica owners.
+type replicaNodeJSON struct {
+	Name      string  `json:"name"`
+	Address   string  `json:"address"`
+	Lease     float64 `json:"leaseSeconds"`
+	Renewal   uint64  `json:"renewal"`
+	Alive     bool    `json:"alive"`
+	Unchanged float64 `json:"unchangedSeconds"`
+}
+
+// replicaOwnerJSON is a ledger's line of annal replica owners.
+type replicaOwnerJSON struct {
+	Name      string `json:"name"`
+	ID        string `json:"id"`
+	Node      string `json:"node"`
+	Address   string `json:"address,omitempty"`
+	Epoch     uint64 `json:"epoch"`
+	Behind    bool   `json:"ownerBehind,omitempty"`
+	NodeAlive *bool  `json:"nodeAlive,omitempty"`
+}
+
+func newReplicaOwnersCmd(g *globals) *cobra.Command {
+	var watch time.Duration
+	cmd := &cobra.Command{
+		Use:   "owners",
+		Short: "The nodes sharing the bucket, whether each is alive, and the node that writes each ledger",
+		Long: `replica owners reads the bucket that --replica (or $ANNAL_REPLICA) names and
+prints the nodes that share it (their leases under nodes/: name, address,
+lease, renewal counter) and, for each ledger, the node that writes it
+(its owner object, checked against its newest manifest, whose epoch
+wins) and that epoch. It writes nothing.
+
+A node is alive if its lease object changed while the command watched it,
+or if the command has not yet watched it for longer than its lease: no
+clock of another machine is compared. So the command watches the leases
+for --watch (by default the longest lease of the nodes, and a tenth more)
+before it answers; --watch 0 answers at once, every node with a lease
+taken as alive.
+
+JSON is {"nodes": [...], "ledgers": [...]}; NDJSON one object a line,
+the nodes first. Node fields: name, address, leaseSeconds, renewal,
+alive, unchangedSeconds; ledger fields: name, id, node, address, epoch,
+ownerBehind (the owner object names the node the ledger is moving from),
+nodeAlive.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, replicaURL, err := g.bucketCommand(cmd, "replica owners")
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			r, err := engine.NewRouter(ctx, replicaURL)
+			if err != nil {
+				return &exitErr{code: exitError, err: err}
+			}
+			wait := watch
+			if wait < 0 {
+				wait = 0
+				for _, n := range r.Nodes() {
+					wait = max(wait, n.Lease+n.Lease/10)
+				}
+			}
+			if wait > 0 {
+				select {
+				case <-time.After(wait):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				if err := r.Refresh(ctx); err != nil {
+					return &exitErr{code: exitError, err: err}
+				}
+			}
+			alive := map[string]bool{}
+			var nodes []replicaNodeJSON
+			for _, n := range r.Nodes() {
+				alive[n.Name] = n.Alive
+				nodes = append(nodes, replicaNodeJSON{Name: n.Name, Address: n.Address, Lease: n.Lease.Seconds(), Renewal: n.Renewal, Alive: n.Alive, Unchanged: n.Unchanged.Seconds()})
+			}
+			bucket, err := engine.InspectReplica(ctx, replicaURL, nil)
+			if err != nil {
+				return &exitErr{code: exitError, err: err}
+			}
+			var ledgers []replicaOwnerJSON
+			for _, b := range bucket {
+				if b.Epoch == 0 {
+					continue
+				}
+				ow, err := r.Owner(ctx, b.Ledger.String())
+				if err != nil {
+					return &exitErr{code: exitError, err: err}
+				}
+				row := replicaOwnerJSON{Name: ow.Name, ID: b.Ledger.String(), Node: ow.Node, Address: ow.Address, Epoch: ow.Epoch, Behind: ow.Behind}
+				if a, ok := alive[ow.Node]; ok {
+					row.NodeAlive = &a
+				}
+				ledgers = append(ledgers, row)
+			}
+			switch format {
+			case formatJSON:
+				return writeJSON(cmd.OutOrStdout(), format, struct {
+					Nodes   []replicaNodeJSON  `json:"nodes"`
+					Ledgers []replicaOwnerJSON `json:"ledgers"`
+				}{append([]replicaNodeJSON{}, nodes...), append([]replicaOwnerJSON{}, ledgers...)})
+			case formatTable:
+			default:
+				for _, n := range nodes {
+					if err := writeJSON(cmd.OutOrStdout(), format, n); err != nil {
+						return err
+					}
+				}
+				for _, l := range ledgers {
+					if err := writeJSON(cmd.OutOrStdout(), format, l); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			tw := newTable(cmd.OutOrStdout())
+			fmt.Fprintln(tw, "NODE\tADDRESS\tLEASE\tRENEWAL\tALIVE\tUNCHANGED")
+			for _, n := range nodes {
+				fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%v\t%.1fs\n", safeText(n.Name), safeText(n.Address), time.Duration(n.Lease*float64(time.Second)), n.Renewal, n.Alive, n.Unchanged)
+			}
+			fmt.Fprintln(tw)
+			fmt.Fprintln(tw, "LEDGER\tID\tNODE\tEPOCH\tNODE ALIVE")
+			for _, l := range ledgers {
+				node, live := l.Node, "-"
+				if node == "" {
+					node = "-"
+				}
+				if l.Behind {
+					node += " (moving)"
+				}
+				if l.NodeAlive != nil {
+					live = fmt.Sprint(*l.NodeAlive)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", safeName(l.Name), l.ID, safeText(node), l.Epoch, live)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().DurationVar(&watch, "watch", -1, "how long to watch the nodes' leases before answering (default: the longest lease and a tenth; 0: at once)")
 	return cmd
 }
 
@@ -103,16 +265,9 @@ JSON and NDJSON objects have the fields name, id, epoch, writer, written,
 stored, local and lag.`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
-			format, err := g.outputFormat(cmd)
+			format, replicaURL, err := g.bucketCommand(cmd, "replica status")
 			if err != nil {
 				return err
-			}
-			var o engine.Options
-			if err := g.replicaOptions(&o); err != nil {
-				return err
-			}
-			if o.Replica == "" {
-				return usageErr("replica status: no replica: give --replica URL (or $ANNAL_REPLICA)")
 			}
 			dir := ""
 			switch f := cmd.Flag("dir"); {
@@ -144,7 +299,7 @@ stored, local and lag.`,
 					ids = []eventid.LedgerID{}
 				}
 			}
-			bucket, err := engine.InspectReplica(cmd.Context(), o.Replica, ids)
+			bucket, err := engine.InspectReplica(cmd.Context(), replicaURL, ids)
 			if err != nil {
 				return &exitErr{code: exitError, err: err}
 			}

@@ -1,0 +1,706 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/annal-db/annal/engine/internal/names"
+	"github.com/annal-db/annal/engine/internal/replica"
+	"github.com/annal-db/annal/engine/internal/replica/store"
+	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment/corruption"
+)
+
+// Node names a DB as one of several nodes that share one bucket
+// (Options.Node; docs/replication.md, "Nodes and ownership").
+type Node struct {
+	// Name is the node's name in the bucket: 1 to 128 bytes of UTF-8
+	// without a control character. One process holds a name at a time.
+	Name string
+	// Address is where the node takes requests (its RPC URL, say),
+	// opaque to annal: a Router gives it to the application.
+	Address string
+}
+
+// ErrNotOwner: the ledger is written by another node, or this node's
+// lease lapsed (it could not renew it within NodeLease, so other nodes
+// may take its ledgers): route the request to the ledger's owner
+// (DB.Owner, Router) and retry.
+var ErrNotOwner = errors.New("engine: this node does not own the ledger")
+
+// The range of Options.NodeLease.
+const (
+	defaultNodeLease = 10 * time.Second
+	minNodeLease     = 500 * time.Millisecond
+	maxNodeLease     = 10 * time.Minute
+	maxNodeName      = 128
+)
+
+// checkNode says what is wrong with the node options.
+func (o *Options) checkNode() error {
+	if o.Node.Name == "" {
+		switch {
+		case o.Node.Address != "":
+			return invalid("options: Node.Address %q is set without a Node.Name", o.Node.Address)
+		case o.NodeLease != 0:
+			return invalid("options: NodeLease %v is set without a Node.Name", o.NodeLease)
+		case o.TakeOverDeadNodes:
+			return invalid("options: TakeOverDeadNodes is set without a Node.Name")
+		}
+		return nil
+	}
+	if o.Replica == "" && o.replicaStore == nil {
+		return invalid("options: Node %q is set without a Replica: nodes share a bucket", o.Node.Name)
+	}
+	if p := names.Problem(o.Node.Name); p != "" {
+		return invalid("options: Node.Name %s", p)
+	}
+	if len(o.Node.Name) > maxNodeName {
+		return invalid("options: Node.Name is %d bytes, the limit is %d", len(o.Node.Name), maxNodeName)
+	}
+	if len(o.Node.Address) > 1024 {
+		return invalid("options: Node.Address is %d bytes, the limit is 1024", len(o.Node.Address))
+	}
+	return checkDurations(durationOption{"NodeLease", o.NodeLease, minNodeLease, maxNodeLease, defaultNodeLease.String()})
+}
+
+// node is a DB's part in a bucket shared by nodes: its lease, renewed
+// by a goroutine every lease/3, and, with TakeOverDeadNodes, the watch
+// of the other nodes' leases.
+type node struct {
+	db    *DB
+	st    store.Store
+	name  string
+	addr  string
+	lease time.Duration
+	id    replica.Identity
+
+	mu sync.Mutex
+	// etag is the lease object's as this process last wrote it; renewal
+	// its counter.
+	etag    string
+	renewal uint64
+	// validUntil is when the lease lapses by this process's monotonic
+	// clock: the send time of the last renewal that succeeded, plus the
+	// lease. Observers count from when they first saw that renewal,
+	// which is later, so this node stops first.
+	validUntil time.Time
+	// lost is set once the lease object was replaced by another process
+	// of the same name (a 412 on renewal): sticky.
+	lost error
+	// owners are the ledgers whose owner object is still to be written
+	// (a store error at the take): retried at each renewal.
+	owners map[eventid.LedgerID]replica.Owner
+
+	stop chan struct{}
+	done sync.WaitGroup
+	// watchErr is the last error of the dead nodes' watch (NodeStatus).
+	watchErr error
+}
+
+// startNode writes the node's lease (create-only, or replacing the one
+// an earlier process of the node left) and starts its renewal and, with
+// TakeOverDeadNodes, the watch of the other nodes.
+func (db *DB) startNode(ctx context.Context) error {
+	o := &db.opts
+	if o.Node.Name == "" || db.repl == nil {
+		return nil
+	}
+	n := &node{db: db, st: db.repl.store, name: o.Node.Name, addr: o.Node.Address, lease: o.NodeLease,
+		id: db.repl.identity, stop: make(chan struct{}), owners: map[eventid.LedgerID]replica.Owner{}}
+	if err := n.acquire(ctx); err != nil {
+		return fmt.Errorf("engine: node %q: %w", n.name, err)
+	}
+	db.node = n
+	n.done.Add(1)
+	go n.renewLoop()
+	return nil
+}
+
+// startWatch starts the watch of the other nodes (TakeOverDeadNodes),
+// once the ledgers are open.
+func (db *DB) startWatch() {
+	if n := db.node; n != nil && db.opts.TakeOverDeadNodes {
+		n.done.Add(1)
+		go n.watchLoop()
+	}
+}
+
+// stopNode stops the renewal and the watch; the lease object stays, and
+// lapses: the other nodes take this node's ledgers once it has.
+func (db *DB) stopNode() {
+	n := db.node
+	if n == nil {
+		return
+	}
+	select {
+	case <-n.stop:
+	default:
+		close(n.stop)
+	}
+	n.done.Wait()
+}
+
+// leaseObject is the lease as this process writes it, renewal r.
+func (n *node) leaseObject(r uint64) replica.Lease {
+	return replica.Lease{V: replica.NodeVersion, Node: n.name, Address: n.addr, LeaseMS: n.lease.Milliseconds(),
+		Renewal: r, Writer: n.id, Written: n.db.opts.Now().UTC()}
+}
+
+// acquire writes the lease object at start.
+func (n *node) acquire(ctx context.Context) error {
+	key := replica.NodeKey(n.name)
+	for try := 0; try < 5; try++ {
+		cond := store.CreateOnly()
+		obj, err := n.st.Get(ctx, key)
+		switch {
+		case err == nil:
+			cond = store.ReplaceIf(obj.ETag) // an earlier process of this node's
+		case !errors.Is(err, store.ErrNotFound):
+			return fmt.Errorf("read %s: %w", key, err)
+		}
+		l := n.leaseObject(0)
+		sent := time.Now()
+		etag, err := n.st.Put(ctx, key, l.Encode(), cond)
+		if err == nil {
+			n.mu.Lock()
+			n.etag, n.renewal, n.validUntil = etag, 0, sent.Add(n.lease)
+			n.mu.Unlock()
+			return nil
+		}
+		if !errors.Is(err, store.ErrPreconditionFailed) && !errors.Is(err, store.ErrConflict) {
+			return fmt.Errorf("write %s: %w", key, err)
+		}
+	}
+	return fmt.Errorf("write %s: another process of the node keeps replacing it", key)
+}
+
+// renewLoop renews the lease every lease/3 until stop.
+func (n *node) renewLoop() {
+	n.every(func() {
+		n.renew()
+		n.writeOwners()
+	})
+}
+
+// every calls fn every lease/3 until stop (a goroutine of n.done).
+func (n *node) every(fn func()) {
+	defer n.done.Done()
+	t := time.NewTicker(n.lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+		fn()
+	}
+}
+
+// renew replaces the lease object If-Match the last one this process
+// wrote. A 412 means another process of the node's name took it: the
+// lease is lost for good.
+func (n *node) renew() {
+	n.mu.Lock()
+	etag, r, lost := n.etag, n.renewal+1, n.lost
+	n.mu.Unlock()
+	if lost != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.lease/3)
+	defer cancel()
+	l := n.leaseObject(r)
+	sent := time.Now()
+	newTag, err := n.st.Put(ctx, replica.NodeKey(n.name), l.Encode(), store.ReplaceIf(etag))
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case err == nil:
+		n.etag, n.renewal, n.validUntil = newTag, r, sent.Add(n.lease)
+	case errors.Is(err, store.ErrPreconditionFailed):
+		if errors.Is(err, store.ErrMaybeApplied) {
+			// An earlier attempt may have landed: read it back.
+			if obj, gerr := n.st.Get(ctx, replica.NodeKey(n.name)); gerr == nil {
+				if got, derr := replica.DecodeLease(replica.NodeKey(n.name), obj.Data); derr == nil && got.Writer.Nonce == n.id.Nonce {
+					n.etag, n.renewal, n.validUntil = obj.ETag, got.Renewal, sent.Add(n.lease)
+					return
+				}
+			}
+		}
+		n.lost = fmt.Errorf("%w: node %q: its lease %s was replaced by another process of that name", ErrNotOwner, n.name, replica.NodeKey(n.name))
+	case errors.Is(err, store.ErrNotFound):
+		n.lost = fmt.Errorf("%w: node %q: its lease %s was deleted", ErrNotOwner, n.name, replica.NodeKey(n.name))
+	}
+	// Other errors: tried again at the next tick; the lease lapses at
+	// validUntil if none succeeds.
+}
+
+// leaseErr says why this node must not acknowledge appends now: its
+// lease lapsed (ErrNotOwner), or nil.
+func (n *node) leaseErr() error {
+	if n == nil {
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.lost != nil {
+		return n.lost
+	}
+	if !time.Now().Before(n.validUntil) {
+		return fmt.Errorf("%w: node %q could not renew its lease %s within %v: other nodes may take its ledgers", ErrNotOwner, n.name, replica.NodeKey(n.name), n.lease)
+	}
+	return nil
+}
+
+// recordOwner writes l's owner object after its Writer took it at epoch;
+// a store error leaves it to the renewals to write.
+func (n *node) recordOwner(ctx context.Context, l *ledger, epoch uint64) error {
+	o := replica.Owner{V: replica.NodeVersion, Ledger: l.meta.ID.String(), Name: l.meta.Name, Node: n.name,
+		Epoch: epoch, Writer: n.id, Written: n.db.opts.Now().UTC()}
+	err := replica.WriteOwner(ctx, n.st, o)
+	if err == nil || errors.Is(err, replica.ErrOwnerMoved) {
+		return err
+	}
+	n.mu.Lock()
+	n.owners[l.meta.ID] = o
+	n.mu.Unlock()
+	return nil
+}
+
+// writeOwners writes the owner objects a take could not.
+func (n *node) writeOwners() {
+	n.mu.Lock()
+	pending := maps.Clone(n.owners)
+	n.mu.Unlock()
+	for id, o := range pending {
+		ctx, cancel := context.WithTimeout(context.Background(), n.lease/3)
+		err := replica.WriteOwner(ctx, n.st, o)
+		cancel()
+		if err == nil || errors.Is(err, replica.ErrOwnerMoved) {
+			n.mu.Lock()
+			if n.owners[id] == o {
+				delete(n.owners, id)
+			}
+			n.mu.Unlock()
+		}
+	}
+}
+
+// ownedElsewhere says, in node mode, whether the bucket's owner object
+// of ledger l names another node: Open then leaves the ledger to it
+// (ErrNotOwner) instead of taking it back; TakeLedger takes it.
+func (n *node) ownedElsewhere(ctx context.Context, l *ledger) error {
+	o, _, err := replica.ReadOwner(ctx, n.st, l.meta.ID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("replica %s: ledger %s: %w", n.db.repl.endpoint, l.meta.Name, err)
+	case o.Node != n.name:
+		return fmt.Errorf("%w: ledger %s (%s): the bucket %s records node %q as its owner (epoch %d): take it with DB.TakeLedger", ErrNotOwner, l.meta.Name, l.meta.ID, n.db.repl.endpoint, o.Node, o.Epoch)
+	}
+	return nil
+}
+
+// Owner is who writes a ledger of a bucket shared by nodes, as the
+// bucket says now (DB.Owner, Router).
+type Owner struct {
+	Ledger eventid.LedgerID
+	// Name is the ledger's name, as its newest manifest gives it.
+	Name string
+	// Node is the node that writes the ledger, and Address its address
+	// (from its lease; "" if it has none). Node is "" for a ledger taken
+	// by a process that is no node (Options.Node empty) and never by one.
+	Node, Address string
+	// Epoch is the newest manifest's. The owner object may be one step
+	// behind it (written after the take): then the node is the one whose
+	// lease names the manifest's writer, and Behind is set if no lease
+	// does (Node is then the owner object's, which is moving away).
+	Epoch  uint64
+	Behind bool
+}
+
+// readOwner reads who owns ledger id: the owner object, the newest
+// manifest, and, when the owner object is behind the manifest, the
+// leases, to find the node whose process wrote the manifest. The
+// manifest's epoch wins.
+func readOwner(ctx context.Context, st store.Store, id eventid.LedgerID) (Owner, error) {
+	m, _, err := replica.NewReader(replica.ReaderConfig{Store: st, Ledger: id}).Manifest(ctx)
+	if err != nil {
+		if errors.Is(err, replica.ErrNoReplica) {
+			return Owner{}, fmt.Errorf("%w: ledger %s: the bucket holds nothing of it", ErrLedgerNotFound, id)
+		}
+		return Owner{}, err
+	}
+	out := Owner{Ledger: id, Name: m.Name, Epoch: m.Epoch}
+	o, _, err := replica.ReadOwner(ctx, st, id)
+	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, corruption.Err) {
+		return Owner{}, err
+	}
+	leases, lerr := readLeases(ctx, st)
+	if err == nil && o.Epoch >= m.Epoch {
+		out.Node = o.Node
+	} else {
+		if lerr != nil {
+			return Owner{}, lerr
+		}
+		for _, l := range leases {
+			if l.Writer.Nonce == m.Writer.Nonce {
+				out.Node = l.Node
+			}
+		}
+		if out.Node == "" && err == nil {
+			out.Node, out.Behind = o.Node, true
+		}
+	}
+	for _, l := range leases {
+		if l.Node == out.Node {
+			out.Address = l.Address
+		}
+	}
+	return out, nil
+}
+
+// readLeases reads every lease under nodes/, in the order of their
+// keys; a damaged one is skipped.
+func readLeases(ctx context.Context, st store.Store) ([]replica.Lease, error) {
+	var out []replica.Lease
+	err := listObjects(ctx, st, replica.NodesPrefix, func(o store.ObjectInfo) error {
+		obj, err := st.Get(ctx, o.Key)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", o.Key, err)
+		}
+		if l, err := replica.DecodeLease(o.Key, obj.Data); err == nil {
+			out = append(out, l)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// listObjects calls fn for every object under prefix.
+func listObjects(ctx context.Context, st store.Store, prefix string, fn func(store.ObjectInfo) error) error {
+	after := ""
+	for {
+		p, err := st.List(ctx, prefix, after, 0)
+		if err != nil {
+			return fmt.Errorf("list %s: %w", prefix, err)
+		}
+		for _, o := range p.Objects {
+			if err := fn(o); err != nil {
+				return err
+			}
+			after = o.Key
+		}
+		if !p.Truncated || len(p.Objects) == 0 {
+			return nil
+		}
+	}
+}
+
+// resolveLedger returns the ID of the bucket's ledger name: its ID
+// itself, else its claim under names/, else the one ledger whose newest
+// manifest gives that name (a ledger made by a DB with no Node writes no
+// claim).
+func resolveLedger(ctx context.Context, st store.Store, name string) (eventid.LedgerID, error) {
+	if id, err := eventid.ParseLedgerID(name); err == nil && id.String() == name {
+		return id, nil
+	}
+	key := replica.NameKey(name)
+	obj, err := st.Get(ctx, key)
+	if err == nil {
+		c, err := replica.DecodeNameClaim(key, obj.Data)
+		if err != nil {
+			return 0, err
+		}
+		return c.LedgerID()
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return 0, fmt.Errorf("read %s: %w", key, err)
+	}
+	ids, _, err := restoreLedgers(ctx, st, name)
+	if err != nil {
+		return 0, err
+	}
+	return ids[0], nil
+}
+
+// claimName claims name for ledger id in the bucket (names/), create-only.
+// The name claimed already for another ledger is ErrLedgerExists, naming
+// the node that owns that ledger; claimed for id (a retried request), nil.
+func (n *node) claimName(ctx context.Context, name string, id eventid.LedgerID) error {
+	key := replica.NameKey(name)
+	c := replica.NameClaim{V: replica.NodeVersion, Name: name, Ledger: id.String(), Node: n.name, Written: n.db.opts.Now().UTC()}
+	_, err := n.st.Put(ctx, key, c.Encode(), store.CreateOnly())
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, store.ErrPreconditionFailed) && !errors.Is(err, store.ErrConflict) {
+		return fmt.Errorf("replica %s: claim the name %q (%s): %w", n.db.repl.endpoint, name, key, err)
+	}
+	obj, gerr := n.st.Get(ctx, key)
+	if gerr != nil {
+		return fmt.Errorf("replica %s: claim the name %q: read %s: %w", n.db.repl.endpoint, name, key, gerr)
+	}
+	got, derr := replica.DecodeNameClaim(key, obj.Data)
+	if derr != nil {
+		return derr
+	}
+	if got.Ledger == id.String() {
+		return nil
+	}
+	owner := got.Node
+	if gid, err := got.LedgerID(); err == nil {
+		if o, err := readOwner(ctx, n.st, gid); err == nil && o.Node != "" {
+			owner = o.Node
+		}
+	}
+	return fmt.Errorf("%w: %q: the bucket %s has a ledger of that name (%s), owned by node %q", ErrLedgerExists, name, n.db.repl.endpoint, got.Ledger, owner)
+}
+
+// unclaimName removes the claim of a CreateLedger that failed before its
+// ledger existed.
+func (n *node) unclaimName(name string, id eventid.LedgerID) {
+	ctx, cancel := context.WithTimeout(context.Background(), n.db.opts.StoreTimeout)
+	defer cancel()
+	key := replica.NameKey(name)
+	if obj, err := n.st.Get(ctx, key); err == nil {
+		if c, err := replica.DecodeNameClaim(key, obj.Data); err == nil && c.Ledger == id.String() {
+			n.st.Delete(ctx, key)
+		}
+	}
+}
+
+// Owner returns who owns ledgerName in the bucket (its name or ID): the
+// node its owner object names, checked against the newest manifest (see
+// Owner). It needs a Replica; ErrLedgerNotFound if the bucket holds no
+// such ledger.
+func (db *DB) Owner(ctx context.Context, ledgerName string) (Owner, error) {
+	if db.repl == nil {
+		return Owner{}, invalid("owner of %s: the DB has no replica (Options.Replica)", ledgerName)
+	}
+	id, err := resolveLedger(ctx, db.repl.store, ledgerName)
+	if err != nil {
+		return Owner{}, fmt.Errorf("engine: owner of %s: %w", ledgerName, err)
+	}
+	o, err := readOwner(ctx, db.repl.store, id)
+	if err != nil {
+		return Owner{}, fmt.Errorf("engine: owner of %s in %s: %w", ledgerName, db.repl.endpoint, err)
+	}
+	return o, nil
+}
+
+// rendezvous returns the node among nodes that key goes to: the highest
+// hash of the node's name and key (rendezvous hashing: a node that leaves
+// moves only its own keys). "" if nodes is empty.
+func rendezvous(nodes []string, key string) string {
+	best, bestScore := "", uint64(0)
+	for _, n := range nodes {
+		h := sha256.Sum256([]byte(n + "\x00" + key))
+		s := binary.BigEndian.Uint64(h[:8])
+		if best == "" || s > bestScore || s == bestScore && n < best {
+			best, bestScore = n, s
+		}
+	}
+	return best
+}
+
+// NodeState is a node as an observer sees it (Router.Nodes).
+type NodeState struct {
+	Name, Address string
+	Lease         time.Duration
+	Renewal       uint64
+	// Alive: the observer saw the lease object change within Lease (by
+	// its own clock), or first saw it less than Lease ago.
+	Alive bool
+	// Unchanged is how long the observer has seen the same object.
+	Unchanged time.Duration
+}
+
+// leaseWatch tells live nodes from dead ones by their lease objects: a
+// node is dead once the observer has seen the same object (ETag) for
+// longer than its lease on the observer's clock, never by comparing the
+// times written in it.
+type leaseWatch struct {
+	st   store.Store
+	now  func() time.Time // monotonic
+	seen map[string]seenLease
+}
+
+type seenLease struct {
+	etag  string
+	since time.Time
+	lease replica.Lease
+}
+
+func newLeaseWatch(st store.Store, now func() time.Time) *leaseWatch {
+	if now == nil {
+		now = time.Now
+	}
+	return &leaseWatch{st: st, now: now, seen: map[string]seenLease{}}
+}
+
+// poll lists nodes/ and returns every node's state, by name.
+func (w *leaseWatch) poll(ctx context.Context) ([]NodeState, error) {
+	now := w.now()
+	keep := map[string]bool{}
+	var out []NodeState
+	err := listObjects(ctx, w.st, replica.NodesPrefix, func(o store.ObjectInfo) error {
+		s, ok := w.seen[o.Key]
+		if !ok || s.etag != o.ETag {
+			obj, err := w.st.Get(ctx, o.Key)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("read %s: %w", o.Key, err)
+			}
+			l, err := replica.DecodeLease(o.Key, obj.Data)
+			if err != nil {
+				return nil // not a lease: no node
+			}
+			// The List's ETag, which the next poll compares (a store
+			// may quote a Get's otherwise).
+			s = seenLease{etag: o.ETag, since: now, lease: l}
+			w.seen[o.Key] = s
+		}
+		keep[o.Key] = true
+		d := now.Sub(s.since)
+		out = append(out, NodeState{Name: s.lease.Node, Address: s.lease.Address, Lease: s.lease.Duration(),
+			Renewal: s.lease.Renewal, Alive: d <= s.lease.Duration(), Unchanged: d})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for k := range w.seen {
+		if !keep[k] {
+			delete(w.seen, k)
+		}
+	}
+	return out, nil
+}
+
+// liveNames returns the names of the live nodes among ns.
+func liveNames(ns []NodeState) []string {
+	var out []string
+	for _, s := range ns {
+		if s.Alive {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+// watchLoop watches the other nodes' leases every lease/3 and takes the
+// ledgers of the dead ones that rendezvous hashing over the live nodes
+// gives this node.
+func (n *node) watchLoop() {
+	w := newLeaseWatch(n.st, nil)
+	// The dead nodes found owning nothing, by the lease's ETag: not
+	// scanned again until their lease changes.
+	emptied := map[string]string{}
+	n.every(func() {
+		err := n.takeOrphans(w, emptied)
+		n.mu.Lock()
+		n.watchErr = err
+		n.mu.Unlock()
+	})
+}
+
+// takeOrphans is one round of watchLoop.
+func (n *node) takeOrphans(w *leaseWatch, emptied map[string]string) error {
+	if n.leaseErr() != nil {
+		return nil // this node may be the one the others think dead
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-n.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	ns, err := w.poll(ctx)
+	if err != nil {
+		return err
+	}
+	live := liveNames(ns)
+	if !slices.Contains(live, n.name) {
+		live = append(live, n.name)
+	}
+	dead := map[string]bool{}
+	for _, s := range ns {
+		if !s.Alive && s.Name != n.name && emptied[s.Name] != w.seen[replica.NodeKey(s.Name)].etag {
+			dead[s.Name] = true
+		}
+	}
+	if len(dead) == 0 {
+		return nil
+	}
+	ids, err := bucketLedgers(ctx, n.st)
+	if err != nil {
+		return err
+	}
+	owns := map[string]bool{}
+	var errs []error
+	for _, id := range ids {
+		o, _, err := replica.ReadOwner(ctx, n.st, id)
+		if err != nil || !dead[o.Node] {
+			continue
+		}
+		owns[o.Node] = true
+		if rendezvous(live, id.String()) != n.name {
+			continue
+		}
+		if _, err := n.db.TakeLedger(ctx, id.String()); err != nil && !errors.Is(err, ErrClosed) {
+			errs = append(errs, fmt.Errorf("take ledger %s of dead node %q: %w", id, o.Node, err))
+		}
+	}
+	for d := range dead {
+		if !owns[d] {
+			emptied[d] = w.seen[replica.NodeKey(d)].etag
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// NodeStatus is a DB's state as a node (DB.NodeStatus).
+type NodeStatus struct {
+	Name, Address string
+	Lease         time.Duration
+	// Renewal is the lease's last renewal counter; Valid says whether the
+	// lease holds now (else appends are refused with ErrNotOwner), and
+	// Err why not.
+	Renewal uint64
+	Valid   bool
+	Err     error
+	// WatchErr is the last error of the watch of the other nodes
+	// (TakeOverDeadNodes).
+	WatchErr error
+}
+
+// NodeStatus returns the DB's state as a node; ErrInvalid without
+// Options.Node.
+func (db *DB) NodeStatus() (NodeStatus, error) {
+	n := db.node
+	if n == nil {
+		return NodeStatus{}, invalid("node status: the DB is no node (Options.Node)")
+	}
+	err := n.leaseErr()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return NodeStatus{Name: n.name, Address: n.addr, Lease: n.lease, Renewal: n.renewal, Valid: err == nil, Err: err, WatchErr: n.watchErr}, nil
+}

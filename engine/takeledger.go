@@ -1,0 +1,283 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/annal-db/annal/engine/internal/meta"
+	"github.com/annal-db/annal/engine/internal/replica"
+	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment"
+)
+
+// TakeLedger makes this open DB the writer of the bucket's ledger name
+// (its name or ID), online: the ledger a takeover moves between nodes
+// that share a bucket.
+//
+//   - A ledger the directory lacks is restored from the bucket (every
+//     object verified, the bucket's checkpoint checked with the
+//     directory's key, as Restore does) into a temporary folder of the
+//     ledgers directory, renamed into place, recovered (its index, tree
+//     file and metadata built) and registered.
+//   - A ledger the directory has behind the bucket (refused at Open with
+//     ErrBehind or ErrNotOwner, or fenced since: another node took it)
+//     gets the bucket's records beyond its head, as Takeover pulls them:
+//     its records must be a prefix of the bucket's, else ErrDiverged and
+//     nothing is written.
+//
+// Then the ledger is taken (the next epoch and a fence chunk: the node
+// that wrote it is fenced, its appends fail with ErrFenced) and, with
+// Options.Node, its owner object names this node. A ledger this DB
+// writes already is left as it is (its owner object written if it is
+// not this node's). It needs a Replica; with Options.Node, a lease that
+// holds (ErrNotOwner otherwise).
+func (db *DB) TakeLedger(ctx context.Context, name string) (LedgerInfo, error) {
+	if err := db.readOnlyErr("TakeLedger"); err != nil {
+		return LedgerInfo{}, err
+	}
+	if db.repl == nil {
+		return LedgerInfo{}, invalid("take ledger %s: the DB has no replica (Options.Replica)", name)
+	}
+	if err := db.node.leaseErr(); err != nil {
+		return LedgerInfo{}, fmt.Errorf("engine: take ledger %s: %w", name, err)
+	}
+	if err := db.checkDir(true); err != nil {
+		return LedgerInfo{}, err
+	}
+	st := db.repl.store
+	id, err := resolveLedger(ctx, st, name)
+	if err != nil {
+		return LedgerInfo{}, fmt.Errorf("engine: take ledger %s from %s: %w", name, db.repl.endpoint, err)
+	}
+	db.creating.Lock()
+	defer db.creating.Unlock()
+	if err := db.enterRead(); err != nil {
+		return LedgerInfo{}, err
+	}
+	defer db.exitRead()
+	info, err := db.takeLedger(ctx, id)
+	if err != nil {
+		return LedgerInfo{}, fmt.Errorf("engine: take ledger %s (%s) from %s: %w", name, id, db.repl.endpoint, err)
+	}
+	return info, nil
+}
+
+// takeLedger is TakeLedger of ledger id, with creating held and a read
+// entered.
+func (db *DB) takeLedger(ctx context.Context, id eventid.LedgerID) (LedgerInfo, error) {
+	db.mu.RLock()
+	l, open := db.byID[id]
+	db.mu.RUnlock()
+	var stored uint64
+	replicated := false
+	if open {
+		r := l.repl
+		if r != nil && !r.fenced.Load() && !r.w.Fenced() {
+			m, _, err := replica.NewReader(replica.ReaderConfig{Store: db.repl.store, Ledger: id}).Manifest(ctx)
+			if err != nil {
+				return LedgerInfo{}, err
+			}
+			if m.Epoch == r.w.Status().Epoch {
+				// Ours already.
+				if n := db.node; n != nil {
+					n.recordOwner(ctx, l, m.Epoch)
+				}
+				return l.info(), nil
+			}
+		}
+		// Fenced: another node took it. Closed here, pulled below.
+		db.unregister(l)
+		if r != nil && r.mode == Replicated {
+			stored = r.w.Status().Stored
+			replicated = true
+		}
+	}
+	for try := 0; ; try++ {
+		info, err := db.pullAndTake(ctx, id)
+		if errors.Is(err, ErrDiverged) && replicated {
+			// Its events after the last one it stored were never
+			// acknowledged (Replicated mode), and another writer
+			// stored others in their place: the folder is set aside,
+			// and the ledger restored from the bucket.
+			if err := db.setAside(id, stored); err != nil {
+				return LedgerInfo{}, err
+			}
+			replicated = false
+			info, err = db.pullAndTake(ctx, id)
+		}
+		if !errors.Is(err, ErrBehind) || try+1 == takeoverTries {
+			return info, err
+		}
+	}
+}
+
+// setAside renames ledger id's folder to ledgers/.ID.fenced-TIME, which
+// Open passes over (kept for whoever wants to look at it), and removes
+// its entries from the index: a fenced copy whose events after stored
+// were never acknowledged.
+func (db *DB) setAside(id eventid.LedgerID, stored uint64) error {
+	dir := db.ledgerDir(id)
+	aside := filepath.Join(db.dir, ledgersDir, fmt.Sprintf(".%s.fenced-%d", id, time.Now().UnixNano()))
+	if err := db.fs.Rename(dir, aside); err != nil {
+		return fmt.Errorf("set aside the fenced copy of ledger %s (its events after #%d were not acknowledged): %w", id, stored, err)
+	}
+	if err := segment.SyncDir(db.fs, filepath.Join(db.dir, ledgersDir)); err != nil {
+		return err
+	}
+	return db.idx.DeleteLedger(id)
+}
+
+// unregister makes an open ledger unreachable and closes it (its Writer
+// without a checkpoint: it was fenced).
+func (db *DB) unregister(l *ledger) {
+	db.mu.Lock()
+	delete(db.byID, l.meta.ID)
+	if db.byName[l.meta.Name] == l {
+		delete(db.byName, l.meta.Name)
+	}
+	delete(db.witnessed, l)
+	db.mu.Unlock()
+	l.closeReplica(false)
+	l.log.Close()
+	l.closeTree()
+}
+
+// pullAndTake pulls ledger id from the bucket into the directory (into
+// a new folder, or onto the folder it has) and takes it. ErrBehind: the
+// bucket moved on between the pull and the take; pull again.
+func (db *DB) pullAndTake(ctx context.Context, id eventid.LedgerID) (LedgerInfo, error) {
+	st := db.repl.store
+	if db.verifier == nil {
+		return LedgerInfo{}, fmt.Errorf("no key to check the bucket's checkpoints with: %w", db.keyErr)
+	}
+	m, _, err := replica.NewReader(replica.ReaderConfig{Store: st, Ledger: id}).Manifest(ctx)
+	if err != nil {
+		return LedgerInfo{}, err
+	}
+	dir := db.ledgerDir(id)
+	known, haveMeta, err := db.knownMeta(id)
+	if err != nil {
+		return LedgerInfo{}, err
+	}
+	if _, serr := db.fs.Stat(dir); serr == nil {
+		// Behind: its head as recovery finds it, then the bucket's
+		// records after it.
+		head, err := db.folderHead(id, known, haveMeta)
+		if err != nil {
+			return LedgerInfo{}, err
+		}
+		if _, err := pullFromBucket(ctx, db.fs, dir, id, head, st, db.verifier); err != nil {
+			return LedgerInfo{}, err
+		}
+	} else {
+		tmp := filepath.Join(db.dir, ledgersDir, "."+id.String()+".take")
+		if err := db.fs.RemoveAll(tmp); err != nil {
+			return LedgerInfo{}, err
+		}
+		if _, err := pullFromBucket(ctx, db.fs, tmp, id, segment.Head{ID: eventid.Genesis(id)}, st, db.verifier); err != nil {
+			db.fs.RemoveAll(tmp)
+			return LedgerInfo{}, err
+		}
+		if m.Name != "" {
+			if err := writeNameFile(db.fs, tmp, m.Name); err != nil {
+				db.fs.RemoveAll(tmp)
+				return LedgerInfo{}, err
+			}
+		}
+		if err := db.fs.Rename(tmp, dir); err != nil {
+			db.fs.RemoveAll(tmp)
+			return LedgerInfo{}, err
+		}
+		if err := segment.SyncDir(db.fs, filepath.Join(db.dir, ledgersDir)); err != nil {
+			return LedgerInfo{}, err
+		}
+		if err := db.idx.DeleteLedger(id); err != nil {
+			return LedgerInfo{}, err
+		}
+		known, haveMeta = ledgerMeta{}, false
+	}
+	return db.recoverAndTake(ctx, id, m.Name, known, haveMeta)
+}
+
+// knownMeta returns the metadata's record of ledger id, if it has one.
+func (db *DB) knownMeta(id eventid.LedgerID) (ledgerMeta, bool, error) {
+	ms, err := meta.Load(db.meta)
+	if err != nil {
+		return ledgerMeta{}, false, fmt.Errorf("read metadata: %w", err)
+	}
+	for _, m := range ms {
+		if m.ID == id {
+			return m, true, nil
+		}
+	}
+	return ledgerMeta{}, false, nil
+}
+
+// folderHead recovers ledger id's folder to learn its head, and closes
+// it again.
+func (db *DB) folderHead(id eventid.LedgerID, known ledgerMeta, haveMeta bool) (segment.Head, error) {
+	// What the index holds of it in memory (an Open that refused it, a
+	// fenced ledger closed) is written first: a recovery indexes into
+	// an empty tail.
+	if err := db.idx.FlushTails(); err != nil {
+		return segment.Head{}, err
+	}
+	marker, _, err := db.idx.Progress(id)
+	if err != nil {
+		return segment.Head{}, err
+	}
+	l, err := db.recoverLedger(id, known, haveMeta, marker, nil)
+	if err != nil {
+		return segment.Head{}, fmt.Errorf("the directory's copy of the ledger does not recover: %w", err)
+	}
+	head := l.log.Head()
+	err = errors.Join(l.log.Close(), l.closeTree())
+	return head, err
+}
+
+// recoverAndTake recovers ledger id's folder (complete on disk), names
+// it, writes its metadata, takes it in the bucket and registers it.
+func (db *DB) recoverAndTake(ctx context.Context, id eventid.LedgerID, name string, known ledgerMeta, haveMeta bool) (LedgerInfo, error) {
+	if err := db.idx.FlushTails(); err != nil {
+		return LedgerInfo{}, err
+	}
+	marker, _, err := db.idx.Progress(id)
+	if err != nil {
+		return LedgerInfo{}, err
+	}
+	l, err := db.recoverLedger(id, known, haveMeta, marker, nil)
+	if err != nil {
+		return LedgerInfo{}, fmt.Errorf("recover the pulled ledger: %w", err)
+	}
+	fail := func(err error) (LedgerInfo, error) {
+		l.log.Close()
+		l.closeTree()
+		return LedgerInfo{}, err
+	}
+	if name == "" {
+		name = l.meta.Name
+	}
+	db.mu.RLock()
+	other, taken := db.byName[name]
+	db.mu.RUnlock()
+	if taken && other != l {
+		return fail(fmt.Errorf("%w: %q: another ledger of this directory (%s) has the name", ErrLedgerExists, name, other.meta.ID))
+	}
+	l.meta.Name = name
+	if err := meta.Put(db.meta, l.currentMeta()); err != nil {
+		return fail(fmt.Errorf("write metadata: %w", err))
+	}
+	if err := l.attachReplica(ctx); err != nil {
+		return fail(err)
+	}
+	db.mu.Lock()
+	if key, _, ok := db.brokenByID(id); ok {
+		delete(db.broken, key)
+		delete(db.brokenIDs, id)
+	}
+	db.mu.Unlock()
+	return db.register(l, name, id)
+}
