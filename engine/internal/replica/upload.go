@@ -16,7 +16,6 @@ import (
 // (fenced, damage) or stops, then acknowledges it in chunk order and
 // frees its upload slot.
 func (s *writerState) upload(c cut) {
-	defer s.wg.Done()
 	stored := false
 	defer func() {
 		if !stored {
@@ -117,7 +116,10 @@ func (s *writerState) stored(c cut, took, attempt time.Duration) {
 	}
 	clear(s.ages[:i])
 	s.ages = s.ages[i:]
-	s.broadcastLocked()
+	s.releaseLocked()
+	if s.closing {
+		s.broadcastLocked() // Close waits for the last records
+	}
 	notify(s.maint)
 }
 
