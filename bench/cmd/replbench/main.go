@@ -2,7 +2,7 @@
 // point) against versitygw v1.8.0 running in this process on the
 // loopback:
 //
-//	cd bench && go run ./cmd/replbench [-rounds 3] [-run 3s] [-restore 1000000] [-dir DIR] [-cpuprofile F]
+//	cd bench && go run ./cmd/replbench [-rounds 3] [-run 3s] [-restore 1000000] [-dir DIR] [-cpuprofile F [-profile CONFIGS]]
 //
 // First a calibration runs, through a proxy that counts the requests by
 // kind: repl1, repl64 and ship64 (below), a steady 100 events/s in
@@ -59,10 +59,17 @@ func main() {
 	restoreN := flag.Int("restore", 1_000_000, "events of the restored ledger (0: no restore)")
 	dir := flag.String("dir", "", "directory to work in (a temporary directory inside it is used and removed); default: the system's temporary directory")
 	storeDir := flag.String("store-dir", "", "directory for versitygw's files (a temporary directory inside it is used and removed), for a store whose disk is not the data directories' as a remote store's is not; default: beside the data directories")
-	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (with -profile: of each run of those configurations, to F.CONFIG.ROUND)")
+	profile := flag.String("profile", "", "with -cpuprofile: profile only the rounds' runs of these configurations (comma-separated, e.g. repl64,ship64), each from its appenders' start to their end, one file per run")
 	keepAlive := flag.Bool("keepalive", true, "versitygw keeps HTTP connections open between requests, as S3 does (false: a new TCP connection per request, versitygw's own default)")
 	flag.Parse()
-	if *cpuprofile != "" {
+	if *profile != "" {
+		if *cpuprofile == "" {
+			fmt.Fprintln(os.Stderr, "replbench: -profile needs -cpuprofile")
+			os.Exit(2)
+		}
+		profilePrefix, profiled = *cpuprofile, strings.Split(*profile, ",")
+	} else if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "replbench:", err)
@@ -137,6 +144,34 @@ type bench struct {
 	endpoint string // where the engine's replica points
 	// warm, if set, is called after each run's warm-up appends.
 	warm func()
+	// round is the round being run (0: the calibration), for -profile.
+	round int
+}
+
+// profilePrefix and profiled: -cpuprofile with -profile.
+var (
+	profilePrefix string
+	profiled      []string
+)
+
+// startProfile starts a CPU profile of run c of the current round if
+// -profile names it; the function returned stops it.
+func (b *bench) startProfile(c config) (func(), error) {
+	if b.round == 0 || !slices.Contains(profiled, c.name) {
+		return func() {}, nil
+	}
+	f, err := os.Create(fmt.Sprintf("%s.%s.%d", profilePrefix, c.name, b.round))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // prefixes numbers the bucket's prefixes: each run has its own.
@@ -192,6 +227,10 @@ func (b *bench) measure(c config, d time.Duration) (result, error) {
 		first error
 		wg    sync.WaitGroup
 	)
+	stopProfile, err := b.startProfile(c)
+	if err != nil {
+		return result{}, err
+	}
 	cpu0 := cpuTime()
 	start := time.Now()
 	for a := range c.appenders {
@@ -222,6 +261,7 @@ func (b *bench) measure(c config, d time.Duration) (result, error) {
 	}
 	wg.Wait()
 	r := result{events: len(lats), elapsed: time.Since(start), lat: lats, cpu: cpuTime() - cpu0}
+	stopProfile()
 	if first != nil {
 		return r, fmt.Errorf("%s: %w", c.name, first)
 	}
@@ -350,6 +390,7 @@ func alternate(gw *gateway, dbs string, rounds int, run time.Duration) error {
 	fmt.Fprintf(out, "rounds (probes: PUT of %d B, the mean repl1 chunk, and of %d B, the mean repl64 chunk; write+fsync of their records):\n", chunk1, chunk64)
 	fmt.Fprintf(out, "  %-5s %-8s %10s %9s %9s %9s %9s %9s %9s\n", "round", "config", "events/s", "p50", "p99", "chunks/s", "ev/chunk", "upload", "CPU/ev")
 	for round := 1; round <= rounds; round++ {
+		b.round = round
 		res := map[string]result{}
 		for _, c := range configs {
 			r, err := b.measure(c, run)
