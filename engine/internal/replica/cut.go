@@ -14,6 +14,7 @@ type cut struct {
 	lastSeq uint64
 	key     string
 	object  []byte
+	sum     Hash // Sum(object), which the next chunk names
 	// durable: its records were synced locally before it was cut.
 	durable bool
 }
@@ -267,5 +268,5 @@ func (s *writerState) cutChunk(spans []pendingSpan, read bool) (cut, error) {
 		s.mu.Unlock()
 		s.lastSeg = seg
 	}
-	return cut{number: c.Number, lastSeq: c.LastSeq, key: ChunkKey(s.cfg.Ledger, c.Number), object: obj, durable: durable}, nil
+	return cut{number: c.Number, lastSeq: c.LastSeq, key: ChunkKey(s.cfg.Ledger, c.Number), object: obj, sum: s.prevSum, durable: durable}, nil
 }

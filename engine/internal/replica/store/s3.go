@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
@@ -122,10 +124,24 @@ func OpenS3(ctx context.Context, loc Location, opts S3Options) (*S3, error) {
 			for _, id := range []string{"ClientRequestID", "UserAgent", "RecursionDetection", "AWSChecksum:RequestMetricsTracking"} {
 				st.Build.Remove(id)
 			}
-			return nil
+			return st.Finalize.Insert(knownPayloadHash{}, "ComputePayloadHash", middleware.Before)
 		})
 	})
 	return &S3{client: client, loc: loc, opts: opts}, nil
+}
+
+// knownPayloadHash gives the SDK's signer the payload hash WithSHA256
+// put in the context: its ComputePayloadHash step, next, then does not
+// hash the body again.
+type knownPayloadHash struct{}
+
+func (knownPayloadHash) ID() string { return "annal:KnownPayloadHash" }
+
+func (knownPayloadHash) HandleFinalize(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+	if sum, ok := knownSHA256(ctx); ok {
+		ctx = v4.SetPayloadHash(ctx, hex.EncodeToString(sum[:]))
+	}
+	return next.HandleFinalize(ctx, in)
 }
 
 // Location returns where the store is.
