@@ -118,8 +118,9 @@ func OpenS3(ctx context.Context, loc Location, opts S3Options) (*S3, error) {
 		o.UsePathStyle = loc.PathStyle
 		// Request bookkeeping that no store checks: the SDK's
 		// invocation ID (for its retries, which are ours), its user
-		// agent and feature metrics, and AWS Lambda's trace header. 34
-		// fewer allocations and about 5% less CPU a PUT (BenchmarkS3Put).
+		// agent and feature metrics, and AWS Lambda's trace header: 34
+		// fewer allocations and 3.6 KB less garbage a PUT
+		// (BenchmarkS3Put).
 		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
 			for _, id := range []string{"ClientRequestID", "UserAgent", "RecursionDetection", "AWSChecksum:RequestMetricsTracking"} {
 				st.Build.Remove(id)
