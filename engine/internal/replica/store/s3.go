@@ -131,16 +131,22 @@ func OpenS3(ctx context.Context, loc Location, opts S3Options) (*S3, error) {
 	return &S3{client: client, loc: loc, opts: opts}, nil
 }
 
-// knownPayloadHash gives the SDK's signer the payload hash WithSHA256
-// put in the context: its ComputePayloadHash step, next, then does not
-// hash the body again.
+// knownPayloadHash gives the SDK's signer the payload hash that Put
+// found in its context (WithSHA256): its ComputePayloadHash step, next,
+// then does not hash the body again. Only Put sets putPayloadHash: the
+// other requests made with the same context (a read-back after a 412)
+// have no body, and sign their own empty payload's hash.
 type knownPayloadHash struct{}
+
+// putPayloadHash is the context key of the hex SHA-256 of a PutObject's
+// body, set by Put only.
+type putPayloadHash struct{}
 
 func (knownPayloadHash) ID() string { return "annal:KnownPayloadHash" }
 
 func (knownPayloadHash) HandleFinalize(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
-	if sum, ok := knownSHA256(ctx); ok {
-		ctx = v4.SetPayloadHash(ctx, hex.EncodeToString(sum[:]))
+	if h, ok := ctx.Value(putPayloadHash{}).(string); ok {
+		ctx = v4.SetPayloadHash(ctx, h)
 	}
 	return next.HandleFinalize(ctx, in)
 }
@@ -163,6 +169,9 @@ func (s *S3) Put(ctx context.Context, key string, data []byte, cond Condition) (
 	}
 	if cond.IfMatch != "" {
 		in.IfMatch = aws.String(cond.IfMatch)
+	}
+	if sum, ok := knownSHA256(ctx); ok {
+		ctx = context.WithValue(ctx, putPayloadHash{}, hex.EncodeToString(sum[:]))
 	}
 	var etag string
 	err := s.do(ctx, "put "+key, cond != Condition{}, func(ctx context.Context) error {

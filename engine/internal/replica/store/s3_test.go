@@ -212,3 +212,25 @@ func TestS3PutSignsKnownSHA256(t *testing.T) {
 		t.Fatalf("x-amz-content-sha256 %q, want the SHA-256 given, %q", got, want)
 	}
 }
+
+// TestS3KnownSHA256OnlyForPut: a Get made with the context of a Put
+// given a SHA-256 (the read-back after a 412) signs its own empty
+// payload's hash, not the Put's.
+func TestS3KnownSHA256OnlyForPut(t *testing.T) {
+	s, srv := openScripted(t)
+	ctx := WithSHA256(context.Background(), sha256.Sum256([]byte("a chunk's bytes")))
+	if _, err := s.Get(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Head(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	empty := sha256.Sum256(nil)
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	for i, h := range srv.seen {
+		if got, want := h.Get("X-Amz-Content-Sha256"), hex.EncodeToString(empty[:]); got != want {
+			t.Errorf("request %d: x-amz-content-sha256 %q, want the empty payload's %q", i, got, want)
+		}
+	}
+}
