@@ -2,7 +2,7 @@
 // point) against versitygw v1.8.0 running in this process on the
 // loopback:
 //
-//	cd bench && go run ./cmd/replbench [-rounds 3] [-run 3s] [-restore 1000000] [-dir DIR] [-cpuprofile F [-profile CONFIGS]]
+//	cd bench && go run ./cmd/replbench [-rounds 3] [-run 3s] [-restore 1000000] [-dir DIR] [-cpuprofile F [-profile CONFIGS]] [-only CONFIGS]
 //
 // First a calibration runs, through a proxy that counts the requests by
 // kind: repl1, repl64 and ship64 (below), a steady 100 events/s in
