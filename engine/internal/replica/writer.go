@@ -622,8 +622,20 @@ func (s *writerState) wait(ctx context.Context, seq uint64) error {
 		}
 		s.mu.Lock()
 	}
+	// Most Waits find the last check recent, with mu held already:
+	// checkStale (its own locks) only when it is not.
+	stale := s.staleLocked()
 	done(nil)
+	if !stale {
+		return nil
+	}
 	return s.checkStale(ctx)
+}
+
+// staleLocked says whether this writer's last look at the newest
+// manifest is older than GCGrace/2. Called with mu held.
+func (s *writerState) staleLocked() bool {
+	return s.cfg.Now().Sub(s.manifestChecked) > s.cfg.GCGrace/2
 }
 
 func (s *writerState) timeoutErrLocked(seq uint64) error {
@@ -641,7 +653,7 @@ func (s *writerState) checkStale(ctx context.Context) error {
 	s.checkMu.Lock()
 	defer s.checkMu.Unlock()
 	s.mu.Lock()
-	stale := s.cfg.Now().Sub(s.manifestChecked) > s.cfg.GCGrace/2
+	stale := s.staleLocked()
 	epoch, num := s.epoch, s.manifestNum
 	s.mu.Unlock()
 	if !stale {
