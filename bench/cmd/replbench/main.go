@@ -2,7 +2,7 @@
 // point) against versitygw v1.8.0 running in this process on the
 // loopback:
 //
-//	cd bench && go run ./cmd/replbench [-rounds 3] [-run 3s] [-restore 1000000] [-dir DIR] [-cpuprofile F]
+//	cd bench && go run ./cmd/replbench [-rounds 3] [-run 3s] [-restore 1000000] [-dir DIR] [-cpuprofile F [-profile CONFIGS]] [-only CONFIGS]
 //	cd bench && go run ./cmd/replbench -follower [-rounds 3] [-run 20s] [-follow-intervals 1s,250ms] [-follow-rate 10000]
 //
 // First a calibration runs, through a proxy that counts the requests by
@@ -64,7 +64,9 @@ func main() {
 	restoreN := flag.Int("restore", 1_000_000, "events of the restored ledger (0: no restore)")
 	dir := flag.String("dir", "", "directory to work in (a temporary directory inside it is used and removed); default: the system's temporary directory")
 	storeDir := flag.String("store-dir", "", "directory for versitygw's files (a temporary directory inside it is used and removed), for a store whose disk is not the data directories' as a remote store's is not; default: beside the data directories")
-	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (with -profile: of each run of those configurations, to F.CONFIG.ROUND)")
+	profile := flag.String("profile", "", "with -cpuprofile: profile only the rounds' runs of these configurations (comma-separated, e.g. repl64,ship64), each from its appenders' start to their end, one file per run")
+	only := flag.String("only", "", "run only these configurations of the rounds (comma-separated, e.g. local64,repl64,ship64), without the calibration, the probes and the targets: their rows, for CPU per event compared between builds")
 	keepAlive := flag.Bool("keepalive", true, "versitygw keeps HTTP connections open between requests, as S3 does (false: a new TCP connection per request, versitygw's own default)")
 	follower := flag.Bool("follower", false, "measure a follower's lag instead (a follower in another process; see follower.go): -rounds rounds of -follow-intervals, each -run long")
 	intervals := flag.String("follow-intervals", "1s,250ms", "the followers' poll intervals, alternated in each round (-follower)")
@@ -94,7 +96,13 @@ func main() {
 		}
 		return
 	}
-	if *cpuprofile != "" {
+	if *profile != "" {
+		if *cpuprofile == "" {
+			fmt.Fprintln(os.Stderr, "replbench: -profile needs -cpuprofile")
+			os.Exit(2)
+		}
+		profilePrefix, profiled = *cpuprofile, strings.Split(*profile, ",")
+	} else if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "replbench:", err)
@@ -105,6 +113,9 @@ func main() {
 			os.Exit(1)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *only != "" {
+		onlyConfigs = strings.Split(*only, ",")
 	}
 	if err := runAll(*rounds, *run, *restoreN, *dir, *storeDir, *keepAlive); err != nil {
 		fmt.Fprintln(os.Stderr, "replbench:", err)
@@ -163,12 +174,51 @@ func (r result) pct(p float64) time.Duration {
 	return r.lat[min(len(r.lat)-1, int(p*float64(len(r.lat))))]
 }
 
+// roundConfigs are the configurations of a round, in order.
+var roundConfigs = []config{
+	{name: "local64", appenders: 64},
+	{name: "repl64", appenders: 64, mode: engine.Replicated},
+	{name: "ship64", appenders: 64, mode: engine.Shipped},
+	{name: "local1", appenders: 1},
+	{name: "repl1", appenders: 1, mode: engine.Replicated},
+}
+
 // bench is the state of one invocation.
 type bench struct {
 	tmp      string
 	endpoint string // where the engine's replica points
 	// warm, if set, is called after each run's warm-up appends.
 	warm func()
+	// round is the round being run (0: the calibration), for -profile.
+	round int
+}
+
+// profilePrefix and profiled: -cpuprofile with -profile; onlyConfigs:
+// -only.
+var (
+	profilePrefix string
+	profiled      []string
+	onlyConfigs   []string
+)
+
+// startProfile starts a CPU profile of run c of the current round if
+// -profile names it; the function returned stops it.
+func (b *bench) startProfile(c config) (func(), error) {
+	if b.round == 0 || !slices.Contains(profiled, c.name) {
+		return func() {}, nil
+	}
+	f, err := os.Create(fmt.Sprintf("%s.%s.%d", profilePrefix, c.name, b.round))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // prefixes numbers the bucket's prefixes: each run has its own.
@@ -224,6 +274,10 @@ func (b *bench) measure(c config, d time.Duration) (result, error) {
 		first error
 		wg    sync.WaitGroup
 	)
+	stopProfile, err := b.startProfile(c)
+	if err != nil {
+		return result{}, err
+	}
 	cpu0 := cpuTime()
 	start := time.Now()
 	for a := range c.appenders {
@@ -254,6 +308,7 @@ func (b *bench) measure(c config, d time.Duration) (result, error) {
 	}
 	wg.Wait()
 	r := result{events: len(lats), elapsed: time.Since(start), lat: lats, cpu: cpuTime() - cpu0}
+	stopProfile()
 	if first != nil {
 		return r, fmt.Errorf("%s: %w", c.name, first)
 	}
@@ -270,6 +325,22 @@ func (b *bench) measure(c config, d time.Duration) (result, error) {
 		}
 	}
 	return r, db.Close()
+}
+
+// printRow prints run r of configuration c in round.
+func printRow(round int, c config, r result) {
+	evc, up := "-", "-"
+	if r.chunks > 0 {
+		evc = fmt.Sprintf("%.1f", float64(r.events)/float64(r.chunks))
+	}
+	if r.upload > 0 {
+		up = ms(r.upload)
+	}
+	cpu := "-"
+	if r.events > 0 {
+		cpu = fmt.Sprintf("%.1fus", float64(r.cpu)/float64(time.Microsecond)/float64(r.events))
+	}
+	fmt.Fprintf(out, "  %-5d %-8s %10.0f %9s %9s %9.1f %9s %9s %9s\n", round, c.name, r.rate(), ms(r.pct(0.5)), ms(r.pct(0.99)), r.uploadsS, evc, up, cpu)
 }
 
 func cmpOr(a, b error) error {
@@ -349,6 +420,9 @@ func runSetUp(rounds int, run time.Duration, restoreN int, parent, storeParent s
 // alternate runs the calibration (the cost) through a counting proxy,
 // then the rounds of alternated configurations, and prints the targets.
 func alternate(gw *gateway, dbs string, rounds int, run time.Duration) error {
+	if onlyConfigs != nil {
+		return runOnly(gw, dbs, rounds, run)
+	}
 	ctr, err := startCounter(gw.endpoint)
 	if err != nil {
 		return err
@@ -392,17 +466,12 @@ func alternate(gw *gateway, dbs string, rounds int, run time.Duration) error {
 
 	// The alternated rounds, straight to the gateway.
 	b := &bench{tmp: dbs, endpoint: gw.endpoint}
-	configs := []config{
-		{name: "local64", appenders: 64},
-		{name: "repl64", appenders: 64, mode: engine.Replicated},
-		{name: "ship64", appenders: 64, mode: engine.Shipped},
-		{name: "local1", appenders: 1},
-		{name: "repl1", appenders: 1, mode: engine.Replicated},
-	}
+	configs := roundConfigs
 	var replRatio, shipRatio, latRatio, bound, loaded, efficiency, capacity []float64
 	fmt.Fprintf(out, "rounds (probes: PUT of %d B, the mean repl1 chunk, and of %d B, the mean repl64 chunk; write+fsync of their records):\n", chunk1, chunk64)
 	fmt.Fprintf(out, "  %-5s %-8s %10s %9s %9s %9s %9s %9s %9s\n", "round", "config", "events/s", "p50", "p99", "chunks/s", "ev/chunk", "upload", "CPU/ev")
 	for round := 1; round <= rounds; round++ {
+		b.round = round
 		res := map[string]result{}
 		for _, c := range configs {
 			r, err := b.measure(c, run)
@@ -410,18 +479,7 @@ func alternate(gw *gateway, dbs string, rounds int, run time.Duration) error {
 				return err
 			}
 			res[c.name] = r
-			evc, up := "-", "-"
-			if r.chunks > 0 {
-				evc = fmt.Sprintf("%.1f", float64(r.events)/float64(r.chunks))
-			}
-			if r.upload > 0 {
-				up = ms(r.upload)
-			}
-			cpu := "-"
-			if r.events > 0 {
-				cpu = fmt.Sprintf("%.1fus", float64(r.cpu)/float64(time.Microsecond)/float64(r.events))
-			}
-			fmt.Fprintf(out, "  %-5d %-8s %10.0f %9s %9s %9.1f %9s %9s %9s\n", round, c.name, r.rate(), ms(r.pct(0.5)), ms(r.pct(0.99)), r.uploadsS, evc, up, cpu)
+			printRow(round, c, r)
 		}
 		put1, err := probePut(gw, chunk1, fmt.Sprintf("probe/%d/1/", round), 200)
 		if err != nil {
@@ -475,6 +533,28 @@ func alternate(gw *gateway, dbs string, rounds int, run time.Duration) error {
 	figure("64 / (local64 p50 + repl64 upload) / local Sync 64", loaded)
 	figure("Replicated 64 chunks/s / PUTs/s at 4 in flight", capacity)
 	fmt.Fprintln(out)
+	return nil
+}
+
+// runOnly runs the rounds of the configurations -only names, and prints
+// their rows.
+func runOnly(gw *gateway, dbs string, rounds int, run time.Duration) error {
+	b := &bench{tmp: dbs, endpoint: gw.endpoint}
+	fmt.Fprintf(out, "  %-5s %-8s %10s %9s %9s %9s %9s %9s %9s\n", "round", "config", "events/s", "p50", "p99", "chunks/s", "ev/chunk", "upload", "CPU/ev")
+	for round := 1; round <= rounds; round++ {
+		b.round = round
+		for _, name := range onlyConfigs {
+			i := slices.IndexFunc(roundConfigs, func(c config) bool { return c.name == name })
+			if i < 0 {
+				return fmt.Errorf("-only: no configuration %q", name)
+			}
+			r, err := b.measure(roundConfigs[i], run)
+			if err != nil {
+				return err
+			}
+			printRow(round, roundConfigs[i], r)
+		}
+	}
 	return nil
 }
 

@@ -61,6 +61,7 @@ func (s *writerState) take(ctx context.Context) error {
 	s.wake = make(chan struct{}, 1)
 	s.maint = make(chan struct{}, 1)
 	s.slots = make(chan struct{}, s.cfg.Uploads)
+	s.cuts = make(chan cut)
 	for range s.cfg.Uploads {
 		s.slots <- struct{}{}
 	}
@@ -87,9 +88,12 @@ func (s *writerState) take(ctx context.Context) error {
 	s.broadcastLocked()
 	s.mu.Unlock()
 
-	s.wg.Add(2)
+	s.wg.Add(2 + s.cfg.Uploads)
 	go s.cutLoop()
 	go s.maintainLoop()
+	for range s.cfg.Uploads {
+		go s.uploader()
+	}
 	notify(s.wake)
 	notify(s.maint)
 	return nil

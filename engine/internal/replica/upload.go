@@ -16,7 +16,6 @@ import (
 // (fenced, damage) or stops, then acknowledges it in chunk order and
 // frees its upload slot.
 func (s *writerState) upload(c cut) {
-	defer s.wg.Done()
 	stored := false
 	defer func() {
 		if !stored {
@@ -34,7 +33,9 @@ func (s *writerState) upload(c cut) {
 		attempt := time.Now()
 		err := s.syncFor(c)
 		if err == nil {
-			err = s.create(s.ctx, c.key, c.object, s.judgeChunk)
+			// The store signs the hash the chain needed anyway, and
+			// checks the object against it, rather than hash it again.
+			err = s.create(store.WithSHA256(s.ctx, c.sum), c.key, c.object, s.judgeChunk)
 		}
 		if err == nil {
 			s.stored(c, time.Since(start), time.Since(attempt))
@@ -117,7 +118,10 @@ func (s *writerState) stored(c cut, took, attempt time.Duration) {
 	}
 	clear(s.ages[:i])
 	s.ages = s.ages[i:]
-	s.broadcastLocked()
+	s.releaseLocked()
+	if s.closing {
+		s.broadcastLocked() // Close waits for the last records
+	}
 	notify(s.maint)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,7 +102,10 @@ type writerState struct {
 	fenced     atomic.Bool // fatal is ErrFenced (Fenced, without mu)
 	lastErr    error
 	lastErrAt  time.Time
-	progress   chan struct{} // closed and replaced at every change
+	progress   chan struct{} // closed and replaced at every change but a stored chunk's
+	// waiters are the Waits for records not stored yet, by record, in
+	// order: an acknowledgement wakes only those it releases (release).
+	waiters []*seqWaiter
 	// The newest manifest as this writer wrote or read it, its number,
 	// when it wrote or read it (cfg.Now), and when it last checked that
 	// it is still the newest.
@@ -120,6 +124,7 @@ type writerState struct {
 	wake  chan struct{} // the cutter's
 	maint chan struct{} // the maintainer's
 	slots chan struct{} // free upload slots
+	cuts  chan cut      // from the cutter to the uploaders
 	ctx   context.Context
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
@@ -133,6 +138,12 @@ type pendingSpan struct {
 	span   segment.Span
 	leaves []tree.Hash
 	added  time.Time // by the monotonic clock, for ShipInterval
+}
+
+// seqWaiter is a Wait for record seq: ch is closed once it is stored.
+type seqWaiter struct {
+	seq uint64
+	ch  chan struct{}
 }
 
 type ageMark struct {
@@ -473,10 +484,52 @@ func notify(c chan struct{}) {
 	}
 }
 
-// broadcastLocked wakes every Wait. Called with mu held.
+// broadcastLocked wakes every Wait, Close and WaitCheckpoint. Called
+// with mu held.
 func (s *writerState) broadcastLocked() {
 	close(s.progress)
 	s.progress = make(chan struct{})
+}
+
+// addWaiterLocked registers a Wait for record seq, in order. Called with
+// mu held.
+func (s *writerState) addWaiterLocked(seq uint64) *seqWaiter {
+	w := &seqWaiter{seq: seq, ch: make(chan struct{})}
+	// Appenders wait for records in about the order they appended them:
+	// the place is found from the end.
+	i := len(s.waiters)
+	for i > 0 && s.waiters[i-1].seq > seq {
+		i--
+	}
+	s.waiters = slices.Insert(s.waiters, i, w)
+	return w
+}
+
+// removeWaiterLocked forgets w, if no acknowledgement released it yet.
+// Called with mu held.
+func (s *writerState) removeWaiterLocked(w *seqWaiter) {
+	if w == nil {
+		return
+	}
+	if i := slices.Index(s.waiters, w); i >= 0 {
+		s.waiters = slices.Delete(s.waiters, i, i+1)
+	}
+}
+
+// releaseLocked wakes the Waits for records up to storedSeq, and only
+// those: with 64 appenders and a few chunks in flight, waking every Wait
+// at each acknowledgement cost more than the acknowledgement itself.
+// Called with mu held.
+func (s *writerState) releaseLocked() {
+	n := 0
+	for n < len(s.waiters) && s.waiters[n].seq <= s.storedSeq {
+		close(s.waiters[n].ch)
+		n++
+	}
+	if n > 0 {
+		clear(s.waiters[:n])
+		s.waiters = slices.Delete(s.waiters, 0, n)
+	}
 }
 
 // failLocked makes err sticky: every pending and later Wait fails with
@@ -512,26 +565,31 @@ func (s *writerState) wait(ctx context.Context, seq uint64) error {
 	s.urgent++
 	notify(s.wake)
 	start := time.Now()
-	var timer *time.Timer
+	var (
+		timer *time.Timer
+		w     *seqWaiter
+	)
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
 	}()
+	// done ends the Wait, with mu held, and unlocks it.
+	done := func(err error) error {
+		s.removeWaiterLocked(w)
+		s.urgent--
+		s.mu.Unlock()
+		return err
+	}
 	for {
 		if s.fatal != nil {
-			err := s.fatal
-			s.urgent--
-			s.mu.Unlock()
-			return err
+			return done(s.fatal)
 		}
 		if s.storedSeq >= seq {
 			break
 		}
 		if s.closed {
-			s.urgent--
-			s.mu.Unlock()
-			return fmt.Errorf("replica: writer closed before record %d was stored", seq)
+			return done(fmt.Errorf("replica: writer closed before record %d was stored", seq))
 		}
 		// StoreTimeout counts from the later of this Wait's start and the
 		// store's last progress.
@@ -542,10 +600,10 @@ func (s *writerState) wait(ctx context.Context, seq uint64) error {
 		deadline = deadline.Add(s.cfg.StoreTimeout)
 		left := time.Until(deadline)
 		if left <= 0 {
-			err := s.timeoutErrLocked(seq)
-			s.urgent--
-			s.mu.Unlock()
-			return err
+			return done(s.timeoutErrLocked(seq))
+		}
+		if w == nil {
+			w = s.addWaiterLocked(seq)
 		}
 		ch := s.progress
 		s.mu.Unlock()
@@ -555,19 +613,29 @@ func (s *writerState) wait(ctx context.Context, seq uint64) error {
 			timer.Reset(left)
 		}
 		select {
+		case <-w.ch:
 		case <-ch:
 		case <-timer.C:
 		case <-ctx.Done():
 			s.mu.Lock()
-			s.urgent--
-			s.mu.Unlock()
-			return ctx.Err()
+			return done(ctx.Err())
 		}
 		s.mu.Lock()
 	}
-	s.urgent--
-	s.mu.Unlock()
+	// Most Waits find the last check recent, with mu held already:
+	// checkStale (its own locks) only when it is not.
+	stale := s.staleLocked()
+	done(nil)
+	if !stale {
+		return nil
+	}
 	return s.checkStale(ctx)
+}
+
+// staleLocked says whether this writer's last look at the newest
+// manifest is older than GCGrace/2. Called with mu held.
+func (s *writerState) staleLocked() bool {
+	return s.cfg.Now().Sub(s.manifestChecked) > s.cfg.GCGrace/2
 }
 
 func (s *writerState) timeoutErrLocked(seq uint64) error {
@@ -585,7 +653,7 @@ func (s *writerState) checkStale(ctx context.Context) error {
 	s.checkMu.Lock()
 	defer s.checkMu.Unlock()
 	s.mu.Lock()
-	stale := s.cfg.Now().Sub(s.manifestChecked) > s.cfg.GCGrace/2
+	stale := s.staleLocked()
 	epoch, num := s.epoch, s.manifestNum
 	s.mu.Unlock()
 	if !stale {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"crypto/md5"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"sort"
@@ -31,6 +32,9 @@ func (m *Memory) Put(ctx context.Context, key string, data []byte, cond Conditio
 	}
 	if err := ctx.Err(); err != nil {
 		return "", err
+	}
+	if want, ok := knownSHA256(ctx); ok && sha256.Sum256(data) != want {
+		return "", fmt.Errorf("put %q: the data's SHA-256 is not the %x given (WithSHA256)", key, want)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -13,9 +14,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
@@ -113,8 +116,39 @@ func OpenS3(ctx context.Context, loc Location, opts S3Options) (*S3, error) {
 			o.BaseEndpoint = aws.String(loc.Endpoint)
 		}
 		o.UsePathStyle = loc.PathStyle
+		// Request bookkeeping that no store checks: the SDK's
+		// invocation ID (for its retries, which are ours), its user
+		// agent and feature metrics, and AWS Lambda's trace header: 34
+		// fewer allocations and 3.6 KB less garbage a PUT
+		// (BenchmarkS3Put).
+		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+			for _, id := range []string{"ClientRequestID", "UserAgent", "RecursionDetection", "AWSChecksum:RequestMetricsTracking"} {
+				st.Build.Remove(id)
+			}
+			return st.Finalize.Insert(knownPayloadHash{}, "ComputePayloadHash", middleware.Before)
+		})
 	})
 	return &S3{client: client, loc: loc, opts: opts}, nil
+}
+
+// knownPayloadHash gives the SDK's signer the payload hash that Put
+// found in its context (WithSHA256): its ComputePayloadHash step, next,
+// then does not hash the body again. Only Put sets putPayloadHash: the
+// other requests made with the same context (a read-back after a 412)
+// have no body, and sign their own empty payload's hash.
+type knownPayloadHash struct{}
+
+// putPayloadHash is the context key of the hex SHA-256 of a PutObject's
+// body, set by Put only.
+type putPayloadHash struct{}
+
+func (knownPayloadHash) ID() string { return "annal:KnownPayloadHash" }
+
+func (knownPayloadHash) HandleFinalize(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+	if h, ok := ctx.Value(putPayloadHash{}).(string); ok {
+		ctx = v4.SetPayloadHash(ctx, h)
+	}
+	return next.HandleFinalize(ctx, in)
 }
 
 // Location returns where the store is.
@@ -135,6 +169,9 @@ func (s *S3) Put(ctx context.Context, key string, data []byte, cond Condition) (
 	}
 	if cond.IfMatch != "" {
 		in.IfMatch = aws.String(cond.IfMatch)
+	}
+	if sum, ok := knownSHA256(ctx); ok {
+		ctx = context.WithValue(ctx, putPayloadHash{}, hex.EncodeToString(sum[:]))
 	}
 	var etag string
 	err := s.do(ctx, "put "+key, cond != Condition{}, func(ctx context.Context) error {

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -189,6 +191,46 @@ func TestS3SendsConditionsAndNoDefaultChecksums(t *testing.T) {
 		}
 		if strings.Contains(h.Get("Authorization"), "test-secret") {
 			t.Error("the secret key was sent in a header")
+		}
+	}
+}
+
+// TestS3PutSignsKnownSHA256: a Put given a SHA-256 signs that hash as
+// the payload's (x-amz-content-sha256) rather than hashing the data: the
+// scripted server checks nothing, so the hash of other bytes goes out as
+// given (a real service refuses it: storetest's KnownSHA256Checked).
+func TestS3PutSignsKnownSHA256(t *testing.T) {
+	s, srv := openScripted(t)
+	data := []byte("a chunk's bytes")
+	sum := sha256.Sum256([]byte("other bytes"))
+	if _, err := s.Put(WithSHA256(context.Background(), sum), "k", data, CreateOnly()); err != nil {
+		t.Fatal(err)
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if got, want := srv.seen[0].Get("X-Amz-Content-Sha256"), hex.EncodeToString(sum[:]); got != want {
+		t.Fatalf("x-amz-content-sha256 %q, want the SHA-256 given, %q", got, want)
+	}
+}
+
+// TestS3KnownSHA256OnlyForPut: a Get made with the context of a Put
+// given a SHA-256 (the read-back after a 412) signs its own empty
+// payload's hash, not the Put's.
+func TestS3KnownSHA256OnlyForPut(t *testing.T) {
+	s, srv := openScripted(t)
+	ctx := WithSHA256(context.Background(), sha256.Sum256([]byte("a chunk's bytes")))
+	if _, err := s.Get(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Head(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	empty := sha256.Sum256(nil)
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	for i, h := range srv.seen {
+		if got, want := h.Get("X-Amz-Content-Sha256"), hex.EncodeToString(empty[:]); got != want {
+			t.Errorf("request %d: x-amz-content-sha256 %q, want the empty payload's %q", i, got, want)
 		}
 	}
 }

@@ -17,6 +17,7 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 )
 
@@ -59,6 +60,25 @@ type Condition struct {
 	// the in-memory store, and ErrNotFound or ErrPreconditionFailed on S3
 	// (AWS answers 404 NoSuchKey).
 	IfMatch string
+}
+
+// WithSHA256 returns ctx for a Put whose data's SHA-256 the caller
+// knows already (a chunk's, which the next chunk names): the S3 store
+// signs it as the payload's hash (x-amz-content-sha256) rather than
+// hashing the data again, and the service checks the data against it as
+// it checks a hash the client computed: a Put whose data does not match
+// fails, writing nothing (S3: 400 XAmzContentSHA256Mismatch, not
+// retried). The in-memory store checks it too.
+func WithSHA256(ctx context.Context, sum [sha256.Size]byte) context.Context {
+	return context.WithValue(ctx, sha256Key{}, sum)
+}
+
+type sha256Key struct{}
+
+// knownSHA256 returns the SHA-256 WithSHA256 put in ctx.
+func knownSHA256(ctx context.Context) ([sha256.Size]byte, bool) {
+	sum, ok := ctx.Value(sha256Key{}).([sha256.Size]byte)
+	return sum, ok
 }
 
 // CreateOnly is the Condition of a Put that must not replace anything.

@@ -6,6 +6,7 @@ package storetest
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sync"
@@ -52,6 +53,20 @@ var cases = []struct {
 		}
 		if _, err := s.Head(ctx, "missing"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("Head missing: %v, want ErrNotFound", err)
+		}
+	}},
+	{"KnownSHA256Checked", func(t *testing.T, ctx context.Context, s store.Store) {
+		// A Put given its data's SHA-256 (WithSHA256) stores the data; one
+		// given another hash writes nothing. Reads made with the same
+		// context (a read-back after a 412) are not given the hash.
+		sumCtx := store.WithSHA256(ctx, sha256.Sum256([]byte("chunk")))
+		put(t, sumCtx, s, "k", "chunk", store.CreateOnly())
+		want(t, sumCtx, s, "k", "chunk")
+		if _, err := s.Put(store.WithSHA256(ctx, sha256.Sum256([]byte("chunk"))), "other", []byte("other bytes"), store.CreateOnly()); err == nil {
+			t.Fatal("a Put whose data is not the SHA-256 given succeeded")
+		}
+		if o, err := s.Get(ctx, "other"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("after a Put whose data is not the SHA-256 given, Get = %q, %v; want ErrNotFound", o.Data, err)
 		}
 	}},
 	{"CreateOnlyRefusesExisting", func(t *testing.T, ctx context.Context, s store.Store) {
