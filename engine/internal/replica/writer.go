@@ -121,8 +121,8 @@ type writerState struct {
 	checkpointKnownSize uint64
 	damage              error // the last damage found and repaired (Status.Damage)
 	damageAt            time.Time
-	gcDone          uint64 // chunks below it were deleted
-	manifestsGCd    uint64 // manifests below it were deleted
+	gcDone              uint64 // chunks below it were deleted
+	manifestsGCd        uint64 // manifests below it were deleted
 
 	wake  chan struct{} // the cutter's
 	maint chan struct{} // the maintainer's
