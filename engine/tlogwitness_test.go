@@ -507,3 +507,72 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.status = code
 	w.ResponseWriter.WriteHeader(code)
 }
+
+// TestTlogWitnessRestoredWholeIsReported: a witness's directory put back
+// whole from an old copy (its key, state and log as they were) is not
+// detected by the witness: the files agree. The writer that had a newer
+// cosignature from it in the same process sees it: the witness answers
+// 409 with the older size, and DB.TlogWitnessStatus reports the conflict
+// ("behind", both sizes); the checkpoint is cosigned from the older size
+// (the same history, so the proof from it verifies).
+func TestTlogWitnessRestoredWholeIsReported(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	keyFile, vkey := newKeyFile(t)
+	wdir := t.TempDir()
+	wopts := cosign.WitnessOptions{Logs: []string{vkey}}
+	w, err := cosign.OpenWitness(wdir, wopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var current atomic.Pointer[cosign.Witness]
+	current.Store(w)
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		current.Load().ServeHTTP(rw, r)
+	}))
+	defer srv.Close()
+	cfg := cosign.WitnessConfig{URL: srv.URL, VKey: w.VerifierKey()}
+	db := mkOpen(t, t.TempDir(), &Options{SigningKeyFile: keyFile, CheckpointInterval: -1, TlogWitnesses: []cosign.WitnessConfig{cfg}})
+	mkLedger(t, db, "pay", 3)
+	c1, err := db.Checkpoint(ctx, "pay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(t.TempDir(), "witness")
+	if err := os.CopyFS(old, os.DirFS(wdir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(old, cosign.KeyFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	appendEvents(t, db, "pay", 4, appendSpec{From: 10})
+	c2, err := db.Checkpoint(ctx, "pay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	restored, err := cosign.OpenWitness(old, wopts)
+	if err != nil {
+		t.Fatalf("the witness's directory restored whole: %v (its files agree: it is not detected)", err)
+	}
+	defer restored.Close()
+	current.Store(restored)
+	appendEvents(t, db, "pay", 2, appendSpec{From: 20})
+	c3, err := db.Checkpoint(ctx, "pay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := db.TlogWitnessStatus()
+	if len(st) != 1 || st[0].Conflict == nil || st[0].Size != c3.Size {
+		t.Fatalf("TlogWitnessStatus: %+v; want a conflict and size %d", st, c3.Size)
+	}
+	msg := st[0].Conflict.Error()
+	for _, want := range []string{srv.URL, "behind", fmt.Sprintf("size %d", c1.Size), fmt.Sprintf("size %d", c2.Size)} {
+		if !strings.Contains(msg, want) {
+			t.Fatalf("the conflict %q does not say %q", msg, want)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
