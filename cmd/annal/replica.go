@@ -220,14 +220,8 @@ it has now.`,
 		Args: usageArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			var to engine.TakeoverOptions
-			switch unsigned {
-			case "refuse":
-			case "skip":
-				to.Unsigned = engine.SkipUnsigned
-			case "pull":
-				to.Unsigned = engine.RestoreUnsigned
-			default:
-				return usageErr("takeover: --unsigned %q: want refuse, skip or pull", unsigned)
+			if to.Unsigned, err = unsignedFlag("takeover", unsigned, "pull"); err != nil {
+				return err
 			}
 			if err := checkDataDir(args[1]); err != nil {
 				return &exitErr{code: exitError, err: err}

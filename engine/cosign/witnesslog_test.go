@@ -38,6 +38,21 @@ func cosignSizes(t *testing.T, w *Witness, l *testLog, sizes ...int64) {
 	}
 }
 
+// openLogWitness opens a witness on a new directory for a new log key,
+// and returns the directory, the options, the witness and an empty
+// history of the log.
+func openLogWitness(t *testing.T) (string, WitnessOptions, *Witness, *testLog) {
+	t.Helper()
+	skey, vkey := newLogKey(t, "log.example")
+	dir := t.TempDir()
+	opts := WitnessOptions{Logs: []string{vkey}}
+	w, err := OpenWitness(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, opts, w, newTestLog(t, skey, vkey)
+}
+
 // TestWitnessRefusesStateOlderThanItsLog: the witness's state file put
 // back alone from an old copy (the directory's backup restored over it,
 // or the file replaced) would make the witness cosign a fork of what it
@@ -46,14 +61,7 @@ func cosignSizes(t *testing.T, w *Witness, l *testLog, sizes ...int64) {
 // cosigned last: the witness refuses to start, naming both files, the
 // origin and the two sizes. The latest state put back, it starts.
 func TestWitnessRefusesStateOlderThanItsLog(t *testing.T) {
-	skey, vkey := newLogKey(t, "log.example")
-	dir := t.TempDir()
-	opts := WitnessOptions{Logs: []string{vkey}}
-	w, err := OpenWitness(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := newTestLog(t, skey, vkey)
+	dir, opts, w, l := openLogWitness(t)
 	cosignSizes(t, w, l, 5)
 	state := filepath.Join(dir, StateFile)
 	old := readFile(t, state)
@@ -66,7 +74,7 @@ func TestWitnessRefusesStateOlderThanItsLog(t *testing.T) {
 	if w, err := OpenWitness(dir, opts); err == nil {
 		// What it would do: cosign, from size 5, a history that forks
 		// after it.
-		fork := newTestLog(t, skey, vkey)
+		fork := &testLog{origin: l.origin, signer: l.signer, vkey: l.vkey}
 		fork.grow(t, "a", 5)
 		fork.grow(t, "b", 4)
 		_, msg := fork.checkpoint(t, 9)
@@ -81,7 +89,7 @@ func TestWitnessRefusesStateOlderThanItsLog(t *testing.T) {
 	if err := os.WriteFile(state, latest, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w, err = OpenWitness(dir, opts)
+	w, err := OpenWitness(dir, opts)
 	if err != nil {
 		t.Fatalf("the latest state put back: %v", err)
 	}
@@ -97,14 +105,7 @@ func TestWitnessRefusesStateOlderThanItsLog(t *testing.T) {
 // log gets the state's line, so that the state is never found ahead of
 // a log that it is not.
 func TestWitnessLogCatchesUpWithState(t *testing.T) {
-	skey, vkey := newLogKey(t, "log.example")
-	dir := t.TempDir()
-	opts := WitnessOptions{Logs: []string{vkey}}
-	w, err := OpenWitness(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := newTestLog(t, skey, vkey)
+	dir, opts, w, l := openLogWitness(t)
 	cosignSizes(t, w, l, 3, 7)
 	w.Close()
 	logPath := filepath.Join(dir, LogFile)
@@ -118,7 +119,7 @@ func TestWitnessLogCatchesUpWithState(t *testing.T) {
 	if err := os.WriteFile(logPath, cut, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w, err = OpenWitness(dir, opts)
+	w, err := OpenWitness(dir, opts)
 	if err != nil {
 		t.Fatalf("a state one cosignature ahead of the log: %v", err)
 	}
@@ -138,17 +139,11 @@ func TestWitnessLogCatchesUpWithState(t *testing.T) {
 // or a directory of a witness from before the log: the error says how to
 // make it from the state), and starts once it is made so.
 func TestWitnessRefusesToStartWithoutItsLog(t *testing.T) {
-	skey, vkey := newLogKey(t, "log.example")
-	dir := t.TempDir()
-	opts := WitnessOptions{Logs: []string{vkey}}
-	w, err := OpenWitness(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, opts, w, l := openLogWitness(t)
 	if _, err := os.Stat(filepath.Join(dir, LogFile)); err != nil {
 		t.Fatalf("a new witness's log: %v", err)
 	}
-	cosignSizes(t, w, newTestLog(t, skey, vkey), 4)
+	cosignSizes(t, w, l, 4)
 	w.Close()
 	logPath, state := filepath.Join(dir, LogFile), filepath.Join(dir, StateFile)
 	if err := os.Remove(logPath); err != nil {
@@ -160,7 +155,7 @@ func TestWitnessRefusesToStartWithoutItsLog(t *testing.T) {
 	if err := os.WriteFile(logPath, readFile(t, state), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w, err = OpenWitness(dir, opts)
+	w, err := OpenWitness(dir, opts)
 	if err != nil {
 		t.Fatalf("the log made from the state: %v", err)
 	}

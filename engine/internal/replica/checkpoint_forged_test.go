@@ -163,14 +163,7 @@ func TestFencedWriterLeavesBadCheckpoint(t *testing.T) {
 	if err := a.Wait(ctx, last); err != nil {
 		t.Fatal(err)
 	}
-	b, _, err := Open(ctx, testConfig(st, tl, Replicated))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Take(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close(ctx)
+	takeLedger(t, testConfig(st, tl, Replicated))
 	object := []byte("another writer's, with another key\n")
 	if _, err := st.Put(ctx, CheckpointKey(testLedgerID()), object, store.CreateOnly()); err != nil {
 		t.Fatal(err)

@@ -302,6 +302,23 @@ func openTake(t testing.TB, cfg Config, tl *testLog) *Writer {
 	return w
 }
 
+// takeLedger opens and takes a second Writer over cfg, not attached to
+// its log (another writer taking the ledger): the Writers before it are
+// fenced. Closed at the test's end.
+func takeLedger(t testing.TB, cfg Config) *Writer {
+	t.Helper()
+	ctx := context.Background()
+	w, _, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Take(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close(ctx) })
+	return w
+}
+
 // bucketChunks reads every chunk in st, in order.
 func bucketChunks(t testing.TB, st store.Store) ([]Chunk, [][]byte) {
 	t.Helper()
