@@ -169,9 +169,11 @@ func (db *DB) cosign(t *tree.File, body tree.Checkpoint, msg []byte) ([]byte, er
 	if c.ctx.Err() != nil {
 		return nil, fmt.Errorf("%w: the DB is closing: the tlog witnesses are not asked", cosign.ErrQuorum)
 	}
-	// The proof is computed before the answer to this call: t may be
-	// closed after it returns (an import's tree), and a late request
-	// uses the proofs made here. One per size asked.
+	// The consistency proofs, made when a request needs one and kept
+	// by size: the requests to the witnesses ask for the same ones. A
+	// late request (after this call returned) may ask for one after t
+	// was closed (an import's tree): that witness's answer is then an
+	// error, as any other failed request.
 	var proofMu sync.Mutex
 	proofs := map[uint64][]tree.Hash{}
 	proofErrs := map[uint64]error{}
