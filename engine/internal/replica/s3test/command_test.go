@@ -160,3 +160,72 @@ func TestVersityGWCommandRestoreUnsigned(t *testing.T) {
 		must(runBin(t, bin, "", "--signing-key", key, "--dir", d, "verify", "--full"))
 	}
 }
+
+// TestVersityGWCommandTakeoverUnsigned: annal takeover of a copy behind
+// a bucket that lost one ledger's checkpoint object fails (exit 3)
+// naming the ledger and --unsigned; --unsigned skip takes the other
+// ledger and names the skipped one on stderr (exit 0); --unsigned pull
+// takes both, and the directory appends after the pulled events and
+// verifies in full.
+func TestVersityGWCommandTakeoverUnsigned(t *testing.T) {
+	credentialsInEnvironment(t, secret)
+	bin := annalBinary(t)
+	prefix := fmt.Sprintf("cmd%d", prefixes.Add(1))
+	url := bucketURL(endpoint, prefix)
+	t.Setenv("ANNAL_REPLICA", url)
+	dir := filepath.Join(t.TempDir(), "a")
+	must := func(code int, out, errOut string) string {
+		t.Helper()
+		if code != 0 {
+			t.Fatalf("exit %d: %s%s", code, out, errOut)
+		}
+		return out
+	}
+	copyOf := func(from string) string {
+		t.Helper()
+		to := filepath.Join(t.TempDir(), "copy")
+		if err := os.CopyFS(to, os.DirFS(from)); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(filepath.Join(to, "signing.key"), 0o600)
+		return to
+	}
+	events := strings.Repeat(`{"entity":"acct","key":"a1","event":"credited","data":{"n":1}}`+"\n", 3)
+	for _, name := range []string{"cash", "orders"} {
+		must(runBin(t, bin, "", "--dir", dir, "create", name))
+	}
+	old := copyOf(dir)
+	for _, name := range []string{"cash", "orders"} {
+		must(runBin(t, bin, events, "--dir", dir, "append", name))
+	}
+	out := must(runBin(t, bin, "", "--format", "ndjson", "--dir", dir, "ledgers"))
+	var orders string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.Contains(line, `"name":"orders"`) {
+			_, rest, _ := strings.Cut(line, `"id":"`)
+			orders, _, _ = strings.Cut(rest, `"`)
+		}
+	}
+	if orders == "" {
+		t.Fatalf("no ID of orders in %s", out)
+	}
+	if err := openPrefix(t, prefix).Delete(context.Background(), "ledgers/"+orders+"/checkpoint"); err != nil {
+		t.Fatal(err)
+	}
+	copies := []string{old, copyOf(old), copyOf(old)}
+
+	code, _, errOut := runBin(t, bin, "", "takeover", url, copies[0])
+	if code != 3 || !strings.Contains(errOut, orders) || !strings.Contains(errOut, "--unsigned skip") {
+		t.Fatalf("takeover with a ledger whose bucket has no checkpoint: exit %d, %s; want 3 naming the ledger and --unsigned", code, errOut)
+	}
+	code, out, errOut = runBin(t, bin, "", "takeover", url, copies[1], "--unsigned", "skip")
+	if code != 0 || !strings.Contains(out, "1 ledger") || !strings.Contains(out, "cash") || !strings.Contains(errOut, "orders") || !strings.Contains(errOut, "NOT taken") {
+		t.Fatalf("takeover --unsigned skip: exit %d, %s%s", code, out, errOut)
+	}
+	out = must(runBin(t, bin, "", "takeover", url, copies[2], "--unsigned", "pull"))
+	if !strings.Contains(out, "2 ledgers") || !strings.Contains(out, "1 events before\t4 now") {
+		t.Fatalf("takeover --unsigned pull: %s", out)
+	}
+	must(runBin(t, bin, events, "--dir", copies[2], "append", "orders"))
+	must(runBin(t, bin, "", "--dir", copies[2], "verify", "--full"))
+}
