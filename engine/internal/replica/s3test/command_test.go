@@ -103,6 +103,31 @@ func TestVersityGWCommandTakeover(t *testing.T) {
 	}
 }
 
+// deleteCheckpoint deletes the checkpoint object of the ledger name of
+// the data directory dir from the bucket's prefix, and returns the
+// ledger's ID.
+func deleteCheckpoint(t *testing.T, bin, dir, prefix, name string) string {
+	t.Helper()
+	code, out, errOut := runBin(t, bin, "", "--format", "ndjson", "--dir", dir, "ledgers")
+	if code != 0 {
+		t.Fatalf("ledgers: exit %d: %s%s", code, out, errOut)
+	}
+	var id string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.Contains(line, `"name":"`+name+`"`) {
+			_, rest, _ := strings.Cut(line, `"id":"`)
+			id, _, _ = strings.Cut(rest, `"`)
+		}
+	}
+	if id == "" {
+		t.Fatalf("no ID of %s in %s", name, out)
+	}
+	if err := openPrefix(t, prefix).Delete(context.Background(), "ledgers/"+id+"/checkpoint"); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
 // TestVersityGWCommandRestoreUnsigned: annal restore of a bucket that
 // holds a ledger's events without a signed checkpoint of it fails
 // (exit 3) naming --unsigned; --unsigned skip restores the other ledger
@@ -126,23 +151,10 @@ func TestVersityGWCommandRestoreUnsigned(t *testing.T) {
 		must(runBin(t, bin, "", "--replica", url, "--dir", dir, "create", name))
 		must(runBin(t, bin, events, "--replica", url, "--dir", dir, "append", name))
 	}
-	out := must(runBin(t, bin, "", "--format", "ndjson", "--dir", dir, "ledgers"))
-	var orders string
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		if strings.Contains(line, `"name":"orders"`) {
-			_, rest, _ := strings.Cut(line, `"id":"`)
-			orders, _, _ = strings.Cut(rest, `"`)
-		}
-	}
-	if orders == "" {
-		t.Fatalf("no ID of orders in %s", out)
-	}
-	if err := openPrefix(t, prefix).Delete(context.Background(), "ledgers/"+orders+"/checkpoint"); err != nil {
-		t.Fatal(err)
-	}
+	orders := deleteCheckpoint(t, bin, dir, prefix, "orders")
 	key := filepath.Join(dir, "signing.key")
 
-	code, _, errOut := runBin(t, bin, "", "--signing-key", key, "restore", url, filepath.Join(t.TempDir(), "r"))
+	code, out, errOut := runBin(t, bin, "", "--signing-key", key, "restore", url, filepath.Join(t.TempDir(), "r"))
 	if code != 3 || !strings.Contains(errOut, orders) || !strings.Contains(errOut, "--unsigned skip") {
 		t.Fatalf("restore of a bucket with a ledger without checkpoint: exit %d, %s; want 3 naming the ledger and --unsigned", code, errOut)
 	}
@@ -198,23 +210,10 @@ func TestVersityGWCommandTakeoverUnsigned(t *testing.T) {
 	for _, name := range []string{"cash", "orders"} {
 		must(runBin(t, bin, events, "--dir", dir, "append", name))
 	}
-	out := must(runBin(t, bin, "", "--format", "ndjson", "--dir", dir, "ledgers"))
-	var orders string
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		if strings.Contains(line, `"name":"orders"`) {
-			_, rest, _ := strings.Cut(line, `"id":"`)
-			orders, _, _ = strings.Cut(rest, `"`)
-		}
-	}
-	if orders == "" {
-		t.Fatalf("no ID of orders in %s", out)
-	}
-	if err := openPrefix(t, prefix).Delete(context.Background(), "ledgers/"+orders+"/checkpoint"); err != nil {
-		t.Fatal(err)
-	}
+	orders := deleteCheckpoint(t, bin, dir, prefix, "orders")
 	copies := []string{old, copyOf(old), copyOf(old)}
 
-	code, _, errOut := runBin(t, bin, "", "takeover", url, copies[0])
+	code, out, errOut := runBin(t, bin, "", "takeover", url, copies[0])
 	if code != 3 || !strings.Contains(errOut, orders) || !strings.Contains(errOut, "--unsigned skip") {
 		t.Fatalf("takeover with a ledger whose bucket has no checkpoint: exit %d, %s; want 3 naming the ledger and --unsigned", code, errOut)
 	}
