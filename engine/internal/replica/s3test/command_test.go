@@ -154,12 +154,12 @@ func TestVersityGWCommandRestoreUnsigned(t *testing.T) {
 	orders := deleteCheckpoint(t, bin, dir, prefix, "orders")
 	key := filepath.Join(dir, "signing.key")
 
-	code, out, errOut := runBin(t, bin, "", "--signing-key", key, "restore", url, filepath.Join(t.TempDir(), "r"))
+	code, _, errOut := runBin(t, bin, "", "--signing-key", key, "restore", url, filepath.Join(t.TempDir(), "r"))
 	if code != 3 || !strings.Contains(errOut, orders) || !strings.Contains(errOut, "--unsigned skip") {
 		t.Fatalf("restore of a bucket with a ledger without checkpoint: exit %d, %s; want 3 naming the ledger and --unsigned", code, errOut)
 	}
 	skipped := filepath.Join(t.TempDir(), "r")
-	code, out, errOut = runBin(t, bin, "", "--signing-key", key, "restore", url, skipped, "--unsigned", "skip")
+	code, out, errOut := runBin(t, bin, "", "--signing-key", key, "restore", url, skipped, "--unsigned", "skip")
 	if code != 0 || !strings.Contains(out, "1 ledger") || !strings.Contains(errOut, "orders") || !strings.Contains(errOut, "NOT restored") {
 		t.Fatalf("restore --unsigned skip: exit %d, %s%s", code, out, errOut)
 	}
@@ -213,11 +213,11 @@ func TestVersityGWCommandTakeoverUnsigned(t *testing.T) {
 	orders := deleteCheckpoint(t, bin, dir, prefix, "orders")
 	copies := []string{old, copyOf(old), copyOf(old)}
 
-	code, out, errOut := runBin(t, bin, "", "takeover", url, copies[0])
+	code, _, errOut := runBin(t, bin, "", "takeover", url, copies[0])
 	if code != 3 || !strings.Contains(errOut, orders) || !strings.Contains(errOut, "--unsigned skip") {
 		t.Fatalf("takeover with a ledger whose bucket has no checkpoint: exit %d, %s; want 3 naming the ledger and --unsigned", code, errOut)
 	}
-	code, out, errOut = runBin(t, bin, "", "takeover", url, copies[1], "--unsigned", "skip")
+	code, out, errOut := runBin(t, bin, "", "takeover", url, copies[1], "--unsigned", "skip")
 	if code != 0 || !strings.Contains(out, "1 ledger") || !strings.Contains(out, "cash") || !strings.Contains(errOut, "orders") || !strings.Contains(errOut, "NOT taken") {
 		t.Fatalf("takeover --unsigned skip: exit %d, %s%s", code, out, errOut)
 	}
