@@ -1151,6 +1151,9 @@ func (db *DB) Close() error {
 	if dirErr == nil {
 		errs = append(errs, db.closeCheckpoints(ledgers)...)
 	}
+	// The tlog witnesses' answers that came after their checkpoint's
+	// quorum are not waited for.
+	db.stopCosigners()
 	for _, l := range ledgers {
 		if dirErr != nil {
 			l.dropTreePending()

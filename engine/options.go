@@ -123,8 +123,11 @@ type Options struct {
 	// ledger, and its cosignature is added to the signed checkpoint.
 	// With fewer than TlogWitnessQuorum cosignatures the checkpoint is
 	// neither written nor shipped, and the error (wrapping
-	// cosign.ErrQuorum) says which witnesses refused and why. Each
-	// request takes at most 10 s. A public key given twice, even under
+	// cosign.ErrQuorum) says which witnesses refused and why. A
+	// checkpoint is stored as soon as the quorum cosigned it: the other
+	// witnesses' answers are not waited for (each request takes at most
+	// 10 s, in the background; DB.TlogWitnessStatus reports them). A
+	// public key given twice, even under
 	// two names, is ErrInvalid (one witness). None (nil) means
 	// checkpoints are not cosigned. See "Tlog witnesses" in docs/engine.md.
 	TlogWitnesses []cosign.WitnessConfig

@@ -85,9 +85,11 @@ func layRecords(fs vfs.FS, dir string, local segment.Head, buffer bool, progress
 // whose records end at local. The bucket's checkpoint then replaces the
 // folder's checkpoint file if it covers more events (the key signed it
 // for the bucket's records, which the folder now holds), so that the
-// next Open finds the checkpoint its signer's state remembers.
-func pullFromBucket(ctx context.Context, fs vfs.FS, dir string, id eventid.LedgerID, local segment.Head, bucket store.Store, v note.Verifier) (replica.Result, error) {
-	r := newLedgerReader(bucket, id, v, false, restoreKeyHint)
+// next Open finds the checkpoint its signer's state remembers. With
+// unsigned, a bucket without a checkpoint is pulled too (ErrNoCheckpoint
+// otherwise), and the folder keeps its own checkpoint file.
+func pullFromBucket(ctx context.Context, fs vfs.FS, dir string, id eventid.LedgerID, local segment.Head, bucket store.Store, v note.Verifier, unsigned bool) (replica.Result, error) {
+	r := newLedgerReader(bucket, id, v, unsigned, restoreKeyHint)
 	st, err := r.State(ctx)
 	if err != nil {
 		return replica.Result{}, err
@@ -102,6 +104,9 @@ func pullFromBucket(ctx context.Context, fs vfs.FS, dir string, id eventid.Ledge
 			res.Signed = max(res.Signed, min(c.Size, res.Yielded.Seq))
 			return res, nil
 		}
+	}
+	if st.Checkpoint == nil {
+		return res, nil // unsigned: nothing of the bucket's to keep
 	}
 	if err := writeFileAtomic(fs, dir, checkpointFileName, st.Checkpoint, true); err != nil {
 		return replica.Result{}, fmt.Errorf("engine: pull ledger %s: %w", id, err)

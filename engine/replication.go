@@ -230,6 +230,17 @@ func (l *ledger) writerConfig() replica.Config {
 	if o.PublishTiles {
 		c.Tiles = ledgerSource{l}
 	}
+	if v, id := l.db.verifier, l.meta.ID; v != nil {
+		// The bucket's checkpoint, judged before the Writer keeps it
+		// rather than store the ledger's own (replica.Config).
+		c.OpenCheckpoint = func(msg []byte) (uint64, tree.Hash, error) {
+			ck, err := openCheckpoint(msg, v, id)
+			if err != nil {
+				return 0, tree.Hash{}, fmt.Errorf("not signed by this directory's key %s+%08x: %w", v.Name(), v.KeyHash(), err)
+			}
+			return ck.Size, ck.Root, nil
+		}
+	}
 	return c
 }
 
@@ -562,6 +573,16 @@ type ReplicaStatus struct {
 	// LastErrorAt when it came.
 	LastError   error
 	LastErrorAt time.Time
+	// Damage is the last object the writer found damaged in the bucket
+	// and replaced, and why: a checkpoint object not signed by the
+	// directory's key, of another history than the ledger's, claiming
+	// events the bucket does not hold, or older than one this writer
+	// stored (an old copy of the bucket restored). It matches
+	// ErrCorruption, names the object, and stays after later successes
+	// (LastError holds it only until the next upload). DamageAt is when.
+	// See docs/replication.md, "The checkpoint object".
+	Damage   error
+	DamageAt time.Time
 	// Fenced: another writer took the ledger; it takes no more appends.
 	Fenced bool
 }
@@ -579,7 +600,8 @@ func (db *DB) ReplicaStatus(ledgerName string) (ReplicaStatus, error) {
 	}
 	s := r.w.Status()
 	st := ReplicaStatus{Mode: Replication(s.Mode), Epoch: s.Epoch, Stored: s.Stored, Head: s.Head,
-		LagTime: s.LagTime, Chunks: s.Chunks, Uploads: s.Uploads, UploadTime: s.UploadTime, LastError: s.LastError, LastErrorAt: s.LastErrorAt, Fenced: s.Fenced}
+		LagTime: s.LagTime, Chunks: s.Chunks, Uploads: s.Uploads, UploadTime: s.UploadTime, LastError: s.LastError, LastErrorAt: s.LastErrorAt,
+		Damage: s.Damage, DamageAt: s.DamageAt, Fenced: s.Fenced}
 	if st.Head > st.Stored {
 		st.Lag = st.Head - st.Stored
 	}

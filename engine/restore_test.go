@@ -836,7 +836,7 @@ func TestPullBehindDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := mustVerifier(t, mustKey(t, s.opts.SigningKeyFile))
-	res, err := pullFromBucket(ctx, vfs.Default, ldir, s.id, local, b.st, v)
+	res, err := pullFromBucket(ctx, vfs.Default, ldir, s.id, local, b.st, v, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -865,7 +865,7 @@ func TestPullBehindDirectory(t *testing.T) {
 	copied := int(local.Loc.Segment)
 	checkRestored(t, s, behind, restoreEvents, max(copied, b.sealed))
 	// A second pull has nothing to do.
-	if _, err := pullFromBucket(ctx, vfs.Default, ldir, s.id, localHead(t, s.id, ldir), b.st, v); err != nil {
+	if _, err := pullFromBucket(ctx, vfs.Default, ldir, s.id, localHead(t, s.id, ldir), b.st, v, false); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -898,7 +898,7 @@ func TestPullCutsZeroTailOfSealedSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if _, err := pullFromBucket(ctx, vfs.Default, ldir, s.id, local, b.st, mustVerifier(t, mustKey(t, s.opts.SigningKeyFile))); err != nil {
+	if _, err := pullFromBucket(ctx, vfs.Default, ldir, s.id, local, b.st, mustVerifier(t, mustKey(t, s.opts.SigningKeyFile)), false); err != nil {
 		t.Fatal(err)
 	}
 	checkRestored(t, s, behind, restoreEvents, k)
@@ -942,7 +942,7 @@ func TestPullDivergedDirectory(t *testing.T) {
 	ldir := filepath.Join(other, ledgersDir, s.id.String())
 	before := readSegmentFiles(t, ldir)
 	v := mustVerifier(t, mustKey(t, s.opts.SigningKeyFile))
-	_, err := pullFromBucket(ctx, vfs.Default, ldir, s.id, localHead(t, s.id, ldir), b.st, v)
+	_, err := pullFromBucket(ctx, vfs.Default, ldir, s.id, localHead(t, s.id, ldir), b.st, v, false)
 	if !errors.Is(err, replica.ErrDiverged) || !strings.Contains(err.Error(), ldir) {
 		t.Fatalf("pull into a diverged directory: %v", err)
 	}

@@ -169,7 +169,7 @@ func (db *DB) pullAndTake(ctx context.Context, id eventid.LedgerID) (LedgerInfo,
 		if err != nil {
 			return LedgerInfo{}, err
 		}
-		if _, err := pullFromBucket(ctx, db.fs, dir, id, head, st, db.verifier); err != nil {
+		if _, err := pullFromBucket(ctx, db.fs, dir, id, head, st, db.verifier, false); err != nil {
 			return LedgerInfo{}, err
 		}
 	} else {
@@ -177,7 +177,7 @@ func (db *DB) pullAndTake(ctx context.Context, id eventid.LedgerID) (LedgerInfo,
 		if err := db.fs.RemoveAll(tmp); err != nil {
 			return LedgerInfo{}, err
 		}
-		if _, err := pullFromBucket(ctx, db.fs, tmp, id, segment.Head{ID: eventid.Genesis(id)}, st, db.verifier); err != nil {
+		if _, err := pullFromBucket(ctx, db.fs, tmp, id, segment.Head{ID: eventid.Genesis(id)}, st, db.verifier, false); err != nil {
 			db.fs.RemoveAll(tmp)
 			return LedgerInfo{}, err
 		}

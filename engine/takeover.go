@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/annal-db/annal/engine/internal/replica"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -21,8 +22,33 @@ type TakeoverResult struct {
 	// Signed, when events were pulled, is the number of events the
 	// bucket's signed checkpoint vouches for: those pulled after it were
 	// checked only for what anyone with write access to the bucket can
-	// recompute (frames, chains, the chunks' Merkle roots).
+	// recompute (frames, chains, the chunks' Merkle roots). With
+	// TakeoverOptions.Unsigned RestoreUnsigned and a bucket without a
+	// checkpoint, it is the directory's own checkpoint's size.
 	Signed uint64
+	// Skipped, if not "", says why nothing was pulled into the ledger:
+	// its bucket is ahead but holds no signed checkpoint, and
+	// TakeoverOptions.Unsigned is SkipUnsigned. It stays behind its
+	// bucket: the DB returned does not take it (DB.Unavailable, ErrBehind).
+	Skipped string
+}
+
+// TakeoverOptions say what Takeover does beyond Options.
+type TakeoverOptions struct {
+	// Unsigned is what Takeover does with a ledger whose bucket holds
+	// events beyond the directory's but no signed checkpoint
+	// (ErrNoCheckpoint: its checkpoint object deleted, by mistake or to
+	// pass off other events), as RestoreOptions.Unsigned does for a
+	// restore: RefuseUnsigned (the default) fails the takeover, naming
+	// the ledger, before anything is pulled into it or taken;
+	// SkipUnsigned pulls nothing into it and takes the other ledgers
+	// (TakeoverResult.Skipped); RestoreUnsigned pulls its events too,
+	// verified as any other (frames, chains, the chunks' hash chain and
+	// Merkle roots, byte for byte the directory's where it has them),
+	// and the directory's key signs them at its next checkpoint, as an
+	// extension of the directory's own: the operator vouches for the
+	// bucket.
+	Unsigned Unsigned
 }
 
 // Takeover makes the data directory dir the writer of its replicated
@@ -42,8 +68,15 @@ type TakeoverResult struct {
 // few times; after that it is refused as Open refuses it (ErrBehind, in
 // Unavailable). A follower's directory (OpenFollower), closed, is
 // promoted so: its follower.json is removed once the pull is done.
-// annal takeover URL DIR.
+// annal takeover URL DIR. It is TakeoverWith with the default
+// TakeoverOptions.
 func Takeover(ctx context.Context, dir string, opts *Options) (*DB, []TakeoverResult, error) {
+	return TakeoverWith(ctx, dir, opts, TakeoverOptions{})
+}
+
+// TakeoverWith is Takeover, with what to do with a ledger whose bucket
+// holds no signed checkpoint (TakeoverOptions.Unsigned).
+func TakeoverWith(ctx context.Context, dir string, opts *Options, to TakeoverOptions) (*DB, []TakeoverResult, error) {
 	o := opts.withDefaults()
 	if err := o.check(); err != nil {
 		return nil, nil, err
@@ -53,7 +86,7 @@ func Takeover(ctx context.Context, dir string, opts *Options) (*DB, []TakeoverRe
 	}
 	var res []TakeoverResult
 	for try := 0; ; try++ {
-		got, err := pullBehind(ctx, dir, o)
+		got, err := pullBehind(ctx, dir, o, to)
 		if err != nil {
 			return nil, res, fmt.Errorf("engine: takeover of %s: %w", dir, err)
 		}
@@ -70,8 +103,8 @@ func Takeover(ctx context.Context, dir string, opts *Options) (*DB, []TakeoverRe
 		// take: its ledger is refused (ErrBehind), the bucket not yet
 		// fenced. Pull again and take again.
 		behind := false
-		for _, err := range db.Unavailable() {
-			behind = behind || errors.Is(err, ErrBehind)
+		for name, err := range db.Unavailable() {
+			behind = behind || errors.Is(err, ErrBehind) && !skippedLedger(res, name)
 		}
 		if !behind || try+1 == takeoverTries {
 			return db, res, nil
@@ -85,6 +118,17 @@ func Takeover(ctx context.Context, dir string, opts *Options) (*DB, []TakeoverRe
 // takeoverTries bounds the pulls of a Takeover that finds the bucket
 // ahead again at the take (a writer at work that keeps storing).
 const takeoverTries = 5
+
+// skippedLedger says whether the ledger name was skipped
+// (TakeoverResult.Skipped): behind its bucket on purpose.
+func skippedLedger(res []TakeoverResult, name string) bool {
+	for _, r := range res {
+		if r.Name == name && r.Skipped != "" {
+			return true
+		}
+	}
+	return false
+}
 
 // mergeTakeover adds the results of a later pull to those of the pulls
 // before: a ledger's Local stays the first's.
@@ -104,7 +148,7 @@ func mergeTakeover(res, got []TakeoverResult) []TakeoverResult {
 
 // pullBehind pulls into each ledger of dir, held (its lock) meanwhile,
 // what its bucket holds beyond the ledger's head.
-func pullBehind(ctx context.Context, dir string, o Options) ([]TakeoverResult, error) {
+func pullBehind(ctx context.Context, dir string, o Options, to TakeoverOptions) ([]TakeoverResult, error) {
 	var fs vfs.FS = vfs.Default
 	if o.fs != nil {
 		return nil, invalid("takeover: a test file system is not supported")
@@ -164,7 +208,15 @@ func pullBehind(ctx context.Context, dir string, o Options) ([]TakeoverResult, e
 			return out, err
 		}
 		if bl[0].Stored > l.head.Seq {
-			got, err := pullFromBucket(ctx, fs, db.ledgerDir(l.id), l.id, l.head, db.repl.store, v)
+			got, err := pullFromBucket(ctx, fs, db.ledgerDir(l.id), l.id, l.head, db.repl.store, v, to.Unsigned == RestoreUnsigned)
+			if errors.Is(err, ErrNoCheckpoint) && to.Unsigned == SkipUnsigned {
+				r.Skipped = fmt.Sprintf("the bucket holds events #%d to #%d beyond the directory's but no signed checkpoint (%s); skipped as asked (TakeoverOptions.Unsigned SkipUnsigned, annal takeover --unsigned skip): not pulled, not taken", l.head.Seq+1, bl[0].Stored, replica.CheckpointKey(l.id))
+				out = append(out, r)
+				continue
+			}
+			if errors.Is(err, ErrNoCheckpoint) {
+				err = fmt.Errorf("%w (take the other ledgers with TakeoverOptions.Unsigned SkipUnsigned, annal takeover --unsigned skip; pull its events too, signed by this directory's key, with RestoreUnsigned, --unsigned pull, if you vouch for the bucket)", err)
+			}
 			if err != nil {
 				return out, fmt.Errorf("ledger %s (%q): pull events #%d to #%d from %s: %w", l.id, l.name, l.head.Seq+1, bl[0].Stored, db.repl.endpoint, err)
 			}

@@ -8,13 +8,16 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/annal-db/annal/engine/cosign"
 	"github.com/annal-db/annal/engine/tree"
@@ -375,5 +378,201 @@ func TestCheckpointRefusesLyingTlogWitness(t *testing.T) {
 	}
 	if bytes.Contains(c.Note, []byte("hello")) || bytes.Contains(c.Note, []byte("trailing")) || bytes.Count(c.Note, []byte("\u2014 ")) != 2 {
 		t.Fatalf("the checkpoint holds more than the log's signature and the cosignature:\n%s", c.Note)
+	}
+}
+
+// TestCheckpointPublishedOnQuorumWithoutSlowWitness: with a quorum of 2
+// of 3 tlog witnesses, a checkpoint is stored as soon as the two fast ones
+// cosigned it, while the third (an HTTP server that holds its requests)
+// has not answered: the writer does not wait for it (up to the request
+// timeout). Its answers, once it is released, move its size on, so that
+// the next checkpoint is asked of it from there and it cosigns that too,
+// without a 409 reported.
+func TestCheckpointPublishedOnQuorumWithoutSlowWitness(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	keyFile, vkey := newKeyFile(t)
+	fast1, fast2 := startTlogWitness(t, vkey), startTlogWitness(t, vkey)
+	slowW, err := cosign.OpenWitness(t.TempDir(), cosign.WitnessOptions{Logs: []string{vkey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slowW.Close()
+	release := make(chan struct{})
+	var held, abandoned, conflicts atomic.Int64
+	slowSrv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		held.Add(1)
+		// The body read first: the server notices the client's going
+		// away (r.Context) only then.
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		select {
+		case <-release:
+			sw := &statusWriter{ResponseWriter: rw}
+			slowW.ServeHTTP(sw, r)
+			if sw.status == http.StatusConflict {
+				conflicts.Add(1)
+			}
+		case <-r.Context().Done():
+			abandoned.Add(1) // the writer gave up on it
+		}
+	}))
+	defer slowSrv.Close()
+	slow := &tlogWitnessServer{w: slowW, srv: slowSrv}
+	var releaseOnce sync.Once
+	defer releaseOnce.Do(func() { close(release) })
+	opts := &Options{SigningKeyFile: keyFile, CheckpointInterval: -1, TlogWitnessQuorum: 2,
+		TlogWitnesses: []cosign.WitnessConfig{slow.config(), fast1.config(), fast2.config()}}
+	db := mkOpen(t, t.TempDir(), opts)
+	mkLedger(t, db, "pay", 5)
+	appendEvents(t, db, "pay", 3, appendSpec{From: 10})
+	c1, err := db.Checkpoint(ctx, "pay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := abandoned.Load(); n != 0 {
+		t.Fatalf("the slow witness's requests were abandoned %d times before the checkpoint returned: the writer waited for it", n)
+	}
+	if held.Load() == 0 {
+		t.Fatal("the slow witness was not asked")
+	}
+	two, err := cosign.NewPolicy([]string{fast1.w.VerifierKey(), fast2.w.VerifierKey()}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := two.Check(c1.Note); err != nil {
+		t.Fatalf("checkpoint of size %d: %v", c1.Size, err)
+	}
+	if bytes.Contains(c1.Note, []byte("— "+strings.SplitN(slow.w.VerifierKey(), "+", 2)[0]+" ")) {
+		t.Fatalf("the checkpoint carries a cosignature of the slow witness, which has not answered:\n%s", c1.Note)
+	}
+	releaseOnce.Do(func() { close(release) })
+	// The late answers: the slow witness cosigns what it was sent.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if got, _ := slow.w.Cosigned(c1.Origin); got.Size == c1.Size {
+			break
+		}
+		if time.Now().After(deadline) {
+			got, _ := slow.w.Cosigned(c1.Origin)
+			t.Fatalf("the slow witness, released, holds size %d, want %d (the checkpoint's)", got.Size, c1.Size)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	appendEvents(t, db, "pay", 2, appendSpec{From: 20})
+	c2, err := db.Checkpoint(ctx, "pay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The slow witness was asked for c2 from c1's size, which its late
+	// answer left: it cosigns c2 (after the quorum, most likely) without
+	// a 409.
+	for {
+		if got, _ := slow.w.Cosigned(c2.Origin); got.Size == c2.Size && db.TlogWitnessStatus()[0].Size == c2.Size {
+			break
+		}
+		if time.Now().After(deadline) {
+			got, _ := slow.w.Cosigned(c2.Origin)
+			t.Fatalf("the slow witness holds size %d, want %d (the second checkpoint's)", got.Size, c2.Size)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := conflicts.Load(); n != 0 {
+		t.Fatalf("the slow witness answered 409 %d times: it was not asked from the size its late answer left", n)
+	}
+	st := db.TlogWitnessStatus()
+	if len(st) != 3 || st[0].URL != slow.srv.URL || st[0].Size != c2.Size {
+		t.Fatalf("TlogWitnessStatus: %+v", st)
+	}
+	for _, s := range st {
+		if s.Conflict != nil || s.LastError != nil {
+			t.Fatalf("witness %s: conflict %v, last error %v; want neither", s.URL, s.Conflict, s.LastError)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// statusWriter notes the status an http.Handler answers with.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// TestTlogWitnessRestoredWholeIsReported: a witness's directory put back
+// whole from an old copy (its key, state and log as they were) is not
+// detected by the witness: the files agree. The writer that had a newer
+// cosignature from it in the same process sees it: the witness answers
+// 409 with the older size, and DB.TlogWitnessStatus reports the conflict
+// ("behind", both sizes); the checkpoint is cosigned from the older size
+// (the same history, so the proof from it verifies).
+func TestTlogWitnessRestoredWholeIsReported(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	keyFile, vkey := newKeyFile(t)
+	wdir := t.TempDir()
+	wopts := cosign.WitnessOptions{Logs: []string{vkey}}
+	w, err := cosign.OpenWitness(wdir, wopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var current atomic.Pointer[cosign.Witness]
+	current.Store(w)
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		current.Load().ServeHTTP(rw, r)
+	}))
+	defer srv.Close()
+	cfg := cosign.WitnessConfig{URL: srv.URL, VKey: w.VerifierKey()}
+	db := mkOpen(t, t.TempDir(), &Options{SigningKeyFile: keyFile, CheckpointInterval: -1, TlogWitnesses: []cosign.WitnessConfig{cfg}})
+	mkLedger(t, db, "pay", 3)
+	c1, err := db.Checkpoint(ctx, "pay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(t.TempDir(), "witness")
+	if err := os.CopyFS(old, os.DirFS(wdir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(old, cosign.KeyFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	appendEvents(t, db, "pay", 4, appendSpec{From: 10})
+	c2, err := db.Checkpoint(ctx, "pay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	restored, err := cosign.OpenWitness(old, wopts)
+	if err != nil {
+		t.Fatalf("the witness's directory restored whole: %v (its files agree: it is not detected)", err)
+	}
+	defer restored.Close()
+	current.Store(restored)
+	appendEvents(t, db, "pay", 2, appendSpec{From: 20})
+	c3, err := db.Checkpoint(ctx, "pay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := db.TlogWitnessStatus()
+	if len(st) != 1 || st[0].Conflict == nil || st[0].Size != c3.Size {
+		t.Fatalf("TlogWitnessStatus: %+v; want a conflict and size %d", st, c3.Size)
+	}
+	msg := st[0].Conflict.Error()
+	for _, want := range []string{srv.URL, "behind", fmt.Sprintf("size %d", c1.Size), fmt.Sprintf("size %d", c2.Size)} {
+		if !strings.Contains(msg, want) {
+			t.Fatalf("the conflict %q does not say %q", msg, want)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -342,7 +342,8 @@ stored, local and lag.`,
 }
 
 func newTakeoverCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var unsigned string
+	cmd := &cobra.Command{
 		Use:   "takeover URL DIR",
 		Short: "Make DIR the writer of its ledgers replicated to URL, fencing the writer that held them",
 		Long: `takeover makes the data directory DIR the writer of its ledgers in the
@@ -360,10 +361,23 @@ events differ is refused (exit 5) and nothing is written into it. DIR must
 not be open in another process. --replication says how the next commands
 that open DIR with --replica append; takeover itself only takes.
 
+A ledger whose bucket holds events beyond DIR's but no signed checkpoint
+(its checkpoint object deleted, by mistake or to pass off other events)
+fails the takeover (exit 3), naming it, unless --unsigned says otherwise,
+as for restore: skip takes the other ledgers and names it on stderr (it
+stays behind its bucket, not taken); pull pulls its events too, verified as
+any other, and DIR's key signs them at its next checkpoint: nothing in the
+bucket that its writer signed vouches for them, so use pull only for a
+bucket you vouch for.
+
 It prints one line a ledger: its name, ID, the events it had and the events
 it has now.`,
 		Args: usageArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			var to engine.TakeoverOptions
+			if to.Unsigned, err = unsignedFlag("takeover", unsigned, "pull"); err != nil {
+				return err
+			}
 			if err := checkDataDir(args[1]); err != nil {
 				return &exitErr{code: exitError, err: err}
 			}
@@ -374,7 +388,7 @@ it has now.`,
 			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
-			db, res, err := engine.Takeover(ctx, args[1], opts)
+			db, res, err := engine.TakeoverWith(ctx, args[1], opts, to)
 			if err != nil {
 				switch {
 				case replicaRefusal(err):
@@ -387,22 +401,37 @@ it has now.`,
 				return openError(args[1], err)
 			}
 			defer closeDB(db, &err)
+			skipped := map[string]bool{}
+			for _, r := range res {
+				if r.Skipped != "" {
+					skipped[r.Name] = true
+					fmt.Fprintf(cmd.ErrOrStderr(), "annal: ledger %s (%s) NOT taken: %s\n", safeName(r.Name), r.Ledger, safeText(r.Skipped))
+				}
+			}
 			for name, why := range db.Unavailable() {
+				if skipped[name] {
+					continue
+				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "annal: ledger %s is not taken: %s\n", safeText(name), safeText(errorLine(why)))
 				err = &exitErr{code: unavailableCode(why)}
 			}
 			out := cmd.OutOrStdout()
 			for _, r := range res {
+				if r.Skipped != "" {
+					continue
+				}
 				if r.Pulled > r.Local {
 					fmt.Fprintf(out, "%s\t%s\t%d events before\t%d now\t%s\n", safeName(r.Name), r.Ledger, r.Local, r.Pulled, vouched(r.Signed, r.Pulled))
 				} else {
 					fmt.Fprintf(out, "%s\t%s\t%d events before\t%d now\n", safeName(r.Name), r.Ledger, r.Local, r.Pulled)
 				}
 			}
-			fmt.Fprintf(out, "takeover %s: %s\n", safeText(args[1]), plural(len(res), "ledger"))
+			fmt.Fprintf(out, "takeover %s: %s\n", safeText(args[1]), plural(len(res)-len(skipped), "ledger"))
 			return err
 		},
 	}
+	cmd.Flags().StringVar(&unsigned, "unsigned", "refuse", "a ledger whose bucket is ahead without a signed checkpoint: refuse (the takeover fails), skip (take the others) or pull (its events too, signed by DIR's key)")
+	return cmd
 }
 
 // plural says n things: "1 ledger", "2 ledgers".

@@ -25,6 +25,7 @@ func TestReplicaFlagsRefused(t *testing.T) {
 		{[]string{"--dir", dir, "--replica", "http://bucket/p", "create", "cash"}, exitError, "Replica"},
 		{[]string{"replica", "status"}, exitUsage, "--replica"},
 		{[]string{"takeover", "s3://bucket/p", dir}, exitError, "does not exist"},
+		{[]string{"takeover", "s3://bucket/p", dir, "--unsigned", "maybe"}, exitUsage, "refuse, skip or pull"},
 	} {
 		code, _, errOut := annal(t, "", c.args...)
 		if code != c.code || !strings.Contains(errOut, c.want) {

@@ -68,14 +68,9 @@ roots): a writer acknowledges events before it stores their checkpoint.`,
 		Args: usageArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o := engine.RestoreOptions{Replica: args[0], Ledger: ledger}
-			switch unsigned {
-			case "refuse":
-			case "skip":
-				o.Unsigned = engine.SkipUnsigned
-			case "restore":
-				o.Unsigned = engine.RestoreUnsigned
-			default:
-				return usageErr("restore: --unsigned %q: want refuse, skip or restore", unsigned)
+			var err error
+			if o.Unsigned, err = unsignedFlag("restore", unsigned, "restore"); err != nil {
+				return err
 			}
 			if at != "" && seq != "" {
 				return usageErr("restore: --at and --seq are one point in time: give one")
@@ -157,6 +152,20 @@ roots): a writer acknowledges events before it stores their checkpoint.`,
 	f.StringVar(&unsigned, "unsigned", "refuse", "a ledger the bucket holds without a signed checkpoint: refuse (the restore fails), skip (restore the others) or restore (it too, signed anew by the directory's key)")
 	f.StringVar(&key, "key", "", "the verifier key that signed the bucket's checkpoints (name+hash+base64, as annal key prints it), or @FILE holding it; default the restored directory's key")
 	return cmd
+}
+
+// unsignedFlag parses the --unsigned of restore and takeover: refuse,
+// skip, or take, the command's word for taking such a ledger too.
+func unsignedFlag(command, value, take string) (engine.Unsigned, error) {
+	switch value {
+	case "refuse":
+		return engine.RefuseUnsigned, nil
+	case "skip":
+		return engine.SkipUnsigned, nil
+	case take:
+		return engine.RestoreUnsigned, nil
+	}
+	return 0, usageErr("%s: --unsigned %q: want refuse, skip or %s", command, value, take)
 }
 
 // vouched says how many of n events restored or pulled the bucket's

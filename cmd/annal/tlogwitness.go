@@ -42,7 +42,12 @@ D (--dir, required; not a data directory) holds the witness's Ed25519 key
 (witness.state: per origin the size and root, written and synced before it
 answers; created empty with the key, and a D holding the key without it is
 refused: keep it, as an empty or older state would cosign a rewritten
-history). One witness at a time runs on D.
+history), and witness.log, a second record of it: a line per cosignature,
+appended and synced after the state. A state older than the log's last line
+for an origin (witness.state put back alone from an old copy) is refused at
+start, naming both; a D restored whole from an old copy is not detected:
+never restore D from a backup (see docs/cli.md, "annal witness"). One
+witness at a time runs on D.
 
 --log K (repeatable, at least one) is a log's verifier key, as annal key
 prints it, or @FILE holding it. A key named N vouches for the origins N and

@@ -43,6 +43,7 @@
 // origin. 404: an origin of no log it knows. 400: a malformed request.
 //
 // Its state, per origin the size and root it cosigned last, is a text
-// file in its directory, written and synced before it answers: see
-// Witness.
+// file in its directory, written and synced before it answers, with a
+// log of the same lines beside it that catches the state file put back
+// alone from an old copy: see StateFile, LogFile and Witness.
 package cosign

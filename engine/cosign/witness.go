@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +34,18 @@ const (
 	// with the key: a witness whose key is there and its state file not
 	// is refused at start.
 	StateFile = "witness.state"
+	// LogFile is the witness's second record of what it cosigned: one
+	// line "<origin> <size> <root>" (StateFile's form) for each
+	// cosignature that moved its state on, appended and synced after
+	// StateFile is replaced and before the answer. At start the state
+	// must hold, for each origin, at least the log's last line: a state
+	// file older than the log (put back alone from an old copy) is
+	// refused, since the witness would cosign a fork of what it cosigned
+	// since. A state one line ahead (a crash between the two writes) is
+	// written to the log. Created, empty, with the key and the state; it
+	// is rewritten to the state's lines once larger than
+	// logCompactBytes.
+	LogFile = "witness.log"
 	// lockFile is flocked by the witness that runs on the directory.
 	lockFile = "witness.lock"
 )
@@ -39,6 +53,11 @@ const (
 // maxRequest bounds an add-checkpoint request: 63 proof lines of 45
 // bytes and a checkpoint of a few hundred bytes with its signatures.
 const maxRequest = 64 << 10
+
+// logCompactBytes is the size past which LogFile is rewritten to the
+// state's lines (when also 4 times the state's size): one line per
+// origin, as many as the state.
+const logCompactBytes = 1 << 20
 
 // maxProofLines is the most consistency proof lines a request may hold.
 const maxProofLines = 63
@@ -74,6 +93,9 @@ type Witness struct {
 
 	mu    sync.Mutex
 	state map[string]tree.Checkpoint // by origin; Size > 0
+	// logFile is LogFile, open for appends, of logSize bytes.
+	logFile *os.File
+	logSize int64
 	// broken is set when a write of the state failed: the file may hold
 	// what the memory does not, and nothing is cosigned until a restart
 	// reads it again.
@@ -117,11 +139,22 @@ func OpenWitness(dir string, opts WitnessOptions) (*Witness, error) {
 	if w.state, err = readState(filepath.Join(dir, StateFile)); err != nil {
 		return fail(err)
 	}
+	if w.logFile, w.logSize, err = openLog(dir, w.state); err != nil {
+		return fail(err)
+	}
 	return w, nil
 }
 
 // Close releases the witness's directory.
-func (w *Witness) Close() error { return w.lock.Close() }
+func (w *Witness) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	err := w.logFile.Close()
+	if lerr := w.lock.Close(); err == nil {
+		err = lerr
+	}
+	return err
+}
 
 // VerifierKey returns the witness's verifier key, for the logs and the
 // verifiers that trust it.
@@ -269,6 +302,10 @@ func (w *Witness) AddCheckpoint(body []byte) ([]byte, error) {
 			return nil, fmt.Errorf("cosign: the witness's state: %w", err)
 		}
 		w.state = next
+		if err := w.appendLog(c); err != nil {
+			w.broken = err
+			return nil, fmt.Errorf("cosign: the witness's log: %w", err)
+		}
 	}
 	return w.key.cosignatureLine(text)
 }
@@ -389,11 +426,17 @@ func loadOrCreateKey(dir, name string) (*Key, error) {
 		if err != nil {
 			return nil, err
 		}
-		// The state file comes with the key, empty, before it: from then
-		// on a missing state file is a lost one (readState).
+		// The state file and the log come with the key, empty, before
+		// it: from then on a missing one is a lost one (readState,
+		// openLog).
 		if _, err := os.Stat(filepath.Join(dir, StateFile)); errors.Is(err, os.ErrNotExist) {
 			if err := writeState(dir, nil); err != nil {
 				return nil, fmt.Errorf("cosign: the witness's state: %w", err)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(dir, LogFile)); errors.Is(err, os.ErrNotExist) {
+			if err := writeFileAtomic(dir, LogFile, nil); err != nil {
+				return nil, fmt.Errorf("cosign: the witness's log: %w", err)
 			}
 		}
 		if err := writeFileAtomic(dir, KeyFile, []byte(k.PrivateKey()+"\n")); err != nil {
@@ -421,6 +464,114 @@ func readState(path string) (map[string]tree.Checkpoint, error) {
 		return nil, fmt.Errorf("cosign: the witness's state file %s, %v (restore it from a backup: without it the witness would cosign any history it is shown next)", path, err)
 	}
 	return state, nil
+}
+
+// openLog reads dir/LogFile and checks it against the state (LogFile
+// says what is refused), writes to it the state's lines that are ahead
+// of it, and returns it open for appends, and its size.
+func openLog(dir string, state map[string]tree.Checkpoint) (*os.File, int64, error) {
+	path := filepath.Join(dir, LogFile)
+	statePath := filepath.Join(dir, StateFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		if len(state) > 0 {
+			return nil, 0, fmt.Errorf("cosign: the witness's log %s is missing beside its state %s, which holds %d origins: it was deleted, or this directory was last used by a witness without a log (then create it from the state: cp %s %s)", path, statePath, len(state), statePath, path)
+		}
+		// A witness that never cosigned, from before the log.
+		if err := writeFileAtomic(dir, LogFile, nil); err != nil {
+			return nil, 0, fmt.Errorf("cosign: the witness's log: %w", err)
+		}
+		b = nil
+	} else if err != nil {
+		return nil, 0, fmt.Errorf("cosign: the witness's log: %w", err)
+	}
+	// A last line without its newline is an append that a crash cut
+	// before its sync: nothing was answered after it.
+	keep := bytes.LastIndexByte(b, '\n') + 1
+	last := map[string]tree.Checkpoint{}
+	for i, line := range bytes.SplitAfter(b[:keep], []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		one, err := tree.ParseCheckpointLines(line)
+		if err != nil {
+			return nil, 0, fmt.Errorf("cosign: the witness's log %s, line %d: %v", path, i+1, err)
+		}
+		for _, c := range one {
+			if p, ok := last[c.Origin]; ok && c.Size <= p.Size {
+				return nil, 0, fmt.Errorf("cosign: the witness's log %s, line %d: origin %s size %d after size %d: a witness's sizes only grow", path, i+1, c.Origin, c.Size, p.Size)
+			}
+			last[c.Origin] = c
+		}
+	}
+	var ahead []byte
+	for _, o := range slices.Sorted(maps.Keys(last)) {
+		l := last[o]
+		st, ok := state[o]
+		switch {
+		case !ok || st.Size < l.Size:
+			return nil, 0, fmt.Errorf("cosign: the witness's state %s is older than its log %s: origin %s, the state holds size %d, the log says the witness cosigned size %d (root %s): the state file was put back from an old copy or replaced; started so, the witness would cosign a fork of what it cosigned since. Put back its latest copy, or write it from the log (for each origin its last line, sorted by origin)",
+				statePath, path, o, st.Size, l.Size, b64(l.Root))
+		case st.Size == l.Size && st.Root != l.Root:
+			return nil, 0, fmt.Errorf("cosign: the witness's state %s and its log %s disagree: origin %s size %d, root %s in the state, %s in the log", statePath, path, o, l.Size, b64(st.Root), b64(l.Root))
+		}
+	}
+	for _, o := range slices.Sorted(maps.Keys(state)) {
+		if l, ok := last[o]; !ok || state[o].Size > l.Size {
+			ahead = tree.AppendCheckpointLines(ahead, map[string]tree.Checkpoint{o: state[o]})
+		}
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, 0, fmt.Errorf("cosign: the witness's log: %w", err)
+	}
+	size := int64(keep)
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("cosign: the witness's log: %w", err)
+	}
+	if len(ahead) > 0 || keep != len(b) {
+		// The state's lines ahead: a crash between the state's write and
+		// the log's (or a log put back from an old copy: the state, newer,
+		// is what the witness goes by).
+		_, err := f.Write(ahead)
+		if err == nil {
+			err = f.Sync()
+		}
+		if err != nil {
+			f.Close()
+			return nil, 0, fmt.Errorf("cosign: the witness's log %s: %w", path, err)
+		}
+		size += int64(len(ahead))
+	}
+	return f, size, nil
+}
+
+// appendLog appends c to the log, synced; past logCompactBytes the log
+// is rewritten to the state's lines.
+func (w *Witness) appendLog(c tree.Checkpoint) error {
+	line := tree.AppendCheckpointLines(nil, map[string]tree.Checkpoint{c.Origin: c})
+	if _, err := w.logFile.Write(line); err != nil {
+		return err
+	}
+	if err := w.logFile.Sync(); err != nil {
+		return err
+	}
+	w.logSize += int64(len(line))
+	all := tree.AppendCheckpointLines(nil, w.state)
+	if w.logSize <= logCompactBytes || w.logSize <= 4*int64(len(all)) {
+		return nil
+	}
+	if err := writeFileAtomic(w.dir, LogFile, all); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(w.dir, LogFile), os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	w.logFile.Close()
+	w.logFile, w.logSize = f, int64(len(all))
+	return nil
 }
 
 // writeState replaces dir/StateFile with state, durably.

@@ -73,6 +73,15 @@ type Config struct {
 	// publishes as C2SP tlog-tiles beside each checkpoint it stores
 	// (tiles.go).
 	Tiles TileSource
+	// OpenCheckpoint checks a signed checkpoint found in the bucket's
+	// checkpoint object: a checkpoint of the ledger signed by its key. It
+	// returns the checkpoint's size and root. The Writer builds on that
+	// object (keeps it rather than store a smaller checkpoint of its own)
+	// only when it passes, its root is the ledger's at its size
+	// (Source.Frontier), and it covers no record that is not stored;
+	// otherwise it replaces it with its next checkpoint and reports it
+	// (Status.Damage). nil: only its body is parsed (tests).
+	OpenCheckpoint func(note []byte) (size uint64, root tree.Hash, err error)
 	// Endpoint names the store in errors ("s3://bucket/prefix at URL").
 	Endpoint string
 	// Now is the clock (default time.Now).
@@ -136,6 +145,13 @@ type Status struct {
 	// LastError is the last upload error (nil after a success), and when.
 	LastError   error
 	LastErrorAt time.Time
+	// Damage is the last object the Writer found damaged in the bucket
+	// and replaced, and why (a checkpoint not signed by the ledger's key,
+	// of another history, claiming events the bucket does not hold, or
+	// older than one the Writer stored: it matches corruption.Err); it
+	// stays after later successes. DamageAt is when.
+	Damage   error
+	DamageAt time.Time
 	// Fenced is set once another writer took the ledger.
 	Fenced bool
 }

@@ -188,14 +188,7 @@ func TestFencedWritersLateChunkIsReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	aChunks, _ := bucketChunks(t, st)
-	b, _, err := Open(ctx, testConfig(st, tl, Replicated))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Take(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close(ctx)
+	b := takeLedger(t, testConfig(st, tl, Replicated))
 	fence := aChunks[len(aChunks)-1].Number + 1
 	// A's late upload: epoch 1, at the slot after B's fence, chained to
 	// an A chunk the bucket does not hold.

@@ -1,9 +1,11 @@
 package replica
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -230,7 +232,7 @@ func TestGCZombieCannotRecreateUnnoticed(t *testing.T) {
 // testCheckpoint is a signed checkpoint's note as the Writer sees it.
 func testCheckpoint(tl *testLog, n uint64) []byte {
 	c := tree.Checkpoint{Origin: fmt.Sprintf("test/%08x", uint32(testLedgerID())), Size: n, Root: tree.Hash(tl.root(n))}
-	return append(c.Text(), "\n— test signature\n"...)
+	return append(append(c.Text(), '\n'), testSignature...)
 }
 
 // checkpointIn returns the size of the bucket's checkpoint (0: none).
@@ -248,6 +250,20 @@ func checkpointIn(t testing.TB, st store.Store) uint64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// checkpointSize is the tree size of a signed checkpoint: its note's
+// second line.
+func checkpointSize(note []byte) (uint64, error) {
+	lines := bytes.SplitN(note, []byte("\n"), 3)
+	if len(lines) < 3 {
+		return 0, errors.New("not a checkpoint: fewer than three lines")
+	}
+	n, err := strconv.ParseUint(string(lines[1]), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("not a checkpoint: line 2 is %q, not a tree size", lines[1])
+	}
+	return n, nil
 }
 
 // TestCheckpointNeverGoesBack: a checkpoint is stored only once every

@@ -5,10 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/annal-db/annal/engine/internal/replica/store"
+	"github.com/annal-db/annal/engine/tree"
 )
 
 // maintainLoop stores sealed segments and the manifests naming them,
@@ -141,7 +141,8 @@ func (s *writerState) writeManifest(ctx context.Context, m Manifest) error {
 }
 
 // storeCheckpoint stores the newest checkpoint given once every record
-// in it is stored, replacing the bucket's only with a larger one.
+// in it is stored, replacing the bucket's only with a larger one, or
+// one this writer cannot build on (judgeCheckpoint).
 func (s *writerState) storeCheckpoint(ctx context.Context) error {
 	s.mu.Lock()
 	msg, size, stored := s.checkpointMsg, s.checkpointSize, s.storedSeq
@@ -159,18 +160,9 @@ func (s *writerState) storeCheckpoint(ctx context.Context) error {
 		case err != nil:
 			return fmt.Errorf("replica: read %s at %s: %w", key, s.cfg.Endpoint, err)
 		default:
-			if have, err = checkpointSize(o.Data); err != nil {
-				return fmt.Errorf("%w: replica: %s: %w", errDamage, key, err)
-			}
 			cond = store.ReplaceIf(o.ETag)
-			if have > size {
-				forged, err := s.beyondStored(ctx, key, have)
-				if err != nil {
-					return err
-				}
-				if forged {
-					have = 0 // not a checkpoint of the history: replaced
-				}
+			if have, err = s.judgeCheckpoint(ctx, key, o.Data); err != nil {
+				return err
 			}
 		}
 		if have < size {
@@ -183,6 +175,9 @@ func (s *writerState) storeCheckpoint(ctx context.Context) error {
 		case err == nil:
 			s.mu.Lock()
 			s.checkpointDone = max(s.checkpointDone, size, have)
+			if have < size {
+				s.checkpointKnown, s.checkpointKnownSize = msg, size
+			}
 			if s.checkpointSize <= s.checkpointDone {
 				s.checkpointMsg = nil
 			}
@@ -198,44 +193,87 @@ func (s *writerState) storeCheckpoint(ctx context.Context) error {
 	}
 }
 
-// beyondStored judges a bucket checkpoint of have events, more than the
-// one this writer would store. Writers store a checkpoint only once its
-// records are stored, and the writer of the newest epoch holds every
-// stored record of the history: one beyond this writer's stored records
-// is another writer's only if it took the ledger since (ErrFenced);
-// otherwise no writer stored it, and it is to be replaced (forged; the
-// damage is noted in Status.LastError), so that the bucket does not keep a
-// checkpoint that no restore accepts and the writer never replaces.
-func (s *writerState) beyondStored(ctx context.Context, key string, have uint64) (forged bool, err error) {
+// judgeCheckpoint says how many events the bucket's checkpoint object
+// data (under key) vouches for, as this writer may build on it: its size
+// if it is a checkpoint of the ledger signed by its key
+// (Config.OpenCheckpoint) whose root is the ledger's at that size, and
+// that no larger than the records stored. Otherwise (not signed by the
+// key, damaged, another history, more events than the bucket holds) it
+// returns 0, so that the writer's checkpoint replaces it (with If-Match:
+// not a newer one written meanwhile), once it checked that it still
+// holds the ledger (another writer's checkpoint is not replaced: that
+// writer fenced this one, ErrFenced); what it found is reported
+// (Status.LastError and Status.Damage). A valid checkpoint smaller than
+// one this writer stored before (the bucket restored from an old copy,
+// or the object replaced by an older one) is reported too, and replaced
+// as any smaller one is.
+func (s *writerState) judgeCheckpoint(ctx context.Context, key string, data []byte) (uint64, error) {
 	s.mu.Lock()
-	stored, epoch := s.storedSeq, s.epoch
+	known, knownSize, stored, done := s.checkpointKnown, s.checkpointKnownSize, s.storedSeq, s.checkpointDone
 	s.mu.Unlock()
-	if have <= stored {
-		return false, nil // of records stored: kept
+	if known != nil && bytes.Equal(data, known) {
+		return knownSize, nil // what this writer stored or judged before
 	}
-	m, n, err := s.newestManifest(ctx)
-	if err != nil {
-		return false, err
+	var bad error
+	size, root, err := s.openCheckpoint(data)
+	switch {
+	case err != nil:
+		bad = fmt.Errorf("not a checkpoint of the ledger signed by its key: %w", err)
+	case size > stored:
+		bad = fmt.Errorf("it claims %d events, the bucket holds %d: no writer stored it", size, stored)
+	default:
+		b, err := s.cfg.Source.Frontier(size)
+		if err != nil {
+			return 0, fmt.Errorf("replica: %s: the ledger's Merkle tree at its size %d: %w", key, size, err)
+		}
+		if mine := b.Root(); mine != root {
+			bad = fmt.Errorf("its root at size %d is %x, the ledger's is %x: a checkpoint of another history", size, root[:], mine[:])
+		}
 	}
-	if m.Epoch > epoch {
-		return false, fmt.Errorf("%w: manifest %s has epoch %d (%s), this writer's is %d", ErrFenced, ManifestKey(s.cfg.Ledger, n), m.Epoch, m.Writer, epoch)
+	if bad == nil {
+		if size < done {
+			s.noteDamage(fmt.Errorf("%w: replica: %s is a checkpoint of %d events, this writer stored one of %d before: the object was replaced by an older one (an old copy of the bucket restored?); replaced by this writer's next checkpoint", errDamage, key, size, done))
+		}
+		s.mu.Lock()
+		s.checkpointKnown, s.checkpointKnownSize = bytes.Clone(data), size
+		s.mu.Unlock()
+		return size, nil
 	}
-	s.noteError(fmt.Errorf("%w: replica: %s claims %d events, the bucket holds %d: no writer stored it; replaced", errDamage, key, have, stored))
-	return true, nil
+	if err := s.checkNotFenced(ctx); err != nil {
+		return 0, err
+	}
+	s.noteDamage(fmt.Errorf("%w: replica: %s: %w; replaced by this writer's checkpoint", errDamage, key, bad))
+	return 0, nil
 }
 
-// checkpointSize is the tree size of a signed checkpoint: its note's
-// second line.
-func checkpointSize(note []byte) (uint64, error) {
-	lines := bytes.SplitN(note, []byte("\n"), 3)
-	if len(lines) < 3 {
-		return 0, errors.New("not a checkpoint: fewer than three lines")
+// openCheckpoint checks a signed checkpoint with Config.OpenCheckpoint,
+// or, without one, only parses its body.
+func (s *writerState) openCheckpoint(note []byte) (uint64, tree.Hash, error) {
+	if s.cfg.OpenCheckpoint != nil {
+		return s.cfg.OpenCheckpoint(note)
 	}
-	n, err := strconv.ParseUint(string(lines[1]), 10, 64)
+	end := bytes.Index(note, []byte("\n\n"))
+	if end < 0 {
+		return 0, tree.Hash{}, errors.New("not a signed note: no empty line")
+	}
+	c, err := tree.ParseCheckpoint(note[:end+1])
 	if err != nil {
-		return 0, fmt.Errorf("not a checkpoint: line 2 is %q, not a tree size", lines[1])
+		return 0, tree.Hash{}, err
 	}
-	return n, nil
+	return c.Size, c.Root, nil
+}
+
+// checkNotFenced reads the newest manifest: one of a higher epoch than
+// this writer's means another writer took the ledger (ErrFenced).
+func (s *writerState) checkNotFenced(ctx context.Context) error {
+	m, n, err := s.newestManifest(ctx)
+	if err != nil {
+		return err
+	}
+	if m.Epoch > s.epoch {
+		return fmt.Errorf("%w: manifest %s has epoch %d (%s), this writer's is %d", ErrFenced, ManifestKey(s.cfg.Ledger, n), m.Epoch, m.Writer, s.epoch)
+	}
+	return nil
 }
 
 // collect deletes the chunks below the newest manifest's GC boundary

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -261,7 +262,29 @@ func testConfig(st store.Store, tl *testLog, mode Mode) Config {
 		Store: st, Ledger: testLedgerID(), Name: "replica-test", Mode: mode,
 		Identity: Identity{Host: "test", PID: os.Getpid(), Started: time.Now(), Nonce: fmt.Sprint(time.Now().UnixNano())},
 		Source:   tl, Endpoint: "memory://test",
+		OpenCheckpoint: openTestCheckpoint,
 	}
+}
+
+// testSignature is the signature line of testCheckpoint: the "key" the
+// tests' ledger signs with.
+const testSignature = "— test signature\n"
+
+// openTestCheckpoint is the tests' Config.OpenCheckpoint: a checkpoint of
+// the test ledger signed with testSignature.
+func openTestCheckpoint(note []byte) (uint64, tree.Hash, error) {
+	text, sig, ok := bytes.Cut(note, []byte("\n\n"))
+	if !ok || string(sig) != testSignature {
+		return 0, tree.Hash{}, errors.New("not signed by the test key")
+	}
+	c, err := tree.ParseCheckpoint(append(bytes.Clone(text), '\n'))
+	if err != nil {
+		return 0, tree.Hash{}, err
+	}
+	if c.Origin != fmt.Sprintf("test/%08x", uint32(testLedgerID())) {
+		return 0, tree.Hash{}, fmt.Errorf("origin %q is not the test ledger's", c.Origin)
+	}
+	return c.Size, c.Root, nil
 }
 
 // openTake opens and takes a Writer over cfg, attached to tl.
@@ -276,6 +299,23 @@ func openTake(t testing.TB, cfg Config, tl *testLog) *Writer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	return w
+}
+
+// takeLedger opens and takes a second Writer over cfg, not attached to
+// its log (another writer taking the ledger): the Writers before it are
+// fenced. Closed at the test's end.
+func takeLedger(t testing.TB, cfg Config) *Writer {
+	t.Helper()
+	ctx := context.Background()
+	w, _, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Take(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close(ctx) })
 	return w
 }
 

@@ -118,8 +118,15 @@ type writerState struct {
 	checkpointMsg   []byte // the newest checkpoint given, not stored yet
 	checkpointSize  uint64
 	checkpointDone  uint64 // the size of the checkpoint in the bucket, as far as known
-	gcDone          uint64 // chunks below it were deleted
-	manifestsGCd    uint64 // manifests below it were deleted
+	// checkpointKnown is the last checkpoint object this writer stored,
+	// or found in the bucket and judged good, of checkpointKnownSize
+	// events: found again, it is not checked again.
+	checkpointKnown     []byte
+	checkpointKnownSize uint64
+	damage              error // the last damage found and repaired (Status.Damage)
+	damageAt            time.Time
+	gcDone              uint64 // chunks below it were deleted
+	manifestsGCd        uint64 // manifests below it were deleted
 
 	wake  chan struct{} // the cutter's
 	maint chan struct{} // the maintainer's
@@ -549,6 +556,15 @@ func (s *writerState) fail(err error) {
 	s.mu.Unlock()
 }
 
+// noteDamage records an object found damaged in the bucket and
+// replaced (Status.Damage; Status.LastError too, until the next upload).
+func (s *writerState) noteDamage(err error) {
+	s.mu.Lock()
+	s.lastErr, s.lastErrAt = err, s.cfg.Now()
+	s.damage, s.damageAt = err, s.lastErrAt
+	s.mu.Unlock()
+}
+
 // noteError records a failed store request (Status.LastError).
 func (s *writerState) noteError(err error) {
 	s.mu.Lock()
@@ -696,6 +712,8 @@ func (s *writerState) status() Status {
 		UploadTime:  s.uploadTime,
 		LastError:   s.lastErr,
 		LastErrorAt: s.lastErrAt,
+		Damage:      s.damage,
+		DamageAt:    s.damageAt,
 		Fenced:      errors.Is(s.fatal, ErrFenced),
 	}
 	if s.fatal != nil {

@@ -103,6 +103,31 @@ func TestVersityGWCommandTakeover(t *testing.T) {
 	}
 }
 
+// deleteCheckpoint deletes the checkpoint object of the ledger name of
+// the data directory dir from the bucket's prefix, and returns the
+// ledger's ID.
+func deleteCheckpoint(t *testing.T, bin, dir, prefix, name string) string {
+	t.Helper()
+	code, out, errOut := runBin(t, bin, "", "--format", "ndjson", "--dir", dir, "ledgers")
+	if code != 0 {
+		t.Fatalf("ledgers: exit %d: %s%s", code, out, errOut)
+	}
+	var id string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.Contains(line, `"name":"`+name+`"`) {
+			_, rest, _ := strings.Cut(line, `"id":"`)
+			id, _, _ = strings.Cut(rest, `"`)
+		}
+	}
+	if id == "" {
+		t.Fatalf("no ID of %s in %s", name, out)
+	}
+	if err := openPrefix(t, prefix).Delete(context.Background(), "ledgers/"+id+"/checkpoint"); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
 // TestVersityGWCommandRestoreUnsigned: annal restore of a bucket that
 // holds a ledger's events without a signed checkpoint of it fails
 // (exit 3) naming --unsigned; --unsigned skip restores the other ledger
@@ -126,20 +151,7 @@ func TestVersityGWCommandRestoreUnsigned(t *testing.T) {
 		must(runBin(t, bin, "", "--replica", url, "--dir", dir, "create", name))
 		must(runBin(t, bin, events, "--replica", url, "--dir", dir, "append", name))
 	}
-	out := must(runBin(t, bin, "", "--format", "ndjson", "--dir", dir, "ledgers"))
-	var orders string
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		if strings.Contains(line, `"name":"orders"`) {
-			_, rest, _ := strings.Cut(line, `"id":"`)
-			orders, _, _ = strings.Cut(rest, `"`)
-		}
-	}
-	if orders == "" {
-		t.Fatalf("no ID of orders in %s", out)
-	}
-	if err := openPrefix(t, prefix).Delete(context.Background(), "ledgers/"+orders+"/checkpoint"); err != nil {
-		t.Fatal(err)
-	}
+	orders := deleteCheckpoint(t, bin, dir, prefix, "orders")
 	key := filepath.Join(dir, "signing.key")
 
 	code, _, errOut := runBin(t, bin, "", "--signing-key", key, "restore", url, filepath.Join(t.TempDir(), "r"))
@@ -147,7 +159,7 @@ func TestVersityGWCommandRestoreUnsigned(t *testing.T) {
 		t.Fatalf("restore of a bucket with a ledger without checkpoint: exit %d, %s; want 3 naming the ledger and --unsigned", code, errOut)
 	}
 	skipped := filepath.Join(t.TempDir(), "r")
-	code, out, errOut = runBin(t, bin, "", "--signing-key", key, "restore", url, skipped, "--unsigned", "skip")
+	code, out, errOut := runBin(t, bin, "", "--signing-key", key, "restore", url, skipped, "--unsigned", "skip")
 	if code != 0 || !strings.Contains(out, "1 ledger") || !strings.Contains(errOut, "orders") || !strings.Contains(errOut, "NOT restored") {
 		t.Fatalf("restore --unsigned skip: exit %d, %s%s", code, out, errOut)
 	}
@@ -159,4 +171,60 @@ func TestVersityGWCommandRestoreUnsigned(t *testing.T) {
 	for _, d := range []string{skipped, all} {
 		must(runBin(t, bin, "", "--signing-key", key, "--dir", d, "verify", "--full"))
 	}
+}
+
+// TestVersityGWCommandTakeoverUnsigned: annal takeover of a copy behind
+// a bucket that lost one ledger's checkpoint object fails (exit 3)
+// naming the ledger and --unsigned; --unsigned skip takes the other
+// ledger and names the skipped one on stderr (exit 0); --unsigned pull
+// takes both, and the directory appends after the pulled events and
+// verifies in full.
+func TestVersityGWCommandTakeoverUnsigned(t *testing.T) {
+	credentialsInEnvironment(t, secret)
+	bin := annalBinary(t)
+	prefix := fmt.Sprintf("cmd%d", prefixes.Add(1))
+	url := bucketURL(endpoint, prefix)
+	t.Setenv("ANNAL_REPLICA", url)
+	dir := filepath.Join(t.TempDir(), "a")
+	must := func(code int, out, errOut string) string {
+		t.Helper()
+		if code != 0 {
+			t.Fatalf("exit %d: %s%s", code, out, errOut)
+		}
+		return out
+	}
+	copyOf := func(from string) string {
+		t.Helper()
+		to := filepath.Join(t.TempDir(), "copy")
+		if err := os.CopyFS(to, os.DirFS(from)); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(filepath.Join(to, "signing.key"), 0o600)
+		return to
+	}
+	events := strings.Repeat(`{"entity":"acct","key":"a1","event":"credited","data":{"n":1}}`+"\n", 3)
+	for _, name := range []string{"cash", "orders"} {
+		must(runBin(t, bin, "", "--dir", dir, "create", name))
+	}
+	old := copyOf(dir)
+	for _, name := range []string{"cash", "orders"} {
+		must(runBin(t, bin, events, "--dir", dir, "append", name))
+	}
+	orders := deleteCheckpoint(t, bin, dir, prefix, "orders")
+	copies := []string{old, copyOf(old), copyOf(old)}
+
+	code, _, errOut := runBin(t, bin, "", "takeover", url, copies[0])
+	if code != 3 || !strings.Contains(errOut, orders) || !strings.Contains(errOut, "--unsigned skip") {
+		t.Fatalf("takeover with a ledger whose bucket has no checkpoint: exit %d, %s; want 3 naming the ledger and --unsigned", code, errOut)
+	}
+	code, out, errOut := runBin(t, bin, "", "takeover", url, copies[1], "--unsigned", "skip")
+	if code != 0 || !strings.Contains(out, "1 ledger") || !strings.Contains(out, "cash") || !strings.Contains(errOut, "orders") || !strings.Contains(errOut, "NOT taken") {
+		t.Fatalf("takeover --unsigned skip: exit %d, %s%s", code, out, errOut)
+	}
+	out = must(runBin(t, bin, "", "takeover", url, copies[2], "--unsigned", "pull"))
+	if !strings.Contains(out, "2 ledgers") || !strings.Contains(out, "1 events before\t4 now") {
+		t.Fatalf("takeover --unsigned pull: %s", out)
+	}
+	must(runBin(t, bin, events, "--dir", copies[2], "append", "orders"))
+	must(runBin(t, bin, "", "--dir", copies[2], "verify", "--full"))
 }
