@@ -128,6 +128,7 @@ func linearizeTakeoverRun(t *testing.T, rng *rand.Rand, clients, budget int) (op
 	// The new writer's ledgers: every acknowledged append is there, and
 	// they settle the appends of unknown outcome.
 	byTag := map[string]eventid.ID{}
+	seqOf := map[eventid.ID]uint64{}
 	have := map[eventid.ID]bool{}
 	for _, name := range r.lin.names {
 		for ev, err := range b.Scan(ctx, name, ScanOptions{}) {
@@ -141,6 +142,7 @@ func linearizeTakeoverRun(t *testing.T, rng *rand.Rand, clients, budget int) (op
 					t.Fatalf("ledger %s holds the event %s twice: %s and %s", name, d.T, was, ev.ID)
 				}
 				byTag[d.T] = ev.ID
+				seqOf[ev.ID] = ev.Seq
 			}
 		}
 	}
@@ -167,7 +169,7 @@ func linearizeTakeoverRun(t *testing.T, rng *rand.Rand, clients, budget int) (op
 			t.Fatalf("%d of the %d events of a batch are in the new writer's ledger: %v", len(ids), len(in.tags), in.tags)
 		}
 		present++
-		op.Output = &linOut{ids: ids}
+		op.Output = &linOut{ids: ids, first: seqOf[ids[0]]}
 		r.lin.hist.ops = append(r.lin.hist.ops, op)
 	}
 	// Milliseconds as a rule; a history that a loaded machine stretched
@@ -289,7 +291,7 @@ func (r *takeRun) worker(ctx context.Context, client int, rng *rand.Rand, budget
 			if err != nil {
 				return cond(err)
 			}
-			return &linOut{ids: res.IDs}, nil
+			return &linOut{ids: res.IDs, first: res.FirstSeq}, nil
 		})
 		move(moved)
 		if out == nil {

@@ -80,12 +80,17 @@ type linIn struct {
 
 // linOut is an operation's result.
 type linOut struct {
-	err   string       // "": success; "condition"; "notfound"
-	ids   []eventid.ID // an append's IDs; a Replay's
-	found eventid.ID   // a ConditionError's Found
-	id    eventid.ID   // StreamHead, ledger head
-	seq   uint64       // Get, StreamHead, ledger head
-	strm  int          // Get: the event's stream
+	err string       // "": success; "condition"; "notfound"
+	ids []eventid.ID // an append's IDs; a Replay's
+	// first is an append's first sequence number (0: not known). The
+	// model places the append where its events are, which also makes
+	// porcupine's search follow the ledger's order instead of trying every
+	// order of concurrent appends.
+	first uint64
+	found eventid.ID // a ConditionError's Found
+	id    eventid.ID // StreamHead, ledger head
+	seq   uint64     // Get, StreamHead, ledger head
+	strm  int        // Get: the event's stream
 }
 
 // linEvent is an event of the model.
@@ -146,6 +151,9 @@ func linModel(genesis []eventid.ID) porcupine.Model {
 					}
 				}
 				if out.err != "" || len(out.ids) != len(in.streams) {
+					return false, s
+				}
+				if out.first != 0 && out.first != headSeq+1 {
 					return false, s
 				}
 				next := &linState{events: slices.Clip(s.events), idem: s.idem}
@@ -366,7 +374,7 @@ func (r *linRun) worker(ctx context.Context, db *DB, client, round int, rng *ran
 			if err != nil {
 				return r.errOut(err)
 			}
-			return &linOut{ids: res.IDs}
+			return &linOut{ids: res.IDs, first: res.FirstSeq}
 		})
 		known = append(known, out.ids...)
 		if !out.found.IsZero() {
@@ -483,6 +491,7 @@ func (r *linRun) ledgerOf(id eventid.ID) int {
 // (their window ends at it); the others are left out.
 func (r *linRun) resolve(ctx context.Context, db *DB, crashEnd int64) (present, absent int) {
 	byTag := map[string]eventid.ID{}
+	seqOf := map[eventid.ID]uint64{}
 	for _, name := range r.names {
 		for ev, err := range db.Scan(ctx, name, ScanOptions{}) {
 			if err != nil {
@@ -496,6 +505,7 @@ func (r *linRun) resolve(ctx context.Context, db *DB, crashEnd int64) (present, 
 					r.t.Fatalf("after the crash, ledger %s has the event %s twice: %s and %s", name, d.T, was, ev.ID)
 				}
 				byTag[d.T] = ev.ID
+				seqOf[ev.ID] = ev.Seq
 			}
 		}
 	}
@@ -524,7 +534,7 @@ func (r *linRun) resolve(ctx context.Context, db *DB, crashEnd int64) (present, 
 			r.t.Fatalf("after the crash, %d of the %d events of a batch are there: %v", len(ids), len(in.tags), in.tags)
 		}
 		present++
-		op.Output = &linOut{ids: ids}
+		op.Output = &linOut{ids: ids, first: seqOf[ids[0]]}
 		op.Return = crashEnd
 		r.hist.ops = append(r.hist.ops, op)
 	}
