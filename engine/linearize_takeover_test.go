@@ -172,9 +172,10 @@ func linearizeTakeoverRun(t *testing.T, rng *rand.Rand, clients, budget int) (op
 		op.Output = &linOut{ids: ids, first: seqOf[ids[0]]}
 		r.lin.hist.ops = append(r.lin.hist.ops, op)
 	}
-	// Milliseconds as a rule; a history that a loaded machine stretched
+	// Milliseconds: the model places each append at its first sequence
+	// number. Before it did, a history that a loaded machine stretched
 	// (many appends pending at once while A's uploads were held) took
-	// porcupine over a minute twice in a few hundred runs.
+	// porcupine over four minutes, as it tried every order of them.
 	checkStart := time.Now()
 	res, info := porcupine.CheckOperationsVerbose(linModel(r.lin.genesis), r.lin.hist.ops, 4*time.Minute)
 	t.Logf("porcupine: %d operations (%d of unknown outcome) checked in %v", len(r.lin.hist.ops), len(r.unknown), time.Since(checkStart).Round(time.Millisecond))
