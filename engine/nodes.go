@@ -206,8 +206,11 @@ func (n *node) every(fn func()) {
 }
 
 // renew replaces the lease object If-Match the last one this process
-// wrote. A 412 means another process of the node's name took it: the
-// lease is lost for good.
+// wrote. When the object is not that one, it is read back: one this
+// process wrote (an earlier renewal whose answer was lost) is renewed
+// from; a missing one (deleted) is written again create-only; one
+// another process of the node's name wrote means the lease is lost for
+// good. Only a renewal whose own answer came back moves validUntil.
 func (n *node) renew() {
 	n.mu.Lock()
 	etag, r, lost := n.etag, n.renewal+1, n.lost
@@ -217,30 +220,48 @@ func (n *node) renew() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.lease/3)
 	defer cancel()
-	l := n.leaseObject(r)
-	sent := time.Now()
-	newTag, err := n.st.Put(ctx, replica.NodeKey(n.name), l.Encode(), store.ReplaceIf(etag))
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	switch {
-	case err == nil:
-		n.etag, n.renewal, n.validUntil = newTag, r, sent.Add(n.lease)
-	case errors.Is(err, store.ErrPreconditionFailed):
-		if errors.Is(err, store.ErrMaybeApplied) {
-			// An earlier attempt may have landed: read it back.
-			if obj, gerr := n.st.Get(ctx, replica.NodeKey(n.name)); gerr == nil {
-				if got, derr := replica.DecodeLease(replica.NodeKey(n.name), obj.Data); derr == nil && got.Writer.Nonce == n.id.Nonce {
-					n.etag, n.renewal, n.validUntil = obj.ETag, got.Renewal, sent.Add(n.lease)
-					return
-				}
-			}
+	key := replica.NodeKey(n.name)
+	for try := 0; try < 3; try++ {
+		cond := store.ReplaceIf(etag)
+		if etag == "" {
+			cond = store.CreateOnly()
 		}
-		n.lost = fmt.Errorf("%w: node %q: its lease %s was replaced by another process of that name", ErrNotOwner, n.name, replica.NodeKey(n.name))
-	case errors.Is(err, store.ErrNotFound):
-		n.lost = fmt.Errorf("%w: node %q: its lease %s was deleted", ErrNotOwner, n.name, replica.NodeKey(n.name))
+		l := n.leaseObject(r)
+		sent := time.Now()
+		newTag, err := n.st.Put(ctx, key, l.Encode(), cond)
+		if err == nil {
+			n.mu.Lock()
+			n.etag, n.renewal, n.validUntil = newTag, r, sent.Add(n.lease)
+			n.mu.Unlock()
+			return
+		}
+		if !errors.Is(err, store.ErrPreconditionFailed) && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
+			// Tried again at the next tick; the lease lapses at
+			// validUntil if none succeeds.
+			return
+		}
+		obj, err := n.st.Get(ctx, key)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			// Deleted: no observer watches a lease it does not list, so
+			// writing it anew counts from its new writing.
+			etag, r = "", 0
+			continue
+		case err != nil:
+			return
+		}
+		got, err := replica.DecodeLease(key, obj.Data)
+		if err != nil || got.Writer.Nonce != n.id.Nonce {
+			n.mu.Lock()
+			n.lost = fmt.Errorf("%w: node %q: its lease %s was replaced by another process of that name", ErrNotOwner, n.name, key)
+			n.mu.Unlock()
+			return
+		}
+		// This process's own writing, whose answer was lost: observers
+		// count from when it landed, unknown, so validUntil stays; the
+		// next attempt renews from it.
+		etag, r = obj.ETag, got.Renewal+1
 	}
-	// Other errors: tried again at the next tick; the lease lapses at
-	// validUntil if none succeeds.
 }
 
 // leaseErr says why this node must not acknowledge appends now: its

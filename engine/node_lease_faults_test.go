@@ -1,0 +1,115 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/annal-db/annal/engine/internal/replica"
+	"github.com/annal-db/annal/engine/internal/replica/store"
+)
+
+// leaseFaultStore wraps a store with faults on the nodes' lease objects.
+type leaseFaultStore struct {
+	store.Store
+	// loseAnswers is the number of lease writes still to apply whose
+	// answer is lost (the caller sees the store unavailable, as after a
+	// timeout).
+	loseAnswers atomic.Int32
+}
+
+func (s *leaseFaultStore) Put(ctx context.Context, key string, data []byte, cond store.Condition) (string, error) {
+	etag, err := s.Store.Put(ctx, key, data, cond)
+	if err == nil && len(key) > len(replica.NodesPrefix) && key[:len(replica.NodesPrefix)] == replica.NodesPrefix && s.loseAnswers.Add(-1) >= 0 {
+		return "", errStoreDown
+	}
+	return etag, err
+}
+
+// waitAppendable appends to ledger on db until it succeeds, failing the
+// test on an error other than ErrNotOwner or after 5 s.
+func waitAppendable(t *testing.T, db *DB, ledger, why string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := nodeAppend(context.Background(), db, ledger, "after")
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, ErrNotOwner) || time.Now().After(deadline) {
+			s, _ := db.NodeStatus()
+			t.Fatalf("%s: append: %v (node status %+v)", why, err, s)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestNodeLeaseRenewalAnswerLost: a renewal that the store applied but
+// whose answer was lost (a timeout) leaves the lease object one the
+// node did not see written; the next renewal's If-Match on the ETag it
+// knows fails. The node reads the object back, finds its own writing,
+// and renews from it: it keeps its lease instead of refusing every
+// append from then on.
+func TestNodeLeaseRenewalAnswerLost(t *testing.T) {
+	st := &leaseFaultStore{Store: store.NewMemory()}
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	a := nodeWithOrders(t, t.TempDir(), st, key)
+	defer a.Close()
+	mustAppendN(t, a, "orders", 2)
+	st.loseAnswers.Store(1)
+	// The next renewal lands unseen; wait for the ones after it.
+	time.Sleep(3 * a.opts.NodeLease)
+	if n := st.loseAnswers.Load(); n > 0 {
+		t.Fatalf("no renewal in three leases (%d answers still to lose)", n)
+	}
+	waitAppendable(t, a, "orders", "after a renewal whose answer was lost")
+}
+
+// TestNodeLeaseDeletedWrittenAgain: a node whose lease object was
+// deleted (an operator's cleanup, a lifecycle rule) while it runs
+// writes it again at its next renewal, create-only, and goes on
+// acknowledging appends; while the object is absent no observer can
+// count the node dead (it sees no lease to watch).
+func TestNodeLeaseDeletedWrittenAgain(t *testing.T) {
+	st := store.NewMemory()
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	a := nodeWithOrders(t, t.TempDir(), st, key)
+	defer a.Close()
+	mustAppendN(t, a, "orders", 2)
+	if err := st.Delete(ctx, replica.NodeKey("a")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * a.opts.NodeLease)
+	waitAppendable(t, a, "orders", "after its lease object was deleted")
+	obj, err := st.Get(ctx, replica.NodeKey("a"))
+	if err != nil {
+		t.Fatalf("the lease was not written again: %v", err)
+	}
+	if l, err := replica.DecodeLease(replica.NodeKey("a"), obj.Data); err != nil || l.Writer != a.repl.identity {
+		t.Fatalf("lease written again: %+v, %v", l, err)
+	}
+}
+
+// TestNodeLeaseTakenBySameNameStaysLost: a second process opened with
+// the node's name replaces the lease; the first one's next renewal
+// fails its If-Match, it reads the lease back, finds another writer,
+// and refuses appends for good (one process holds a name at a time).
+func TestNodeLeaseTakenBySameNameStaysLost(t *testing.T) {
+	st := store.NewMemory()
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	a := nodeWithOrders(t, t.TempDir(), st, key)
+	defer a.Close()
+	a2 := openNode(t, t.TempDir(), st, key, "a")
+	defer a2.Close()
+	time.Sleep(2 * a.opts.NodeLease)
+	if _, err := nodeAppend(context.Background(), a, "orders", "x"); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("append on the process whose name another took: %v, want ErrNotOwner", err)
+	}
+	if s, _ := a2.NodeStatus(); !s.Valid {
+		t.Fatalf("the second process's lease: %+v", s)
+	}
+}
