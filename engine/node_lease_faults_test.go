@@ -113,3 +113,41 @@ func TestNodeLeaseTakenBySameNameStaysLost(t *testing.T) {
 		t.Fatalf("the second process's lease: %+v", s)
 	}
 }
+
+// TestOwnerObjectEditedRoutesToWriter: an owner object edited to name
+// another live node (a hand edit, a tool, an attacker with write access
+// to the bucket) does not route requests away from the node whose
+// process wrote the newest manifest: DB.Owner and the Router name the
+// writer, as its lease identifies it.
+func TestOwnerObjectEditedRoutesToWriter(t *testing.T) {
+	st := store.NewMemory()
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	a := nodeWithOrders(t, t.TempDir(), st, key)
+	defer a.Close()
+	b := openNode(t, t.TempDir(), st, key, "b")
+	defer b.Close()
+	id := a.Ledgers()[0].ID
+	o, etag, err := replica.ReadOwner(ctx, st, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Node = "b"
+	if _, err := st.Put(ctx, replica.OwnerKey(id), o.Encode(), store.ReplaceIf(etag)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Owner(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Node != "a" || got.Address != "http://a.test" || got.Behind {
+		t.Fatalf("owner with its owner object edited to name b: %+v, want node a", got)
+	}
+	r, err := newRouter(ctx, st, testEndpoint, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.Owner(ctx, "orders"); err != nil || got.Node != "a" {
+		t.Fatalf("router: %+v, %v", got, err)
+	}
+}

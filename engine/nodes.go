@@ -341,18 +341,20 @@ type Owner struct {
 	// (from its lease; "" if it has none). Node is "" for a ledger taken
 	// by a process that is no node (Options.Node empty) and never by one.
 	Node, Address string
-	// Epoch is the newest manifest's. The owner object may be one step
-	// behind it (written after the take): then the node is the one whose
-	// lease names the manifest's writer, and Behind is set if no lease
-	// does (Node is then the owner object's, which is moving away).
+	// Epoch is the newest manifest's. Node is the node whose lease names
+	// the manifest's writer (the process that took that epoch); when no
+	// lease does (that process is gone), the owner object's node, and
+	// Behind is set if the owner object is behind the manifest (written
+	// after the take: the ledger is moving away from that node).
 	Epoch  uint64
 	Behind bool
 }
 
-// readOwner reads who owns ledger id: the owner object, the newest
-// manifest, and, when the owner object is behind the manifest, the
-// leases, to find the node whose process wrote the manifest. The
-// manifest's epoch wins.
+// readOwner reads who owns ledger id: the newest manifest, the lease
+// whose writer identity is the manifest's (the process that wrote it
+// holds that lease: the node it names wins), and, when no lease has it
+// (its process is gone), the owner object. The manifest's epoch wins: an
+// owner object behind it, or none, sets Behind.
 func readOwner(ctx context.Context, st store.Store, id eventid.LedgerID) (Owner, error) {
 	m, _, err := replica.NewReader(replica.ReaderConfig{Store: st, Ledger: id}).Manifest(ctx)
 	if err != nil {
@@ -367,20 +369,19 @@ func readOwner(ctx context.Context, st store.Store, id eventid.LedgerID) (Owner,
 		return Owner{}, err
 	}
 	leases, lerr := readLeases(ctx, st)
-	if err == nil && o.Epoch >= m.Epoch {
+	for _, l := range leases {
+		if l.Writer.Nonce == m.Writer.Nonce {
+			out.Node = l.Node
+		}
+	}
+	switch {
+	case out.Node != "":
+	case err == nil && o.Epoch >= m.Epoch:
 		out.Node = o.Node
-	} else {
-		if lerr != nil {
-			return Owner{}, lerr
-		}
-		for _, l := range leases {
-			if l.Writer.Nonce == m.Writer.Nonce {
-				out.Node = l.Node
-			}
-		}
-		if out.Node == "" && err == nil {
-			out.Node, out.Behind = o.Node, true
-		}
+	case lerr != nil:
+		return Owner{}, lerr
+	case err == nil:
+		out.Node, out.Behind = o.Node, true
 	}
 	for _, l := range leases {
 		if l.Node == out.Node {
