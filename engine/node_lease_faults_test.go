@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -149,5 +152,93 @@ func TestOwnerObjectEditedRoutesToWriter(t *testing.T) {
 	}
 	if got, err := r.Owner(ctx, "orders"); err != nil || got.Node != "a" {
 		t.Fatalf("router: %+v, %v", got, err)
+	}
+}
+
+// gateStore holds the reads of chunks (keys with /wal/) while gate is
+// set, counting them in waiting.
+type gateStore struct {
+	store.Store
+	mu      sync.Mutex
+	gate    chan struct{}
+	waiting atomic.Int32
+}
+
+func (s *gateStore) Get(ctx context.Context, key string) (store.Object, error) {
+	s.mu.Lock()
+	gate := s.gate
+	s.mu.Unlock()
+	if gate != nil && strings.Contains(key, "/wal/") {
+		s.waiting.Add(1)
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return store.Object{}, ctx.Err()
+		}
+	}
+	return s.Store.Get(ctx, key)
+}
+
+// replicaWriterGoroutines counts the goroutines of replica Writers.
+func replicaWriterGoroutines() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Count(string(buf), "replica.(*writerState).cutLoop")
+}
+
+// TestCloseDuringTakeLedger: a DB closed while a TakeLedger pulls the
+// ledger: the TakeLedger ends (Close waits for it), and the ledger it
+// took is closed with the DB, its replica Writer too (no goroutine left
+// shipping for a closed DB).
+func TestCloseDuringTakeLedger(t *testing.T) {
+	st := &gateStore{Store: store.NewMemory()}
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	a := nodeWithOrders(t, t.TempDir(), st, key)
+	mustAppendN(t, a, "orders", 5)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := openNode(t, t.TempDir(), st, key, "b")
+	if n := replicaWriterGoroutines(); n != 0 {
+		t.Fatalf("%d replica Writers run before the take", n)
+	}
+	gate := make(chan struct{})
+	st.mu.Lock()
+	st.gate = gate
+	st.mu.Unlock()
+	took := make(chan error, 1)
+	go func() {
+		_, err := b.TakeLedger(ctx, "orders")
+		took <- err
+	}()
+	for st.waiting.Load() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	for {
+		b.mu.RLock()
+		c := b.closed
+		b.mu.RUnlock()
+		if c {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	st.mu.Lock()
+	st.gate = nil
+	st.mu.Unlock()
+	close(gate)
+	t.Logf("TakeLedger during Close: %v", <-took)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for replicaWriterGoroutines() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d replica Writers still run 2 s after Close", replicaWriterGoroutines())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
