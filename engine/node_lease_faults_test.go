@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -240,5 +241,60 @@ func TestCloseDuringTakeLedger(t *testing.T) {
 			t.Fatalf("%d replica Writers still run 2 s after Close", replicaWriterGoroutines())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestOpenRemovesInterruptedTakeLedger: the folder a TakeLedger pulls a
+// ledger into (ledgers/.ID.take), as a crash in the middle of the pull
+// leaves it, is never a ledger: the next Open removes it, and a
+// TakeLedger of the ledger then works.
+func TestOpenRemovesInterruptedTakeLedger(t *testing.T) {
+	st := &gateStore{Store: store.NewMemory()}
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	a := nodeWithOrders(t, t.TempDir(), st, key)
+	mustAppendN(t, a, "orders", 5)
+	id := a.Ledgers()[0].ID
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	crashed := t.TempDir()
+	c := openNode(t, crashed, st, key, "c")
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := openNode(t, t.TempDir(), st, key, "b")
+	defer b.Close()
+	gate := make(chan struct{})
+	st.mu.Lock()
+	st.gate = gate
+	st.mu.Unlock()
+	took := make(chan error, 1)
+	go func() {
+		_, err := b.TakeLedger(ctx, "orders")
+		took <- err
+	}()
+	for st.waiting.Load() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	// What a crash of c at this point leaves in its directory.
+	take := filepath.Join(ledgersDir, "."+id.String()+".take")
+	if err := os.CopyFS(filepath.Join(crashed, take), os.DirFS(filepath.Join(b.dir, take))); err != nil {
+		t.Fatal(err)
+	}
+	st.mu.Lock()
+	st.gate = nil
+	st.mu.Unlock()
+	close(gate)
+	if err := <-took; err != nil {
+		t.Fatal(err)
+	}
+	c = openNode(t, crashed, st, key, "c")
+	defer c.Close()
+	if _, err := os.Stat(filepath.Join(crashed, take)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the interrupted pull's folder after Open: %v", err)
+	}
+	if _, err := c.TakeLedger(ctx, "orders"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/annal-db/annal/engine/internal/meta"
 	"github.com/annal-db/annal/engine/internal/replica"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // TakeLedger makes this open DB the writer of the bucket's ledger name
@@ -173,7 +175,7 @@ func (db *DB) pullAndTake(ctx context.Context, id eventid.LedgerID) (LedgerInfo,
 			return LedgerInfo{}, err
 		}
 	} else {
-		tmp := filepath.Join(db.dir, ledgersDir, "."+id.String()+".take")
+		tmp := filepath.Join(db.dir, ledgersDir, "."+id.String()+takeDirSuffix)
 		if err := db.fs.RemoveAll(tmp); err != nil {
 			return LedgerInfo{}, err
 		}
@@ -200,6 +202,30 @@ func (db *DB) pullAndTake(ctx context.Context, id eventid.LedgerID) (LedgerInfo,
 		known, haveMeta = ledgerMeta{}, false
 	}
 	return db.recoverAndTake(ctx, id, m.Name, known, haveMeta)
+}
+
+// takeDirSuffix ends the name of the folder a TakeLedger pulls a ledger
+// into (".ID.take"), renamed to the ledger's once complete: one left by
+// a crash is never a ledger, and Open removes it.
+const takeDirSuffix = ".take"
+
+// removeTakeLeftovers removes the folders of TakeLedger pulls that a
+// crash interrupted, among names (the ledgers directory's entries).
+func removeTakeLeftovers(fs vfs.FS, ledgersPath string, names []string) error {
+	removed := false
+	for _, name := range names {
+		if !strings.HasPrefix(name, ".") || !strings.HasSuffix(name, takeDirSuffix) {
+			continue
+		}
+		if err := fs.RemoveAll(filepath.Join(ledgersPath, name)); err != nil {
+			return fmt.Errorf("engine: remove the leftover of an interrupted TakeLedger %s: %w", name, err)
+		}
+		removed = true
+	}
+	if removed {
+		return segment.SyncDir(fs, ledgersPath)
+	}
+	return nil
 }
 
 // knownMeta returns the metadata's record of ledger id, if it has one.
