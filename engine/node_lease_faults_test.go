@@ -298,3 +298,53 @@ func TestOpenRemovesInterruptedTakeLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// listHookStore calls during, if set, in the middle of every List.
+type listHookStore struct {
+	store.Store
+	during func()
+}
+
+func (s *listHookStore) List(ctx context.Context, prefix, after string, limit int) (store.Page, error) {
+	if s.during != nil {
+		s.during()
+	}
+	return s.Store.List(ctx, prefix, after, limit)
+}
+
+// TestLeaseWatchCountsFromAfterTheList: a renewal sent and stored while
+// the observer's List is on its way is first seen at the end of that
+// List, not at its start: the observer counts the lease from no earlier
+// than the renewal's send time, from which the node counts it, so it
+// never finds the node dead while the node still holds its lease.
+func TestLeaseWatchCountsFromAfterTheList(t *testing.T) {
+	st := &listHookStore{Store: store.NewMemory()}
+	ctx := context.Background()
+	clock := time.Unix(1000, 0)
+	var sent time.Time
+	st.during = func() {
+		// The node sends its renewal 300 ms into the List, which returns
+		// it 300 ms later.
+		clock = clock.Add(300 * time.Millisecond)
+		sent = clock
+		l := replica.Lease{V: replica.NodeVersion, Node: "n1", Address: "a", LeaseMS: 1000, Renewal: 1}
+		if _, err := st.Store.Put(ctx, replica.NodeKey("n1"), l.Encode(), store.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+		clock = clock.Add(300 * time.Millisecond)
+	}
+	w := newLeaseWatch(st, func() time.Time { return clock })
+	if _, err := w.poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st.during = nil
+	// The node's lease holds until sent + 1 s.
+	clock = sent.Add(999 * time.Millisecond)
+	ns, err := w.poll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ns) != 1 || !ns[0].Alive {
+		t.Fatalf("%v after the renewal was sent, within its 1 s lease: %+v, want alive", clock.Sub(sent), ns)
+	}
+}

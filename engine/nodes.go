@@ -573,24 +573,34 @@ func newLeaseWatch(st store.Store, now func() time.Time) *leaseWatch {
 	return &leaseWatch{st: st, now: now, seen: map[string]seenLease{}}
 }
 
-// poll lists nodes/ and returns every node's state, by name.
+// poll lists nodes/ and returns every node's state, by name. A lease
+// first seen is counted from the end of the List that returned it: it
+// was sent before then, so the observer never counts it from before the
+// node does.
 func (w *leaseWatch) poll(ctx context.Context) ([]NodeState, error) {
+	var listed []store.ObjectInfo
+	if err := listObjects(ctx, w.st, replica.NodesPrefix, func(o store.ObjectInfo) error {
+		listed = append(listed, o)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
 	now := w.now()
 	keep := map[string]bool{}
 	var out []NodeState
-	err := listObjects(ctx, w.st, replica.NodesPrefix, func(o store.ObjectInfo) error {
+	for _, o := range listed {
 		s, ok := w.seen[o.Key]
 		if !ok || s.etag != o.ETag {
 			obj, err := w.st.Get(ctx, o.Key)
 			if errors.Is(err, store.ErrNotFound) {
-				return nil
+				continue
 			}
 			if err != nil {
-				return fmt.Errorf("read %s: %w", o.Key, err)
+				return nil, fmt.Errorf("read %s: %w", o.Key, err)
 			}
 			l, err := replica.DecodeLease(o.Key, obj.Data)
 			if err != nil {
-				return nil // not a lease: no node
+				continue // not a lease: no node
 			}
 			// The List's ETag, which the next poll compares (a store
 			// may quote a Get's otherwise).
@@ -601,10 +611,6 @@ func (w *leaseWatch) poll(ctx context.Context) ([]NodeState, error) {
 		d := now.Sub(s.since)
 		out = append(out, NodeState{Name: s.lease.Node, Address: s.lease.Address, Lease: s.lease.Duration(),
 			Renewal: s.lease.Renewal, Alive: d <= s.lease.Duration(), Unchanged: d})
-		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
 	for k := range w.seen {
 		if !keep[k] {
