@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/annal-db/annal/engine/internal/replica"
 	"github.com/annal-db/annal/engine/internal/replica/store"
+	"github.com/annal-db/annal/eventid"
 )
 
 // leaseFaultStore wraps a store with faults on the nodes' lease objects.
@@ -346,5 +348,66 @@ func TestLeaseWatchCountsFromAfterTheList(t *testing.T) {
 	}
 	if len(ns) != 1 || !ns[0].Alive {
 		t.Fatalf("%v after the renewal was sent, within its 1 s lease: %+v, want alive", clock.Sub(sent), ns)
+	}
+}
+
+// TestTakeLedgerMovedBy16Callers: a ledger moves a → b → a → b → a,
+// each move asked by 16 goroutines at once (one takes it, the others
+// find it theirs); between moves the owner appends and the node it left
+// refuses appends (a stale route): every append acknowledged is in the
+// ledger at the end, each once. A name the bucket lacks is
+// ErrLedgerNotFound.
+func TestTakeLedgerMovedBy16Callers(t *testing.T) {
+	st := store.NewMemory()
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	a := nodeWithOrders(t, t.TempDir(), st, key)
+	defer a.Close()
+	b := openNode(t, t.TempDir(), st, key, "b")
+	defer b.Close()
+	if _, err := b.TakeLedger(ctx, "no-such-ledger"); !errors.Is(err, ErrLedgerNotFound) {
+		t.Fatalf("TakeLedger of a name the bucket lacks: %v, want ErrLedgerNotFound", err)
+	}
+	acked := map[eventid.ID]string{}
+	appendOn := func(owner, stale *DB, round int) {
+		for j := range 5 {
+			k := fmt.Sprintf("r%d-%d", round, j)
+			id, err := nodeAppend(ctx, owner, "orders", k)
+			if err != nil {
+				t.Fatalf("append %s on its owner %s: %v", k, owner.opts.Node.Name, err)
+			}
+			acked[id] = k
+		}
+		if _, err := nodeAppend(ctx, stale, "orders", "stale"); !errors.Is(err, ErrFenced) && !errors.Is(err, ErrLedgerNotFound) {
+			t.Fatalf("append on %s, which the ledger left: %v, want ErrFenced", stale.opts.Node.Name, err)
+		}
+	}
+	appendOn(a, b, 0)
+	for round, to := range []*DB{b, a, b, a} {
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := to.TakeLedger(ctx, "orders"); err != nil {
+					t.Errorf("TakeLedger on %s: %v", to.opts.Node.Name, err)
+				}
+			}()
+		}
+		wg.Wait()
+		from := a
+		if to == a {
+			from = b
+		}
+		appendOn(to, from, round+1)
+	}
+	for id, k := range acked {
+		ev, err := a.Get(ctx, id)
+		if err != nil {
+			t.Fatalf("acknowledged event %s (%s): %v", id, k, err)
+		}
+		if ev.Key != k {
+			t.Fatalf("event %s holds key %q, acknowledged as %q", id, ev.Key, k)
+		}
 	}
 }
