@@ -411,3 +411,43 @@ func TestTakeLedgerMovedBy16Callers(t *testing.T) {
 		}
 	}
 }
+
+// TestDeadNodeTakenOverPastStrayObject: an object under ledgers/ that
+// is no ledger's (a note an operator left, a tool's marker) does not
+// stop the other nodes from taking a dead node's ledgers.
+func TestDeadNodeTakenOverPastStrayObject(t *testing.T) {
+	st := store.NewMemory()
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	a := nodeWithOrders(t, t.TempDir(), st, key)
+	acked := mustAppendN(t, a, "orders", 3)
+	o := nodeOptions(st, key, "b")
+	o.TakeOverDeadNodes = true
+	b, err := Open(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := st.Put(ctx, "ledgers/README.txt", []byte("ledgers of the shop"), store.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := nodeAppend(ctx, b, "orders", "after"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			s, _ := b.NodeStatus()
+			t.Fatalf("orders not taken by b 10 s after a stopped (lease 600 ms): watch error %v", s.WatchErr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, id := range acked {
+		if _, err := b.Get(ctx, id); err != nil {
+			t.Fatalf("acknowledged event %s: %v", id, err)
+		}
+	}
+}
