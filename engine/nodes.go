@@ -103,6 +103,9 @@ type node struct {
 	done sync.WaitGroup
 	// watchErr is the last error of the dead nodes' watch (NodeStatus).
 	watchErr error
+	// scannedOwn is set once the watch looked for the ledgers the bucket
+	// says are this node's (its first round); the watch's goroutine only.
+	scannedOwn bool
 }
 
 // startNode writes the node's lease (create-only, or replacing the one
@@ -675,17 +678,35 @@ func (n *node) takeOrphans(w *leaseWatch, emptied map[string]string) error {
 			dead[s.Name] = true
 		}
 	}
-	if len(dead) == 0 {
+	// The first round also looks for the ledgers the bucket says are
+	// this node's and that the DB does not hold: the node's earlier
+	// process wrote them, from another directory (a disk replaced, a
+	// configuration copied), and no other node takes a live node's.
+	adopt := !n.scannedOwn
+	if len(dead) == 0 && !adopt {
 		return nil
 	}
 	ids, err := bucketLedgers(ctx, n.st)
 	if err != nil {
 		return err
 	}
+	n.scannedOwn = true
 	owns := map[string]bool{}
 	var errs []error
 	for _, id := range ids {
 		o, _, err := replica.ReadOwner(ctx, n.st, id)
+		if err == nil && adopt && o.Node == n.name {
+			n.db.mu.RLock()
+			_, held := n.db.byID[id]
+			n.db.mu.RUnlock()
+			if held {
+				continue
+			}
+			if _, err := n.db.TakeLedger(ctx, id.String()); err != nil && !errors.Is(err, ErrClosed) {
+				errs = append(errs, fmt.Errorf("take ledger %s, which the bucket says is this node's: %w", id, err))
+			}
+			continue
+		}
 		if err != nil || !dead[o.Node] {
 			continue
 		}
