@@ -16,6 +16,7 @@ import (
 	"github.com/annal-db/annal/engine/internal/replica"
 	"github.com/annal-db/annal/engine/internal/replica/store"
 	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment/corruption"
 )
 
 // leaseFaultStore wraps a store with faults on the nodes' lease objects.
@@ -487,5 +488,43 @@ func TestNodeOnNewDirectoryTakesItsLedgers(t *testing.T) {
 		if _, err := a2.Get(ctx, id); err != nil {
 			t.Fatalf("acknowledged event %s: %v", id, err)
 		}
+	}
+}
+
+// TestTakeLedgerNameClaimOfAnotherLedger: a claim under names/ edited to
+// name another ledger does not make TakeLedger of that name move the
+// other ledger: it is refused, naming the claim, and the other ledger
+// stays where it is.
+func TestTakeLedgerNameClaimOfAnotherLedger(t *testing.T) {
+	st := store.NewMemory()
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	a := nodeWithOrders(t, t.TempDir(), st, key)
+	defer a.Close()
+	pay, err := a.CreateLedger(ctx, LedgerSpec{Name: "payments"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := openNode(t, t.TempDir(), st, key, "b")
+	defer b.Close()
+	k := replica.NameKey("orders")
+	obj, err := st.Get(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := replica.DecodeNameClaim(k, obj.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Ledger = pay.ID.String()
+	if _, err := st.Put(ctx, k, c.Encode(), store.ReplaceIf(obj.ETag)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.TakeLedger(ctx, "orders")
+	if !errors.Is(err, corruption.Err) || !strings.Contains(err.Error(), k) {
+		t.Fatalf("TakeLedger of orders, its claim naming payments: %v, want a corruption error naming %s", err, k)
+	}
+	if _, err := nodeAppend(ctx, a, "payments", "p"); err != nil {
+		t.Fatalf("payments on a after the refused take: %v", err)
 	}
 }

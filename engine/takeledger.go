@@ -12,6 +12,7 @@ import (
 	"github.com/annal-db/annal/engine/internal/replica"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
+	"github.com/annal-db/annal/segment/corruption"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -35,7 +36,9 @@ import (
 // Options.Node, its owner object names this node. A ledger this DB
 // writes already is left as it is (its owner object written if it is
 // not this node's). It needs a Replica; with Options.Node, a lease that
-// holds (ErrNotOwner otherwise).
+// holds (ErrNotOwner otherwise). A name whose claim in the bucket
+// (names/) holds a ledger whose manifests give another name is refused
+// (corruption.Err, naming the claim).
 func (db *DB) TakeLedger(ctx context.Context, name string) (LedgerInfo, error) {
 	if err := db.readOnlyErr("TakeLedger"); err != nil {
 		return LedgerInfo{}, err
@@ -53,6 +56,17 @@ func (db *DB) TakeLedger(ctx context.Context, name string) (LedgerInfo, error) {
 	id, err := resolveLedger(ctx, st, name)
 	if err != nil {
 		return LedgerInfo{}, fmt.Errorf("engine: take ledger %s from %s: %w", name, db.repl.endpoint, err)
+	}
+	if name != id.String() {
+		// A claim under names/ that names another ledger (edited, or
+		// put back from another bucket) must not move that one.
+		m, _, err := replica.NewReader(replica.ReaderConfig{Store: st, Ledger: id}).Manifest(ctx)
+		if err != nil {
+			return LedgerInfo{}, fmt.Errorf("engine: take ledger %s (%s) from %s: %w", name, id, db.repl.endpoint, err)
+		}
+		if m.Name != "" && m.Name != name {
+			return LedgerInfo{}, fmt.Errorf("engine: take ledger %s from %s: %w: %s claims ledger %s for the name, whose manifests name it %q", name, db.repl.endpoint, corruption.Err, replica.NameKey(name), id, m.Name)
+		}
 	}
 	db.creating.Lock()
 	defer db.creating.Unlock()
