@@ -528,3 +528,59 @@ func TestTakeLedgerNameClaimOfAnotherLedger(t *testing.T) {
 		t.Fatalf("payments on a after the refused take: %v", err)
 	}
 }
+
+// appendDuringStore calls during (once at a time) at every List of a
+// ledger's chunks through it.
+type appendDuringStore struct {
+	store.Store
+	busy   atomic.Bool
+	during func()
+}
+
+func (s *appendDuringStore) List(ctx context.Context, prefix, after string, limit int) (store.Page, error) {
+	if strings.HasSuffix(prefix, "/wal/") && s.busy.CompareAndSwap(false, true) {
+		s.during()
+		s.busy.Store(false)
+	}
+	return s.Store.List(ctx, prefix, after, limit)
+}
+
+// TestTakeLedgerFromAppendingWriter: a TakeLedger whose ledger's writer
+// stores an event during each of its pulls and takes fails with
+// ErrBehind saying that the writer is still appending, not with the
+// advice to restore the directory; nothing of the writer's is lost, and
+// it still writes the ledger.
+func TestTakeLedgerFromAppendingWriter(t *testing.T) {
+	mem := store.NewMemory()
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	a := nodeWithOrders(t, t.TempDir(), mem, key)
+	defer a.Close()
+	acked := mustAppendN(t, a, "orders", 3)
+	st := &appendDuringStore{Store: mem}
+	n := 0
+	st.during = func() {
+		n++
+		id, err := nodeAppend(ctx, a, "orders", fmt.Sprint("during-", n))
+		if err != nil {
+			t.Errorf("append on a during b's take: %v", err)
+			return
+		}
+		acked = append(acked, id)
+	}
+	b := openNode(t, t.TempDir(), st, key, "b")
+	defer b.Close()
+	_, err := b.TakeLedger(ctx, "orders")
+	if !errors.Is(err, ErrBehind) || !strings.Contains(err.Error(), "still appending") || strings.Contains(err.Error(), "annal restore") {
+		t.Fatalf("TakeLedger from a writer appending during each try: %v, want ErrBehind saying it is still appending", err)
+	}
+	st.during = func() {}
+	for _, id := range acked {
+		if _, err := a.Get(ctx, id); err != nil {
+			t.Fatalf("acknowledged event %s: %v", id, err)
+		}
+	}
+	if _, err := nodeAppend(ctx, a, "orders", "after"); err != nil {
+		t.Fatalf("a's append after the failed take: %v", err)
+	}
+}

@@ -124,8 +124,13 @@ func (db *DB) takeLedger(ctx context.Context, id eventid.LedgerID) (LedgerInfo, 
 			replicated = false
 			info, err = db.pullAndTake(ctx, id)
 		}
-		if !errors.Is(err, ErrBehind) || try+1 == takeoverTries {
+		if !errors.Is(err, ErrBehind) {
 			return info, err
+		}
+		if try+1 == takeoverTries {
+			// The cure that the error of a directory behind the bucket
+			// gives (restore, takeover) is not this one's.
+			return info, fmt.Errorf("%w: the ledger's writer stored events during each of %d pulls and takes: it is still appending (a ledger moves off a node between its appends: route them nowhere while it moves, and take it again)", ErrBehind, takeoverTries)
 		}
 	}
 }
