@@ -183,6 +183,32 @@ func (s *gateStore) Get(ctx context.Context, key string) (store.Object, error) {
 	return s.Store.Get(ctx, key)
 }
 
+// takeHeld starts db.TakeLedger of "orders" with the chunk reads held,
+// and returns once one is held; the TakeLedger's error comes on the
+// channel after open.
+func (s *gateStore) takeHeld(db *DB) <-chan error {
+	s.mu.Lock()
+	s.gate = make(chan struct{})
+	s.mu.Unlock()
+	took := make(chan error, 1)
+	go func() {
+		_, err := db.TakeLedger(context.Background(), "orders")
+		took <- err
+	}()
+	for s.waiting.Load() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return took
+}
+
+// open lets the held reads go, and the later ones through.
+func (s *gateStore) open() {
+	s.mu.Lock()
+	close(s.gate)
+	s.gate = nil
+	s.mu.Unlock()
+}
+
 // replicaWriterGoroutines counts the goroutines of replica Writers.
 func replicaWriterGoroutines() int {
 	buf := make([]byte, 1<<20)
@@ -197,7 +223,6 @@ func replicaWriterGoroutines() int {
 func TestCloseDuringTakeLedger(t *testing.T) {
 	st := &gateStore{Store: store.NewMemory()}
 	key := filepath.Join(t.TempDir(), "nodes.key")
-	ctx := context.Background()
 	a := nodeWithOrders(t, t.TempDir(), st, key)
 	mustAppendN(t, a, "orders", 5)
 	if err := a.Close(); err != nil {
@@ -207,18 +232,7 @@ func TestCloseDuringTakeLedger(t *testing.T) {
 	if n := replicaWriterGoroutines(); n != 0 {
 		t.Fatalf("%d replica Writers run before the take", n)
 	}
-	gate := make(chan struct{})
-	st.mu.Lock()
-	st.gate = gate
-	st.mu.Unlock()
-	took := make(chan error, 1)
-	go func() {
-		_, err := b.TakeLedger(ctx, "orders")
-		took <- err
-	}()
-	for st.waiting.Load() == 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	took := st.takeHeld(b)
 	closed := make(chan error, 1)
 	go func() { closed <- b.Close() }()
 	for {
@@ -230,10 +244,7 @@ func TestCloseDuringTakeLedger(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	st.mu.Lock()
-	st.gate = nil
-	st.mu.Unlock()
-	close(gate)
+	st.open()
 	t.Logf("TakeLedger during Close: %v", <-took)
 	if err := <-closed; err != nil {
 		t.Fatal(err)
@@ -268,27 +279,13 @@ func TestOpenRemovesInterruptedTakeLedger(t *testing.T) {
 	}
 	b := openNode(t, t.TempDir(), st, key, "b")
 	defer b.Close()
-	gate := make(chan struct{})
-	st.mu.Lock()
-	st.gate = gate
-	st.mu.Unlock()
-	took := make(chan error, 1)
-	go func() {
-		_, err := b.TakeLedger(ctx, "orders")
-		took <- err
-	}()
-	for st.waiting.Load() == 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	took := st.takeHeld(b)
 	// What a crash of c at this point leaves in its directory.
 	take := filepath.Join(ledgersDir, "."+id.String()+".take")
 	if err := os.CopyFS(filepath.Join(crashed, take), os.DirFS(filepath.Join(b.dir, take))); err != nil {
 		t.Fatal(err)
 	}
-	st.mu.Lock()
-	st.gate = nil
-	st.mu.Unlock()
-	close(gate)
+	st.open()
 	if err := <-took; err != nil {
 		t.Fatal(err)
 	}
@@ -435,19 +432,29 @@ func TestDeadNodeTakenOverPastStrayObject(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
+	waitTaken(t, b, acked, "b, 10 s after a stopped")
+}
+
+// waitTaken waits until db's watch has taken "orders" (an append on db
+// succeeds), at most 10 s (leases of 600 ms), and checks that it holds
+// every event in acked.
+func waitTaken(t *testing.T, db *DB, acked []eventid.ID, what string) {
+	t.Helper()
+	ctx := context.Background()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, err := nodeAppend(ctx, b, "orders", "after"); err == nil {
+		_, err := nodeAppend(ctx, db, "orders", "after")
+		if err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
-			s, _ := b.NodeStatus()
-			t.Fatalf("orders not taken by b 10 s after a stopped (lease 600 ms): watch error %v", s.WatchErr)
+			s, _ := db.NodeStatus()
+			t.Fatalf("orders not taken by %s (lease 600 ms): %v; watch error %v", what, err, s.WatchErr)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	for _, id := range acked {
-		if _, err := b.Get(ctx, id); err != nil {
+		if _, err := db.Get(ctx, id); err != nil {
 			t.Fatalf("acknowledged event %s: %v", id, err)
 		}
 	}
@@ -461,7 +468,6 @@ func TestDeadNodeTakenOverPastStrayObject(t *testing.T) {
 func TestNodeOnNewDirectoryTakesItsLedgers(t *testing.T) {
 	st := store.NewMemory()
 	key := filepath.Join(t.TempDir(), "nodes.key")
-	ctx := context.Background()
 	a := nodeWithOrders(t, t.TempDir(), st, key)
 	acked := mustAppendN(t, a, "orders", 3)
 	if err := a.Close(); err != nil {
@@ -474,21 +480,7 @@ func TestNodeOnNewDirectoryTakesItsLedgers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a2.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := nodeAppend(ctx, a2, "orders", "after"); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			s, _ := a2.NodeStatus()
-			t.Fatalf("orders not taken by the node's new process 10 s after it opened (lease 600 ms): %v; watch error %v", err, s.WatchErr)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	for _, id := range acked {
-		if _, err := a2.Get(ctx, id); err != nil {
-			t.Fatalf("acknowledged event %s: %v", id, err)
-		}
-	}
+	waitTaken(t, a2, acked, "the node's new process, 10 s after it opened")
 }
 
 // TestTakeLedgerNameClaimOfAnotherLedger: a claim under names/ edited to

@@ -231,20 +231,8 @@ const takeDirSuffix = ".take"
 // removeTakeLeftovers removes the folders of TakeLedger pulls that a
 // crash interrupted, among names (the ledgers directory's entries).
 func removeTakeLeftovers(fs vfs.FS, ledgersPath string, names []string) error {
-	removed := false
-	for _, name := range names {
-		if !strings.HasPrefix(name, ".") || !strings.HasSuffix(name, takeDirSuffix) {
-			continue
-		}
-		if err := fs.RemoveAll(filepath.Join(ledgersPath, name)); err != nil {
-			return fmt.Errorf("engine: remove the leftover of an interrupted TakeLedger %s: %w", name, err)
-		}
-		removed = true
-	}
-	if removed {
-		return segment.SyncDir(fs, ledgersPath)
-	}
-	return nil
+	isTake := func(name string) bool { return strings.HasPrefix(name, ".") && strings.HasSuffix(name, takeDirSuffix) }
+	return removeLeftovers(fs, ledgersPath, names, isTake, "an interrupted TakeLedger")
 }
 
 // knownMeta returns the metadata's record of ledger id, if it has one.
