@@ -408,6 +408,9 @@ func (db *DB) open() error {
 	if err := removeImportLeftovers(db.fs, filepath.Join(db.dir, ledgersDir), names); err != nil {
 		return fmt.Errorf("engine: remove an interrupted import: %w", err)
 	}
+	if err := removeTakeLeftovers(db.fs, filepath.Join(db.dir, ledgersDir), names); err != nil {
+		return err
+	}
 	var ids []eventid.LedgerID
 	for _, name := range names {
 		// Only the name ledgerDir gives (lower-case hex) is a ledger: an

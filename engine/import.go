@@ -932,13 +932,21 @@ func importLeftoverLedgers(names []string) []eventid.LedgerID {
 // no import can be running.
 // names is the listing of ledgersPath.
 func removeImportLeftovers(fs vfs.FS, ledgersPath string, names []string) error {
+	isImport := func(name string) bool { return strings.HasPrefix(name, importDirPrefix) }
+	return removeLeftovers(fs, ledgersPath, names, isImport, "an interrupted import")
+}
+
+// removeLeftovers removes the entries among names (the listing of
+// ledgersPath) that leftover says are what was left of an interrupted
+// operation, what, and syncs ledgersPath if it removed any.
+func removeLeftovers(fs vfs.FS, ledgersPath string, names []string, leftover func(string) bool, what string) error {
 	removed := false
 	for _, name := range names {
-		if !strings.HasPrefix(name, importDirPrefix) {
+		if !leftover(name) {
 			continue
 		}
 		if err := fs.RemoveAll(filepath.Join(ledgersPath, name)); err != nil {
-			return fmt.Errorf("engine: remove the leftover of an interrupted import %s: %w", name, err)
+			return fmt.Errorf("engine: remove the leftover of %s %s: %w", what, name, err)
 		}
 		removed = true
 	}

@@ -362,10 +362,12 @@ func (db *DB) CreateLedger(ctx context.Context, spec LedgerSpec) (LedgerInfo, er
 func (db *DB) register(l *ledger, name string, id eventid.LedgerID) (LedgerInfo, error) {
 	db.mu.Lock()
 	if db.closed {
+		// Close ran meanwhile (it waited for this call's read): the
+		// ledger is closed here, its replica Writer too.
 		db.mu.Unlock()
 		info := l.info()
-		err := l.log.Close()
-		return info, errors.Join(err, l.closeTree())
+		err := l.closeReplica(false)
+		return info, errors.Join(err, l.log.Close(), l.closeTree())
 	}
 	l.watchFiles()
 	db.byName[name] = l

@@ -103,6 +103,9 @@ type node struct {
 	done sync.WaitGroup
 	// watchErr is the last error of the dead nodes' watch (NodeStatus).
 	watchErr error
+	// scannedOwn is set once the watch looked for the ledgers the bucket
+	// says are this node's (its first round); the watch's goroutine only.
+	scannedOwn bool
 }
 
 // startNode writes the node's lease (create-only, or replacing the one
@@ -206,8 +209,11 @@ func (n *node) every(fn func()) {
 }
 
 // renew replaces the lease object If-Match the last one this process
-// wrote. A 412 means another process of the node's name took it: the
-// lease is lost for good.
+// wrote. When the object is not that one, it is read back: one this
+// process wrote (an earlier renewal whose answer was lost) is renewed
+// from; a missing one (deleted) is written again create-only; one
+// another process of the node's name wrote means the lease is lost for
+// good. Only a renewal whose own answer came back moves validUntil.
 func (n *node) renew() {
 	n.mu.Lock()
 	etag, r, lost := n.etag, n.renewal+1, n.lost
@@ -217,30 +223,48 @@ func (n *node) renew() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.lease/3)
 	defer cancel()
-	l := n.leaseObject(r)
-	sent := time.Now()
-	newTag, err := n.st.Put(ctx, replica.NodeKey(n.name), l.Encode(), store.ReplaceIf(etag))
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	switch {
-	case err == nil:
-		n.etag, n.renewal, n.validUntil = newTag, r, sent.Add(n.lease)
-	case errors.Is(err, store.ErrPreconditionFailed):
-		if errors.Is(err, store.ErrMaybeApplied) {
-			// An earlier attempt may have landed: read it back.
-			if obj, gerr := n.st.Get(ctx, replica.NodeKey(n.name)); gerr == nil {
-				if got, derr := replica.DecodeLease(replica.NodeKey(n.name), obj.Data); derr == nil && got.Writer.Nonce == n.id.Nonce {
-					n.etag, n.renewal, n.validUntil = obj.ETag, got.Renewal, sent.Add(n.lease)
-					return
-				}
-			}
+	key := replica.NodeKey(n.name)
+	for try := 0; try < 3; try++ {
+		cond := store.ReplaceIf(etag)
+		if etag == "" {
+			cond = store.CreateOnly()
 		}
-		n.lost = fmt.Errorf("%w: node %q: its lease %s was replaced by another process of that name", ErrNotOwner, n.name, replica.NodeKey(n.name))
-	case errors.Is(err, store.ErrNotFound):
-		n.lost = fmt.Errorf("%w: node %q: its lease %s was deleted", ErrNotOwner, n.name, replica.NodeKey(n.name))
+		l := n.leaseObject(r)
+		sent := time.Now()
+		newTag, err := n.st.Put(ctx, key, l.Encode(), cond)
+		if err == nil {
+			n.mu.Lock()
+			n.etag, n.renewal, n.validUntil = newTag, r, sent.Add(n.lease)
+			n.mu.Unlock()
+			return
+		}
+		if !errors.Is(err, store.ErrPreconditionFailed) && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
+			// Tried again at the next tick; the lease lapses at
+			// validUntil if none succeeds.
+			return
+		}
+		obj, err := n.st.Get(ctx, key)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			// Deleted: no observer watches a lease it does not list, so
+			// writing it anew counts from its new writing.
+			etag, r = "", 0
+			continue
+		case err != nil:
+			return
+		}
+		got, err := replica.DecodeLease(key, obj.Data)
+		if err != nil || got.Writer.Nonce != n.id.Nonce {
+			n.mu.Lock()
+			n.lost = fmt.Errorf("%w: node %q: its lease %s was replaced by another process of that name", ErrNotOwner, n.name, key)
+			n.mu.Unlock()
+			return
+		}
+		// This process's own writing, whose answer was lost: observers
+		// count from when it landed, unknown, so validUntil stays; the
+		// next attempt renews from it.
+		etag, r = obj.ETag, got.Renewal+1
 	}
-	// Other errors: tried again at the next tick; the lease lapses at
-	// validUntil if none succeeds.
 }
 
 // leaseErr says why this node must not acknowledge appends now: its
@@ -320,18 +344,20 @@ type Owner struct {
 	// (from its lease; "" if it has none). Node is "" for a ledger taken
 	// by a process that is no node (Options.Node empty) and never by one.
 	Node, Address string
-	// Epoch is the newest manifest's. The owner object may be one step
-	// behind it (written after the take): then the node is the one whose
-	// lease names the manifest's writer, and Behind is set if no lease
-	// does (Node is then the owner object's, which is moving away).
+	// Epoch is the newest manifest's. Node is the node whose lease names
+	// the manifest's writer (the process that took that epoch); when no
+	// lease does (that process is gone), the owner object's node, and
+	// Behind is set if the owner object is behind the manifest (written
+	// after the take: the ledger is moving away from that node).
 	Epoch  uint64
 	Behind bool
 }
 
-// readOwner reads who owns ledger id: the owner object, the newest
-// manifest, and, when the owner object is behind the manifest, the
-// leases, to find the node whose process wrote the manifest. The
-// manifest's epoch wins.
+// readOwner reads who owns ledger id: the newest manifest, the lease
+// whose writer identity is the manifest's (the process that wrote it
+// holds that lease: the node it names wins), and, when no lease has it
+// (its process is gone), the owner object. The manifest's epoch wins: an
+// owner object behind it, or none, sets Behind.
 func readOwner(ctx context.Context, st store.Store, id eventid.LedgerID) (Owner, error) {
 	m, _, err := replica.NewReader(replica.ReaderConfig{Store: st, Ledger: id}).Manifest(ctx)
 	if err != nil {
@@ -346,20 +372,19 @@ func readOwner(ctx context.Context, st store.Store, id eventid.LedgerID) (Owner,
 		return Owner{}, err
 	}
 	leases, lerr := readLeases(ctx, st)
-	if err == nil && o.Epoch >= m.Epoch {
+	for _, l := range leases {
+		if l.Writer.Nonce == m.Writer.Nonce {
+			out.Node = l.Node
+		}
+	}
+	switch {
+	case out.Node != "":
+	case err == nil && o.Epoch >= m.Epoch:
 		out.Node = o.Node
-	} else {
-		if lerr != nil {
-			return Owner{}, lerr
-		}
-		for _, l := range leases {
-			if l.Writer.Nonce == m.Writer.Nonce {
-				out.Node = l.Node
-			}
-		}
-		if out.Node == "" && err == nil {
-			out.Node, out.Behind = o.Node, true
-		}
+	case lerr != nil:
+		return Owner{}, lerr
+	case err == nil:
+		out.Node, out.Behind = o.Node, true
 	}
 	for _, l := range leases {
 		if l.Node == out.Node {
@@ -551,24 +576,34 @@ func newLeaseWatch(st store.Store, now func() time.Time) *leaseWatch {
 	return &leaseWatch{st: st, now: now, seen: map[string]seenLease{}}
 }
 
-// poll lists nodes/ and returns every node's state, by name.
+// poll lists nodes/ and returns every node's state, by name. A lease
+// first seen is counted from the end of the List that returned it: it
+// was sent before then, so the observer never counts it from before the
+// node does.
 func (w *leaseWatch) poll(ctx context.Context) ([]NodeState, error) {
+	var listed []store.ObjectInfo
+	if err := listObjects(ctx, w.st, replica.NodesPrefix, func(o store.ObjectInfo) error {
+		listed = append(listed, o)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
 	now := w.now()
 	keep := map[string]bool{}
 	var out []NodeState
-	err := listObjects(ctx, w.st, replica.NodesPrefix, func(o store.ObjectInfo) error {
+	for _, o := range listed {
 		s, ok := w.seen[o.Key]
 		if !ok || s.etag != o.ETag {
 			obj, err := w.st.Get(ctx, o.Key)
 			if errors.Is(err, store.ErrNotFound) {
-				return nil
+				continue
 			}
 			if err != nil {
-				return fmt.Errorf("read %s: %w", o.Key, err)
+				return nil, fmt.Errorf("read %s: %w", o.Key, err)
 			}
 			l, err := replica.DecodeLease(o.Key, obj.Data)
 			if err != nil {
-				return nil // not a lease: no node
+				continue // not a lease: no node
 			}
 			// The List's ETag, which the next poll compares (a store
 			// may quote a Get's otherwise).
@@ -579,10 +614,6 @@ func (w *leaseWatch) poll(ctx context.Context) ([]NodeState, error) {
 		d := now.Sub(s.since)
 		out = append(out, NodeState{Name: s.lease.Node, Address: s.lease.Address, Lease: s.lease.Duration(),
 			Renewal: s.lease.Renewal, Alive: d <= s.lease.Duration(), Unchanged: d})
-		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
 	for k := range w.seen {
 		if !keep[k] {
@@ -647,17 +678,35 @@ func (n *node) takeOrphans(w *leaseWatch, emptied map[string]string) error {
 			dead[s.Name] = true
 		}
 	}
-	if len(dead) == 0 {
+	// The first round also looks for the ledgers the bucket says are
+	// this node's and that the DB does not hold: the node's earlier
+	// process wrote them, from another directory (a disk replaced, a
+	// configuration copied), and no other node takes a live node's.
+	adopt := !n.scannedOwn
+	if len(dead) == 0 && !adopt {
 		return nil
 	}
 	ids, err := bucketLedgers(ctx, n.st)
 	if err != nil {
 		return err
 	}
+	n.scannedOwn = true
 	owns := map[string]bool{}
 	var errs []error
 	for _, id := range ids {
 		o, _, err := replica.ReadOwner(ctx, n.st, id)
+		if err == nil && adopt && o.Node == n.name {
+			n.db.mu.RLock()
+			_, held := n.db.byID[id]
+			n.db.mu.RUnlock()
+			if held {
+				continue
+			}
+			if _, err := n.db.TakeLedger(ctx, id.String()); err != nil && !errors.Is(err, ErrClosed) {
+				errs = append(errs, fmt.Errorf("take ledger %s, which the bucket says is this node's: %w", id, err))
+			}
+			continue
+		}
 		if err != nil || !dead[o.Node] {
 			continue
 		}

@@ -812,7 +812,8 @@ func inspectStore(ctx context.Context, s store.Store, endpoint string, ledgers [
 }
 
 // bucketLedgers lists the ledgers a bucket holds objects of: one List
-// call per ledger, each starting after the one before's objects.
+// call per ledger, each starting after the one before's objects. Objects
+// under ledgers/ outside a ledger's folder are passed over.
 func bucketLedgers(ctx context.Context, s store.Store) ([]eventid.LedgerID, error) {
 	const prefix = "ledgers/"
 	var ids []eventid.LedgerID
@@ -828,11 +829,15 @@ func bucketLedgers(ctx context.Context, s store.Store) ([]eventid.LedgerID, erro
 		key := page.Objects[0].Key
 		name, _, ok := strings.Cut(strings.TrimPrefix(key, prefix), "/")
 		id, err := eventid.ParseLedgerID(name)
-		if !ok || err != nil || replica.LedgerPrefix(id) != prefix+name+"/" {
-			return nil, fmt.Errorf("object %s is not under a ledger's folder (%sLLLLLLLL/)", key, prefix)
+		if ok && err == nil && replica.LedgerPrefix(id) == prefix+name+"/" {
+			ids = append(ids, id)
 		}
-		ids = append(ids, id)
-		// After every key of the folder: '0' sorts after '/'.
-		after = prefix + name + "0"
+		// An object under no ledger's folder (LLLLLLLL/) is no ledger's:
+		// passed over, as are the folders that are no ledger's.
+		after = key
+		if ok {
+			// After every key of the folder: '0' sorts after '/'.
+			after = prefix + name + "0"
+		}
 	}
 }

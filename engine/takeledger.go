@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/annal-db/annal/engine/internal/meta"
 	"github.com/annal-db/annal/engine/internal/replica"
 	"github.com/annal-db/annal/eventid"
 	"github.com/annal-db/annal/segment"
+	"github.com/annal-db/annal/segment/corruption"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // TakeLedger makes this open DB the writer of the bucket's ledger name
@@ -33,7 +36,9 @@ import (
 // Options.Node, its owner object names this node. A ledger this DB
 // writes already is left as it is (its owner object written if it is
 // not this node's). It needs a Replica; with Options.Node, a lease that
-// holds (ErrNotOwner otherwise).
+// holds (ErrNotOwner otherwise). A name whose claim in the bucket
+// (names/) holds a ledger whose manifests give another name is refused
+// (corruption.Err, naming the claim).
 func (db *DB) TakeLedger(ctx context.Context, name string) (LedgerInfo, error) {
 	if err := db.readOnlyErr("TakeLedger"); err != nil {
 		return LedgerInfo{}, err
@@ -51,6 +56,17 @@ func (db *DB) TakeLedger(ctx context.Context, name string) (LedgerInfo, error) {
 	id, err := resolveLedger(ctx, st, name)
 	if err != nil {
 		return LedgerInfo{}, fmt.Errorf("engine: take ledger %s from %s: %w", name, db.repl.endpoint, err)
+	}
+	if name != id.String() {
+		// A claim under names/ that names another ledger (edited, or
+		// put back from another bucket) must not move that one.
+		m, _, err := replica.NewReader(replica.ReaderConfig{Store: st, Ledger: id}).Manifest(ctx)
+		if err != nil {
+			return LedgerInfo{}, fmt.Errorf("engine: take ledger %s (%s) from %s: %w", name, id, db.repl.endpoint, err)
+		}
+		if m.Name != "" && m.Name != name {
+			return LedgerInfo{}, fmt.Errorf("engine: take ledger %s from %s: %w: %s claims ledger %s for the name, whose manifests name it %q", name, db.repl.endpoint, corruption.Err, replica.NameKey(name), id, m.Name)
+		}
 	}
 	db.creating.Lock()
 	defer db.creating.Unlock()
@@ -108,8 +124,13 @@ func (db *DB) takeLedger(ctx context.Context, id eventid.LedgerID) (LedgerInfo, 
 			replicated = false
 			info, err = db.pullAndTake(ctx, id)
 		}
-		if !errors.Is(err, ErrBehind) || try+1 == takeoverTries {
+		if !errors.Is(err, ErrBehind) {
 			return info, err
+		}
+		if try+1 == takeoverTries {
+			// The cure that the error of a directory behind the bucket
+			// gives (restore, takeover) is not this one's.
+			return info, fmt.Errorf("%w: the ledger's writer stored events during each of %d pulls and takes: it is still appending (a ledger moves off a node between its appends: route them nowhere while it moves, and take it again)", ErrBehind, takeoverTries)
 		}
 	}
 }
@@ -173,7 +194,7 @@ func (db *DB) pullAndTake(ctx context.Context, id eventid.LedgerID) (LedgerInfo,
 			return LedgerInfo{}, err
 		}
 	} else {
-		tmp := filepath.Join(db.dir, ledgersDir, "."+id.String()+".take")
+		tmp := filepath.Join(db.dir, ledgersDir, "."+id.String()+takeDirSuffix)
 		if err := db.fs.RemoveAll(tmp); err != nil {
 			return LedgerInfo{}, err
 		}
@@ -200,6 +221,18 @@ func (db *DB) pullAndTake(ctx context.Context, id eventid.LedgerID) (LedgerInfo,
 		known, haveMeta = ledgerMeta{}, false
 	}
 	return db.recoverAndTake(ctx, id, m.Name, known, haveMeta)
+}
+
+// takeDirSuffix ends the name of the folder a TakeLedger pulls a ledger
+// into (".ID.take"), renamed to the ledger's once complete: one left by
+// a crash is never a ledger, and Open removes it.
+const takeDirSuffix = ".take"
+
+// removeTakeLeftovers removes the folders of TakeLedger pulls that a
+// crash interrupted, among names (the ledgers directory's entries).
+func removeTakeLeftovers(fs vfs.FS, ledgersPath string, names []string) error {
+	isTake := func(name string) bool { return strings.HasPrefix(name, ".") && strings.HasSuffix(name, takeDirSuffix) }
+	return removeLeftovers(fs, ledgersPath, names, isTake, "an interrupted TakeLedger")
 }
 
 // knownMeta returns the metadata's record of ledger id, if it has one.

@@ -1,0 +1,578 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/annal-db/annal/engine/internal/replica"
+	"github.com/annal-db/annal/engine/internal/replica/store"
+	"github.com/annal-db/annal/eventid"
+	"github.com/annal-db/annal/segment/corruption"
+)
+
+// leaseFaultStore wraps a store with faults on the nodes' lease objects.
+type leaseFaultStore struct {
+	store.Store
+	// loseAnswers is the number of lease writes still to apply whose
+	// answer is lost (the caller sees the store unavailable, as after a
+	// timeout).
+	loseAnswers atomic.Int32
+}
+
+func (s *leaseFaultStore) Put(ctx context.Context, key string, data []byte, cond store.Condition) (string, error) {
+	etag, err := s.Store.Put(ctx, key, data, cond)
+	if err == nil && len(key) > len(replica.NodesPrefix) && key[:len(replica.NodesPrefix)] == replica.NodesPrefix && s.loseAnswers.Add(-1) >= 0 {
+		return "", errStoreDown
+	}
+	return etag, err
+}
+
+// waitAppendable appends to ledger on db until it succeeds, failing the
+// test on an error other than ErrNotOwner or after 5 s.
+func waitAppendable(t *testing.T, db *DB, ledger, why string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := nodeAppend(context.Background(), db, ledger, "after")
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, ErrNotOwner) || time.Now().After(deadline) {
+			s, _ := db.NodeStatus()
+			t.Fatalf("%s: append: %v (node status %+v)", why, err, s)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestNodeLeaseRenewalAnswerLost: a renewal that the store applied but
+// whose answer was lost (a timeout) leaves the lease object one the
+// node did not see written; the next renewal's If-Match on the ETag it
+// knows fails. The node reads the object back, finds its own writing,
+// and renews from it: it keeps its lease instead of refusing every
+// append from then on.
+func TestNodeLeaseRenewalAnswerLost(t *testing.T) {
+	st := &leaseFaultStore{Store: store.NewMemory()}
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	a := nodeWithOrders(t, t.TempDir(), st, key)
+	defer a.Close()
+	mustAppendN(t, a, "orders", 2)
+	st.loseAnswers.Store(1)
+	// The next renewal lands unseen; wait for the ones after it.
+	time.Sleep(3 * a.opts.NodeLease)
+	if n := st.loseAnswers.Load(); n > 0 {
+		t.Fatalf("no renewal in three leases (%d answers still to lose)", n)
+	}
+	waitAppendable(t, a, "orders", "after a renewal whose answer was lost")
+}
+
+// TestNodeLeaseDeletedWrittenAgain: a node whose lease object was
+// deleted (an operator's cleanup, a lifecycle rule) while it runs
+// writes it again at its next renewal, create-only, and goes on
+// acknowledging appends; while the object is absent no observer can
+// count the node dead (it sees no lease to watch).
+func TestNodeLeaseDeletedWrittenAgain(t *testing.T) {
+	st := store.NewMemory()
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	a := nodeWithOrders(t, t.TempDir(), st, key)
+	defer a.Close()
+	mustAppendN(t, a, "orders", 2)
+	if err := st.Delete(ctx, replica.NodeKey("a")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * a.opts.NodeLease)
+	waitAppendable(t, a, "orders", "after its lease object was deleted")
+	obj, err := st.Get(ctx, replica.NodeKey("a"))
+	if err != nil {
+		t.Fatalf("the lease was not written again: %v", err)
+	}
+	if l, err := replica.DecodeLease(replica.NodeKey("a"), obj.Data); err != nil || l.Writer != a.repl.identity {
+		t.Fatalf("lease written again: %+v, %v", l, err)
+	}
+}
+
+// TestNodeLeaseTakenBySameNameStaysLost: a second process opened with
+// the node's name replaces the lease; the first one's next renewal
+// fails its If-Match, it reads the lease back, finds another writer,
+// and refuses appends for good (one process holds a name at a time).
+func TestNodeLeaseTakenBySameNameStaysLost(t *testing.T) {
+	st := store.NewMemory()
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	a := nodeWithOrders(t, t.TempDir(), st, key)
+	defer a.Close()
+	a2 := openNode(t, t.TempDir(), st, key, "a")
+	defer a2.Close()
+	time.Sleep(2 * a.opts.NodeLease)
+	if _, err := nodeAppend(context.Background(), a, "orders", "x"); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("append on the process whose name another took: %v, want ErrNotOwner", err)
+	}
+	if s, _ := a2.NodeStatus(); !s.Valid {
+		t.Fatalf("the second process's lease: %+v", s)
+	}
+}
+
+// TestOwnerObjectEditedRoutesToWriter: an owner object edited to name
+// another live node (a hand edit, a tool, an attacker with write access
+// to the bucket) does not route requests away from the node whose
+// process wrote the newest manifest: DB.Owner and the Router name the
+// writer, as its lease identifies it.
+func TestOwnerObjectEditedRoutesToWriter(t *testing.T) {
+	st := store.NewMemory()
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	a := nodeWithOrders(t, t.TempDir(), st, key)
+	defer a.Close()
+	b := openNode(t, t.TempDir(), st, key, "b")
+	defer b.Close()
+	id := a.Ledgers()[0].ID
+	o, etag, err := replica.ReadOwner(ctx, st, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Node = "b"
+	if _, err := st.Put(ctx, replica.OwnerKey(id), o.Encode(), store.ReplaceIf(etag)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Owner(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Node != "a" || got.Address != "http://a.test" || got.Behind {
+		t.Fatalf("owner with its owner object edited to name b: %+v, want node a", got)
+	}
+	r, err := newRouter(ctx, st, testEndpoint, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.Owner(ctx, "orders"); err != nil || got.Node != "a" {
+		t.Fatalf("router: %+v, %v", got, err)
+	}
+}
+
+// gateStore holds the reads of chunks (keys with /wal/) while gate is
+// set, counting them in waiting.
+type gateStore struct {
+	store.Store
+	mu      sync.Mutex
+	gate    chan struct{}
+	waiting atomic.Int32
+}
+
+func (s *gateStore) Get(ctx context.Context, key string) (store.Object, error) {
+	s.mu.Lock()
+	gate := s.gate
+	s.mu.Unlock()
+	if gate != nil && strings.Contains(key, "/wal/") {
+		s.waiting.Add(1)
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return store.Object{}, ctx.Err()
+		}
+	}
+	return s.Store.Get(ctx, key)
+}
+
+// takeHeld starts db.TakeLedger of "orders" with the chunk reads held,
+// and returns once one is held; the TakeLedger's error comes on the
+// channel after open.
+func (s *gateStore) takeHeld(db *DB) <-chan error {
+	s.mu.Lock()
+	s.gate = make(chan struct{})
+	s.mu.Unlock()
+	took := make(chan error, 1)
+	go func() {
+		_, err := db.TakeLedger(context.Background(), "orders")
+		took <- err
+	}()
+	for s.waiting.Load() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return took
+}
+
+// open lets the held reads go, and the later ones through.
+func (s *gateStore) open() {
+	s.mu.Lock()
+	close(s.gate)
+	s.gate = nil
+	s.mu.Unlock()
+}
+
+// replicaWriterGoroutines counts the goroutines of replica Writers.
+func replicaWriterGoroutines() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Count(string(buf), "replica.(*writerState).cutLoop")
+}
+
+// TestCloseDuringTakeLedger: a DB closed while a TakeLedger pulls the
+// ledger: the TakeLedger ends (Close waits for it), and the ledger it
+// took is closed with the DB, its replica Writer too (no goroutine left
+// shipping for a closed DB).
+func TestCloseDuringTakeLedger(t *testing.T) {
+	st := &gateStore{Store: store.NewMemory()}
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	a := nodeWithOrders(t, t.TempDir(), st, key)
+	mustAppendN(t, a, "orders", 5)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := openNode(t, t.TempDir(), st, key, "b")
+	if n := replicaWriterGoroutines(); n != 0 {
+		t.Fatalf("%d replica Writers run before the take", n)
+	}
+	took := st.takeHeld(b)
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	for {
+		b.mu.RLock()
+		c := b.closed
+		b.mu.RUnlock()
+		if c {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	st.open()
+	t.Logf("TakeLedger during Close: %v", <-took)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for replicaWriterGoroutines() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d replica Writers still run 2 s after Close", replicaWriterGoroutines())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestOpenRemovesInterruptedTakeLedger: the folder a TakeLedger pulls a
+// ledger into (ledgers/.ID.take), as a crash in the middle of the pull
+// leaves it, is never a ledger: the next Open removes it, and a
+// TakeLedger of the ledger then works.
+func TestOpenRemovesInterruptedTakeLedger(t *testing.T) {
+	st := &gateStore{Store: store.NewMemory()}
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	a := nodeWithOrders(t, t.TempDir(), st, key)
+	mustAppendN(t, a, "orders", 5)
+	id := a.Ledgers()[0].ID
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	crashed := t.TempDir()
+	c := openNode(t, crashed, st, key, "c")
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := openNode(t, t.TempDir(), st, key, "b")
+	defer b.Close()
+	took := st.takeHeld(b)
+	// What a crash of c at this point leaves in its directory.
+	take := filepath.Join(ledgersDir, "."+id.String()+".take")
+	if err := os.CopyFS(filepath.Join(crashed, take), os.DirFS(filepath.Join(b.dir, take))); err != nil {
+		t.Fatal(err)
+	}
+	st.open()
+	if err := <-took; err != nil {
+		t.Fatal(err)
+	}
+	c = openNode(t, crashed, st, key, "c")
+	defer c.Close()
+	if _, err := os.Stat(filepath.Join(crashed, take)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the interrupted pull's folder after Open: %v", err)
+	}
+	if _, err := c.TakeLedger(ctx, "orders"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// listHookStore calls during, if set, in the middle of every List.
+type listHookStore struct {
+	store.Store
+	during func()
+}
+
+func (s *listHookStore) List(ctx context.Context, prefix, after string, limit int) (store.Page, error) {
+	if s.during != nil {
+		s.during()
+	}
+	return s.Store.List(ctx, prefix, after, limit)
+}
+
+// TestLeaseWatchCountsFromAfterTheList: a renewal sent and stored while
+// the observer's List is on its way is first seen at the end of that
+// List, not at its start: the observer counts the lease from no earlier
+// than the renewal's send time, from which the node counts it, so it
+// never finds the node dead while the node still holds its lease.
+func TestLeaseWatchCountsFromAfterTheList(t *testing.T) {
+	st := &listHookStore{Store: store.NewMemory()}
+	ctx := context.Background()
+	clock := time.Unix(1000, 0)
+	var sent time.Time
+	st.during = func() {
+		// The node sends its renewal 300 ms into the List, which returns
+		// it 300 ms later.
+		clock = clock.Add(300 * time.Millisecond)
+		sent = clock
+		l := replica.Lease{V: replica.NodeVersion, Node: "n1", Address: "a", LeaseMS: 1000, Renewal: 1}
+		if _, err := st.Store.Put(ctx, replica.NodeKey("n1"), l.Encode(), store.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+		clock = clock.Add(300 * time.Millisecond)
+	}
+	w := newLeaseWatch(st, func() time.Time { return clock })
+	if _, err := w.poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st.during = nil
+	// The node's lease holds until sent + 1 s.
+	clock = sent.Add(999 * time.Millisecond)
+	ns, err := w.poll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ns) != 1 || !ns[0].Alive {
+		t.Fatalf("%v after the renewal was sent, within its 1 s lease: %+v, want alive", clock.Sub(sent), ns)
+	}
+}
+
+// TestTakeLedgerMovedBy16Callers: a ledger moves a → b → a → b → a,
+// each move asked by 16 goroutines at once (one takes it, the others
+// find it theirs); between moves the owner appends and the node it left
+// refuses appends (a stale route): every append acknowledged is in the
+// ledger at the end, each once. A name the bucket lacks is
+// ErrLedgerNotFound.
+func TestTakeLedgerMovedBy16Callers(t *testing.T) {
+	st := store.NewMemory()
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	a := nodeWithOrders(t, t.TempDir(), st, key)
+	defer a.Close()
+	b := openNode(t, t.TempDir(), st, key, "b")
+	defer b.Close()
+	if _, err := b.TakeLedger(ctx, "no-such-ledger"); !errors.Is(err, ErrLedgerNotFound) {
+		t.Fatalf("TakeLedger of a name the bucket lacks: %v, want ErrLedgerNotFound", err)
+	}
+	acked := map[eventid.ID]string{}
+	appendOn := func(owner, stale *DB, round int) {
+		for j := range 5 {
+			k := fmt.Sprintf("r%d-%d", round, j)
+			id, err := nodeAppend(ctx, owner, "orders", k)
+			if err != nil {
+				t.Fatalf("append %s on its owner %s: %v", k, owner.opts.Node.Name, err)
+			}
+			acked[id] = k
+		}
+		if _, err := nodeAppend(ctx, stale, "orders", "stale"); !errors.Is(err, ErrFenced) && !errors.Is(err, ErrLedgerNotFound) {
+			t.Fatalf("append on %s, which the ledger left: %v, want ErrFenced", stale.opts.Node.Name, err)
+		}
+	}
+	appendOn(a, b, 0)
+	for round, to := range []*DB{b, a, b, a} {
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := to.TakeLedger(ctx, "orders"); err != nil {
+					t.Errorf("TakeLedger on %s: %v", to.opts.Node.Name, err)
+				}
+			}()
+		}
+		wg.Wait()
+		from := a
+		if to == a {
+			from = b
+		}
+		appendOn(to, from, round+1)
+	}
+	for id, k := range acked {
+		ev, err := a.Get(ctx, id)
+		if err != nil {
+			t.Fatalf("acknowledged event %s (%s): %v", id, k, err)
+		}
+		if ev.Key != k {
+			t.Fatalf("event %s holds key %q, acknowledged as %q", id, ev.Key, k)
+		}
+	}
+}
+
+// TestDeadNodeTakenOverPastStrayObject: an object under ledgers/ that
+// is no ledger's (a note an operator left, a tool's marker) does not
+// stop the other nodes from taking a dead node's ledgers.
+func TestDeadNodeTakenOverPastStrayObject(t *testing.T) {
+	st := store.NewMemory()
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	a := nodeWithOrders(t, t.TempDir(), st, key)
+	acked := mustAppendN(t, a, "orders", 3)
+	o := nodeOptions(st, key, "b")
+	o.TakeOverDeadNodes = true
+	b, err := Open(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := st.Put(ctx, "ledgers/README.txt", []byte("ledgers of the shop"), store.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitTaken(t, b, acked, "b, 10 s after a stopped")
+}
+
+// waitTaken waits until db's watch has taken "orders" (an append on db
+// succeeds), at most 10 s (leases of 600 ms), and checks that it holds
+// every event in acked.
+func waitTaken(t *testing.T, db *DB, acked []eventid.ID, what string) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := nodeAppend(ctx, db, "orders", "after")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			s, _ := db.NodeStatus()
+			t.Fatalf("orders not taken by %s (lease 600 ms): %v; watch error %v", what, err, s.WatchErr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, id := range acked {
+		if _, err := db.Get(ctx, id); err != nil {
+			t.Fatalf("acknowledged event %s: %v", id, err)
+		}
+	}
+}
+
+// TestNodeOnNewDirectoryTakesItsLedgers: a node restarted on another
+// directory under the same name (its disk replaced) takes, with
+// TakeOverDeadNodes, the ledgers the bucket says are its own: no other
+// node takes a live node's ledgers, so else they would stay unwritten.
+// Every acknowledged event is there.
+func TestNodeOnNewDirectoryTakesItsLedgers(t *testing.T) {
+	st := store.NewMemory()
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	a := nodeWithOrders(t, t.TempDir(), st, key)
+	acked := mustAppendN(t, a, "orders", 3)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o := nodeOptions(st, key, "a")
+	o.TakeOverDeadNodes = true
+	a2, err := Open(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a2.Close()
+	waitTaken(t, a2, acked, "the node's new process, 10 s after it opened")
+}
+
+// TestTakeLedgerNameClaimOfAnotherLedger: a claim under names/ edited to
+// name another ledger does not make TakeLedger of that name move the
+// other ledger: it is refused, naming the claim, and the other ledger
+// stays where it is.
+func TestTakeLedgerNameClaimOfAnotherLedger(t *testing.T) {
+	st := store.NewMemory()
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	a := nodeWithOrders(t, t.TempDir(), st, key)
+	defer a.Close()
+	pay, err := a.CreateLedger(ctx, LedgerSpec{Name: "payments"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := openNode(t, t.TempDir(), st, key, "b")
+	defer b.Close()
+	k := replica.NameKey("orders")
+	obj, err := st.Get(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := replica.DecodeNameClaim(k, obj.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Ledger = pay.ID.String()
+	if _, err := st.Put(ctx, k, c.Encode(), store.ReplaceIf(obj.ETag)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.TakeLedger(ctx, "orders")
+	if !errors.Is(err, corruption.Err) || !strings.Contains(err.Error(), k) {
+		t.Fatalf("TakeLedger of orders, its claim naming payments: %v, want a corruption error naming %s", err, k)
+	}
+	if _, err := nodeAppend(ctx, a, "payments", "p"); err != nil {
+		t.Fatalf("payments on a after the refused take: %v", err)
+	}
+}
+
+// appendDuringStore calls during (once at a time) at every List of a
+// ledger's chunks through it.
+type appendDuringStore struct {
+	store.Store
+	busy   atomic.Bool
+	during func()
+}
+
+func (s *appendDuringStore) List(ctx context.Context, prefix, after string, limit int) (store.Page, error) {
+	if strings.HasSuffix(prefix, "/wal/") && s.busy.CompareAndSwap(false, true) {
+		s.during()
+		s.busy.Store(false)
+	}
+	return s.Store.List(ctx, prefix, after, limit)
+}
+
+// TestTakeLedgerFromAppendingWriter: a TakeLedger whose ledger's writer
+// stores an event during each of its pulls and takes fails with
+// ErrBehind saying that the writer is still appending, not with the
+// advice to restore the directory; nothing of the writer's is lost, and
+// it still writes the ledger.
+func TestTakeLedgerFromAppendingWriter(t *testing.T) {
+	mem := store.NewMemory()
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	a := nodeWithOrders(t, t.TempDir(), mem, key)
+	defer a.Close()
+	acked := mustAppendN(t, a, "orders", 3)
+	st := &appendDuringStore{Store: mem}
+	n := 0
+	st.during = func() {
+		n++
+		id, err := nodeAppend(ctx, a, "orders", fmt.Sprint("during-", n))
+		if err != nil {
+			t.Errorf("append on a during b's take: %v", err)
+			return
+		}
+		acked = append(acked, id)
+	}
+	b := openNode(t, t.TempDir(), st, key, "b")
+	defer b.Close()
+	_, err := b.TakeLedger(ctx, "orders")
+	if !errors.Is(err, ErrBehind) || !strings.Contains(err.Error(), "still appending") || strings.Contains(err.Error(), "annal restore") {
+		t.Fatalf("TakeLedger from a writer appending during each try: %v, want ErrBehind saying it is still appending", err)
+	}
+	st.during = func() {}
+	for _, id := range acked {
+		if _, err := a.Get(ctx, id); err != nil {
+			t.Fatalf("acknowledged event %s: %v", id, err)
+		}
+	}
+	if _, err := nodeAppend(ctx, a, "orders", "after"); err != nil {
+		t.Fatalf("a's append after the failed take: %v", err)
+	}
+}
