@@ -238,6 +238,13 @@ func (l *ledger) writerConfig() replica.Config {
 			if err != nil {
 				return 0, tree.Hash{}, fmt.Errorf("not signed by this directory's key %s+%08x: %w", v.Name(), v.KeyHash(), err)
 			}
+			// With tlog witnesses, only a checkpoint with its quorum of
+			// cosignatures: the log's signature alone (stripped of its
+			// cosignatures, or as every witness was sent it) is not
+			// what this writer publishes.
+			if err := l.db.checkCosigned(msg); err != nil {
+				return 0, tree.Hash{}, err
+			}
 			return ck.Size, ck.Root, nil
 		}
 	}
