@@ -568,10 +568,13 @@ func (fw *Follower) first(ctx context.Context, fl *followed, dir string) error {
 	l, have := fw.db.byID[fl.id]
 	fw.db.mu.RUnlock()
 	if have {
-		// The copy as the DB opened it, until this poll checked it
-		// against the bucket: it shows nothing written since.
+		// The copy as the DB opened it: it shows nothing written
+		// since. Its reads wait for this poll's check against the
+		// bucket (holdReads): events written into the copy while the
+		// follower was stopped are in it.
 		local, fl.name = l.log.Head(), l.meta.Name
 		fw.setLaid(fl.id, local)
+		fw.holdReads(l, dir)
 	} else if _, err := os.Stat(dir); err == nil {
 		fl.name, _, _ = readNameFile(vfs.Default, dir) // for Status: a damaged one, no name
 		return fmt.Errorf("%w: follower: %s holds a ledger that does not open read-only (annal verify says why): remove it to follow the ledger again", ErrCorruption, dir)
@@ -636,7 +639,11 @@ func (fw *Follower) first(ctx context.Context, fl *followed, dir string) error {
 		}
 		return segment.SyncDir(vfs.Default, filepath.Dir(dir))
 	}
-	return fw.laid(fl, dir, res)
+	if err := fw.laid(fl, dir, res); err != nil {
+		return err
+	}
+	releaseReads(l)
+	return nil
 }
 
 // objectsDeleted tells, when a ledger's first poll found no signed
@@ -834,6 +841,40 @@ func (fw *Follower) reader(fl *followed) *replica.Reader {
 // wrap names the ledger and the bucket in a poll's error.
 func (fw *Follower) wrap(fl *followed, err error) error {
 	return fmt.Errorf("engine: follower: ledger %s (%q) from %s: %w", fl.id, fl.name, fw.endpoint, err)
+}
+
+// notCheckedError is the error of the reads of a ledger whose copy the
+// follower has not checked against the bucket since it opened
+// (holdReads).
+type notCheckedError struct{ error }
+
+func (e notCheckedError) Unwrap() error { return e.error }
+
+// holdReads makes the reads of l, a ledger whose copy in dir the
+// follower found at its open, fail until its first poll checked the copy
+// against the bucket (releaseReads): the follower verified what it laid
+// before, but the copy may hold more (events written into it while the
+// follower was stopped), and a first poll that fails (the store
+// unreachable, a gap in the bucket) does not say which. The first poll
+// of OpenFollower runs before it returns: the hold is seen only when it
+// fails.
+func (fw *Follower) holdReads(l *ledger, dir string) {
+	l.idxMu.Lock()
+	if l.idxErr == nil {
+		l.idxErr = notCheckedError{fmt.Errorf("%w: follower: ledger %s: its copy in %s is not checked against the bucket %s yet (the follower's polls since it opened failed: FollowerStatus.LastError says why): nothing of it is served until a poll checks it", ErrLedgerUnavailable, l.meta.Name, dir, fw.endpoint)}
+		l.wake()
+	}
+	l.idxMu.Unlock()
+}
+
+// releaseReads ends holdReads once the copy was checked.
+func releaseReads(l *ledger) {
+	l.idxMu.Lock()
+	if _, held := l.idxErr.(notCheckedError); held {
+		l.idxErr = nil
+		l.wake()
+	}
+	l.idxMu.Unlock()
 }
 
 // stopReads makes the reads of a stopped ledger fail with why it
