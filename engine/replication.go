@@ -582,9 +582,11 @@ type ReplicaStatus struct {
 	LastErrorAt time.Time
 	// Damage is the last object the writer found damaged in the bucket
 	// and replaced, and why: a checkpoint object not signed by the
-	// directory's key, of another history than the ledger's, claiming
-	// events the bucket does not hold, or older than one this writer
-	// stored (an old copy of the bucket restored). It matches
+	// directory's key, without the cosignatures of its tlog witnesses'
+	// quorum (Options.TlogWitnesses), of another history than the
+	// ledger's, claiming events the bucket does not hold, or older than
+	// one this writer stored (an old copy of the bucket restored). It
+	// matches
 	// ErrCorruption, names the object, and stays after later successes
 	// (LastError holds it only until the next upload). DamageAt is when.
 	// See docs/replication.md, "The checkpoint object".
