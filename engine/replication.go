@@ -586,9 +586,9 @@ type ReplicaStatus struct {
 	// quorum (Options.TlogWitnesses), of another history than the
 	// ledger's, claiming events the bucket does not hold, or older than
 	// one this writer stored (an old copy of the bucket restored). It
-	// matches
-	// ErrCorruption, names the object, and stays after later successes
-	// (LastError holds it only until the next upload). DamageAt is when.
+	// matches ErrCorruption, names the object, and stays after later
+	// successes (LastError holds it only until the next upload).
+	// DamageAt is when.
 	// See docs/replication.md, "The checkpoint object".
 	Damage   error
 	DamageAt time.Time
