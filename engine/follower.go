@@ -771,6 +771,9 @@ func (fw *Follower) checkCopy(dir string, local segment.Head) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s: %v: it holds the events this follower laid up to %d", replica.ErrDiverged, path, err, local.Seq)
 	}
+	if fi.Size() < local.Loc.End() {
+		return fmt.Errorf("%w: %s is %d bytes, shorter than the records this follower laid and verified (they end at %d, event %d): the copy was cut under it", replica.ErrDiverged, path, fi.Size(), local.Loc.End(), local.Seq)
+	}
 	if fi.Size() != local.Loc.End() {
 		return fmt.Errorf("%w: %s is %d bytes, the records this follower laid and verified end at %d (event %d): the copy holds bytes it did not lay (written by another process, or left by a failed write of its own, which the poll before said)", replica.ErrDiverged, path, fi.Size(), local.Loc.End(), local.Seq)
 	}
