@@ -88,8 +88,11 @@ type Follower struct {
 	// moves on, once the records up to it are laid and synced; under
 	// laidMu, which is taken alone (the DB calls laidBound with its own
 	// locks held).
+	// followed holds the ledgers followed (add), under laidMu: the DB
+	// opens no other.
 	laidMu   sync.Mutex
 	laidHead map[eventid.LedgerID]segment.Head
+	followed map[eventid.LedgerID]bool
 
 	mu      sync.Mutex
 	ledgers map[eventid.LedgerID]*followed
@@ -208,7 +211,7 @@ func OpenFollower(dir string, o FollowerOptions) (*Follower, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: follower: the verifier key: %w", ErrInvalid, err)
 	}
-	fw := &Follower{dir: dir, o: o, v: v, ledgers: map[eventid.LedgerID]*followed{}, laidHead: map[eventid.LedgerID]segment.Head{}}
+	fw := &Follower{dir: dir, o: o, v: v, ledgers: map[eventid.LedgerID]*followed{}, laidHead: map[eventid.LedgerID]segment.Head{}, followed: map[eventid.LedgerID]bool{}}
 	if err := fw.prepareDir(); err != nil {
 		return nil, err
 	}
@@ -444,6 +447,9 @@ func (fw *Follower) add(id eventid.LedgerID) {
 	if _, ok := fw.ledgers[id]; ok {
 		return
 	}
+	fw.laidMu.Lock()
+	fw.followed[id] = true
+	fw.laidMu.Unlock()
 	fw.mu.Lock()
 	fw.ledgers[id] = &followed{id: id, status: FollowerStatus{Ledger: id}}
 	fw.order = append(fw.order, id)
@@ -747,12 +753,19 @@ func (fw *Follower) setLaid(id eventid.LedgerID, h segment.Head) {
 	fw.laidMu.Unlock()
 }
 
-// laidBound is the DB's Options.laidBound.
-func (fw *Follower) laidBound(id eventid.LedgerID) (segment.Head, bool) {
+// laidBound is the DB's Options.laidBound: a ledger the follower does
+// not follow (not in the bucket, or not the one FollowerOptions.Ledger
+// names), whose folder the directory holds all the same (put there, or
+// laid by an earlier follower of every ledger), is not opened: nothing
+// of it was laid or verified by this follower.
+func (fw *Follower) laidBound(id eventid.LedgerID) (segment.Head, bool, error) {
 	fw.laidMu.Lock()
 	defer fw.laidMu.Unlock()
+	if !fw.followed[id] {
+		return segment.Head{}, false, fmt.Errorf("follower: %s holds ledger %s, which this follower does not follow (%s does not hold it, or FollowerOptions.Ledger names another): not served", filepath.Join(fw.dir, ledgersDir, id.String()), id, fw.endpoint)
+	}
 	h, ok := fw.laidHead[id]
-	return h, ok
+	return h, ok, nil
 }
 
 // checkCopy checks, before a poll lays records in dir, that the ledger's
