@@ -5,12 +5,15 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/annal-db/annal/engine/cosign"
 	"github.com/annal-db/annal/engine/internal/replica"
 	"github.com/annal-db/annal/engine/internal/replica/store"
+	"github.com/annal-db/annal/engine/tree"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // TestBucketCheckpointWithoutCosignaturesReplaced: a writer with tlog
@@ -95,4 +98,52 @@ func TestBucketCheckpointWithoutCosignaturesReplaced(t *testing.T) {
 	if !errors.Is(s.Damage, ErrCorruption) || !strings.Contains(s.Damage.Error(), ckKey) || !strings.Contains(s.Damage.Error(), "tlog witnesses") {
 		t.Fatalf("ReplicaStatus.Damage: %v; want ErrCorruption naming %s and the tlog witnesses", s.Damage, ckKey)
 	}
+}
+
+// TestBucketCheckpointBeforeTlogWitnessesNotDamage: a ledger whose last
+// checkpoint was signed before the directory took tlog witnesses: the
+// writer opened with them finds in the bucket the checkpoint it holds
+// itself (the same bytes, without cosignatures). That is not damage: the
+// object is not replaced (by the same bytes, reported each Open until
+// the ledger grows).
+func TestBucketCheckpointBeforeTlogWitnessesNotDamage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := &checkpointPuts{Store: newReplStore()}
+	dir, o, info := closedReplicatedLedger(t, st, 5)
+	if _, err := st.Get(ctx, replica.CheckpointKey(info.ID)); err != nil {
+		t.Fatal(err)
+	}
+	k, _, err := tree.LoadOrCreateKey(vfs.Default, o.SigningKeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := startTlogWitness(t, k.Verifier)
+	o.TlogWitnesses = []cosign.WitnessConfig{ws.config()}
+	st.n.Store(0)
+	db, err := Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Close waits for the checkpoint given at the open to be stored or
+	// judged kept.
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := st.n.Load(); n != 0 {
+		t.Fatalf("the bucket's checkpoint, the writer's own, was replaced %d times", n)
+	}
+}
+
+// checkpointPuts counts the Puts of checkpoint objects.
+type checkpointPuts struct {
+	store.Store
+	n atomic.Int64
+}
+
+func (s *checkpointPuts) Put(ctx context.Context, key string, data []byte, cond store.Condition) (string, error) {
+	if strings.HasSuffix(key, "/checkpoint") {
+		s.n.Add(1)
+	}
+	return s.Store.Put(ctx, key, data, cond)
 }
