@@ -40,12 +40,7 @@ func TestFollowerRestartWithStoreDownServesOnlyWhatItLaid(t *testing.T) {
 	ctx := context.Background()
 	st := newReplStore()
 	vkey, info, forkDir, forged := forkedRecord(t, st)
-	dir := t.TempDir()
-	fw := openTestFollower(t, dir, st, vkey)
-	waitFollowedSigned(t, fw, "cash", 11)
-	if err := fw.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dir := followedCopy(t, st, vkey)
 	clean := copyDir(t, dir)
 	extendCopy(t, dir, forkDir, info.ID)
 
@@ -72,7 +67,7 @@ func TestFollowerRestartWithStoreDownServesOnlyWhatItLaid(t *testing.T) {
 	}
 	view := &getsDownStore{Store: st}
 	view.down.Store(true)
-	fw = openTestFollower(t, dir, view, vkey)
+	fw := openTestFollower(t, dir, view, vkey)
 	defer fw.Close()
 	reads(fw)
 	view.down.Store(false)

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/annal-db/annal/engine/cosign"
 	"github.com/annal-db/annal/engine/internal/replica"
@@ -77,20 +76,10 @@ func TestBucketCheckpointWithoutCosignaturesReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		now, err := st.Get(ctx, ckKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := policy.Check(now.Data); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the bucket's checkpoint is still\n%s\nwithout the witness's cosignature", now.Data)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitCheckpointObject(t, st, ckKey, func(data []byte) error {
+		_, err := policy.Check(data)
+		return err
+	})
 	s, err := db.ReplicaStatus("cash")
 	if err != nil {
 		t.Fatal(err)
