@@ -88,8 +88,11 @@ type Follower struct {
 	// moves on, once the records up to it are laid and synced; under
 	// laidMu, which is taken alone (the DB calls laidBound with its own
 	// locks held).
+	// followed holds the ledgers followed (add), under laidMu: the DB
+	// opens no other.
 	laidMu   sync.Mutex
 	laidHead map[eventid.LedgerID]segment.Head
+	followed map[eventid.LedgerID]bool
 
 	mu      sync.Mutex
 	ledgers map[eventid.LedgerID]*followed
@@ -208,7 +211,7 @@ func OpenFollower(dir string, o FollowerOptions) (*Follower, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: follower: the verifier key: %w", ErrInvalid, err)
 	}
-	fw := &Follower{dir: dir, o: o, v: v, ledgers: map[eventid.LedgerID]*followed{}, laidHead: map[eventid.LedgerID]segment.Head{}}
+	fw := &Follower{dir: dir, o: o, v: v, ledgers: map[eventid.LedgerID]*followed{}, laidHead: map[eventid.LedgerID]segment.Head{}, followed: map[eventid.LedgerID]bool{}}
 	if err := fw.prepareDir(); err != nil {
 		return nil, err
 	}
@@ -444,6 +447,9 @@ func (fw *Follower) add(id eventid.LedgerID) {
 	if _, ok := fw.ledgers[id]; ok {
 		return
 	}
+	fw.laidMu.Lock()
+	fw.followed[id] = true
+	fw.laidMu.Unlock()
 	fw.mu.Lock()
 	fw.ledgers[id] = &followed{id: id, status: FollowerStatus{Ledger: id}}
 	fw.order = append(fw.order, id)
@@ -568,10 +574,13 @@ func (fw *Follower) first(ctx context.Context, fl *followed, dir string) error {
 	l, have := fw.db.byID[fl.id]
 	fw.db.mu.RUnlock()
 	if have {
-		// The copy as the DB opened it, until this poll checked it
-		// against the bucket: it shows nothing written since.
+		// The copy as the DB opened it: it shows nothing written
+		// since. Its reads wait for this poll's check against the
+		// bucket (holdReads): events written into the copy while the
+		// follower was stopped are in it.
 		local, fl.name = l.log.Head(), l.meta.Name
 		fw.setLaid(fl.id, local)
+		fw.holdReads(l, dir)
 	} else if _, err := os.Stat(dir); err == nil {
 		fl.name, _, _ = readNameFile(vfs.Default, dir) // for Status: a damaged one, no name
 		return fmt.Errorf("%w: follower: %s holds a ledger that does not open read-only (annal verify says why): remove it to follow the ledger again", ErrCorruption, dir)
@@ -636,7 +645,11 @@ func (fw *Follower) first(ctx context.Context, fl *followed, dir string) error {
 		}
 		return segment.SyncDir(vfs.Default, filepath.Dir(dir))
 	}
-	return fw.laid(fl, dir, res)
+	if err := fw.laid(fl, dir, res); err != nil {
+		return err
+	}
+	releaseReads(l)
+	return nil
 }
 
 // objectsDeleted tells, when a ledger's first poll found no signed
@@ -740,12 +753,19 @@ func (fw *Follower) setLaid(id eventid.LedgerID, h segment.Head) {
 	fw.laidMu.Unlock()
 }
 
-// laidBound is the DB's Options.laidBound.
-func (fw *Follower) laidBound(id eventid.LedgerID) (segment.Head, bool) {
+// laidBound is the DB's Options.laidBound: a ledger the follower does
+// not follow (not in the bucket, or not the one FollowerOptions.Ledger
+// names), whose folder the directory holds all the same (put there, or
+// laid by an earlier follower of every ledger), is not opened: nothing
+// of it was laid or verified by this follower.
+func (fw *Follower) laidBound(id eventid.LedgerID) (segment.Head, bool, error) {
 	fw.laidMu.Lock()
 	defer fw.laidMu.Unlock()
+	if !fw.followed[id] {
+		return segment.Head{}, false, fmt.Errorf("follower: %s holds ledger %s, which this follower does not follow (%s does not hold it, or FollowerOptions.Ledger names another): not served", filepath.Join(fw.dir, ledgersDir, id.String()), id, fw.endpoint)
+	}
 	h, ok := fw.laidHead[id]
-	return h, ok
+	return h, ok, nil
 }
 
 // checkCopy checks, before a poll lays records in dir, that the ledger's
@@ -763,6 +783,9 @@ func (fw *Follower) checkCopy(dir string, local segment.Head) error {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %v: it holds the events this follower laid up to %d", replica.ErrDiverged, path, err, local.Seq)
+	}
+	if fi.Size() < local.Loc.End() {
+		return fmt.Errorf("%w: %s is %d bytes, shorter than the records this follower laid and verified (they end at %d, event %d): the copy was cut under it", replica.ErrDiverged, path, fi.Size(), local.Loc.End(), local.Seq)
 	}
 	if fi.Size() != local.Loc.End() {
 		return fmt.Errorf("%w: %s is %d bytes, the records this follower laid and verified end at %d (event %d): the copy holds bytes it did not lay (written by another process, or left by a failed write of its own, which the poll before said)", replica.ErrDiverged, path, fi.Size(), local.Loc.End(), local.Seq)
@@ -834,6 +857,40 @@ func (fw *Follower) reader(fl *followed) *replica.Reader {
 // wrap names the ledger and the bucket in a poll's error.
 func (fw *Follower) wrap(fl *followed, err error) error {
 	return fmt.Errorf("engine: follower: ledger %s (%q) from %s: %w", fl.id, fl.name, fw.endpoint, err)
+}
+
+// notCheckedError is the error of the reads of a ledger whose copy the
+// follower has not checked against the bucket since it opened
+// (holdReads).
+type notCheckedError struct{ error }
+
+func (e notCheckedError) Unwrap() error { return e.error }
+
+// holdReads makes the reads of l, a ledger whose copy in dir the
+// follower found at its open, fail until its first poll checked the copy
+// against the bucket (releaseReads): the follower verified what it laid
+// before, but the copy may hold more (events written into it while the
+// follower was stopped), and a first poll that fails (the store
+// unreachable, a gap in the bucket) does not say which. The first poll
+// of OpenFollower runs before it returns: the hold is seen only when it
+// fails.
+func (fw *Follower) holdReads(l *ledger, dir string) {
+	l.idxMu.Lock()
+	if l.idxErr == nil {
+		l.idxErr = notCheckedError{fmt.Errorf("%w: follower: ledger %s: its copy in %s is not checked against the bucket %s yet (the follower's polls since it opened failed: FollowerStatus.LastError says why): nothing of it is served until a poll checks it", ErrLedgerUnavailable, l.meta.Name, dir, fw.endpoint)}
+		l.wake()
+	}
+	l.idxMu.Unlock()
+}
+
+// releaseReads ends holdReads once the copy was checked.
+func releaseReads(l *ledger) {
+	l.idxMu.Lock()
+	if _, held := l.idxErr.(notCheckedError); held {
+		l.idxErr = nil
+		l.wake()
+	}
+	l.idxMu.Unlock()
 }
 
 // stopReads makes the reads of a stopped ledger fail with why it

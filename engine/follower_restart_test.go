@@ -215,15 +215,10 @@ func TestFollowerRestartRefusesEventsNotInBucket(t *testing.T) {
 	ctx := context.Background()
 	st := newReplStore()
 	vkey, info, forkDir, forged := forkedRecord(t, st)
-	dir := t.TempDir()
-	fw := openTestFollower(t, dir, st, vkey)
-	waitFollowedSigned(t, fw, "cash", 11)
-	if err := fw.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dir := followedCopy(t, st, vkey)
 	extendCopy(t, dir, forkDir, info.ID)
 
-	fw = openTestFollower(t, dir, st, vkey)
+	fw := openTestFollower(t, dir, st, vkey)
 	defer fw.Close()
 	if ev, err := fw.DB().Get(ctx, forged); err == nil {
 		t.Fatalf("the follower serves event %d %q, which the bucket does not hold", ev.Seq, ev.Event)
@@ -445,4 +440,17 @@ func extendCopy(t *testing.T, dir, forkDir string, id eventid.LedgerID) string {
 		t.Fatal(err)
 	}
 	return last
+}
+
+// followedCopy returns a follower's directory that followed forkedRecord's
+// bucket st to its 11 events and was closed.
+func followedCopy(t *testing.T, st store.Store, vkey string) string {
+	t.Helper()
+	dir := t.TempDir()
+	fw := openTestFollower(t, dir, st, vkey)
+	waitFollowedSigned(t, fw, "cash", 11)
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

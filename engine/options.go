@@ -282,8 +282,10 @@ type Options struct {
 
 	// laidBound, for OpenReadOnly, is a follower's bound on what the DB
 	// shows of each ledger: the last record the follower laid and
-	// verified (ok false: none yet, no bound). See segment.Options.Limit.
-	laidBound func(eventid.LedgerID) (last segment.Head, ok bool)
+	// verified (ok false: none yet, no bound), or an error for a ledger
+	// the follower does not follow, which the DB does not open. See
+	// segment.Options.Limit.
+	laidBound func(eventid.LedgerID) (last segment.Head, ok bool, err error)
 	// roHooks, for OpenReadOnly, are calls the tests make the DB do
 	// where they force an interleaving; nil outside them.
 	roHooks *readOnlyHooks

@@ -672,8 +672,15 @@ func (db *DB) openLedgerReadOnly(id eventid.LedgerID, found *ledgerMeta) (*ledge
 	}
 	if bound := db.opts.laidBound; bound != nil {
 		// A follower's DB shows what the follower laid and verified,
-		// not whatever else the files come to hold.
-		so.Limit = func() (segment.Head, bool) { return bound(id) }
+		// not whatever else the files come to hold: nothing of a
+		// ledger it does not follow.
+		if _, _, err := bound(id); err != nil {
+			return nil, err
+		}
+		so.Limit = func() (segment.Head, bool) {
+			h, ok, _ := bound(id)
+			return h, ok
+		}
 	}
 	log, err := segment.OpenReadOnly(dir, so)
 	if errors.Is(err, segment.ErrNoLog) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -52,20 +53,12 @@ func TestBucketCheckpointOfAnotherKeyReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		now, err := st.Get(ctx, ckKey)
-		if err != nil {
-			t.Fatal(err)
+	waitCheckpointObject(t, st, ckKey, func(data []byte) error {
+		if !bytes.Equal(data, good.Data) {
+			return fmt.Errorf("want the ledger's\n%s", good.Data)
 		}
-		if bytes.Equal(now.Data, good.Data) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the bucket's checkpoint is still\n%s\nwant the ledger's\n%s", now.Data, good.Data)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	s, err := db.ReplicaStatus("cash")
 	if err != nil {
 		t.Fatal(err)
@@ -79,5 +72,26 @@ func TestBucketCheckpointOfAnotherKeyReplaced(t *testing.T) {
 	res, err := Restore(ctx, filepath.Join(t.TempDir(), "restored"), RestoreOptions{store: st, Options: &Options{SigningKeyFile: o.SigningKeyFile}})
 	if err != nil || res[0].Events != 6 || res[0].Resigned {
 		t.Fatalf("restore: %+v, %v", res, err)
+	}
+}
+
+// waitCheckpointObject waits until the bucket's checkpoint object key
+// is what ok accepts (its error says what is wanted).
+func waitCheckpointObject(t *testing.T, st store.Store, key string, ok func(data []byte) error) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		now, err := st.Get(context.Background(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = ok(now.Data)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the bucket's checkpoint is still\n%s\n%v", now.Data, err)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

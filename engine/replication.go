@@ -238,6 +238,13 @@ func (l *ledger) writerConfig() replica.Config {
 			if err != nil {
 				return 0, tree.Hash{}, fmt.Errorf("not signed by this directory's key %s+%08x: %w", v.Name(), v.KeyHash(), err)
 			}
+			// With tlog witnesses, only a checkpoint with its quorum of
+			// cosignatures: the log's signature alone (stripped of its
+			// cosignatures, or as every witness was sent it) is not
+			// what this writer publishes.
+			if err := l.db.checkCosigned(msg); err != nil {
+				return 0, tree.Hash{}, err
+			}
 			return ck.Size, ck.Root, nil
 		}
 	}
@@ -575,11 +582,13 @@ type ReplicaStatus struct {
 	LastErrorAt time.Time
 	// Damage is the last object the writer found damaged in the bucket
 	// and replaced, and why: a checkpoint object not signed by the
-	// directory's key, of another history than the ledger's, claiming
-	// events the bucket does not hold, or older than one this writer
-	// stored (an old copy of the bucket restored). It matches
-	// ErrCorruption, names the object, and stays after later successes
-	// (LastError holds it only until the next upload). DamageAt is when.
+	// directory's key, without the cosignatures of its tlog witnesses'
+	// quorum (Options.TlogWitnesses), of another history than the
+	// ledger's, claiming events the bucket does not hold, or older than
+	// one this writer stored (an old copy of the bucket restored). It
+	// matches ErrCorruption, names the object, and stays after later
+	// successes (LastError holds it only until the next upload).
+	// DamageAt is when.
 	// See docs/replication.md, "The checkpoint object".
 	Damage   error
 	DamageAt time.Time

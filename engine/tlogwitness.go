@@ -148,6 +148,28 @@ func (db *DB) stopCosigners() {
 	}
 }
 
+// checkCosigned says whether the signed checkpoint msg carries the
+// cosignatures of the DB's tlog witnesses' quorum (nil without
+// witnesses): an error matching cosign.ErrQuorum if not.
+func (db *DB) checkCosigned(msg []byte) error {
+	ws := db.opts.TlogWitnesses
+	if len(ws) == 0 {
+		return nil
+	}
+	vkeys := make([]string, len(ws))
+	for i, w := range ws {
+		vkeys[i] = w.VKey
+	}
+	p, err := cosign.NewPolicy(vkeys, db.opts.TlogWitnessQuorum)
+	if err == nil {
+		_, err = p.Check(msg)
+	}
+	if err != nil {
+		return fmt.Errorf("not cosigned by the quorum of this DB's tlog witnesses: %w", err)
+	}
+	return nil
+}
+
 // cosignAnswer is one witness's answer to one checkpoint.
 type cosignAnswer struct {
 	witness int
