@@ -538,10 +538,11 @@ func (s *appendDuringStore) List(ctx context.Context, prefix, after string, limi
 }
 
 // TestTakeLedgerFromAppendingWriter: a TakeLedger whose ledger's writer
-// stores an event during each of its pulls and takes fails with
-// ErrBehind saying that the writer is still appending, not with the
-// advice to restore the directory; nothing of the writer's is lost, and
-// it still writes the ledger.
+// stores an event at every List of the chunks (the reads of the fence,
+// the pull and the take) succeeds: it fences the writer from the bucket
+// before it pulls, so the bucket cannot move on under the pull. The old
+// writer's appends then fail with ErrFenced, and every event it
+// acknowledged is in the new owner's ledger.
 func TestTakeLedgerFromAppendingWriter(t *testing.T) {
 	mem := store.NewMemory()
 	key := filepath.Join(t.TempDir(), "nodes.key")
@@ -551,28 +552,114 @@ func TestTakeLedgerFromAppendingWriter(t *testing.T) {
 	acked := mustAppendN(t, a, "orders", 3)
 	st := &appendDuringStore{Store: mem}
 	n := 0
+	var fenced error
 	st.during = func() {
+		if fenced != nil {
+			return
+		}
 		n++
 		id, err := nodeAppend(ctx, a, "orders", fmt.Sprint("during-", n))
 		if err != nil {
-			t.Errorf("append on a during b's take: %v", err)
+			fenced = err
 			return
 		}
 		acked = append(acked, id)
 	}
 	b := openNode(t, t.TempDir(), st, key, "b")
 	defer b.Close()
-	_, err := b.TakeLedger(ctx, "orders")
-	if !errors.Is(err, ErrBehind) || !strings.Contains(err.Error(), "still appending") || strings.Contains(err.Error(), "annal restore") {
-		t.Fatalf("TakeLedger from a writer appending during each try: %v, want ErrBehind saying it is still appending", err)
+	if _, err := b.TakeLedger(ctx, "orders"); err != nil {
+		t.Fatalf("TakeLedger from a writer appending at each List of its chunks: %v", err)
 	}
 	st.during = func() {}
+	if n == 0 {
+		t.Fatal("no append happened during the take")
+	}
+	if _, err := nodeAppend(ctx, a, "orders", "after"); !errors.Is(err, ErrFenced) {
+		t.Fatalf("a's append after b took the ledger: %v, want ErrFenced", err)
+	}
+	if fenced != nil && !errors.Is(fenced, ErrFenced) {
+		t.Fatalf("a's append during the take: %v, want success or ErrFenced", fenced)
+	}
 	for _, id := range acked {
-		if _, err := a.Get(ctx, id); err != nil {
-			t.Fatalf("acknowledged event %s: %v", id, err)
+		if _, err := b.Get(ctx, id); err != nil {
+			t.Fatalf("event %s, acknowledged by a, on b: %v", id, err)
 		}
 	}
-	if _, err := nodeAppend(ctx, a, "orders", "after"); err != nil {
-		t.Fatalf("a's append after the failed take: %v", err)
+	if _, err := nodeAppend(ctx, b, "orders", "on-b"); err != nil {
+		t.Fatalf("b's append after its take: %v", err)
 	}
+}
+
+// TestTakeLedgerFromContinuousAppenders: two appenders on the old node,
+// 1 ms apart, append until they are fenced; TakeLedger on another node
+// succeeds meanwhile, both appenders end with ErrFenced, and every event
+// they were acknowledged is in the new owner's ledger.
+func TestTakeLedgerFromContinuousAppenders(t *testing.T) {
+	mem := store.NewMemory()
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	a := nodeWithOrders(t, t.TempDir(), mem, key)
+	defer a.Close()
+	b := openNode(t, t.TempDir(), mem, key, "b")
+	defer b.Close()
+	var (
+		mu    sync.Mutex
+		acked []eventid.ID
+		ends  = make(chan error, 2)
+		stop  = make(chan struct{})
+	)
+	for w := range 2 {
+		go func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					ends <- nil
+					return
+				default:
+				}
+				id, err := nodeAppend(ctx, a, "orders", fmt.Sprintf("w%d-%d", w, i))
+				if err != nil {
+					ends <- err
+					return
+				}
+				mu.Lock()
+				acked = append(acked, id)
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+			}
+		}()
+	}
+	// Appending for a while before the take.
+	for {
+		mu.Lock()
+		k := len(acked)
+		mu.Unlock()
+		if k >= 20 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, err := b.TakeLedger(ctx, "orders")
+	if err != nil {
+		close(stop)
+		t.Fatalf("TakeLedger from a node with two appenders 1 ms apart: %v", err)
+	}
+	for range 2 {
+		select {
+		case err := <-ends:
+			if !errors.Is(err, ErrFenced) {
+				t.Fatalf("an appender on a ended with %v, want ErrFenced", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("an appender on a still appends 30 s after b took the ledger")
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range acked {
+		if _, err := b.Get(ctx, id); err != nil {
+			t.Fatalf("event %s, acknowledged by a, on b: %v", id, err)
+		}
+	}
+	t.Logf("%d events acknowledged by a before it was fenced", len(acked))
 }
