@@ -31,9 +31,13 @@ import (
 //     its records must be a prefix of the bucket's, else ErrDiverged and
 //     nothing is written.
 //
-// Then the ledger is taken (the next epoch and a fence chunk: the node
-// that wrote it is fenced, its appends fail with ErrFenced) and, with
-// Options.Node, its owner object names this node. A ledger this DB
+// After that pull the node that writes the ledger is fenced from the
+// bucket (the next epoch and a fence chunk: its appends fail with
+// ErrFenced), the events it stored meanwhile are pulled, and the ledger
+// is taken and, with Options.Node, its owner object names this node: a
+// ledger moves off a node that keeps appending. A TakeLedger that fails
+// after the fence leaves the ledger fenced, written by no node until a
+// TakeLedger succeeds. A ledger this DB
 // writes already is left as it is (its owner object written if it is
 // not this node's). It needs a Replica; with Options.Node, a lease that
 // holds (ErrNotOwner otherwise). A name whose claim in the bucket
