@@ -663,3 +663,145 @@ func TestTakeLedgerFromContinuousAppenders(t *testing.T) {
 	}
 	t.Logf("%d events acknowledged by a before it was fenced", len(acked))
 }
+
+// editOwner rewrites ledger id's owner object to name node.
+func editOwner(t *testing.T, st store.Store, id eventid.LedgerID, node string) {
+	t.Helper()
+	ctx := context.Background()
+	o, etag, err := replica.ReadOwner(ctx, st, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Node = node
+	if _, err := st.Put(ctx, replica.OwnerKey(id), o.Encode(), store.ReplaceIf(etag)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDeadNodeTakenOverPastEditedOwner: a dead node's ledger whose
+// owner object was edited to name a live node is taken over all the
+// same, by one of the two live nodes: the watch goes by the newest
+// manifest's writer, whose lease is the dead node's.
+func TestDeadNodeTakenOverPastEditedOwner(t *testing.T) {
+	st := store.NewMemory()
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	a := nodeWithOrders(t, t.TempDir(), st, key)
+	acked := mustAppendN(t, a, "orders", 3)
+	var live []*DB
+	for _, name := range []string{"b", "c"} {
+		o := nodeOptions(st, key, name)
+		o.TakeOverDeadNodes = true
+		db, err := Open(t.TempDir(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		live = append(live, db)
+	}
+	// After b and c looked at the bucket once (a node's first round takes
+	// the ledgers whose owner object names it).
+	time.Sleep(300 * time.Millisecond)
+	editOwner(t, st, a.Ledgers()[0].ID, "c")
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		for _, db := range live {
+			if _, err := nodeAppend(ctx, db, "orders", "after"); err == nil {
+				for _, id := range acked {
+					if _, err := db.Get(ctx, id); err != nil {
+						t.Fatalf("acknowledged event %s: %v", id, err)
+					}
+				}
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("orders not taken by b or c 10 s after a stopped (lease 600 ms), its owner object naming c")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestDeadNodeWithoutLeaseTakenOver: a dead node whose lease object was
+// deleted (so no listing shows it) has its ledgers taken over once the
+// watch has seen it without a lease for longer than a lease: whether the
+// watch saw the lease go, or met the node only as the owner of a ledger.
+func TestDeadNodeWithoutLeaseTakenOver(t *testing.T) {
+	for _, watchFirst := range []bool{true, false} {
+		t.Run(fmt.Sprint("watch started before the deletion: ", watchFirst), func(t *testing.T) {
+			st := store.NewMemory()
+			key := filepath.Join(t.TempDir(), "nodes.key")
+			ctx := context.Background()
+			a := nodeWithOrders(t, t.TempDir(), st, key)
+			acked := mustAppendN(t, a, "orders", 3)
+			o := nodeOptions(st, key, "b")
+			o.TakeOverDeadNodes = true
+			var b *DB
+			open := func() {
+				var err error
+				if b, err = Open(t.TempDir(), o); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if watchFirst {
+				open()
+				time.Sleep(300 * time.Millisecond) // a round that sees a's lease
+			}
+			if err := a.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Delete(ctx, replica.NodeKey("a")); err != nil {
+				t.Fatal(err)
+			}
+			if !watchFirst {
+				open()
+			}
+			defer b.Close()
+			waitTaken(t, b, acked, "b, 10 s after a stopped and its lease was deleted")
+		})
+	}
+}
+
+// TestOpenTakesBackItsLedgerPastEditedOwner: a node reopened on its
+// directory takes back its own ledger (the newest manifest's, written by
+// its earlier process) although the owner object was edited to name
+// another live node; a ledger that node did take stays with it.
+func TestOpenTakesBackItsLedgerPastEditedOwner(t *testing.T) {
+	st := store.NewMemory()
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	dirA := t.TempDir()
+	a := nodeWithOrders(t, dirA, st, key)
+	acked := mustAppendN(t, a, "orders", 3)
+	if _, err := a.CreateLedger(ctx, LedgerSpec{Name: "payments"}); err != nil {
+		t.Fatal(err)
+	}
+	b := openNode(t, t.TempDir(), st, key, "b")
+	defer b.Close()
+	if _, err := b.TakeLedger(ctx, "payments"); err != nil {
+		t.Fatal(err)
+	}
+	editOwner(t, st, a.Ledgers()[0].ID, "b")
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a = openNode(t, dirA, st, key, "a")
+	defer a.Close()
+	if err := a.Unavailable()["orders"]; err != nil {
+		t.Fatalf("orders, whose newest manifest a's earlier process wrote, its owner object naming b: %v", err)
+	}
+	for _, id := range acked {
+		if _, err := a.Get(ctx, id); err != nil {
+			t.Fatalf("acknowledged event %s: %v", id, err)
+		}
+	}
+	if _, err := nodeAppend(ctx, a, "orders", "after"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Unavailable()["payments"]; !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("payments, which b took: %v, want ErrNotOwner", err)
+	}
+}
