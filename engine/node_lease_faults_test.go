@@ -805,3 +805,35 @@ func TestOpenTakesBackItsLedgerPastEditedOwner(t *testing.T) {
 		t.Fatalf("payments, which b took: %v, want ErrNotOwner", err)
 	}
 }
+
+// TestCreateLedgerPastDeletedNameClaim: a node creating a ledger whose
+// name's claim was deleted from the bucket, while a ledger of that name
+// exists, gets ErrLedgerExists as if the claim were there; the claim is
+// written again for the existing ledger, and lookups by the name work.
+func TestCreateLedgerPastDeletedNameClaim(t *testing.T) {
+	st := store.NewMemory()
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	a := nodeWithOrders(t, t.TempDir(), st, key)
+	defer a.Close()
+	orders := a.Ledgers()[0].ID
+	if err := st.Delete(ctx, replica.NameKey("orders")); err != nil {
+		t.Fatal(err)
+	}
+	b := openNode(t, t.TempDir(), st, key, "b")
+	defer b.Close()
+	_, err := b.CreateLedger(ctx, LedgerSpec{Name: "orders", Description: "another"})
+	if !errors.Is(err, ErrLedgerExists) || !strings.Contains(err.Error(), orders.String()) {
+		t.Fatalf("CreateLedger of orders, its claim deleted: %v, want ErrLedgerExists naming %s", err, orders)
+	}
+	if len(b.Ledgers()) != 0 {
+		t.Fatalf("b holds %v after the refused CreateLedger", b.Ledgers())
+	}
+	o, err := b.Owner(ctx, "orders")
+	if err != nil || o.Ledger != orders || o.Node != "a" {
+		t.Fatalf("Owner of orders after the refused CreateLedger: %+v, %v; want ledger %s on a", o, err, orders)
+	}
+	if _, err := nodeAppend(ctx, a, "orders", "after"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -502,12 +502,14 @@ func resolveLedger(ctx context.Context, st store.Store, name string) (eventid.Le
 // claimName claims name for ledger id in the bucket (names/), create-only.
 // The name claimed already for another ledger is ErrLedgerExists, naming
 // the node that owns that ledger; claimed for id (a retried request), nil.
+// A new claim is checked against the newest manifests (checkNameUnused):
+// a deleted claim does not let a second ledger of the name be made.
 func (n *node) claimName(ctx context.Context, name string, id eventid.LedgerID) error {
 	key := replica.NameKey(name)
 	c := replica.NameClaim{V: replica.NodeVersion, Name: name, Ledger: id.String(), Node: n.name, Written: n.db.opts.Now().UTC()}
-	_, err := n.st.Put(ctx, key, c.Encode(), store.CreateOnly())
+	etag, err := n.st.Put(ctx, key, c.Encode(), store.CreateOnly())
 	if err == nil {
-		return nil
+		return n.checkNameUnused(ctx, name, id, etag)
 	}
 	if !errors.Is(err, store.ErrPreconditionFailed) && !errors.Is(err, store.ErrConflict) {
 		return fmt.Errorf("replica %s: claim the name %q (%s): %w", n.db.repl.endpoint, name, key, err)
@@ -530,6 +532,45 @@ func (n *node) claimName(ctx context.Context, name string, id eventid.LedgerID) 
 		}
 	}
 	return fmt.Errorf("%w: %q: the bucket %s has a ledger of that name (%s), owned by node %q", ErrLedgerExists, name, n.db.repl.endpoint, got.Ledger, owner)
+}
+
+// checkNameUnused checks, after a new claim of name for ledger id (etag),
+// that no ledger of the bucket has that name in its newest manifest: its
+// claim deleted, a ledger of that name exists all the same. Then the
+// claim is given back to that ledger (replacing this one's) and the
+// answer is ErrLedgerExists, as if the claim had been there.
+func (n *node) checkNameUnused(ctx context.Context, name string, id eventid.LedgerID, etag string) error {
+	ids, err := bucketLedgers(ctx, n.st)
+	if err == nil {
+		for _, other := range ids {
+			if other == id {
+				continue
+			}
+			m, _, merr := replica.NewReader(replica.ReaderConfig{Store: n.st, Ledger: other}).Manifest(ctx)
+			if errors.Is(merr, replica.ErrNoReplica) || merr == nil && m.Name != name {
+				continue
+			}
+			if merr != nil {
+				err = merr
+				break
+			}
+			owner := ""
+			if o, err := readOwner(ctx, n.st, other); err == nil {
+				owner = o.Node
+			}
+			key := replica.NameKey(name)
+			c := replica.NameClaim{V: replica.NodeVersion, Name: name, Ledger: other.String(), Node: owner, Written: n.db.opts.Now().UTC()}
+			if _, err := n.st.Put(ctx, key, c.Encode(), store.ReplaceIf(etag)); err != nil {
+				n.unclaimName(name, id)
+			}
+			return fmt.Errorf("%w: %q: the bucket %s has a ledger of that name (%s, its newest manifest gives the name; its claim %s was missing, and is written again), owned by node %q", ErrLedgerExists, name, n.db.repl.endpoint, other, key, owner)
+		}
+	}
+	if err != nil {
+		n.unclaimName(name, id)
+		return fmt.Errorf("replica %s: check that no ledger has the name %q: %w", n.db.repl.endpoint, name, err)
+	}
+	return nil
 }
 
 // unclaimName removes the claim of a CreateLedger that failed before its
