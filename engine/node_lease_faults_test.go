@@ -134,15 +134,7 @@ func TestOwnerObjectEditedRoutesToWriter(t *testing.T) {
 	defer a.Close()
 	b := openNode(t, t.TempDir(), st, key, "b")
 	defer b.Close()
-	id := a.Ledgers()[0].ID
-	o, etag, err := replica.ReadOwner(ctx, st, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.Node = "b"
-	if _, err := st.Put(ctx, replica.OwnerKey(id), o.Encode(), store.ReplaceIf(etag)); err != nil {
-		t.Fatal(err)
-	}
+	editOwner(t, st, a.Ledgers()[0].ID, "b")
 	got, err := b.Owner(ctx, "orders")
 	if err != nil {
 		t.Fatal(err)
