@@ -134,15 +134,7 @@ func TestOwnerObjectEditedRoutesToWriter(t *testing.T) {
 	defer a.Close()
 	b := openNode(t, t.TempDir(), st, key, "b")
 	defer b.Close()
-	id := a.Ledgers()[0].ID
-	o, etag, err := replica.ReadOwner(ctx, st, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.Node = "b"
-	if _, err := st.Put(ctx, replica.OwnerKey(id), o.Encode(), store.ReplaceIf(etag)); err != nil {
-		t.Fatal(err)
-	}
+	editOwner(t, st, a.Ledgers()[0].ID, "b")
 	got, err := b.Owner(ctx, "orders")
 	if err != nil {
 		t.Fatal(err)
@@ -538,10 +530,11 @@ func (s *appendDuringStore) List(ctx context.Context, prefix, after string, limi
 }
 
 // TestTakeLedgerFromAppendingWriter: a TakeLedger whose ledger's writer
-// stores an event during each of its pulls and takes fails with
-// ErrBehind saying that the writer is still appending, not with the
-// advice to restore the directory; nothing of the writer's is lost, and
-// it still writes the ledger.
+// stores an event at every List of the chunks (the reads of the fence,
+// the pull and the take) succeeds: it fences the writer from the bucket
+// before it pulls, so the bucket cannot move on under the pull. The old
+// writer's appends then fail with ErrFenced, and every event it
+// acknowledged is in the new owner's ledger.
 func TestTakeLedgerFromAppendingWriter(t *testing.T) {
 	mem := store.NewMemory()
 	key := filepath.Join(t.TempDir(), "nodes.key")
@@ -551,28 +544,288 @@ func TestTakeLedgerFromAppendingWriter(t *testing.T) {
 	acked := mustAppendN(t, a, "orders", 3)
 	st := &appendDuringStore{Store: mem}
 	n := 0
+	var fenced error
 	st.during = func() {
+		if fenced != nil {
+			return
+		}
 		n++
 		id, err := nodeAppend(ctx, a, "orders", fmt.Sprint("during-", n))
 		if err != nil {
-			t.Errorf("append on a during b's take: %v", err)
+			fenced = err
 			return
 		}
 		acked = append(acked, id)
 	}
 	b := openNode(t, t.TempDir(), st, key, "b")
 	defer b.Close()
-	_, err := b.TakeLedger(ctx, "orders")
-	if !errors.Is(err, ErrBehind) || !strings.Contains(err.Error(), "still appending") || strings.Contains(err.Error(), "annal restore") {
-		t.Fatalf("TakeLedger from a writer appending during each try: %v, want ErrBehind saying it is still appending", err)
+	if _, err := b.TakeLedger(ctx, "orders"); err != nil {
+		t.Fatalf("TakeLedger from a writer appending at each List of its chunks: %v", err)
 	}
 	st.during = func() {}
+	if n == 0 {
+		t.Fatal("no append happened during the take")
+	}
+	if _, err := nodeAppend(ctx, a, "orders", "after"); !errors.Is(err, ErrFenced) {
+		t.Fatalf("a's append after b took the ledger: %v, want ErrFenced", err)
+	}
+	if fenced != nil && !errors.Is(fenced, ErrFenced) {
+		t.Fatalf("a's append during the take: %v, want success or ErrFenced", fenced)
+	}
+	for _, id := range acked {
+		if _, err := b.Get(ctx, id); err != nil {
+			t.Fatalf("event %s, acknowledged by a, on b: %v", id, err)
+		}
+	}
+	if _, err := nodeAppend(ctx, b, "orders", "on-b"); err != nil {
+		t.Fatalf("b's append after its take: %v", err)
+	}
+}
+
+// TestTakeLedgerFromContinuousAppenders: two appenders on the old node,
+// 1 ms apart, append until they are fenced; TakeLedger on another node
+// succeeds meanwhile, both appenders end with ErrFenced, and every event
+// they were acknowledged is in the new owner's ledger.
+func TestTakeLedgerFromContinuousAppenders(t *testing.T) {
+	mem := store.NewMemory()
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	a := nodeWithOrders(t, t.TempDir(), mem, key)
+	defer a.Close()
+	b := openNode(t, t.TempDir(), mem, key, "b")
+	defer b.Close()
+	var (
+		mu    sync.Mutex
+		acked []eventid.ID
+		ends  = make(chan error, 2)
+		stop  = make(chan struct{})
+	)
+	for w := range 2 {
+		go func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					ends <- nil
+					return
+				default:
+				}
+				id, err := nodeAppend(ctx, a, "orders", fmt.Sprintf("w%d-%d", w, i))
+				if err != nil {
+					ends <- err
+					return
+				}
+				mu.Lock()
+				acked = append(acked, id)
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+			}
+		}()
+	}
+	// Appending for a while before the take.
+	for {
+		mu.Lock()
+		k := len(acked)
+		mu.Unlock()
+		if k >= 20 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, err := b.TakeLedger(ctx, "orders")
+	if err != nil {
+		close(stop)
+		t.Fatalf("TakeLedger from a node with two appenders 1 ms apart: %v", err)
+	}
+	for range 2 {
+		select {
+		case err := <-ends:
+			if !errors.Is(err, ErrFenced) {
+				t.Fatalf("an appender on a ended with %v, want ErrFenced", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("an appender on a still appends 30 s after b took the ledger")
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range acked {
+		if _, err := b.Get(ctx, id); err != nil {
+			t.Fatalf("event %s, acknowledged by a, on b: %v", id, err)
+		}
+	}
+	t.Logf("%d events acknowledged by a before it was fenced", len(acked))
+}
+
+// editOwner rewrites ledger id's owner object to name node.
+func editOwner(t *testing.T, st store.Store, id eventid.LedgerID, node string) {
+	t.Helper()
+	ctx := context.Background()
+	o, etag, err := replica.ReadOwner(ctx, st, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Node = node
+	if _, err := st.Put(ctx, replica.OwnerKey(id), o.Encode(), store.ReplaceIf(etag)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDeadNodeTakenOverPastEditedOwner: a dead node's ledger whose
+// owner object was edited to name a live node is taken over all the
+// same, by one of the two live nodes: the watch goes by the newest
+// manifest's writer, whose lease is the dead node's.
+func TestDeadNodeTakenOverPastEditedOwner(t *testing.T) {
+	st := store.NewMemory()
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	a := nodeWithOrders(t, t.TempDir(), st, key)
+	acked := mustAppendN(t, a, "orders", 3)
+	var live []*DB
+	for _, name := range []string{"b", "c"} {
+		o := nodeOptions(st, key, name)
+		o.TakeOverDeadNodes = true
+		db, err := Open(t.TempDir(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		live = append(live, db)
+	}
+	// After b and c looked at the bucket once (a node's first round takes
+	// the ledgers whose owner object names it).
+	time.Sleep(300 * time.Millisecond)
+	editOwner(t, st, a.Ledgers()[0].ID, "c")
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		for _, db := range live {
+			if _, err := nodeAppend(ctx, db, "orders", "after"); err == nil {
+				for _, id := range acked {
+					if _, err := db.Get(ctx, id); err != nil {
+						t.Fatalf("acknowledged event %s: %v", id, err)
+					}
+				}
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("orders not taken by b or c 10 s after a stopped (lease 600 ms), its owner object naming c")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestDeadNodeWithoutLeaseTakenOver: a dead node whose lease object was
+// deleted (so no listing shows it) has its ledgers taken over once the
+// watch has seen it without a lease for longer than a lease: whether the
+// watch saw the lease go, or met the node only as the owner of a ledger.
+func TestDeadNodeWithoutLeaseTakenOver(t *testing.T) {
+	for _, watchFirst := range []bool{true, false} {
+		t.Run(fmt.Sprint("watch started before the deletion: ", watchFirst), func(t *testing.T) {
+			st := store.NewMemory()
+			key := filepath.Join(t.TempDir(), "nodes.key")
+			ctx := context.Background()
+			a := nodeWithOrders(t, t.TempDir(), st, key)
+			acked := mustAppendN(t, a, "orders", 3)
+			o := nodeOptions(st, key, "b")
+			o.TakeOverDeadNodes = true
+			var b *DB
+			open := func() {
+				var err error
+				if b, err = Open(t.TempDir(), o); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if watchFirst {
+				open()
+				time.Sleep(300 * time.Millisecond) // a round that sees a's lease
+			}
+			if err := a.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Delete(ctx, replica.NodeKey("a")); err != nil {
+				t.Fatal(err)
+			}
+			if !watchFirst {
+				open()
+			}
+			defer b.Close()
+			waitTaken(t, b, acked, "b, 10 s after a stopped and its lease was deleted")
+		})
+	}
+}
+
+// TestOpenTakesBackItsLedgerPastEditedOwner: a node reopened on its
+// directory takes back its own ledger (the newest manifest's, written by
+// its earlier process) although the owner object was edited to name
+// another live node; a ledger that node did take stays with it.
+func TestOpenTakesBackItsLedgerPastEditedOwner(t *testing.T) {
+	st := store.NewMemory()
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	dirA := t.TempDir()
+	a := nodeWithOrders(t, dirA, st, key)
+	acked := mustAppendN(t, a, "orders", 3)
+	if _, err := a.CreateLedger(ctx, LedgerSpec{Name: "payments"}); err != nil {
+		t.Fatal(err)
+	}
+	b := openNode(t, t.TempDir(), st, key, "b")
+	defer b.Close()
+	if _, err := b.TakeLedger(ctx, "payments"); err != nil {
+		t.Fatal(err)
+	}
+	editOwner(t, st, a.Ledgers()[0].ID, "b")
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a = openNode(t, dirA, st, key, "a")
+	defer a.Close()
+	if err := a.Unavailable()["orders"]; err != nil {
+		t.Fatalf("orders, whose newest manifest a's earlier process wrote, its owner object naming b: %v", err)
+	}
 	for _, id := range acked {
 		if _, err := a.Get(ctx, id); err != nil {
 			t.Fatalf("acknowledged event %s: %v", id, err)
 		}
 	}
 	if _, err := nodeAppend(ctx, a, "orders", "after"); err != nil {
-		t.Fatalf("a's append after the failed take: %v", err)
+		t.Fatal(err)
+	}
+	if err := a.Unavailable()["payments"]; !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("payments, which b took: %v, want ErrNotOwner", err)
+	}
+}
+
+// TestCreateLedgerPastDeletedNameClaim: a node creating a ledger whose
+// name's claim was deleted from the bucket, while a ledger of that name
+// exists, gets ErrLedgerExists as if the claim were there; the claim is
+// written again for the existing ledger, and lookups by the name work.
+func TestCreateLedgerPastDeletedNameClaim(t *testing.T) {
+	st := store.NewMemory()
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	a := nodeWithOrders(t, t.TempDir(), st, key)
+	defer a.Close()
+	orders := a.Ledgers()[0].ID
+	if err := st.Delete(ctx, replica.NameKey("orders")); err != nil {
+		t.Fatal(err)
+	}
+	b := openNode(t, t.TempDir(), st, key, "b")
+	defer b.Close()
+	_, err := b.CreateLedger(ctx, LedgerSpec{Name: "orders", Description: "another"})
+	if !errors.Is(err, ErrLedgerExists) || !strings.Contains(err.Error(), orders.String()) {
+		t.Fatalf("CreateLedger of orders, its claim deleted: %v, want ErrLedgerExists naming %s", err, orders)
+	}
+	if len(b.Ledgers()) != 0 {
+		t.Fatalf("b holds %v after the refused CreateLedger", b.Ledgers())
+	}
+	o, err := b.Owner(ctx, "orders")
+	if err != nil || o.Ledger != orders || o.Node != "a" {
+		t.Fatalf("Owner of orders after the refused CreateLedger: %+v, %v; want ledger %s on a", o, err, orders)
+	}
+	if _, err := nodeAppend(ctx, a, "orders", "after"); err != nil {
+		t.Fatal(err)
 	}
 }

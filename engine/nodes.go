@@ -81,6 +81,10 @@ type node struct {
 	addr  string
 	lease time.Duration
 	id    replica.Identity
+	// earlier is the writer identity of the lease this process replaced
+	// at its start (its node's earlier process), set before the ledgers
+	// open.
+	earlier replica.Identity
 
 	mu sync.Mutex
 	// etag is the lease object's as this process last wrote it; renewal
@@ -166,6 +170,9 @@ func (n *node) acquire(ctx context.Context) error {
 		switch {
 		case err == nil:
 			cond = store.ReplaceIf(obj.ETag) // an earlier process of this node's
+			if l, err := replica.DecodeLease(key, obj.Data); err == nil {
+				n.earlier = l.Writer
+			}
 		case !errors.Is(err, store.ErrNotFound):
 			return fmt.Errorf("read %s: %w", key, err)
 		}
@@ -318,20 +325,55 @@ func (n *node) writeOwners() {
 	}
 }
 
-// ownedElsewhere says, in node mode, whether the bucket's owner object
-// of ledger l names another node: Open then leaves the ledger to it
-// (ErrNotOwner) instead of taking it back; TakeLedger takes it.
-func (n *node) ownedElsewhere(ctx context.Context, l *ledger) error {
-	o, _, err := replica.ReadOwner(ctx, n.st, l.meta.ID)
+// ownedElsewhere says, in node mode, whether another node writes ledger
+// l: Open then leaves the ledger to it (ErrNotOwner) instead of taking it
+// back; TakeLedger takes it. The writer is the newest manifest's: this
+// node if that is this process or the one whose lease it replaced at its
+// start (the node's earlier process), else the node whose lease (among leases, read once for every ledger Open opens)
+// carries the manifest's writer identity; when no lease does (that
+// process is gone), the owner object's node, if that object is the one
+// the manifest's writer wrote at its take (same identity, same epoch). An
+// owner object that is not (edited, or one step behind) names nobody.
+func (n *node) ownedElsewhere(ctx context.Context, l *ledger, leases []replica.Lease) error {
+	id := l.meta.ID
+	m, _, err := replica.NewReader(replica.ReaderConfig{Store: n.st, Ledger: id}).Manifest(ctx)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, replica.ErrNoReplica):
 		return nil
 	case err != nil:
 		return fmt.Errorf("replica %s: ledger %s: %w", n.db.repl.endpoint, l.meta.Name, err)
-	case o.Node != n.name:
-		return fmt.Errorf("%w: ledger %s (%s): the bucket %s records node %q as its owner (epoch %d): take it with DB.TakeLedger", ErrNotOwner, l.meta.Name, l.meta.ID, n.db.repl.endpoint, o.Node, o.Epoch)
+	}
+	if m.Writer.Nonce != "" && (m.Writer.Nonce == n.id.Nonce || m.Writer.Nonce == n.earlier.Nonce) {
+		return nil // this node's earlier process took the newest epoch
+	}
+	owner, how := writerNode(m, leases), "its lease carries the writer of the newest manifest"
+	if owner == "" {
+		o, _, err := replica.ReadOwner(ctx, n.st, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return nil
+		case err != nil:
+			return fmt.Errorf("replica %s: ledger %s: %w", n.db.repl.endpoint, l.meta.Name, err)
+		case o.Writer.Nonce == m.Writer.Nonce && o.Epoch == m.Epoch:
+			owner, how = o.Node, "its owner object, written by the writer of the newest manifest"
+		}
+	}
+	if owner != "" && owner != n.name {
+		return fmt.Errorf("%w: ledger %s (%s): node %q writes it in the bucket %s (epoch %d: %s): take it with DB.TakeLedger", ErrNotOwner, l.meta.Name, id, owner, n.db.repl.endpoint, m.Epoch, how)
 	}
 	return nil
+}
+
+// writerNode returns the node whose lease, among leases, carries the
+// writer identity of manifest m: the node of the process that took m's
+// epoch ("" if none: that process is gone, or was no node).
+func writerNode(m replica.Manifest, leases []replica.Lease) string {
+	for _, l := range leases {
+		if l.Writer.Nonce != "" && l.Writer.Nonce == m.Writer.Nonce {
+			return l.Node
+		}
+	}
+	return ""
 }
 
 // Owner is who writes a ledger of a bucket shared by nodes, as the
@@ -372,11 +414,7 @@ func readOwner(ctx context.Context, st store.Store, id eventid.LedgerID) (Owner,
 		return Owner{}, err
 	}
 	leases, lerr := readLeases(ctx, st)
-	for _, l := range leases {
-		if l.Writer.Nonce == m.Writer.Nonce {
-			out.Node = l.Node
-		}
-	}
+	out.Node = writerNode(m, leases)
 	switch {
 	case out.Node != "":
 	case err == nil && o.Epoch >= m.Epoch:
@@ -464,12 +502,14 @@ func resolveLedger(ctx context.Context, st store.Store, name string) (eventid.Le
 // claimName claims name for ledger id in the bucket (names/), create-only.
 // The name claimed already for another ledger is ErrLedgerExists, naming
 // the node that owns that ledger; claimed for id (a retried request), nil.
+// A new claim is checked against the newest manifests (checkNameUnused):
+// a deleted claim does not let a second ledger of the name be made.
 func (n *node) claimName(ctx context.Context, name string, id eventid.LedgerID) error {
 	key := replica.NameKey(name)
 	c := replica.NameClaim{V: replica.NodeVersion, Name: name, Ledger: id.String(), Node: n.name, Written: n.db.opts.Now().UTC()}
-	_, err := n.st.Put(ctx, key, c.Encode(), store.CreateOnly())
+	etag, err := n.st.Put(ctx, key, c.Encode(), store.CreateOnly())
 	if err == nil {
-		return nil
+		return n.checkNameUnused(ctx, name, id, etag)
 	}
 	if !errors.Is(err, store.ErrPreconditionFailed) && !errors.Is(err, store.ErrConflict) {
 		return fmt.Errorf("replica %s: claim the name %q (%s): %w", n.db.repl.endpoint, name, key, err)
@@ -492,6 +532,45 @@ func (n *node) claimName(ctx context.Context, name string, id eventid.LedgerID) 
 		}
 	}
 	return fmt.Errorf("%w: %q: the bucket %s has a ledger of that name (%s), owned by node %q", ErrLedgerExists, name, n.db.repl.endpoint, got.Ledger, owner)
+}
+
+// checkNameUnused checks, after a new claim of name for ledger id (etag),
+// that no ledger of the bucket has that name in its newest manifest: its
+// claim deleted, a ledger of that name exists all the same. Then the
+// claim is given back to that ledger (replacing this one's) and the
+// answer is ErrLedgerExists, as if the claim had been there.
+func (n *node) checkNameUnused(ctx context.Context, name string, id eventid.LedgerID, etag string) error {
+	ids, err := bucketLedgers(ctx, n.st)
+	if err == nil {
+		for _, other := range ids {
+			if other == id {
+				continue
+			}
+			m, _, merr := replica.NewReader(replica.ReaderConfig{Store: n.st, Ledger: other}).Manifest(ctx)
+			if errors.Is(merr, replica.ErrNoReplica) || merr == nil && m.Name != name {
+				continue
+			}
+			if merr != nil {
+				err = merr
+				break
+			}
+			owner := ""
+			if o, err := readOwner(ctx, n.st, other); err == nil {
+				owner = o.Node
+			}
+			key := replica.NameKey(name)
+			c := replica.NameClaim{V: replica.NodeVersion, Name: name, Ledger: other.String(), Node: owner, Written: n.db.opts.Now().UTC()}
+			if _, err := n.st.Put(ctx, key, c.Encode(), store.ReplaceIf(etag)); err != nil {
+				n.unclaimName(name, id)
+			}
+			return fmt.Errorf("%w: %q: the bucket %s has a ledger of that name (%s, its newest manifest gives the name; its claim %s was missing, and is written again), owned by node %q", ErrLedgerExists, name, n.db.repl.endpoint, other, key, owner)
+		}
+	}
+	if err != nil {
+		n.unclaimName(name, id)
+		return fmt.Errorf("replica %s: check that no ledger has the name %q: %w", n.db.repl.endpoint, name, err)
+	}
+	return nil
 }
 
 // unclaimName removes the claim of a CreateLedger that failed before its
@@ -638,20 +717,44 @@ func liveNames(ns []NodeState) []string {
 // ledgers of the dead ones that rendezvous hashing over the live nodes
 // gives this node.
 func (n *node) watchLoop() {
-	w := newLeaseWatch(n.st, nil)
-	// The dead nodes found owning nothing, by the lease's ETag: not
-	// scanned again until their lease changes.
-	emptied := map[string]string{}
+	sc := &orphanScan{w: newLeaseWatch(n.st, nil), emptied: map[string]string{},
+		unleased: map[string]time.Time{}, leases: map[string]time.Duration{}}
 	n.every(func() {
-		err := n.takeOrphans(w, emptied)
+		err := n.takeOrphans(sc)
 		n.mu.Lock()
 		n.watchErr = err
 		n.mu.Unlock()
 	})
 }
 
-// takeOrphans is one round of watchLoop.
-func (n *node) takeOrphans(w *leaseWatch, emptied map[string]string) error {
+// orphanScan is the state of the dead nodes' watch (its goroutine's own).
+type orphanScan struct {
+	w *leaseWatch
+	// emptied are the dead nodes found owning nothing, by the lease's
+	// ETag (noLease for a node without one): not scanned again until
+	// their lease changes.
+	emptied map[string]string
+	// unleased are the nodes that own ledgers and have no lease object
+	// (deleted), by when this watch first saw them so, on its clock; a
+	// node unleased for longer than its lease is dead.
+	unleased map[string]time.Time
+	// leases are the lease durations of the nodes listed, by name, kept
+	// after their lease object goes.
+	leases map[string]time.Duration
+}
+
+// noLease stands for the ETag of a node without a lease object in
+// orphanScan.emptied.
+const noLease = "(no lease)"
+
+// takeOrphans is one round of watchLoop. A ledger's node is the newest
+// manifest's writer's, by the leases (an owner object edited to name a
+// live node does not hide a dead writer); when no lease carries that
+// writer, its owner object's. A node that owns ledgers and has no lease
+// object is dead once this watch has seen it so for longer than a lease
+// (the node's last seen, else this node's): a live node writes a deleted
+// lease again at its next renewal.
+func (n *node) takeOrphans(sc *orphanScan) error {
 	if n.leaseErr() != nil {
 		return nil // this node may be the one the others think dead
 	}
@@ -664,9 +767,25 @@ func (n *node) takeOrphans(w *leaseWatch, emptied map[string]string) error {
 		case <-ctx.Done():
 		}
 	}()
+	w := sc.w
 	ns, err := w.poll(ctx)
 	if err != nil {
 		return err
+	}
+	now := w.now()
+	listed := map[string]bool{}
+	for _, s := range ns {
+		listed[s.Name] = true
+	}
+	for name := range sc.leases {
+		// A lease seen before and gone (deleted) from now on.
+		if _, ok := sc.unleased[name]; !ok && !listed[name] && sc.emptied[name] != noLease {
+			sc.unleased[name] = now
+		}
+	}
+	for _, s := range ns {
+		sc.leases[s.Name] = s.Lease
+		delete(sc.unleased, s.Name)
 	}
 	live := liveNames(ns)
 	if !slices.Contains(live, n.name) {
@@ -674,8 +793,17 @@ func (n *node) takeOrphans(w *leaseWatch, emptied map[string]string) error {
 	}
 	dead := map[string]bool{}
 	for _, s := range ns {
-		if !s.Alive && s.Name != n.name && emptied[s.Name] != w.seen[replica.NodeKey(s.Name)].etag {
+		if !s.Alive && s.Name != n.name && sc.emptied[s.Name] != w.seen[replica.NodeKey(s.Name)].etag {
 			dead[s.Name] = true
+		}
+	}
+	for name, since := range sc.unleased {
+		lease, ok := sc.leases[name]
+		if !ok {
+			lease = n.lease
+		}
+		if now.Sub(since) > lease && name != n.name && sc.emptied[name] != noLease {
+			dead[name] = true
 		}
 	}
 	// The first round also looks for the ledgers the bucket says are
@@ -691,11 +819,29 @@ func (n *node) takeOrphans(w *leaseWatch, emptied map[string]string) error {
 		return err
 	}
 	n.scannedOwn = true
+	var leases []replica.Lease
+	for _, s := range w.seen {
+		leases = append(leases, s.lease)
+	}
 	owns := map[string]bool{}
 	var errs []error
 	for _, id := range ids {
-		o, _, err := replica.ReadOwner(ctx, n.st, id)
-		if err == nil && adopt && o.Node == n.name {
+		m, _, err := replica.NewReader(replica.ReaderConfig{Store: n.st, Ledger: id}).Manifest(ctx)
+		if err != nil {
+			continue
+		}
+		owner := writerNode(m, leases)
+		if owner == "" {
+			o, _, err := replica.ReadOwner(ctx, n.st, id)
+			if err != nil {
+				continue
+			}
+			owner = o.Node
+			if _, ok := sc.unleased[owner]; !ok && !listed[owner] && owner != n.name {
+				sc.unleased[owner] = now
+			}
+		}
+		if adopt && owner == n.name {
 			n.db.mu.RLock()
 			_, held := n.db.byID[id]
 			n.db.mu.RUnlock()
@@ -707,20 +853,26 @@ func (n *node) takeOrphans(w *leaseWatch, emptied map[string]string) error {
 			}
 			continue
 		}
-		if err != nil || !dead[o.Node] {
+		if !dead[owner] {
 			continue
 		}
-		owns[o.Node] = true
+		owns[owner] = true
 		if rendezvous(live, id.String()) != n.name {
 			continue
 		}
 		if _, err := n.db.TakeLedger(ctx, id.String()); err != nil && !errors.Is(err, ErrClosed) {
-			errs = append(errs, fmt.Errorf("take ledger %s of dead node %q: %w", id, o.Node, err))
+			errs = append(errs, fmt.Errorf("take ledger %s of dead node %q: %w", id, owner, err))
 		}
 	}
 	for d := range dead {
-		if !owns[d] {
-			emptied[d] = w.seen[replica.NodeKey(d)].etag
+		if owns[d] {
+			continue
+		}
+		if listed[d] {
+			sc.emptied[d] = w.seen[replica.NodeKey(d)].etag
+		} else {
+			sc.emptied[d] = noLease
+			delete(sc.unleased, d)
 		}
 	}
 	return errors.Join(errs...)

@@ -251,8 +251,9 @@ type Options struct {
 	// a lease under nodes/ (renewed every NodeLease/3), records itself as
 	// the owner of the ledgers it takes (ledgers/ID/owner) and claims the
 	// names of those it creates (names/), so that no two nodes make two
-	// ledgers of one name; Open leaves a ledger whose owner object names
-	// another node to it (ErrNotOwner; DB.TakeLedger takes it). A node
+	// ledgers of one name; Open leaves a ledger that another node writes
+	// (its newest manifest's writer, by the leases) to it (ErrNotOwner;
+	// DB.TakeLedger takes it). A node
 	// that cannot renew its lease within NodeLease refuses appends with
 	// ErrNotOwner until it can. Empty (the zero Node): none of this, and
 	// no such object is written.
@@ -264,7 +265,8 @@ type Options struct {
 	// TakeOverDeadNodes, with Node, has the DB watch the other nodes'
 	// leases (every NodeLease/3) and take over (DB.TakeLedger) the ledgers
 	// of a node whose lease it has seen unchanged for longer than that
-	// node's lease, each such ledger going to one live node by rendezvous
+	// node's lease (or that owns a ledger and has had no lease object for
+	// that long), each such ledger going to one live node by rendezvous
 	// hashing of its ID over the live nodes' names.
 	TakeOverDeadNodes bool
 

@@ -337,11 +337,21 @@ func (db *DB) openReplicas() error {
 	if db.repl == nil {
 		return nil
 	}
+	var leases []replica.Lease
+	var leasesErr error
+	if n := db.node; n != nil && len(db.byID) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), db.opts.StoreTimeout)
+		leases, leasesErr = readLeases(ctx, n.st)
+		cancel()
+		if leasesErr != nil {
+			leasesErr = fmt.Errorf("replica %s: the nodes' leases: %w", db.repl.endpoint, leasesErr)
+		}
+	}
 	for id, l := range db.byID {
-		var err error
-		if n := db.node; n != nil {
+		err := leasesErr
+		if n := db.node; n != nil && err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), db.opts.StoreTimeout)
-			err = n.ownedElsewhere(ctx, l)
+			err = n.ownedElsewhere(ctx, l, leases)
 			cancel()
 		}
 		if err == nil {

@@ -31,9 +31,13 @@ import (
 //     its records must be a prefix of the bucket's, else ErrDiverged and
 //     nothing is written.
 //
-// Then the ledger is taken (the next epoch and a fence chunk: the node
-// that wrote it is fenced, its appends fail with ErrFenced) and, with
-// Options.Node, its owner object names this node. A ledger this DB
+// After that pull the node that writes the ledger is fenced from the
+// bucket (the next epoch and a fence chunk: its appends fail with
+// ErrFenced), the events it stored meanwhile are pulled, and the ledger
+// is taken and, with Options.Node, its owner object names this node: a
+// ledger moves off a node that keeps appending. A TakeLedger that fails
+// after the fence leaves the ledger fenced, written by no node until a
+// TakeLedger succeeds. A ledger this DB
 // writes already is left as it is (its owner object written if it is
 // not this node's). It needs a Replica; with Options.Node, a lease that
 // holds (ErrNotOwner otherwise). A name whose claim in the bucket
@@ -130,7 +134,7 @@ func (db *DB) takeLedger(ctx context.Context, id eventid.LedgerID) (LedgerInfo, 
 		if try+1 == takeoverTries {
 			// The cure that the error of a directory behind the bucket
 			// gives (restore, takeover) is not this one's.
-			return info, fmt.Errorf("%w: the ledger's writer stored events during each of %d pulls and takes: it is still appending (a ledger moves off a node between its appends: route them nowhere while it moves, and take it again)", ErrBehind, takeoverTries)
+			return info, fmt.Errorf("%w: the bucket moved on during each of %d fences, pulls and takes (other nodes took the ledger meanwhile): take it again", ErrBehind, takeoverTries)
 		}
 	}
 }
@@ -167,8 +171,13 @@ func (db *DB) unregister(l *ledger) {
 }
 
 // pullAndTake pulls ledger id from the bucket into the directory (into
-// a new folder, or onto the folder it has) and takes it. ErrBehind: the
-// bucket moved on between the pull and the take; pull again.
+// a new folder, or onto the folder it has), fences its writer from the
+// bucket, pulls what that writer stored meanwhile, and takes it: a
+// writer that keeps appending cannot move the bucket on past the fence.
+// What can fail for this directory's reasons (a folder that diverged,
+// the checkpoint not signed by its key) fails at the first pull, before
+// anything is written to the bucket. ErrBehind: another node took the
+// ledger between the fence and the take; pull again.
 func (db *DB) pullAndTake(ctx context.Context, id eventid.LedgerID) (LedgerInfo, error) {
 	st := db.repl.store
 	if db.verifier == nil {
@@ -183,34 +192,46 @@ func (db *DB) pullAndTake(ctx context.Context, id eventid.LedgerID) (LedgerInfo,
 	if err != nil {
 		return LedgerInfo{}, err
 	}
+	into, local, fresh := dir, segment.Head{ID: eventid.Genesis(id)}, false
 	if _, serr := db.fs.Stat(dir); serr == nil {
 		// Behind: its head as recovery finds it, then the bucket's
 		// records after it.
-		head, err := db.folderHead(id, known, haveMeta)
-		if err != nil {
-			return LedgerInfo{}, err
-		}
-		if _, err := pullFromBucket(ctx, db.fs, dir, id, head, st, db.verifier, false); err != nil {
+		if local, err = db.folderHead(id, known, haveMeta); err != nil {
 			return LedgerInfo{}, err
 		}
 	} else {
-		tmp := filepath.Join(db.dir, ledgersDir, "."+id.String()+takeDirSuffix)
-		if err := db.fs.RemoveAll(tmp); err != nil {
+		into, fresh = filepath.Join(db.dir, ledgersDir, "."+id.String()+takeDirSuffix), true
+		if err := db.fs.RemoveAll(into); err != nil {
 			return LedgerInfo{}, err
 		}
-		if _, err := pullFromBucket(ctx, db.fs, tmp, id, segment.Head{ID: eventid.Genesis(id)}, st, db.verifier, false); err != nil {
-			db.fs.RemoveAll(tmp)
-			return LedgerInfo{}, err
+	}
+	fail := func(err error) (LedgerInfo, error) {
+		if fresh {
+			db.fs.RemoveAll(into)
 		}
+		return LedgerInfo{}, err
+	}
+	res, err := pullFromBucket(ctx, db.fs, into, id, local, st, db.verifier, false)
+	if err != nil {
+		return fail(err)
+	}
+	tail, fenced, err := db.fenceFromBucket(ctx, id, m.Name)
+	if err != nil {
+		return fail(err)
+	}
+	if fenced && tail.Seq != res.Yielded.Seq {
+		if _, err := pullFromBucket(ctx, db.fs, into, id, res.Yielded, st, db.verifier, false); err != nil {
+			return fail(fmt.Errorf("pull the events stored before the fence: %w", err))
+		}
+	}
+	if fresh {
 		if m.Name != "" {
-			if err := writeNameFile(db.fs, tmp, m.Name); err != nil {
-				db.fs.RemoveAll(tmp)
-				return LedgerInfo{}, err
+			if err := writeNameFile(db.fs, into, m.Name); err != nil {
+				return fail(err)
 			}
 		}
-		if err := db.fs.Rename(tmp, dir); err != nil {
-			db.fs.RemoveAll(tmp)
-			return LedgerInfo{}, err
+		if err := db.fs.Rename(into, dir); err != nil {
+			return fail(err)
 		}
 		if err := segment.SyncDir(db.fs, filepath.Join(db.dir, ledgersDir)); err != nil {
 			return LedgerInfo{}, err
@@ -221,6 +242,26 @@ func (db *DB) pullAndTake(ctx context.Context, id eventid.LedgerID) (LedgerInfo,
 		known, haveMeta = ledgerMeta{}, false
 	}
 	return db.recoverAndTake(ctx, id, m.Name, known, haveMeta)
+}
+
+// fenceFromBucket fences ledger id's writer (replica.Fence), and returns
+// the bucket's tail at the fence. fenced is false for a bucket whose
+// chunks do not give the tree at its tail: the take fences it, as Open
+// takes a ledger.
+func (db *DB) fenceFromBucket(ctx context.Context, id eventid.LedgerID, name string) (tail replica.Tail, fenced bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, db.opts.StoreTimeout)
+	defer cancel()
+	tail, err = replica.Fence(ctx, replica.Config{
+		Store: db.repl.store, Ledger: id, Name: name, Identity: db.repl.identity,
+		StoreTimeout: db.opts.StoreTimeout, Endpoint: db.repl.endpoint, Now: db.opts.Now,
+	})
+	switch {
+	case errors.Is(err, replica.ErrFenceNeedsRecords):
+		return replica.Tail{}, false, nil
+	case err != nil:
+		return replica.Tail{}, false, fmt.Errorf("fence the ledger's writer: %w", err)
+	}
+	return tail, true, nil
 }
 
 // takeDirSuffix ends the name of the folder a TakeLedger pulls a ledger

@@ -173,6 +173,25 @@ func Open(ctx context.Context, cfg Config) (*Writer, Tail, error) { return open(
 // given with Add as usual.
 func (w *Writer) Take(ctx context.Context) error { return w.take(ctx) }
 
+// Fence fences the ledger from the bucket alone, before the caller holds
+// its records: the next manifest (epoch + 1, create-only, naming
+// cfg.Identity) and a fence chunk after the bucket's last chunk, whose
+// header gives the tree size, root and place the fence states. Chunks
+// the ledger's writer stores meanwhile at the fence's slot are taken in,
+// the fence going after them. From then on that writer is fenced and the
+// bucket's history ends at the fence: a pull reads all of it, and an
+// Open and Take after the pull start from it (the next epoch again).
+// The Tail is the history's up to the fence, with the manifest written.
+// cfg.Source is not used. ErrFenceNeedsRecords: the bucket's chunks do
+// not give the tree at its tail (pull first, then Open and Take).
+func Fence(ctx context.Context, cfg Config) (Tail, error) {
+	w, _, err := open(ctx, cfg)
+	if err != nil {
+		return Tail{}, err
+	}
+	return w.fenceBucket(ctx)
+}
+
 // Add gives the Writer a committed span and its leaves (from the
 // segment log's Hooks.Records, with the ledger's lock held: it copies
 // and returns at once, never waiting for the store).

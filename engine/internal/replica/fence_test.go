@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -213,5 +214,63 @@ func TestFencedWritersLateChunkIsReplaced(t *testing.T) {
 	chunks := tl.checkBucket(t, st, last)
 	if got := chunks[len(chunks)-1]; got.Number != fence+1 || got.Epoch != 2 {
 		t.Fatalf("chunk %d holds epoch %d, want B's (2)", got.Number, got.Epoch)
+	}
+}
+
+// afterListStore calls after, once, when a List of chunks through it has
+// returned.
+type afterListStore struct {
+	store.Store
+	once  sync.Once
+	after func()
+}
+
+func (s *afterListStore) List(ctx context.Context, prefix, after string, limit int) (store.Page, error) {
+	p, err := s.Store.List(ctx, prefix, after, limit)
+	if strings.HasSuffix(prefix, "/wal/") {
+		s.once.Do(s.after)
+	}
+	return p, err
+}
+
+// TestFenceTakesInChunksStoredMeanwhile: Fence, from the bucket alone,
+// while the writer stores its next chunk between Fence's read of the
+// tail and its fence chunk: the fence goes after that chunk (the tail
+// Fence returns is it), the writer is fenced at its next upload, and the
+// bucket's history is the writer's acknowledged records then the fence.
+func TestFenceTakesInChunksStoredMeanwhile(t *testing.T) {
+	t.Parallel()
+	tl := newTestLog(t, 1<<20, segment.Sync)
+	st := store.NewMemory()
+	ctx := context.Background()
+	a := openTake(t, testConfig(st, tl, Replicated), tl)
+	last := tl.append(3)
+	if err := a.Wait(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	hook := &afterListStore{Store: st, after: func() {
+		last = tl.append(2)
+		if err := a.Wait(ctx, last); err != nil {
+			t.Errorf("the writer's Wait before the fence: %v", err)
+		}
+	}}
+	cfg := testConfig(hook, nil, Replicated)
+	cfg.Source = nil
+	cfg.Identity.Nonce += "-fence"
+	tail, err := Fence(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tail.Seq != last || tail.ID != tl.Head().ID || tail.Manifest.Epoch != 2 {
+		t.Fatalf("Fence's tail: record %d %v epoch %d; want %d %v epoch 2", tail.Seq, tail.ID, tail.Manifest.Epoch, last, tl.Head().ID)
+	}
+	next := tl.append(1)
+	if err := a.Wait(ctx, next); !errors.Is(err, ErrFenced) {
+		t.Fatalf("the writer's Wait after the fence: %v, want ErrFenced", err)
+	}
+	chunks := tl.checkBucket(t, st, last)
+	end := chunks[len(chunks)-1]
+	if !end.Fence() || end.Epoch != 2 || end.LastSeq != last {
+		t.Fatalf("the history ends with chunk %d (epoch %d, fence %v, record %d), want the fence of epoch 2 after record %d", end.Number, end.Epoch, end.Fence(), end.LastSeq, last)
 	}
 }

@@ -46,7 +46,7 @@ func (s *writerState) take(ctx context.Context) error {
 	if err := s.checkTailPlace(); err != nil {
 		return err
 	}
-	fenceNo, fenceSum, err := s.writeFence(ctx, root)
+	fenceNo, fenceSum, err := s.writeFence(ctx, root, false)
 	if err != nil {
 		return err
 	}
@@ -196,9 +196,11 @@ func (s *writerState) writeTakeManifest(ctx context.Context) (Manifest, uint64, 
 }
 
 // writeFence writes the fence chunk at the first free slot after the
-// tail's chunk, taking in old-epoch fence chunks found there. It returns
-// its number and Sum.
-func (s *writerState) writeFence(ctx context.Context, root Hash) (uint64, Hash, error) {
+// tail's chunk, taking in old-epoch fence chunks found there. With chase
+// (a fence from the bucket alone, Fence), old-epoch chunks that continue
+// the history there are taken in too: the tail moves to them. It
+// returns its number and Sum.
+func (s *writerState) writeFence(ctx context.Context, root Hash, chase bool) (uint64, Hash, error) {
 	n, prev := s.tailChunk+1, s.tailSum
 	if s.tailChunk == 0 {
 		// No chunk at or above the GC boundary (all deleted, by hand):
@@ -260,11 +262,49 @@ func (s *writerState) writeFence(ctx context.Context, root Hash) (uint64, Hash, 
 		case got.Fence() && got.LastSeq == s.tail.Seq:
 			// An old epoch's fence after the tail: take it in.
 			n, prev = n+1, Sum(o.Data)
+		case chase && !got.Fence() && got.FirstSeq == s.tail.Seq+1:
+			// The writer being fenced stored its next chunk first: the
+			// history's tail is now that chunk, and the fence goes after.
+			id, err := s.lastID(got)
+			if err != nil {
+				return 0, Hash{}, err
+			}
+			s.tail.Seq, s.tail.ID = got.LastSeq, id
+			s.tail.Segment, s.tail.Offset = uint64(got.Segment), int64(got.Offset)+int64(len(got.Records))
+			s.tailChunk, s.tailSum, s.tailRoot = n, Sum(o.Data), got.Root
+			micros, root = id.Micros(), got.Root
+			n, prev = n+1, Sum(o.Data)
 		default:
 			return 0, Hash{}, fmt.Errorf("%w: chunk %s (epoch %d) holds records %d to %d after the tail this writer read (record %d)",
 				ErrBehind, key, got.Epoch, got.FirstSeq, got.LastSeq, s.tail.Seq)
 		}
 	}
+}
+
+// ErrFenceNeedsRecords: Fence cannot fence the ledger from the bucket
+// alone, whose chunks above the GC boundary were all deleted while its
+// sealed segments hold records (the Merkle root at the tail is in no
+// chunk header): pull the records, then Open and Take.
+var ErrFenceNeedsRecords = errors.New("replica: the bucket's chunks do not give the Merkle root at its tail")
+
+// fenceBucket is Fence.
+func (s *writerState) fenceBucket(ctx context.Context) (Tail, error) {
+	if s.tailChunk == 0 && s.tail.Seq > 0 {
+		return Tail{}, fmt.Errorf("%w: no chunk from %s on at %s, the segments hold records to %d", ErrFenceNeedsRecords,
+			ChunkKey(s.cfg.Ledger, max(s.tail.Manifest.GC, 1)), s.cfg.Endpoint, s.tail.Seq)
+	}
+	m, _, err := s.writeTakeManifest(ctx)
+	if err != nil {
+		return Tail{}, err
+	}
+	s.epoch = m.Epoch
+	root := s.tailRoot // the zero Hash of the empty tree if no chunk
+	if _, _, err := s.writeFence(ctx, root, true); err != nil {
+		return Tail{}, err
+	}
+	t := s.tail
+	t.Manifest = m
+	return t, nil
 }
 
 // backoff is the pause before retry try (from 0) of a failed store

@@ -324,19 +324,11 @@ func (s *writerState) readTail(ctx context.Context) error {
 			if r.c.Fence() {
 				continue
 			}
-			c, key := r.c, ChunkKey(s.cfg.Ledger, r.c.Number)
-			prev, err := segment.SpanPrev(c.Records)
-			if err != nil {
-				return fmt.Errorf("%w: replica: chunk %s: %w", errDamage, key, err)
-			}
-			h, err := segment.VerifySpan(s.cfg.Ledger, segment.Head{ID: prev, Seq: c.FirstSeq - 1}, key, uint64(c.Segment), int64(c.Offset), c.Records, nil)
+			id, err := s.lastID(r.c)
 			if err != nil {
 				return err
 			}
-			if h.Seq != c.LastSeq {
-				return fmt.Errorf("%w: replica: chunk %s holds records up to %d, its header says %d", errDamage, key, h.Seq, c.LastSeq)
-			}
-			s.tail.ID = h.ID
+			s.tail.ID = id
 			return nil
 		}
 	}
@@ -377,6 +369,23 @@ func (s *writerState) readTail(ctx context.Context) error {
 		s.tail.Segment, s.tail.Offset = m.Segments+1, segment.RecordsStart
 	}
 	return nil
+}
+
+// lastID verifies data chunk c's records and returns the ID of its last.
+func (s *writerState) lastID(c Chunk) (eventid.ID, error) {
+	key := ChunkKey(s.cfg.Ledger, c.Number)
+	prev, err := segment.SpanPrev(c.Records)
+	if err != nil {
+		return eventid.ID{}, fmt.Errorf("%w: replica: chunk %s: %w", errDamage, key, err)
+	}
+	h, err := segment.VerifySpan(s.cfg.Ledger, segment.Head{ID: prev, Seq: c.FirstSeq - 1}, key, uint64(c.Segment), int64(c.Offset), c.Records, nil)
+	if err != nil {
+		return eventid.ID{}, err
+	}
+	if h.Seq != c.LastSeq {
+		return eventid.ID{}, fmt.Errorf("%w: replica: chunk %s holds records up to %d, its header says %d", errDamage, key, h.Seq, c.LastSeq)
+	}
+	return h.ID, nil
 }
 
 // tailDepth bounds how many chunks chainTail reads back from the last
