@@ -49,6 +49,31 @@ type TakeoverOptions struct {
 	// extension of the directory's own: the operator vouches for the
 	// bucket.
 	Unsigned Unsigned
+	// Ledgers, if not empty, are the ledgers Unsigned applies to, each
+	// by its name or its ID in hex (annal takeover --ledger, repeated):
+	// any other ledger whose bucket is ahead without a signed checkpoint
+	// is refused as RefuseUnsigned refuses it, failing the takeover. The
+	// selection says only that: every ledger of the directory is still
+	// pulled and taken as without it (Takeover takes them all). A name
+	// that is no ledger of the directory, or Ledgers with RefuseUnsigned
+	// (which selects nothing), is refused with ErrInvalid before anything
+	// is read from the bucket.
+	Ledgers []string
+}
+
+// unsignedFor is what the takeover does with the ledger id, named name,
+// if its bucket is ahead without a signed checkpoint: Unsigned, if
+// Ledgers is empty or selects it; RefuseUnsigned otherwise.
+func (to TakeoverOptions) unsignedFor(id eventid.LedgerID, name string) Unsigned {
+	if len(to.Ledgers) == 0 {
+		return to.Unsigned
+	}
+	for _, l := range to.Ledgers {
+		if l == name || l == id.String() {
+			return to.Unsigned
+		}
+	}
+	return RefuseUnsigned
 }
 
 // Takeover makes the data directory dir the writer of its replicated
@@ -83,6 +108,9 @@ func TakeoverWith(ctx context.Context, dir string, opts *Options, to TakeoverOpt
 	}
 	if o.Replica == "" && o.replicaStore == nil {
 		return nil, nil, invalid("takeover of %s: no replica (Options.Replica)", dir)
+	}
+	if len(to.Ledgers) > 0 && to.Unsigned == RefuseUnsigned {
+		return nil, nil, invalid("takeover of %s: TakeoverOptions.Ledgers (--ledger) %q select the ledgers Unsigned applies to, and Unsigned is RefuseUnsigned, the default of every ledger: give SkipUnsigned or RestoreUnsigned (--unsigned skip or pull)", dir, to.Ledgers)
 	}
 	var res []TakeoverResult
 	for try := 0; ; try++ {
@@ -193,6 +221,19 @@ func pullBehind(ctx context.Context, dir string, o Options, to TakeoverOptions) 
 	if v == nil {
 		return nil, fmt.Errorf("no key to check the bucket's checkpoints with: %w", keyErr)
 	}
+	var unknown []string
+	for _, sel := range to.Ledgers {
+		found := false
+		for _, l := range ledgers {
+			found = found || sel == l.name || sel == l.id.String()
+		}
+		if !found {
+			unknown = append(unknown, sel)
+		}
+	}
+	if len(unknown) > 0 {
+		return nil, invalid("TakeoverOptions.Ledgers (--ledger) %q: no ledger of the directory has that name or ID", unknown)
+	}
 	db := &DB{dir: dir, opts: o, fs: fs}
 	sctx, cancel := context.WithTimeout(ctx, o.StoreTimeout)
 	err = db.openReplicaStore(sctx)
@@ -208,13 +249,16 @@ func pullBehind(ctx context.Context, dir string, o Options, to TakeoverOptions) 
 			return out, err
 		}
 		if bl[0].Stored > l.head.Seq {
-			got, err := pullFromBucket(ctx, fs, db.ledgerDir(l.id), l.id, l.head, db.repl.store, v, to.Unsigned == RestoreUnsigned)
-			if errors.Is(err, ErrNoCheckpoint) && to.Unsigned == SkipUnsigned {
+			unsigned := to.unsignedFor(l.id, l.name)
+			got, err := pullFromBucket(ctx, fs, db.ledgerDir(l.id), l.id, l.head, db.repl.store, v, unsigned == RestoreUnsigned)
+			if errors.Is(err, ErrNoCheckpoint) && unsigned == SkipUnsigned {
 				r.Skipped = fmt.Sprintf("the bucket holds events #%d to #%d beyond the directory's but no signed checkpoint (%s); skipped as asked (TakeoverOptions.Unsigned SkipUnsigned, annal takeover --unsigned skip): not pulled, not taken", l.head.Seq+1, bl[0].Stored, replica.CheckpointKey(l.id))
 				out = append(out, r)
 				continue
 			}
-			if errors.Is(err, ErrNoCheckpoint) {
+			if errors.Is(err, ErrNoCheckpoint) && unsigned != to.Unsigned {
+				err = fmt.Errorf("%w (it is not among the ledgers TakeoverOptions.Unsigned applies to, TakeoverOptions.Ledgers %q, annal takeover --ledger: name it too to skip or pull it)", err, to.Ledgers)
+			} else if errors.Is(err, ErrNoCheckpoint) {
 				err = fmt.Errorf("%w (take the other ledgers with TakeoverOptions.Unsigned SkipUnsigned, annal takeover --unsigned skip; pull its events too, signed by this directory's key, with RestoreUnsigned, --unsigned pull, if you vouch for the bucket)", err)
 			}
 			if err != nil {

@@ -20,36 +20,8 @@ import (
 func TestTakeoverOfLedgerWithoutCheckpoint(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := t.TempDir()
-	st := newReplStore()
-	a := openRepl(t, dir, st, Replicated)
-	ids := map[string]LedgerInfo{}
-	for _, name := range []string{"cash", "orders"} {
-		info, err := a.CreateLedger(ctx, LedgerSpec{Name: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids[name] = info
-	}
-	if err := a.Close(); err != nil {
-		t.Fatal(err)
-	}
-	old := copyDir(t, dir)
-	a = openRepl(t, dir, st, Replicated)
-	for i := range 30 {
-		for _, name := range []string{"cash", "orders"} {
-			if _, err := appendOne(ctx, a, name, i); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := a.Close(); err != nil {
-		t.Fatal(err)
-	}
+	st, old, ids := behindWithoutCheckpoint(t)
 	ckKey := replica.CheckpointKey(ids["orders"].ID)
-	if err := st.Delete(ctx, ckKey); err != nil {
-		t.Fatal(err)
-	}
 
 	refused := copyDir(t, old)
 	if _, _, err := Takeover(ctx, refused, replOptions(st, Replicated)); !errors.Is(err, ErrNoCheckpoint) {
@@ -115,4 +87,131 @@ func TestTakeoverOfLedgerWithoutCheckpoint(t *testing.T) {
 	if c, err := db.LatestCheckpoint("orders"); err != nil || c.Size != 32 {
 		t.Fatalf("orders' checkpoint after the reopen: size %d, %v; want 32", c.Size, err)
 	}
+}
+
+// behindWithoutCheckpoint makes a data directory with the ledgers cash
+// and orders replicated to a bucket, stores 30 events in each beyond a
+// copy of it made before, and deletes the bucket's checkpoint of orders.
+// It returns the bucket, the copy, and the ledgers.
+func behindWithoutCheckpoint(t *testing.T) (*replStore, string, map[string]LedgerInfo) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st := newReplStore()
+	a := openRepl(t, dir, st, Replicated)
+	ids := map[string]LedgerInfo{}
+	for _, name := range []string{"cash", "orders"} {
+		info, err := a.CreateLedger(ctx, LedgerSpec{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[name] = info
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	old := copyDir(t, dir)
+	a = openRepl(t, dir, st, Replicated)
+	for i := range 30 {
+		for _, name := range []string{"cash", "orders"} {
+			if _, err := appendOne(ctx, a, name, i); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Delete(ctx, replica.CheckpointKey(ids["orders"].ID)); err != nil {
+		t.Fatal(err)
+	}
+	return st, old, ids
+}
+
+// TestTakeoverUnsignedOnlyForLedgersNamed: TakeoverOptions.Ledgers
+// limits Unsigned to the ledgers it names. A copy behind its bucket in
+// cash and orders, the bucket without orders' checkpoint: RestoreUnsigned
+// for cash alone refuses the takeover, naming orders and the selection
+// (orders keeps RefuseUnsigned); for orders, named by its ID, it pulls
+// orders' events, signed by the directory (Signed 1, its own checkpoint),
+// and cash's, vouched for by the bucket's checkpoint: both are taken and
+// append. A name that is no ledger of the directory, and Ledgers with
+// RefuseUnsigned, are refused with ErrInvalid, nothing pulled.
+func TestTakeoverUnsignedOnlyForLedgersNamed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, old, ids := behindWithoutCheckpoint(t)
+	ckKey := replica.CheckpointKey(ids["orders"].ID)
+
+	for _, c := range []struct {
+		to   TakeoverOptions
+		want string
+	}{
+		{TakeoverOptions{Unsigned: RestoreUnsigned, Ledgers: []string{"orders", "nosuch"}}, `"nosuch"`},
+		{TakeoverOptions{Ledgers: []string{"orders"}}, "RefuseUnsigned"},
+	} {
+		dir := copyDir(t, old)
+		_, _, err := TakeoverWith(ctx, dir, replOptions(st, Replicated), c.to)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("takeover with %+v: %v, want ErrInvalid saying %s", c.to, err, c.want)
+		}
+		if n := lastSeqOf(t, dir, "orders"); n != 1 {
+			t.Fatalf("a refused takeover (%+v) pulled into orders: %d events, want 1", c.to, n)
+		}
+	}
+
+	refused := copyDir(t, old)
+	_, _, err := TakeoverWith(ctx, refused, replOptions(st, Replicated), TakeoverOptions{Unsigned: RestoreUnsigned, Ledgers: []string{"cash"}})
+	if !errors.Is(err, ErrNoCheckpoint) {
+		t.Fatalf("takeover pulling unsigned cash alone: %v, want orders refused (ErrNoCheckpoint)", err)
+	}
+	for _, want := range []string{ids["orders"].ID.String(), ckKey, "TakeoverOptions.Ledgers", "--ledger", `"cash"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, err)
+		}
+	}
+	if n := lastSeqOf(t, refused, "orders"); n != 1 {
+		t.Fatalf("orders after the refused takeover: %d events, want 1 (nothing pulled)", n)
+	}
+
+	pulled := copyDir(t, old)
+	db, res, err := TakeoverWith(ctx, pulled, replOptions(st, Replicated), TakeoverOptions{Unsigned: RestoreUnsigned, Ledgers: []string{ids["orders"].ID.String()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	want := map[string]TakeoverResult{
+		"orders": {Local: 1, Pulled: 31, Signed: 1},
+		"cash":   {Local: 1, Pulled: 31, Signed: 31},
+	}
+	for _, r := range res {
+		w := want[r.Name]
+		if r.Skipped != "" || r.Local != w.Local || r.Pulled != w.Pulled || r.Signed != w.Signed {
+			t.Errorf("%s: %+v, want %+v", r.Name, r, w)
+		}
+	}
+	if u := db.Unavailable(); len(u) > 0 {
+		t.Fatalf("unavailable after the takeover: %v", u)
+	}
+	for _, name := range []string{"cash", "orders"} {
+		if next, err := appendOne(ctx, db, name, 100); err != nil || next.FirstSeq != 32 {
+			t.Fatalf("append to %s after the pull: %+v, %v; want #32", name, next, err)
+		}
+	}
+}
+
+// lastSeqOf is the number of events (the last sequence number) of the ledger name in the data
+// directory dir, opened read-only.
+func lastSeqOf(t *testing.T, dir, name string) uint64 {
+	t.Helper()
+	db, err := OpenReadOnly(dir, &Options{TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	info, err := db.Ledger(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Count
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/annal-db/annal/engine"
@@ -343,6 +344,7 @@ stored, local and lag.`,
 
 func newTakeoverCmd(g *globals) *cobra.Command {
 	var unsigned string
+	var ledgers []string
 	cmd := &cobra.Command{
 		Use:   "takeover URL DIR",
 		Short: "Make DIR the writer of its ledgers replicated to URL, fencing the writer that held them",
@@ -368,7 +370,12 @@ as for restore: skip takes the other ledgers and names it on stderr (it
 stays behind its bucket, not taken); pull pulls its events too, verified as
 any other, and DIR's key signs them at its next checkpoint: nothing in the
 bucket that its writer signed vouches for them, so use pull only for a
-bucket you vouch for.
+bucket you vouch for. --ledger NAME (its name or ID; repeated, or
+NAME,NAME) limits skip or pull to the ledgers named: any other ledger
+whose bucket is ahead without a signed checkpoint still fails the takeover.
+The others are taken all the same: --ledger selects what --unsigned
+applies to, not the ledgers taken. A NAME that is no ledger of DIR, or
+--ledger without --unsigned skip or pull, is a usage error (exit 2).
 
 It prints one line a ledger: its name, ID, the events it had and the events
 it has now.`,
@@ -378,6 +385,10 @@ it has now.`,
 			if to.Unsigned, err = unsignedFlag("takeover", unsigned, "pull"); err != nil {
 				return err
 			}
+			if len(ledgers) > 0 && to.Unsigned == engine.RefuseUnsigned {
+				return usageErr("takeover: --ledger %s selects the ledgers --unsigned applies to: give --unsigned skip or pull", strings.Join(ledgers, ","))
+			}
+			to.Ledgers = ledgers
 			if err := checkDataDir(args[1]); err != nil {
 				return &exitErr{code: exitError, err: err}
 			}
@@ -431,6 +442,7 @@ it has now.`,
 		},
 	}
 	cmd.Flags().StringVar(&unsigned, "unsigned", "refuse", "a ledger whose bucket is ahead without a signed checkpoint: refuse (the takeover fails), skip (take the others) or pull (its events too, signed by DIR's key)")
+	cmd.Flags().StringSliceVar(&ledgers, "ledger", nil, "apply --unsigned only to this ledger (its name or ID; repeated or comma-separated); default every ledger of DIR")
 	return cmd
 }
 

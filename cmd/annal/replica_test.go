@@ -26,6 +26,7 @@ func TestReplicaFlagsRefused(t *testing.T) {
 		{[]string{"replica", "status"}, exitUsage, "--replica"},
 		{[]string{"takeover", "s3://bucket/p", dir}, exitError, "does not exist"},
 		{[]string{"takeover", "s3://bucket/p", dir, "--unsigned", "maybe"}, exitUsage, "refuse, skip or pull"},
+		{[]string{"takeover", "s3://bucket/p", dir, "--ledger", "cash"}, exitUsage, "--unsigned skip or pull"},
 	} {
 		code, _, errOut := annal(t, "", c.args...)
 		if code != c.code || !strings.Contains(errOut, c.want) {
@@ -56,4 +57,19 @@ func errDivergedForTest() error { return wrapTest(engine.ErrDiverged) }
 // wrapTest wraps err as the engine does: inside ErrLedgerUnavailable.
 func wrapTest(err error) error {
 	return fmt.Errorf("%w: ledger 0a0b0c0d: %w", engine.ErrLedgerUnavailable, err)
+}
+
+// TestTakeoverLedgerNotInDirectory: takeover --ledger naming no ledger of
+// the directory is a usage error naming it, found before the bucket is
+// read (the bucket here answers nothing: it is never reached).
+func TestTakeoverLedgerNotInDirectory(t *testing.T) {
+	t.Setenv("ANNAL_REPLICA", "")
+	dir := filepath.Join(t.TempDir(), "d")
+	if code, _, errOut := annal(t, "", "create", "cash", "--dir", dir); code != 0 {
+		t.Fatalf("create: exit %d: %s", code, errOut)
+	}
+	code, _, errOut := annal(t, "", "takeover", "s3://bucket/p?endpoint=http://127.0.0.1:1", dir, "--unsigned", "pull", "--ledger", "cash,orders")
+	if code != exitUsage || !strings.Contains(errOut, `"orders"`) || strings.Contains(errOut, `"cash"`) {
+		t.Fatalf("takeover --ledger cash,orders of a directory without orders: exit %d, %q; want exit %d naming orders alone", code, errOut, exitUsage)
+	}
 }
