@@ -116,6 +116,11 @@ type followed struct {
 	leafFrom uint64      // the tree file's size when the poll began
 	leaves   []tree.Hash // the leaves of the records read after it
 	status   FollowerStatus
+	// opened and signed, if signed.Seq is not 0, are the copy's last
+	// record when the follower opened and the one its checkpoint file
+	// covers up to (signedPrefix): the DB serves the copy up to signed
+	// until the first poll checked it against the bucket.
+	opened, signed segment.Head
 }
 
 // FollowerStatus is what a Follower knows of one ledger.
@@ -242,6 +247,12 @@ func OpenFollower(dir string, o FollowerOptions) (*Follower, error) {
 	}
 	ro.Replica, ro.replicaStore, ro.Replication, ro.Signer, ro.SigningKeyFile = "", nil, 0, nil, ""
 	ro.laidBound = fw.laidBound
+	for _, id := range fw.order {
+		fl := fw.ledgers[id]
+		if fl.opened, fl.signed = fw.signedPrefix(id, ro.MaxEventSize); fl.signed.Seq != 0 {
+			fw.setLaid(id, fl.signed)
+		}
+	}
 	if fw.db, err = OpenReadOnly(dir, &ro); err != nil {
 		return nil, err
 	}
@@ -573,7 +584,15 @@ func (fw *Follower) first(ctx context.Context, fl *followed, dir string) error {
 	fw.db.mu.RLock()
 	l, have := fw.db.byID[fl.id]
 	fw.db.mu.RUnlock()
-	if have {
+	bounded := have && fl.signed.Seq != 0
+	switch {
+	case bounded:
+		// The DB serves the copy up to its signed checkpoint
+		// (signedPrefix) until this poll checked what follows against
+		// the bucket: the records the follower laid after it, and any
+		// written into the copy while it was stopped.
+		local, fl.name = fl.opened, l.meta.Name
+	case have:
 		// The copy as the DB opened it: it shows nothing written
 		// since. Its reads wait for this poll's check against the
 		// bucket (holdReads): events written into the copy while the
@@ -581,7 +600,7 @@ func (fw *Follower) first(ctx context.Context, fl *followed, dir string) error {
 		local, fl.name = l.log.Head(), l.meta.Name
 		fw.setLaid(fl.id, local)
 		fw.holdReads(l, dir)
-	} else if _, err := os.Stat(dir); err == nil {
+	case dirExists(dir):
 		fl.name, _, _ = readNameFile(vfs.Default, dir) // for Status: a damaged one, no name
 		return fmt.Errorf("%w: follower: %s holds a ledger that does not open read-only (annal verify says why): remove it to follow the ledger again", ErrCorruption, dir)
 	}
@@ -612,6 +631,9 @@ func (fw *Follower) first(ctx context.Context, fl *followed, dir string) error {
 	if err != nil {
 		if !have {
 			os.RemoveAll(into)
+		}
+		if bounded {
+			fl.local, fl.ckSize = fl.signed, fl.signed.Seq // what the DB serves
 		}
 		if errors.Is(err, ErrNoCheckpoint) {
 			if derr := fw.objectsDeleted(ctx, fl); derr != nil {
@@ -650,6 +672,71 @@ func (fw *Follower) first(ctx context.Context, fl *followed, dir string) error {
 	}
 	releaseReads(l)
 	return nil
+}
+
+// dirExists says whether path exists.
+func dirExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// signedPrefix finds, in the copy of ledger id the directory holds at
+// the follower's open, the last record (opened) and the one its
+// checkpoint file covers up to (signed: the record of the checkpoint's
+// size, which ends a batch). signed.Seq is 0 when there is no such
+// record: no copy, no checkpoint file, one the follower's key does not
+// verify, a copy shorter than it or damaged, a size inside a batch. The
+// follower then holds the ledger's reads until its first poll (holdReads).
+//
+// A signed record bounds what the DB shows of the ledger (laidBound)
+// until the first poll checked the copy against the bucket: the records
+// up to it are those the writer signed, whatever was written into the
+// copy after them while the follower was stopped. The DB's open checks
+// that they are (the checkpoint's root against the copy's leaves at its
+// size, as at every read-only open: judgeEvidence) and refuses the
+// ledger otherwise, which the first poll then stops.
+//
+// It reads the copy once more than the DB's open does (segment's read-only
+// open verifies every record), and the records of one segment to find
+// the signed one (the stamps of that open say which segment).
+func (fw *Follower) signedPrefix(id eventid.LedgerID, maxEvent int) (opened, signed segment.Head) {
+	dir := filepath.Join(fw.dir, ledgersDir, id.String())
+	msg, err := readSmallFile(vfs.Default, filepath.Join(dir, checkpointFileName), maxCheckpointFile)
+	if err != nil {
+		return opened, signed
+	}
+	ck, err := openCheckpoint(msg, fw.v, id)
+	if err != nil || ck.Size == 0 {
+		return opened, signed
+	}
+	log, err := segment.OpenReadOnly(dir, segment.Options{FS: vfs.Default, Ledger: id, MaxRecordSize: maxEvent, VerifySealed: true})
+	if err != nil {
+		return opened, signed
+	}
+	defer log.Close()
+	opened = log.Head()
+	if opened.Seq < ck.Size {
+		return opened, signed
+	}
+	from := uint64(1)
+	for _, st := range log.Stamps() {
+		if st.Last.Seq < ck.Size {
+			from = max(from, st.Segment+1)
+		}
+	}
+	it := log.NewIterator(from, segment.FirstOffset)
+	defer it.Close()
+	for it.Next() {
+		r := it.Record()
+		if r.Seq < ck.Size {
+			continue
+		}
+		if r.Seq == ck.Size && !r.More() {
+			signed = segment.Head{ID: r.ID, Seq: r.Seq, Loc: it.Location()}
+		}
+		break
+	}
+	return opened, signed
 }
 
 // objectsDeleted tells, when a ledger's first poll found no signed
