@@ -189,7 +189,11 @@ type FollowerStatus struct {
 // it, and writes fail with ErrReadOnly. It shows no record of a ledger
 // after the last one the follower laid and verified, whatever the files
 // come to hold; files that hold more (written by someone else) stop the
-// ledger at the next poll (ErrDiverged, naming the file). Other processes
+// ledger at the next poll (ErrDiverged, naming the file). A copy found
+// at the open is shown only up to its checkpoint file (signed with
+// o.VerifierKey, its root that of the copy at its size) until a poll
+// checked it against the bucket, and not at all without one: the copy may
+// hold records written into it while no follower held it. Other processes
 // read the directory with OpenReadOnly (annal's read commands), as beside
 // a writer: they follow the files. Promote a follower to writer with
 // Takeover, once it is closed.
@@ -954,7 +958,8 @@ type notCheckedError struct{ error }
 func (e notCheckedError) Unwrap() error { return e.error }
 
 // holdReads makes the reads of l, a ledger whose copy in dir the
-// follower found at its open, fail until its first poll checked the copy
+// follower found at its open without a signed checkpoint to serve it up
+// to (signedPrefix), fail until its first poll checked the copy
 // against the bucket (releaseReads): the follower verified what it laid
 // before, but the copy may hold more (events written into it while the
 // follower was stopped), and a first poll that fails (the store

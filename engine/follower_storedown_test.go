@@ -32,8 +32,9 @@ func (s *getsDownStore) Get(ctx context.Context, key string) (store.Object, erro
 // again while the bucket's objects cannot be read: its first poll fails
 // (not damage: it is retried), so the copy is not checked against the
 // bucket yet. The DB must not serve the event meanwhile: it was neither
-// laid nor verified by the follower; the ledger's reads fail, saying
-// why. Once the store answers, the ledger stops, as when it answered at
+// laid nor verified by the follower; the ledger's reads give at most the
+// 11 events its checkpoint covers (TestFollowerRestartServesSignedPrefix)
+// or fail, saying why. Once the store answers, the ledger stops, as when it answered at
 // once. A copy nobody wrote into is served again once the store answers.
 func TestFollowerRestartWithStoreDownServesOnlyWhatItLaid(t *testing.T) {
 	t.Parallel()
@@ -45,7 +46,7 @@ func TestFollowerRestartWithStoreDownServesOnlyWhatItLaid(t *testing.T) {
 	extendCopy(t, dir, forkDir, info.ID)
 
 	// reads reads the ledger through the DB while the store is down: no
-	// event after the 11 laid, and (held) an error saying why.
+	// event after the 11 laid, or (held) an error saying why.
 	reads := func(fw *Follower) {
 		t.Helper()
 		for range 20 {
