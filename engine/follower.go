@@ -119,8 +119,10 @@ type followed struct {
 	// opened and signed, if signed.Seq is not 0, are the copy's last
 	// record when the follower opened and the one its checkpoint file
 	// covers up to (signedPrefix): the DB serves the copy up to signed
-	// until the first poll checked it against the bucket.
+	// until the first poll checked it against the bucket. held: its
+	// reads are held all the same (checkSignedPrefixes).
 	opened, signed segment.Head
+	held           bool
 }
 
 // FollowerStatus is what a Follower knows of one ledger.
@@ -260,6 +262,7 @@ func OpenFollower(dir string, o FollowerOptions) (*Follower, error) {
 	if fw.db, err = OpenReadOnly(dir, &ro); err != nil {
 		return nil, err
 	}
+	fw.checkSignedPrefixes()
 	fw.round(ctx)
 	fw.done = make(chan struct{})
 	go fw.loop(ctx)
@@ -636,7 +639,7 @@ func (fw *Follower) first(ctx context.Context, fl *followed, dir string) error {
 		if !have {
 			os.RemoveAll(into)
 		}
-		if bounded {
+		if bounded && !fl.held {
 			fl.local, fl.ckSize = fl.signed, fl.signed.Seq // what the DB serves
 		}
 		if errors.Is(err, ErrNoCheckpoint) {
@@ -741,6 +744,27 @@ func (fw *Follower) signedPrefix(id eventid.LedgerID, maxEvent int) (opened, sig
 		break
 	}
 	return opened, signed
+}
+
+// checkSignedPrefixes holds the reads of each ledger bound by its
+// signed prefix (signedPrefix) whose checkpoint, as the DB's open judged
+// it, is not of the bound's size (the file replaced since it was read):
+// the records up to the bound were then not all checked against a
+// signed root.
+func (fw *Follower) checkSignedPrefixes() {
+	for _, id := range fw.order {
+		fl := fw.ledgers[id]
+		fw.db.mu.RLock()
+		l := fw.db.byID[id]
+		fw.db.mu.RUnlock()
+		if l == nil || fl.signed.Seq == 0 {
+			continue
+		}
+		if c := l.latest.Load(); c == nil || c.Size != fl.signed.Seq {
+			fl.held = true
+			fw.holdReads(l, filepath.Join(fw.dir, ledgersDir, id.String()))
+		}
+	}
 }
 
 // objectsDeleted tells, when a ledger's first poll found no signed
