@@ -291,6 +291,13 @@ func checkpointLedger(t *testing.T) (dir, id string) {
 // readerID returns the ID of ledger name in dir.
 func readerID(t *testing.T, dir, name string) string {
 	t.Helper()
+	return readerLedger(t, dir, name).ID.String()
+}
+
+// readerLedger returns ledger name of the data directory dir, opened
+// read-only.
+func readerLedger(t *testing.T, dir, name string) LedgerInfo {
+	t.Helper()
 	db, err := OpenReadOnly(dir, &Options{TempDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -300,7 +307,7 @@ func readerID(t *testing.T, dir, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return info.ID.String()
+	return info
 }
 
 // TestReadOnlyChecksCheckpoint: the checkpoint evidence a reader

@@ -155,7 +155,7 @@ func TestTakeoverUnsignedOnlyForLedgersNamed(t *testing.T) {
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
 			t.Fatalf("takeover with %+v: %v, want ErrInvalid saying %s", c.to, err, c.want)
 		}
-		if n := lastSeqOf(t, dir, "orders"); n != 1 {
+		if n := readerLedger(t, dir, "orders").Count; n != 1 {
 			t.Fatalf("a refused takeover (%+v) pulled into orders: %d events, want 1", c.to, n)
 		}
 	}
@@ -170,7 +170,7 @@ func TestTakeoverUnsignedOnlyForLedgersNamed(t *testing.T) {
 			t.Errorf("the error does not say %q: %v", want, err)
 		}
 	}
-	if n := lastSeqOf(t, refused, "orders"); n != 1 {
+	if n := readerLedger(t, refused, "orders").Count; n != 1 {
 		t.Fatalf("orders after the refused takeover: %d events, want 1 (nothing pulled)", n)
 	}
 
@@ -198,20 +198,4 @@ func TestTakeoverUnsignedOnlyForLedgersNamed(t *testing.T) {
 			t.Fatalf("append to %s after the pull: %+v, %v; want #32", name, next, err)
 		}
 	}
-}
-
-// lastSeqOf is the number of events (the last sequence number) of the ledger name in the data
-// directory dir, opened read-only.
-func lastSeqOf(t *testing.T, dir, name string) uint64 {
-	t.Helper()
-	db, err := OpenReadOnly(dir, &Options{TempDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	info, err := db.Ledger(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.Count
 }
