@@ -68,12 +68,21 @@ func (to TakeoverOptions) unsignedFor(id eventid.LedgerID, name string) Unsigned
 	if len(to.Ledgers) == 0 {
 		return to.Unsigned
 	}
-	for _, l := range to.Ledgers {
-		if l == name || l == id.String() {
+	for _, sel := range to.Ledgers {
+		if selects(sel, id, name) {
 			return to.Unsigned
 		}
 	}
 	return RefuseUnsigned
+}
+
+// selects says whether sel, a ledger's name or its ID in hex (either
+// case: no name reads as an ID), is the ledger id named name.
+func selects(sel string, id eventid.LedgerID, name string) bool {
+	if got, err := eventid.ParseLedgerID(sel); err == nil {
+		return got == id
+	}
+	return sel == name
 }
 
 // Takeover makes the data directory dir the writer of its replicated
@@ -225,7 +234,7 @@ func pullBehind(ctx context.Context, dir string, o Options, to TakeoverOptions) 
 	for _, sel := range to.Ledgers {
 		found := false
 		for _, l := range ledgers {
-			found = found || sel == l.name || sel == l.id.String()
+			found = found || selects(sel, l.id, l.name)
 		}
 		if !found {
 			unknown = append(unknown, sel)

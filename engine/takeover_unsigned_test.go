@@ -132,7 +132,8 @@ func behindWithoutCheckpoint(t *testing.T) (*replStore, string, map[string]Ledge
 // limits Unsigned to the ledgers it names. A copy behind its bucket in
 // cash and orders, the bucket without orders' checkpoint: RestoreUnsigned
 // for cash alone refuses the takeover, naming orders and the selection
-// (orders keeps RefuseUnsigned); for orders, named by its ID, it pulls
+// (orders keeps RefuseUnsigned); for orders, named by its ID (in upper
+// case), it pulls
 // orders' events, signed by the directory (Signed 1, its own checkpoint),
 // and cash's, vouched for by the bucket's checkpoint: both are taken and
 // append. A name that is no ledger of the directory, and Ledgers with
@@ -175,7 +176,7 @@ func TestTakeoverUnsignedOnlyForLedgersNamed(t *testing.T) {
 	}
 
 	pulled := copyDir(t, old)
-	db, res, err := TakeoverWith(ctx, pulled, replOptions(st, Replicated), TakeoverOptions{Unsigned: RestoreUnsigned, Ledgers: []string{ids["orders"].ID.String()}})
+	db, res, err := TakeoverWith(ctx, pulled, replOptions(st, Replicated), TakeoverOptions{Unsigned: RestoreUnsigned, Ledgers: []string{strings.ToUpper(ids["orders"].ID.String())}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/annal-db/annal/engine"
@@ -370,11 +369,11 @@ as for restore: skip takes the other ledgers and names it on stderr (it
 stays behind its bucket, not taken); pull pulls its events too, verified as
 any other, and DIR's key signs them at its next checkpoint: nothing in the
 bucket that its writer signed vouches for them, so use pull only for a
-bucket you vouch for. --ledger NAME (its name or ID; repeated, or
-NAME,NAME) limits skip or pull to the ledgers named: any other ledger
-whose bucket is ahead without a signed checkpoint still fails the takeover.
-The others are taken all the same: --ledger selects what --unsigned
-applies to, not the ledgers taken. A NAME that is no ledger of DIR, or
+bucket you vouch for. --ledger NAME (its name or ID; repeated for more)
+limits skip or pull to the ledgers named: any other ledger whose bucket is
+ahead without a signed checkpoint still fails the takeover. The others
+are taken all the same: --ledger selects what --unsigned applies to, not
+the ledgers taken. A NAME that is no ledger of DIR, or
 --ledger without --unsigned skip or pull, is a usage error (exit 2).
 
 It prints one line a ledger: its name, ID, the events it had and the events
@@ -386,7 +385,7 @@ it has now.`,
 				return err
 			}
 			if len(ledgers) > 0 && to.Unsigned == engine.RefuseUnsigned {
-				return usageErr("takeover: --ledger %s selects the ledgers --unsigned applies to: give --unsigned skip or pull", strings.Join(ledgers, ","))
+				return usageErr("takeover: --ledger %q selects the ledgers --unsigned applies to: give --unsigned skip or pull", ledgers)
 			}
 			to.Ledgers = ledgers
 			if err := checkDataDir(args[1]); err != nil {
@@ -442,7 +441,7 @@ it has now.`,
 		},
 	}
 	cmd.Flags().StringVar(&unsigned, "unsigned", "refuse", "a ledger whose bucket is ahead without a signed checkpoint: refuse (the takeover fails), skip (take the others) or pull (its events too, signed by DIR's key)")
-	cmd.Flags().StringSliceVar(&ledgers, "ledger", nil, "apply --unsigned only to this ledger (its name or ID; repeated or comma-separated); default every ledger of DIR")
+	cmd.Flags().StringArrayVar(&ledgers, "ledger", nil, "apply --unsigned only to this ledger (its name or ID; repeated for more); default every ledger of DIR")
 	return cmd
 }
 

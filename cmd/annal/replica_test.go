@@ -68,8 +68,8 @@ func TestTakeoverLedgerNotInDirectory(t *testing.T) {
 	if code, _, errOut := annal(t, "", "create", "cash", "--dir", dir); code != 0 {
 		t.Fatalf("create: exit %d: %s", code, errOut)
 	}
-	code, _, errOut := annal(t, "", "takeover", "s3://bucket/p?endpoint=http://127.0.0.1:1", dir, "--unsigned", "pull", "--ledger", "cash,orders")
+	code, _, errOut := annal(t, "", "takeover", "s3://bucket/p?endpoint=http://127.0.0.1:1", dir, "--unsigned", "pull", "--ledger", "cash", "--ledger", "orders")
 	if code != exitUsage || !strings.Contains(errOut, `"orders"`) || strings.Contains(errOut, `"cash"`) {
-		t.Fatalf("takeover --ledger cash,orders of a directory without orders: exit %d, %q; want exit %d naming orders alone", code, errOut, exitUsage)
+		t.Fatalf("takeover --ledger cash --ledger orders of a directory without orders: exit %d, %q; want exit %d naming orders alone", code, errOut, exitUsage)
 	}
 }
