@@ -718,7 +718,7 @@ func liveNames(ns []NodeState) []string {
 // gives this node.
 func (n *node) watchLoop() {
 	sc := &orphanScan{w: newLeaseWatch(n.st, nil), emptied: map[string]string{},
-		unleased: map[string]time.Time{}, leases: map[string]time.Duration{}}
+		unleased: map[string]time.Time{}, leases: map[string]time.Duration{}, unowned: map[unownedKey]time.Time{}}
 	n.every(func() {
 		err := n.takeOrphans(sc)
 		n.mu.Lock()
@@ -741,6 +741,28 @@ type orphanScan struct {
 	// leases are the lease durations of the nodes listed, by name, kept
 	// after their lease object goes.
 	leases map[string]time.Duration
+	// unowned are the ledgers whose newest manifest's writer no lease
+	// carries and whose owner object that writer did not write (edited,
+	// or one step behind), by when this watch first saw them so: taken
+	// once that is longer ago than the longest lease it knows.
+	unowned map[unownedKey]time.Time
+}
+
+// unownedKey is a ledger at the epoch of its newest manifest
+// (orphanScan.unowned).
+type unownedKey struct {
+	id    eventid.LedgerID
+	epoch uint64
+}
+
+// longestLease returns the longest of own and the leases seen: how long
+// a ledger's writer that no lease carries must stay so before it counts
+// as dead (its lease deleted, it writes it again within a third of it).
+func (sc *orphanScan) longestLease(own time.Duration) time.Duration {
+	for _, d := range sc.leases {
+		own = max(own, d)
+	}
+	return own
 }
 
 // noLease stands for the ETag of a node without a lease object in
@@ -750,7 +772,10 @@ const noLease = "(no lease)"
 // takeOrphans is one round of watchLoop. A ledger's node is the newest
 // manifest's writer's, by the leases (an owner object edited to name a
 // live node does not hide a dead writer); when no lease carries that
-// writer, its owner object's. A node that owns ledgers and has no lease
+// writer, its owner object's if that writer wrote it at the manifest's
+// epoch and it names no live node (but this one, written by its earlier
+// process), else nobody's: such a ledger is taken once this watch has seen
+// it so for longer than the longest lease it knows. A node that owns ledgers and has no lease
 // object is dead once this watch has seen it so for longer than a lease
 // (the node's last seen, else this node's): a live node writes a deleted
 // lease again at its next renewal.
@@ -773,9 +798,9 @@ func (n *node) takeOrphans(sc *orphanScan) error {
 		return err
 	}
 	now := w.now()
-	listed := map[string]bool{}
+	listed, alive := map[string]bool{}, map[string]bool{}
 	for _, s := range ns {
-		listed[s.Name] = true
+		listed[s.Name], alive[s.Name] = true, s.Alive
 	}
 	for name := range sc.leases {
 		// A lease seen before and gone (deleted) from now on.
@@ -811,7 +836,7 @@ func (n *node) takeOrphans(sc *orphanScan) error {
 	// process wrote them, from another directory (a disk replaced, a
 	// configuration copied), and no other node takes a live node's.
 	adopt := !n.scannedOwn
-	if len(dead) == 0 && !adopt {
+	if len(dead) == 0 && !adopt && len(sc.unowned) == 0 {
 		return nil
 	}
 	ids, err := bucketLedgers(ctx, n.st)
@@ -824,6 +849,14 @@ func (n *node) takeOrphans(sc *orphanScan) error {
 		leases = append(leases, s.lease)
 	}
 	owns := map[string]bool{}
+	pending := map[unownedKey]bool{}
+	defer func() {
+		for k := range sc.unowned {
+			if !pending[k] {
+				delete(sc.unowned, k)
+			}
+		}
+	}()
 	var errs []error
 	for _, id := range ids {
 		m, _, err := replica.NewReader(replica.ReaderConfig{Store: n.st, Ledger: id}).Manifest(ctx)
@@ -834,6 +867,28 @@ func (n *node) takeOrphans(sc *orphanScan) error {
 		if owner == "" {
 			o, _, err := replica.ReadOwner(ctx, n.st, id)
 			if err != nil {
+				continue
+			}
+			mine := o.Node == n.name && o.Writer.Nonce == n.earlier.Nonce
+			if o.Writer.Nonce != m.Writer.Nonce || o.Epoch != m.Epoch || alive[o.Node] && !mine {
+				// Not the owner object the manifest's writer wrote at
+				// its take (edited, or still to be written), or naming a
+				// live node whose lease carries another writer (edited,
+				// or that node's earlier process, which it did not take
+				// back): the ledger is its writer's, which no lease
+				// carries.
+				k := unownedKey{id, m.Epoch}
+				pending[k] = true
+				since, ok := sc.unowned[k]
+				if !ok {
+					sc.unowned[k], since = now, now
+				}
+				if now.Sub(since) <= sc.longestLease(n.lease) || rendezvous(live, id.String()) != n.name {
+					continue
+				}
+				if _, err := n.db.TakeLedger(ctx, id.String()); err != nil && !errors.Is(err, ErrClosed) {
+					errs = append(errs, fmt.Errorf("take ledger %s, whose writer of epoch %d no lease carries and whose owner object %s that writer did not write: %w", id, m.Epoch, replica.OwnerKey(id), err))
+				}
 				continue
 			}
 			owner = o.Node
