@@ -946,17 +946,24 @@ type NodeStatus struct {
 	// WatchErr is the last error of the watch of the other nodes
 	// (TakeOverDeadNodes).
 	WatchErr error
+	// FencedCopies are the ledger folders TakeLedger set aside in the
+	// DB's directory (DB.FencedCopies): for the operator to look at.
+	FencedCopies []FencedCopy
 }
 
 // NodeStatus returns the DB's state as a node; ErrInvalid without
-// Options.Node.
+// Options.Node, or the error of listing its ledgers directory.
 func (db *DB) NodeStatus() (NodeStatus, error) {
 	n := db.node
 	if n == nil {
 		return NodeStatus{}, invalid("node status: the DB is no node (Options.Node)")
 	}
+	copies, ferr := db.FencedCopies()
+	if ferr != nil {
+		return NodeStatus{}, ferr
+	}
 	err := n.leaseErr()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return NodeStatus{Name: n.name, Address: n.addr, Lease: n.lease, Renewal: n.renewal, Valid: err == nil, Err: err, WatchErr: n.watchErr}, nil
+	return NodeStatus{Name: n.name, Address: n.addr, Lease: n.lease, Renewal: n.renewal, Valid: err == nil, Err: err, WatchErr: n.watchErr, FencedCopies: copies}, nil
 }
