@@ -35,6 +35,11 @@ type Node struct {
 // (DB.Owner, Router) and retry.
 var ErrNotOwner = errors.New("engine: this node does not own the ledger")
 
+// ErrNodeNameInUse: Open found the node's lease renewed by another live
+// process (Node.Name is held by one process at a time); the error names
+// that process (host, pid, start time).
+var ErrNodeNameInUse = errors.New("engine: another live process holds the node's name")
+
 // The range of Options.NodeLease.
 const (
 	defaultNodeLease = 10 * time.Second
@@ -161,7 +166,8 @@ func (n *node) leaseObject(r uint64) replica.Lease {
 		Renewal: r, Writer: n.id, Written: n.db.opts.Now().UTC()}
 }
 
-// acquire writes the lease object at start.
+// acquire writes the lease object at start. An existing one is replaced
+// only once it has not moved for a third of its lease (checkLeaseIdle).
 func (n *node) acquire(ctx context.Context) error {
 	key := replica.NodeKey(n.name)
 	for try := 0; try < 5; try++ {
@@ -169,6 +175,13 @@ func (n *node) acquire(ctx context.Context) error {
 		obj, err := n.st.Get(ctx, key)
 		switch {
 		case err == nil:
+			var gone bool
+			if obj, gone, err = n.checkLeaseIdle(ctx, key, obj); err != nil {
+				return err
+			}
+			if gone {
+				continue
+			}
 			cond = store.ReplaceIf(obj.ETag) // an earlier process of this node's
 			if l, err := replica.DecodeLease(key, obj.Data); err == nil {
 				n.earlier = l.Writer
@@ -190,6 +203,39 @@ func (n *node) acquire(ctx context.Context) error {
 		}
 	}
 	return fmt.Errorf("write %s: another process of the node keeps replacing it", key)
+}
+
+// checkLeaseIdle reads the lease object obj again after a third of its
+// lease and a tenth more: one that a live process renews every third of
+// its lease has changed by then, and the name is refused
+// (ErrNodeNameInUse, naming that process); one unchanged is a dead
+// process's, returned as read now. gone: the object was deleted
+// meanwhile.
+func (n *node) checkLeaseIdle(ctx context.Context, key string, obj store.Object) (store.Object, bool, error) {
+	lease := n.lease
+	if l, err := replica.DecodeLease(key, obj.Data); err == nil && l.Duration() > 0 {
+		lease = l.Duration()
+	}
+	wait := lease/3 + lease/10
+	select {
+	case <-ctx.Done():
+		return obj, false, ctx.Err()
+	case <-time.After(wait):
+	}
+	again, err := n.st.Get(ctx, key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return obj, true, nil
+	case err != nil:
+		return obj, false, fmt.Errorf("read %s: %w", key, err)
+	case again.ETag == obj.ETag:
+		return again, false, nil
+	}
+	l, err := replica.DecodeLease(key, again.Data)
+	if err != nil {
+		return obj, false, fmt.Errorf("%w: its lease %s changed within %v and does not read as a lease: %v", ErrNodeNameInUse, key, wait, err)
+	}
+	return obj, false, fmt.Errorf("%w: its lease %s was renewed within %v (renewal %d) by %s: another live process holds the name", ErrNodeNameInUse, key, wait, l.Renewal, l.Writer)
 }
 
 // renewLoop renews the lease every lease/3 until stop.
@@ -261,9 +307,15 @@ func (n *node) renew() {
 			return
 		}
 		got, err := replica.DecodeLease(key, obj.Data)
-		if err != nil || got.Writer.Nonce != n.id.Nonce {
+		if err != nil {
 			n.mu.Lock()
-			n.lost = fmt.Errorf("%w: node %q: its lease %s was replaced by another process of that name", ErrNotOwner, n.name, key)
+			n.lost = fmt.Errorf("%w: node %q: its lease %s was replaced by an object that does not read as a lease (%v)", ErrNotOwner, n.name, key, err)
+			n.mu.Unlock()
+			return
+		}
+		if got.Writer.Nonce != n.id.Nonce {
+			n.mu.Lock()
+			n.lost = fmt.Errorf("%w: node %q: its lease %s was replaced by another process of that name, %s (this one is %s)", ErrNotOwner, n.name, key, got.Writer, n.id)
 			n.mu.Unlock()
 			return
 		}
