@@ -708,47 +708,60 @@ func editOwner(t *testing.T, st store.Store, id eventid.LedgerID, node string) {
 // TestDeadNodeTakenOverPastEditedOwner: a dead node's ledger whose
 // owner object was edited to name a live node is taken over all the
 // same, by one of the two live nodes: the watch goes by the newest
-// manifest's writer, whose lease is the dead node's.
+// manifest's writer, whose lease is the dead node's. With that lease
+// deleted too (no lease carries the writer), the watch does not trust
+// an owner object naming a live node whose lease carries another
+// writer: the ledger is nobody's, and taken after a lease on the
+// watch's clock.
 func TestDeadNodeTakenOverPastEditedOwner(t *testing.T) {
-	st := store.NewMemory()
-	key := filepath.Join(t.TempDir(), "nodes.key")
-	ctx := context.Background()
-	a := nodeWithOrders(t, t.TempDir(), st, key)
-	acked := mustAppendN(t, a, "orders", 3)
-	var live []*DB
-	for _, name := range []string{"b", "c"} {
-		o := nodeOptions(st, key, name)
-		o.TakeOverDeadNodes = true
-		db, err := Open(t.TempDir(), o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		live = append(live, db)
-	}
-	// After b and c looked at the bucket once (a node's first round takes
-	// the ledgers whose owner object names it).
-	time.Sleep(300 * time.Millisecond)
-	editOwner(t, st, a.Ledgers()[0].ID, "c")
-	if err := a.Close(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		for _, db := range live {
-			if _, err := nodeAppend(ctx, db, "orders", "after"); err == nil {
-				for _, id := range acked {
-					if _, err := db.Get(ctx, id); err != nil {
-						t.Fatalf("acknowledged event %s: %v", id, err)
+	for _, deleteLease := range []bool{false, true} {
+		t.Run(fmt.Sprint("dead node's lease deleted: ", deleteLease), func(t *testing.T) {
+			st := store.NewMemory()
+			key := filepath.Join(t.TempDir(), "nodes.key")
+			ctx := context.Background()
+			a := nodeWithOrders(t, t.TempDir(), st, key)
+			acked := mustAppendN(t, a, "orders", 3)
+			var live []*DB
+			for _, name := range []string{"b", "c"} {
+				o := nodeOptions(st, key, name)
+				o.TakeOverDeadNodes = true
+				db, err := Open(t.TempDir(), o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer db.Close()
+				live = append(live, db)
+			}
+			// After b and c looked at the bucket once (a node's first
+			// round takes the ledgers whose owner object names it).
+			time.Sleep(300 * time.Millisecond)
+			editOwner(t, st, a.Ledgers()[0].ID, "c")
+			if err := a.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if deleteLease {
+				if err := st.Delete(ctx, replica.NodeKey("a")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				for _, db := range live {
+					if _, err := nodeAppend(ctx, db, "orders", "after"); err == nil {
+						for _, id := range acked {
+							if _, err := db.Get(ctx, id); err != nil {
+								t.Fatalf("acknowledged event %s: %v", id, err)
+							}
+						}
+						return
 					}
 				}
-				return
+				if time.Now().After(deadline) {
+					t.Fatal("orders not taken by b or c 10 s after a stopped (lease 600 ms), its owner object naming c")
+				}
+				time.Sleep(100 * time.Millisecond)
 			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("orders not taken by b or c 10 s after a stopped (lease 600 ms), its owner object naming c")
-		}
-		time.Sleep(100 * time.Millisecond)
+		})
 	}
 }
 
@@ -862,56 +875,5 @@ func TestCreateLedgerPastDeletedNameClaim(t *testing.T) {
 	}
 	if _, err := nodeAppend(ctx, a, "orders", "after"); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestDeadNodeWithoutLeaseTakenOverPastEditedOwner: a dead node's
-// ledger whose owner object was edited to name a live node, and whose
-// lease object was deleted (so no lease carries the newest manifest's
-// writer), is taken over all the same: the watch does not trust an
-// owner object that the manifest's writer did not write at its epoch,
-// and counts the ledger as its unleased writer's, dead after a lease on
-// the watch's clock.
-func TestDeadNodeWithoutLeaseTakenOverPastEditedOwner(t *testing.T) {
-	st := store.NewMemory()
-	key := filepath.Join(t.TempDir(), "nodes.key")
-	ctx := context.Background()
-	a := nodeWithOrders(t, t.TempDir(), st, key)
-	acked := mustAppendN(t, a, "orders", 3)
-	var live []*DB
-	for _, name := range []string{"b", "c"} {
-		o := nodeOptions(st, key, name)
-		o.TakeOverDeadNodes = true
-		db, err := Open(t.TempDir(), o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		live = append(live, db)
-	}
-	time.Sleep(300 * time.Millisecond) // a round of each that sees a's lease
-	editOwner(t, st, a.Ledgers()[0].ID, "c")
-	if err := a.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Delete(ctx, replica.NodeKey("a")); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		for _, db := range live {
-			if _, err := nodeAppend(ctx, db, "orders", "after"); err == nil {
-				for _, id := range acked {
-					if _, err := db.Get(ctx, id); err != nil {
-						t.Fatalf("acknowledged event %s: %v", id, err)
-					}
-				}
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("orders not taken by b or c 10 s after a stopped and its lease was deleted (lease 600 ms), its owner object naming c")
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -214,7 +214,7 @@ func (n *node) acquire(ctx context.Context) error {
 func (n *node) checkLeaseIdle(ctx context.Context, key string, obj store.Object) (store.Object, bool, error) {
 	lease := n.lease
 	if l, err := replica.DecodeLease(key, obj.Data); err == nil && l.Duration() > 0 {
-		lease = l.Duration()
+		lease = min(l.Duration(), maxNodeLease)
 	}
 	wait := lease/3 + lease/10
 	select {
@@ -826,9 +826,9 @@ const noLease = "(no lease)"
 // live node does not hide a dead writer); when no lease carries that
 // writer, its owner object's if that writer wrote it at the manifest's
 // epoch and it names no live node (but this one, written by its earlier
-// process), else nobody's: such a ledger is taken once this watch has seen
-// it so for longer than the longest lease it knows. A node that owns ledgers and has no lease
-// object is dead once this watch has seen it so for longer than a lease
+// process), else nobody's: such a ledger is taken once this watch has
+// seen it so for longer than the longest lease it knows. A node that
+// owns ledgers and has no lease object is dead once this watch has seen it so for longer than a lease
 // (the node's last seen, else this node's): a live node writes a deleted
 // lease again at its next renewal.
 func (n *node) takeOrphans(sc *orphanScan) error {

@@ -402,14 +402,7 @@ func TestTakeLedgerDiverged(t *testing.T) {
 	dirC := copyDir(t, dirA)
 	// The same key, with a memory of its own (the events below are
 	// signed by it and never reach the shared key's).
-	keyC := filepath.Join(t.TempDir(), "nodes.key")
-	kb, err := os.ReadFile(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyC, kb, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyC := copyKeyFile(t, key)
 	plain := &Options{SigningKeyFile: keyC, SegmentSize: 16 << 10}
 	cdb, err := Open(dirC, plain)
 	if err != nil {
@@ -736,15 +729,7 @@ func readFencedCopy(t *testing.T, db *DB, id eventid.LedgerID, key string) {
 	if err := os.CopyFS(filepath.Join(look, ledgersDir, id.String()), os.DirFS(got[0].Path)); err != nil {
 		t.Fatal(err)
 	}
-	keyL := filepath.Join(t.TempDir(), "look.key")
-	kb, err := os.ReadFile(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyL, kb, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	l, err := Open(look, &Options{SigningKeyFile: keyL})
+	l, err := Open(look, &Options{SigningKeyFile: copyKeyFile(t, key)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -762,4 +747,19 @@ func readFencedCopy(t *testing.T, db *DB, id eventid.LedgerID, key string) {
 	if ev, err := db.Get(ctx, last.ID); err == nil && ev.Key == last.Key {
 		t.Fatalf("event %s, appended after the fence, is in the bucket's ledger", last.ID)
 	}
+}
+
+// copyKeyFile copies the signing key file key to a new temporary file
+// (without its state file: a memory of its own) and returns its path.
+func copyKeyFile(t *testing.T, key string) string {
+	t.Helper()
+	kb, err := os.ReadFile(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "nodes.key")
+	if err := os.WriteFile(out, kb, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
