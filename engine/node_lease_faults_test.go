@@ -101,23 +101,58 @@ func TestNodeLeaseDeletedWrittenAgain(t *testing.T) {
 	}
 }
 
-// TestNodeLeaseTakenBySameNameStaysLost: a second process opened with
-// the node's name replaces the lease; the first one's next renewal
-// fails its If-Match, it reads the lease back, finds another writer,
-// and refuses appends for good (one process holds a name at a time).
+// TestNodeLeaseTakenBySameNameStaysLost: another process of the node's
+// name replaced the lease (one that saw it unmoved for a third of a
+// lease: this process stalled); this one's next renewal fails its
+// If-Match, it reads the lease back, finds another writer, and refuses
+// appends for good, the error (and NodeStatus) naming that process.
 func TestNodeLeaseTakenBySameNameStaysLost(t *testing.T) {
+	st := store.NewMemory()
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	a := nodeWithOrders(t, t.TempDir(), st, key)
+	defer a.Close()
+	other := replica.Identity{Host: "other-host", PID: 4242, Started: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Nonce: "other"}
+	l := replica.Lease{V: replica.NodeVersion, Node: "a", LeaseMS: 600, Writer: other, Written: time.Now().UTC()}
+	if _, err := st.Put(ctx, replica.NodeKey("a"), l.Encode(), store.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(a.opts.NodeLease)
+	_, err := nodeAppend(ctx, a, "orders", "x")
+	if !errors.Is(err, ErrNotOwner) || !strings.Contains(err.Error(), other.String()) {
+		t.Fatalf("append on the process whose name another took: %v, want ErrNotOwner naming %s", err, other)
+	}
+	s, err := a.NodeStatus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Valid || !strings.Contains(fmt.Sprint(s.Err), other.String()) {
+		t.Fatalf("node status: %+v, want the lease lost to %s", s, other)
+	}
+}
+
+// TestNodeNameInUseRefused: a second process opened with the name of a
+// live node is refused (ErrNodeNameInUse, naming the live process), and
+// the live one keeps its lease; once the live one is closed (its lease
+// no longer moves), the name opens.
+func TestNodeNameInUseRefused(t *testing.T) {
 	st := store.NewMemory()
 	key := filepath.Join(t.TempDir(), "nodes.key")
 	a := nodeWithOrders(t, t.TempDir(), st, key)
 	defer a.Close()
+	_, err := Open(t.TempDir(), nodeOptions(st, key, "a"))
+	if !errors.Is(err, ErrNodeNameInUse) || !strings.Contains(err.Error(), a.node.id.String()) {
+		t.Fatalf("Open of a second process named a: %v, want ErrNodeNameInUse naming %s", err, a.node.id)
+	}
+	time.Sleep(a.opts.NodeLease)
+	waitAppendable(t, a, "orders", "the live process after the refused Open")
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
 	a2 := openNode(t, t.TempDir(), st, key, "a")
 	defer a2.Close()
-	time.Sleep(2 * a.opts.NodeLease)
-	if _, err := nodeAppend(context.Background(), a, "orders", "x"); !errors.Is(err, ErrNotOwner) {
-		t.Fatalf("append on the process whose name another took: %v, want ErrNotOwner", err)
-	}
 	if s, _ := a2.NodeStatus(); !s.Valid {
-		t.Fatalf("the second process's lease: %+v", s)
+		t.Fatalf("the process opened after the first closed: %+v", s)
 	}
 }
 
@@ -673,47 +708,60 @@ func editOwner(t *testing.T, st store.Store, id eventid.LedgerID, node string) {
 // TestDeadNodeTakenOverPastEditedOwner: a dead node's ledger whose
 // owner object was edited to name a live node is taken over all the
 // same, by one of the two live nodes: the watch goes by the newest
-// manifest's writer, whose lease is the dead node's.
+// manifest's writer, whose lease is the dead node's. With that lease
+// deleted too (no lease carries the writer), the watch does not trust
+// an owner object naming a live node whose lease carries another
+// writer: the ledger is nobody's, and taken after a lease on the
+// watch's clock.
 func TestDeadNodeTakenOverPastEditedOwner(t *testing.T) {
-	st := store.NewMemory()
-	key := filepath.Join(t.TempDir(), "nodes.key")
-	ctx := context.Background()
-	a := nodeWithOrders(t, t.TempDir(), st, key)
-	acked := mustAppendN(t, a, "orders", 3)
-	var live []*DB
-	for _, name := range []string{"b", "c"} {
-		o := nodeOptions(st, key, name)
-		o.TakeOverDeadNodes = true
-		db, err := Open(t.TempDir(), o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		live = append(live, db)
-	}
-	// After b and c looked at the bucket once (a node's first round takes
-	// the ledgers whose owner object names it).
-	time.Sleep(300 * time.Millisecond)
-	editOwner(t, st, a.Ledgers()[0].ID, "c")
-	if err := a.Close(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		for _, db := range live {
-			if _, err := nodeAppend(ctx, db, "orders", "after"); err == nil {
-				for _, id := range acked {
-					if _, err := db.Get(ctx, id); err != nil {
-						t.Fatalf("acknowledged event %s: %v", id, err)
+	for _, deleteLease := range []bool{false, true} {
+		t.Run(fmt.Sprint("dead node's lease deleted: ", deleteLease), func(t *testing.T) {
+			st := store.NewMemory()
+			key := filepath.Join(t.TempDir(), "nodes.key")
+			ctx := context.Background()
+			a := nodeWithOrders(t, t.TempDir(), st, key)
+			acked := mustAppendN(t, a, "orders", 3)
+			var live []*DB
+			for _, name := range []string{"b", "c"} {
+				o := nodeOptions(st, key, name)
+				o.TakeOverDeadNodes = true
+				db, err := Open(t.TempDir(), o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer db.Close()
+				live = append(live, db)
+			}
+			// After b and c looked at the bucket once (a node's first
+			// round takes the ledgers whose owner object names it).
+			time.Sleep(300 * time.Millisecond)
+			editOwner(t, st, a.Ledgers()[0].ID, "c")
+			if err := a.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if deleteLease {
+				if err := st.Delete(ctx, replica.NodeKey("a")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				for _, db := range live {
+					if _, err := nodeAppend(ctx, db, "orders", "after"); err == nil {
+						for _, id := range acked {
+							if _, err := db.Get(ctx, id); err != nil {
+								t.Fatalf("acknowledged event %s: %v", id, err)
+							}
+						}
+						return
 					}
 				}
-				return
+				if time.Now().After(deadline) {
+					t.Fatal("orders not taken by b or c 10 s after a stopped (lease 600 ms), its owner object naming c")
+				}
+				time.Sleep(100 * time.Millisecond)
 			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("orders not taken by b or c 10 s after a stopped (lease 600 ms), its owner object naming c")
-		}
-		time.Sleep(100 * time.Millisecond)
+		})
 	}
 }
 

@@ -35,6 +35,11 @@ type Node struct {
 // (DB.Owner, Router) and retry.
 var ErrNotOwner = errors.New("engine: this node does not own the ledger")
 
+// ErrNodeNameInUse: Open found the node's lease renewed by another live
+// process (Node.Name is held by one process at a time); the error names
+// that process (host, pid, start time).
+var ErrNodeNameInUse = errors.New("engine: another live process holds the node's name")
+
 // The range of Options.NodeLease.
 const (
 	defaultNodeLease = 10 * time.Second
@@ -161,7 +166,8 @@ func (n *node) leaseObject(r uint64) replica.Lease {
 		Renewal: r, Writer: n.id, Written: n.db.opts.Now().UTC()}
 }
 
-// acquire writes the lease object at start.
+// acquire writes the lease object at start. An existing one is replaced
+// only once it has not moved for a third of its lease (checkLeaseIdle).
 func (n *node) acquire(ctx context.Context) error {
 	key := replica.NodeKey(n.name)
 	for try := 0; try < 5; try++ {
@@ -169,6 +175,13 @@ func (n *node) acquire(ctx context.Context) error {
 		obj, err := n.st.Get(ctx, key)
 		switch {
 		case err == nil:
+			var gone bool
+			if obj, gone, err = n.checkLeaseIdle(ctx, key, obj); err != nil {
+				return err
+			}
+			if gone {
+				continue
+			}
 			cond = store.ReplaceIf(obj.ETag) // an earlier process of this node's
 			if l, err := replica.DecodeLease(key, obj.Data); err == nil {
 				n.earlier = l.Writer
@@ -190,6 +203,39 @@ func (n *node) acquire(ctx context.Context) error {
 		}
 	}
 	return fmt.Errorf("write %s: another process of the node keeps replacing it", key)
+}
+
+// checkLeaseIdle reads the lease object obj again after a third of its
+// lease and a tenth more: one that a live process renews every third of
+// its lease has changed by then, and the name is refused
+// (ErrNodeNameInUse, naming that process); one unchanged is a dead
+// process's, returned as read now. gone: the object was deleted
+// meanwhile.
+func (n *node) checkLeaseIdle(ctx context.Context, key string, obj store.Object) (store.Object, bool, error) {
+	lease := n.lease
+	if l, err := replica.DecodeLease(key, obj.Data); err == nil && l.Duration() > 0 {
+		lease = min(l.Duration(), maxNodeLease)
+	}
+	wait := lease/3 + lease/10
+	select {
+	case <-ctx.Done():
+		return obj, false, ctx.Err()
+	case <-time.After(wait):
+	}
+	again, err := n.st.Get(ctx, key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return obj, true, nil
+	case err != nil:
+		return obj, false, fmt.Errorf("read %s: %w", key, err)
+	case again.ETag == obj.ETag:
+		return again, false, nil
+	}
+	l, err := replica.DecodeLease(key, again.Data)
+	if err != nil {
+		return obj, false, fmt.Errorf("%w: its lease %s changed within %v and does not read as a lease: %v", ErrNodeNameInUse, key, wait, err)
+	}
+	return obj, false, fmt.Errorf("%w: its lease %s was renewed within %v (renewal %d) by %s: another live process holds the name", ErrNodeNameInUse, key, wait, l.Renewal, l.Writer)
 }
 
 // renewLoop renews the lease every lease/3 until stop.
@@ -261,9 +307,15 @@ func (n *node) renew() {
 			return
 		}
 		got, err := replica.DecodeLease(key, obj.Data)
-		if err != nil || got.Writer.Nonce != n.id.Nonce {
+		if err != nil {
 			n.mu.Lock()
-			n.lost = fmt.Errorf("%w: node %q: its lease %s was replaced by another process of that name", ErrNotOwner, n.name, key)
+			n.lost = fmt.Errorf("%w: node %q: its lease %s was replaced by an object that does not read as a lease (%v)", ErrNotOwner, n.name, key, err)
+			n.mu.Unlock()
+			return
+		}
+		if got.Writer.Nonce != n.id.Nonce {
+			n.mu.Lock()
+			n.lost = fmt.Errorf("%w: node %q: its lease %s was replaced by another process of that name, %s (this one is %s)", ErrNotOwner, n.name, key, got.Writer, n.id)
 			n.mu.Unlock()
 			return
 		}
@@ -718,7 +770,7 @@ func liveNames(ns []NodeState) []string {
 // gives this node.
 func (n *node) watchLoop() {
 	sc := &orphanScan{w: newLeaseWatch(n.st, nil), emptied: map[string]string{},
-		unleased: map[string]time.Time{}, leases: map[string]time.Duration{}}
+		unleased: map[string]time.Time{}, leases: map[string]time.Duration{}, unowned: map[unownedKey]time.Time{}}
 	n.every(func() {
 		err := n.takeOrphans(sc)
 		n.mu.Lock()
@@ -741,6 +793,28 @@ type orphanScan struct {
 	// leases are the lease durations of the nodes listed, by name, kept
 	// after their lease object goes.
 	leases map[string]time.Duration
+	// unowned are the ledgers whose newest manifest's writer no lease
+	// carries and whose owner object that writer did not write (edited,
+	// or one step behind), by when this watch first saw them so: taken
+	// once that is longer ago than the longest lease it knows.
+	unowned map[unownedKey]time.Time
+}
+
+// unownedKey is a ledger at the epoch of its newest manifest
+// (orphanScan.unowned).
+type unownedKey struct {
+	id    eventid.LedgerID
+	epoch uint64
+}
+
+// longestLease returns the longest of own and the leases seen: how long
+// a ledger's writer that no lease carries must stay so before it counts
+// as dead (its lease deleted, it writes it again within a third of it).
+func (sc *orphanScan) longestLease(own time.Duration) time.Duration {
+	for _, d := range sc.leases {
+		own = max(own, d)
+	}
+	return own
 }
 
 // noLease stands for the ETag of a node without a lease object in
@@ -750,8 +824,11 @@ const noLease = "(no lease)"
 // takeOrphans is one round of watchLoop. A ledger's node is the newest
 // manifest's writer's, by the leases (an owner object edited to name a
 // live node does not hide a dead writer); when no lease carries that
-// writer, its owner object's. A node that owns ledgers and has no lease
-// object is dead once this watch has seen it so for longer than a lease
+// writer, its owner object's if that writer wrote it at the manifest's
+// epoch and it names no live node (but this one, written by its earlier
+// process), else nobody's: such a ledger is taken once this watch has
+// seen it so for longer than the longest lease it knows. A node that
+// owns ledgers and has no lease object is dead once this watch has seen it so for longer than a lease
 // (the node's last seen, else this node's): a live node writes a deleted
 // lease again at its next renewal.
 func (n *node) takeOrphans(sc *orphanScan) error {
@@ -773,9 +850,9 @@ func (n *node) takeOrphans(sc *orphanScan) error {
 		return err
 	}
 	now := w.now()
-	listed := map[string]bool{}
+	listed, alive := map[string]bool{}, map[string]bool{}
 	for _, s := range ns {
-		listed[s.Name] = true
+		listed[s.Name], alive[s.Name] = true, s.Alive
 	}
 	for name := range sc.leases {
 		// A lease seen before and gone (deleted) from now on.
@@ -811,7 +888,7 @@ func (n *node) takeOrphans(sc *orphanScan) error {
 	// process wrote them, from another directory (a disk replaced, a
 	// configuration copied), and no other node takes a live node's.
 	adopt := !n.scannedOwn
-	if len(dead) == 0 && !adopt {
+	if len(dead) == 0 && !adopt && len(sc.unowned) == 0 {
 		return nil
 	}
 	ids, err := bucketLedgers(ctx, n.st)
@@ -824,6 +901,14 @@ func (n *node) takeOrphans(sc *orphanScan) error {
 		leases = append(leases, s.lease)
 	}
 	owns := map[string]bool{}
+	pending := map[unownedKey]bool{}
+	defer func() {
+		for k := range sc.unowned {
+			if !pending[k] {
+				delete(sc.unowned, k)
+			}
+		}
+	}()
 	var errs []error
 	for _, id := range ids {
 		m, _, err := replica.NewReader(replica.ReaderConfig{Store: n.st, Ledger: id}).Manifest(ctx)
@@ -834,6 +919,28 @@ func (n *node) takeOrphans(sc *orphanScan) error {
 		if owner == "" {
 			o, _, err := replica.ReadOwner(ctx, n.st, id)
 			if err != nil {
+				continue
+			}
+			mine := o.Node == n.name && o.Writer.Nonce == n.earlier.Nonce
+			if o.Writer.Nonce != m.Writer.Nonce || o.Epoch != m.Epoch || alive[o.Node] && !mine {
+				// Not the owner object the manifest's writer wrote at
+				// its take (edited, or still to be written), or naming a
+				// live node whose lease carries another writer (edited,
+				// or that node's earlier process, which it did not take
+				// back): the ledger is its writer's, which no lease
+				// carries.
+				k := unownedKey{id, m.Epoch}
+				pending[k] = true
+				since, ok := sc.unowned[k]
+				if !ok {
+					sc.unowned[k], since = now, now
+				}
+				if now.Sub(since) <= sc.longestLease(n.lease) || rendezvous(live, id.String()) != n.name {
+					continue
+				}
+				if _, err := n.db.TakeLedger(ctx, id.String()); err != nil && !errors.Is(err, ErrClosed) {
+					errs = append(errs, fmt.Errorf("take ledger %s, whose writer of epoch %d no lease carries and whose owner object %s that writer did not write: %w", id, m.Epoch, replica.OwnerKey(id), err))
+				}
 				continue
 			}
 			owner = o.Node
@@ -891,17 +998,24 @@ type NodeStatus struct {
 	// WatchErr is the last error of the watch of the other nodes
 	// (TakeOverDeadNodes).
 	WatchErr error
+	// FencedCopies are the ledger folders TakeLedger set aside in the
+	// DB's directory (DB.FencedCopies): for the operator to look at.
+	FencedCopies []FencedCopy
 }
 
 // NodeStatus returns the DB's state as a node; ErrInvalid without
-// Options.Node.
+// Options.Node, or the error of listing its ledgers directory.
 func (db *DB) NodeStatus() (NodeStatus, error) {
 	n := db.node
 	if n == nil {
 		return NodeStatus{}, invalid("node status: the DB is no node (Options.Node)")
 	}
+	copies, ferr := db.FencedCopies()
+	if ferr != nil {
+		return NodeStatus{}, ferr
+	}
 	err := n.leaseErr()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return NodeStatus{Name: n.name, Address: n.addr, Lease: n.lease, Renewal: n.renewal, Valid: err == nil, Err: err, WatchErr: n.watchErr}, nil
+	return NodeStatus{Name: n.name, Address: n.addr, Lease: n.lease, Renewal: n.renewal, Valid: err == nil, Err: err, WatchErr: n.watchErr, FencedCopies: copies}, nil
 }

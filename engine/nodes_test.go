@@ -402,14 +402,7 @@ func TestTakeLedgerDiverged(t *testing.T) {
 	dirC := copyDir(t, dirA)
 	// The same key, with a memory of its own (the events below are
 	// signed by it and never reach the shared key's).
-	keyC := filepath.Join(t.TempDir(), "nodes.key")
-	kb, err := os.ReadFile(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyC, kb, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyC := copyKeyFile(t, key)
 	plain := &Options{SigningKeyFile: keyC, SegmentSize: 16 << 10}
 	cdb, err := Open(dirC, plain)
 	if err != nil {
@@ -573,15 +566,21 @@ func TestDeadNodesLedgersTakenOver(t *testing.T) {
 				if o.Node != want {
 					t.Fatalf("%s went to %s, rendezvous over a, b gives %s", name, o.Node, want)
 				}
-				for _, id := range acked[name] {
-					if _, err := dbs[o.Node].Get(ctx, id); err != nil {
-						t.Fatalf("%s: acknowledged event %s on %s: %v", name, id, o.Node, err)
+				// The bucket names the new owner from its fence on, a
+				// few store round trips before its take registers the
+				// ledger: until then the ledger is not found there.
+				_, err := nodeAppend(ctx, dbs[o.Node], name, "after")
+				if err == nil {
+					for _, id := range acked[name] {
+						if _, err := dbs[o.Node].Get(ctx, id); err != nil {
+							t.Fatalf("%s: acknowledged event %s on %s: %v", name, id, o.Node, err)
+						}
 					}
+					break
 				}
-				if _, err := nodeAppend(ctx, dbs[o.Node], name, "after"); err != nil {
+				if !errors.Is(err, ErrLedgerNotFound) || time.Now().After(deadline) {
 					t.Fatalf("%s: append on its new owner %s: %v", name, o.Node, err)
 				}
-				break
 			}
 			if time.Now().After(deadline) {
 				t.Fatalf("%s still owned by %+v 15 s after c stopped (lease 600 ms)", name, o)
@@ -658,4 +657,115 @@ func TestNodeOptionsChecked(t *testing.T) {
 	if keys := bucketKeys(t, st, ""); len(keys) != 0 {
 		t.Fatalf("refused options wrote %v", keys)
 	}
+}
+
+// TestFencedCopiesReported: a Replicated ledger that node a held fenced
+// (b took it) and appended to after the fence (stored locally, never
+// acknowledged) is set aside when a takes it back; DB.FencedCopies and
+// NodeStatus report the folder, and it is kept, across a reopen too.
+func TestFencedCopiesReported(t *testing.T) {
+	st := store.NewMemory()
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	dirA := t.TempDir()
+	a := nodeWithOrders(t, dirA, st, key)
+	mustAppendN(t, a, "orders", 3)
+	id := a.Ledgers()[0].ID
+	b := openNode(t, t.TempDir(), st, key, "b")
+	defer b.Close()
+	if _, err := b.TakeLedger(ctx, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodeAppend(ctx, a, "orders", "after the fence"); err == nil {
+		t.Fatal("append on the fenced node acknowledged")
+	}
+	mustAppendN(t, b, "orders", 2)
+	if got, err := a.FencedCopies(); err != nil || len(got) != 0 {
+		t.Fatalf("fenced copies before a takes the ledger back: %v, %v", got, err)
+	}
+	if _, err := a.TakeLedger(ctx, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	check := func(db *DB, when string) {
+		t.Helper()
+		got, err := db.FencedCopies()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].Ledger != id || filepath.Dir(got[0].Path) != filepath.Join(dirA, ledgersDir) || got[0].SetAside.IsZero() {
+			t.Fatalf("fenced copies %s: %+v, want one of ledger %s under %s", when, got, id, filepath.Join(dirA, ledgersDir))
+		}
+		if _, err := os.Stat(got[0].Path); err != nil {
+			t.Fatalf("fenced copy %s: %v", when, err)
+		}
+		s, err := db.NodeStatus()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(s.FencedCopies) != 1 || s.FencedCopies[0] != got[0] {
+			t.Fatalf("node status %s: fenced copies %+v, want %+v", when, s.FencedCopies, got)
+		}
+	}
+	check(a, "after the take back")
+	readFencedCopy(t, a, id, key)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a = openNode(t, dirA, st, key, "a")
+	defer a.Close()
+	check(a, "after a reopen")
+}
+
+// readFencedCopy reads db's one fenced copy of ledger id as
+// docs/replication.md tells the operator to: the folder copied to
+// ledgers/ID of an empty directory, opened with a copy of the signing
+// key file. It holds the event appended after the fence, which the
+// bucket's ledger (db's) does not.
+func readFencedCopy(t *testing.T, db *DB, id eventid.LedgerID, key string) {
+	t.Helper()
+	ctx := context.Background()
+	got, err := db.FencedCopies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	look := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(look, ledgersDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(filepath.Join(look, ledgersDir, id.String()), os.DirFS(got[0].Path)); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(look, &Options{SigningKeyFile: copyKeyFile(t, key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var last Event
+	for ev, err := range l.Scan(ctx, "orders", ScanOptions{}) {
+		if err != nil {
+			t.Fatalf("scan of the fenced copy: %v", err)
+		}
+		last = ev
+	}
+	if last.Key != "after the fence" {
+		t.Fatalf("the fenced copy's last event: %q, want the one appended after the fence", last.Key)
+	}
+	if ev, err := db.Get(ctx, last.ID); err == nil && ev.Key == last.Key {
+		t.Fatalf("event %s, appended after the fence, is in the bucket's ledger", last.ID)
+	}
+}
+
+// copyKeyFile copies the signing key file key to a new temporary file
+// (without its state file: a memory of its own) and returns its path.
+func copyKeyFile(t *testing.T, key string) string {
+	t.Helper()
+	kb, err := os.ReadFile(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "nodes.key")
+	if err := os.WriteFile(out, kb, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

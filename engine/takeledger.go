@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -139,13 +141,78 @@ func (db *DB) takeLedger(ctx context.Context, id eventid.LedgerID) (LedgerInfo, 
 	}
 }
 
+// FencedCopy is a ledger's folder that TakeLedger set aside
+// (DB.FencedCopies): a Replicated copy this DB held fenced, whose events
+// after the last one it stored in the bucket were written locally by
+// appends that failed (never acknowledged) while another node wrote
+// others in their place. Open passes it over; nothing removes it.
+type FencedCopy struct {
+	// Ledger is the ledger it is a copy of.
+	Ledger eventid.LedgerID
+	// Path is the folder, ledgers/.ID.fenced-TIME under the DB's
+	// directory.
+	Path string
+	// SetAside is when TakeLedger set it aside (TIME in its name).
+	SetAside time.Time
+}
+
+// fencedInfix is between the ledger ID and the time in the name of a
+// folder TakeLedger set aside (".ID.fenced-TIME").
+const fencedInfix = ".fenced-"
+
+// FencedCopies lists the ledger folders TakeLedger set aside in this
+// DB's directory (FencedCopy), oldest first. Each holds only events that
+// were never acknowledged beyond what the bucket has; it is kept as
+// evidence, for the operator to read and remove (docs/replication.md,
+// "Nodes and ownership").
+func (db *DB) FencedCopies() ([]FencedCopy, error) {
+	dir := filepath.Join(db.dir, ledgersDir)
+	names, err := db.fs.List(dir)
+	if err != nil {
+		return nil, fmt.Errorf("engine: list the fenced copies in %s: %w", dir, err)
+	}
+	var out []FencedCopy
+	for _, name := range names {
+		c, ok := parseFencedCopy(name)
+		if !ok {
+			continue
+		}
+		c.Path = filepath.Join(dir, name)
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b FencedCopy) int { return a.SetAside.Compare(b.SetAside) })
+	return out, nil
+}
+
+// parseFencedCopy reads a ledgers directory entry's name as a folder
+// setAside made (".ID.fenced-TIME", TIME in Unix nanoseconds).
+func parseFencedCopy(name string) (FencedCopy, bool) {
+	rest, ok := strings.CutPrefix(name, ".")
+	if !ok {
+		return FencedCopy{}, false
+	}
+	idText, ns, ok := strings.Cut(rest, fencedInfix)
+	if !ok {
+		return FencedCopy{}, false
+	}
+	id, err := eventid.ParseLedgerID(idText)
+	if err != nil || id.String() != idText {
+		return FencedCopy{}, false
+	}
+	t, err := strconv.ParseInt(ns, 10, 64)
+	if err != nil || t <= 0 {
+		return FencedCopy{}, false
+	}
+	return FencedCopy{Ledger: id, SetAside: time.Unix(0, t).UTC()}, true
+}
+
 // setAside renames ledger id's folder to ledgers/.ID.fenced-TIME, which
-// Open passes over (kept for whoever wants to look at it), and removes
-// its entries from the index: a fenced copy whose events after stored
-// were never acknowledged.
+// Open passes over (kept for whoever wants to look at it: FencedCopies),
+// and removes its entries from the index: a fenced copy whose events
+// after stored were never acknowledged.
 func (db *DB) setAside(id eventid.LedgerID, stored uint64) error {
 	dir := db.ledgerDir(id)
-	aside := filepath.Join(db.dir, ledgersDir, fmt.Sprintf(".%s.fenced-%d", id, time.Now().UnixNano()))
+	aside := filepath.Join(db.dir, ledgersDir, fmt.Sprintf(".%s%s%d", id, fencedInfix, time.Now().UnixNano()))
 	if err := db.fs.Rename(dir, aside); err != nil {
 		return fmt.Errorf("set aside the fenced copy of ledger %s (its events after #%d were not acknowledged): %w", id, stored, err)
 	}
