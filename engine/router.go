@@ -18,8 +18,11 @@ import (
 // nodes and their liveness until Refresh. So a request routed by it may
 // reach a node that no longer owns the ledger: that node refuses it
 // (ErrFenced, or ErrNotOwner when its lease lapsed, or the node is gone),
-// and the application calls Forget (or Refresh) and routes again. A
-// node's liveness is the Router's own observation (a lease object seen
+// and the application calls Forget (or Refresh) and routes again. The
+// node a ledger is moving to is named as soon as it has fenced the old
+// writer, a few store round trips before its take completes: until then
+// it answers ErrLedgerNotFound for that ledger, which the application
+// retries the same way, after a short wait. A node's liveness is the Router's own observation (a lease object seen
 // unchanged for longer than its lease, by the Router's clock, since its
 // first Refresh): a new Router sees every node with a lease object as
 // alive until it has watched it for a lease. Safe for concurrent use.
