@@ -339,6 +339,9 @@ func Open(dir string, opts *Options) (*DB, error) {
 	}
 	db.startWitnessWriter()
 	db.startCheckpointer()
+	// Last: the watch of the other nodes takes ledgers (TakeLedger), which
+	// uses all of the above (db.watch among them).
+	db.startWatch()
 	return db, nil
 }
 

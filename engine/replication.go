@@ -731,11 +731,7 @@ func (db *DB) startReplication() error {
 	if err != nil {
 		return err
 	}
-	if err := db.openReplicas(); err != nil {
-		return err
-	}
-	db.startWatch()
-	return nil
+	return db.openReplicas()
 }
 
 // attachNew gives a ledger being created (CreateLedger) its Writer,
