@@ -583,7 +583,7 @@ func (l *Log) judgeTail(f vfs.File, name string, size int64, bad *badRecord, sc 
 	if !l.ro.opening {
 		return bad.zero, nil
 	}
-	if st, err := f.Stat(); err != nil || st.Size() != size {
+	if resized(f, size) {
 		return bad.zero, nil
 	}
 	if h := l.opts.test.judge; h != nil {
@@ -594,13 +594,21 @@ func (l *Log) judgeTail(f vfs.File, name string, size int64, bad *badRecord, sc 
 		return true, nil
 	}
 	cerr := classify(s, bad, sc.synced, sc.chain)
-	if cerr != nil && rewritten(f, name, size, bad, sc.chain) {
-		// A writer wrote there since the scan: inside the file, in the
-		// zeros it keeps ahead of its records, so the size did not
-		// change. Not judged; hidden, as after the open.
+	if cerr != nil && (resized(f, size) || rewritten(f, name, size, bad, sc.chain)) {
+		// A writer at work since the scan: it cut the zeros ahead of
+		// its records (it sealed or closed the segment: the file is
+		// shorter than the bytes judged), or wrote there, inside the
+		// file, in those zeros, so the size did not change. Not
+		// judged; hidden, as after the open.
 		return bad.zero, nil
 	}
 	return false, cerr
+}
+
+// resized reports whether f's size is no longer size (or cannot be read).
+func resized(f vfs.File, size int64) bool {
+	st, err := f.Stat()
+	return err != nil || st.Size() != size
 }
 
 // rewritten reports whether the record at bad.offset (after chain c)

@@ -415,3 +415,50 @@ func TestLargeSyncGroupWritesNoZeros(t *testing.T) {
 		})
 	}
 }
+
+// TestReadOnlyOpenBesideWriterCuttingZeros: a writer cuts the zeros ahead
+// of its records (it seals or closes the segment: Log.sealEnd) while a
+// read-only open judges the zeros that end what it scanned
+// (testHooks.judge, after the size was checked): the file, shorter than
+// when it was scanned, is a writer at work, not corruption, and every
+// record is shown.
+func TestReadOnlyOpenBesideWriterCuttingZeros(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"mem", "disk"} {
+		t.Run(kind, func(t *testing.T) {
+			fs, dir := zeroFS(t, kind)
+			w := newTestLog(t, fs, dir, Options{SegmentSize: 1 << 20})
+			appendN(t, w, 0, 5, 2)
+			want := w.Head()
+			name, _ := w.Active()
+			path := fs.PathJoin(dir, name)
+			before := len(fileBytes(t, fs, path))
+			closed := false
+			judge := func() {
+				if !closed {
+					closed = true
+					if err := w.Close(); err != nil {
+						t.Errorf("close: %v", err)
+					}
+				}
+			}
+			r, err := OpenReadOnly(dir, Options{FS: fs, Ledger: testLedger(), test: testHooks{judge: judge}})
+			if !closed {
+				t.Fatal("the read-only open judged no tail: the segment had no zeros ahead of its records")
+			}
+			if after := len(fileBytes(t, fs, path)); after >= before {
+				t.Fatalf("the segment is %d bytes after the writer's Close, %d before: no zeros were cut", after, before)
+			}
+			if err != nil {
+				t.Fatalf("read-only open while the writer cuts its zeros: %v", err)
+			}
+			defer r.Close()
+			if _, err := r.Follow(); err != nil {
+				t.Fatal(err)
+			}
+			if r.Head() != want {
+				t.Fatalf("reader head %+v, the writer's %+v", r.Head(), want)
+			}
+		})
+	}
+}
