@@ -328,3 +328,67 @@ func TestCheckpointNeverGoesBack(t *testing.T) {
 	}
 	eventually(t, "the larger checkpoint replaces the stored one", func() bool { return checkpointIn(t, st) == last })
 }
+
+// TestWriterOpenGapAtGCBoundary: the chunk at the newest manifest's GC
+// boundary is missing and later ones are stored (the writer was killed
+// with that upload in flight after later ones landed). The next writer
+// finds the tail at the last seg/ object, not in the chunks after the
+// gap, fences in the gap's slot and ships its records again from there,
+// deleting the old epoch's chunks in its way.
+func TestWriterOpenGapAtGCBoundary(t *testing.T) {
+	t.Parallel()
+	tl := newTestLog(t, 4<<10, segment.Sync)
+	st := store.NewMemory()
+	ctx := context.Background()
+	a := openTake(t, testConfig(st, tl, Replicated), tl)
+	var m Manifest
+	eventually(t, "a manifest's GC boundary with two chunks after it", func() bool {
+		last := tl.append(1)
+		if err := a.Wait(ctx, last); err != nil {
+			t.Fatal(err)
+		}
+		m, _ = newestManifest(t, st)
+		nums := chunkNumbers(t, st)
+		return m.GC > 1 && nums[len(nums)-1] > m.GC+1
+	})
+	tl.detach(a)
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, _ = newestManifest(t, st)
+	if err := st.Delete(ctx, ChunkKey(testLedgerID(), m.GC)); err != nil {
+		t.Fatal(err)
+	}
+
+	b, tail, err := Open(ctx, testConfig(st, tl, Replicated))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close(ctx) })
+	if tail.Seq != m.SealedSeq || tail.Segment != m.Segments+1 || tail.Offset != segment.RecordsStart {
+		t.Fatalf("tail at record %d (segment %d offset %d), want the last seg/ object's, %d (segment %d offset %d)",
+			tail.Seq, tail.Segment, tail.Offset, m.SealedSeq, m.Segments+1, segment.RecordsStart)
+	}
+	tl.attach(b)
+	if err := b.Take(ctx); err != nil {
+		t.Fatal(err)
+	}
+	head := tl.append(1)
+	if err := b.Wait(ctx, head); err != nil {
+		t.Fatal(err)
+	}
+	chunks, _ := bucketChunks(t, st)
+	next := m.SealedSeq + 1
+	for _, c := range chunks {
+		if c.Number < m.GC {
+			continue
+		}
+		if c.Epoch != 2 || c.FirstSeq != next || c.Number == m.GC && !c.Fence() {
+			t.Fatalf("chunk %d: epoch %d, records %d to %d (fence %v); want epoch 2 from %d, its fence at %d", c.Number, c.Epoch, c.FirstSeq, c.LastSeq, c.Fence(), next, m.GC)
+		}
+		next = c.LastSeq + 1
+	}
+	if next != head+1 {
+		t.Fatalf("the chunks from the boundary end at %d, want %d", next-1, head)
+	}
+}

@@ -325,3 +325,62 @@ func TestReaderRefuses(t *testing.T) {
 		t.Fatalf("an empty bucket: %v", err)
 	}
 }
+
+// TestReaderGapAtGCBoundary: the chunk at the newest manifest's GC
+// boundary is missing and a later one is stored (an upload in flight that
+// a later one overtook, its writer killed: the boundary a seal had just
+// moved there). The history ends at the seg/ objects, as at any gap, when
+// the checkpoint vouches for no more; when it vouches for the missing
+// events, the bucket is refused, naming the checkpoint.
+func TestReaderGapAtGCBoundary(t *testing.T) {
+	tl := writeLog(t, 600)
+	id := readerLedger()
+	ctx := context.Background()
+	// gapped stores the log with the gap, and a checkpoint of all its
+	// events (all) or of the seg/ objects' alone.
+	gapped := func(t *testing.T, all bool) *testBucket {
+		b := storeLog(t, tl)
+		sealed := tl.heads[b.sealed].Seq
+		ckSize := sealed
+		if all {
+			ckSize = uint64(len(tl.leaves))
+		}
+		// Chunk 2 holds the first records after the seg/ objects (chunk
+		// 1 is epoch 1's fence): the boundary a seal moves there.
+		if c := b.chunks[1]; c.FirstSeq != sealed+1 || c.Number != 2 {
+			t.Fatalf("chunk 2 holds %d to %d, want the records from %d", c.FirstSeq, c.LastSeq, sealed+1)
+		}
+		m := Manifest{V: 1, Ledger: id.String(), Name: "r", Epoch: 1, Fence: 1, Segments: uint64(b.sealed), SealedSeq: sealed, GC: 2}
+		if _, err := b.st.Put(ctx, ManifestKey(id, 2), m.Encode(), store.CreateOnly()); err != nil {
+			t.Fatal(err)
+		}
+		root := tl.root(ckSize)
+		if _, err := b.st.Put(ctx, CheckpointKey(id), fmt.Appendf(nil, "%d %x", ckSize, root[:]), store.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.st.Delete(ctx, ChunkKey(id, 2)); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	t.Run("checkpoint before the gap", func(t *testing.T) {
+		b := gapped(t, false)
+		_, res, err := readAll(t, b.st, Limit{})
+		if err != nil {
+			t.Fatalf("a gap at the GC boundary, the checkpoint before it: %v", err)
+		}
+		if want := tl.heads[b.sealed].Seq; res.Verified.Seq != want || res.Yielded.Seq != want {
+			t.Fatalf("read %+v, want the seg/ objects' %d events", res, want)
+		}
+		if !strings.Contains(res.Ignored, ChunkKey(id, 2)+", missing (a gap)") {
+			t.Fatalf("Ignored %q, want it to name the gap at %s", res.Ignored, ChunkKey(id, 2))
+		}
+	})
+	t.Run("checkpoint past the gap", func(t *testing.T) {
+		b := gapped(t, true)
+		_, _, err := readAll(t, b.st, Limit{})
+		if !errors.Is(err, corruption.Err) || !strings.Contains(err.Error(), CheckpointKey(id)) || !strings.Contains(err.Error(), ChunkKey(id, 2)) {
+			t.Fatalf("want a corruption error naming the checkpoint and the gap at %s: %v", ChunkKey(id, 2), err)
+		}
+	})
+}

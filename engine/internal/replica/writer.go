@@ -307,6 +307,22 @@ func (s *writerState) readTail(ctx context.Context) error {
 		}
 		after = page.Objects[len(page.Objects)-1].Key
 	}
+	if len(nums) > 0 && nums[0] > max(m.GC, 1) {
+		// The first chunk listed is past the boundary: a gap if its
+		// records do not follow the last seg/ object's (gapBefore).
+		key := ChunkKey(s.cfg.Ledger, nums[0])
+		o, err := s.cfg.Store.Get(ctx, key)
+		if err != nil {
+			return fmt.Errorf("replica: read chunk %s at %s: %w", key, s.cfg.Endpoint, err)
+		}
+		gap, err := gapBefore(s.cfg.Ledger, key, o.Data, m.GC, m.SealedSeq)
+		if err != nil {
+			return err
+		}
+		if gap {
+			nums = nil // uploads stored before the one in the gap
+		}
+	}
 	s.tail.Segment, s.tail.Offset = 1, segment.RecordsStart
 	run, err := s.chainTail(ctx, nums)
 	if err != nil {

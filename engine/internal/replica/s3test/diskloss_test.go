@@ -153,7 +153,7 @@ func (d *diskLoss) run(t *testing.T) lossFigures {
 		res, err := engine.Restore(ctx, dir, engine.RestoreOptions{Replica: bucketURL(endpoint, d.prefix), Options: &engine.Options{SigningKeyFile: keyFile}})
 		took := time.Since(start)
 		if err != nil {
-			t.Fatalf("round %d: restore: %v", round, err)
+			t.Fatalf("round %d: restore: %v\nthe bucket:\n%s", round, err, bucketDump(ctx, bucketStore))
 		}
 		fig.restoreTime = max(fig.restoreTime, took)
 		if len(res) != 1 || res[0].Name != lossLedger {
