@@ -33,11 +33,9 @@ func (s *writerState) upload(c cut) {
 		attempt := time.Now()
 		err := s.syncFor(c)
 		if err == nil {
-			// The S3 client hashes the object itself: giving it the
-			// chain's hash (store.WithSHA256) left gaps in the bucket's
-			// chunks under faults (TestFaultsReplicatedDiskLoss, cause
-			// not yet found), so it is not used until it is.
-			err = s.create(s.ctx, c.key, c.object, s.judgeChunk)
+			// The store signs the hash the chain needed anyway, and
+			// checks the object against it, rather than hash it again.
+			err = s.create(store.WithSHA256(s.ctx, c.sum), c.key, c.object, s.judgeChunk)
 		}
 		if err == nil {
 			s.stored(c, time.Since(start), time.Since(attempt))
