@@ -39,6 +39,9 @@ func TestCompareRunsEveryWorkload(t *testing.T) {
 		groups:  map[string]bool{"append": true, "concurrent": true, "tailed": true, "read": true, "open": true},
 		batches: []int{1, 100}, modes: []string{"sync", "interval", "none"}, appenders: []int{1, 4},
 		dir: t.TempDir(), machineMiB: 4, crashAfter: 100 * time.Millisecond, log: &log,
+		// Each job takes seconds: one that hangs fails, named, long before
+		// the test's own timeout would end the package with a stack dump.
+		jobTimeout: 2 * time.Minute,
 	}
 	if len(cfg.stores) < 5 {
 		t.Fatalf("stores registered: %v, want annal and 4 peers", cfg.stores)
@@ -143,5 +146,21 @@ func TestCount(t *testing.T) {
 		if got := count(n); got != want {
 			t.Errorf("count(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// TestChildKilledAtJobTimeout: a child process that runs past
+// -job-timeout is killed and its job fails, saying so and naming the job,
+// instead of holding up the run. The job fills a store with more events
+// than it can write in the time allowed.
+func TestChildKilledAtJobTimeout(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{cfg: config{jobTimeout: 300 * time.Millisecond}, exe: exe}
+	_, err = r.child(job{Kind: "fill", Store: "annal", Dir: filepath.Join(t.TempDir(), "fill"), IDs: filepath.Join(t.TempDir(), "ids"), Mode: "sync", Batch: 1, N: 100_000_000})
+	if err == nil || !strings.Contains(err.Error(), "-job-timeout") || !strings.Contains(err.Error(), `"Kind":"fill"`) {
+		t.Fatalf("a fill past the job's time limit: %v; want it killed, the error naming -job-timeout and the job", err)
 	}
 }

@@ -15,7 +15,9 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -48,6 +50,9 @@ type config struct {
 	dir        string
 	machineMiB int
 	crashAfter time.Duration // how long a crash child appends before it is killed
+	// jobTimeout bounds each child process (0: no bound): a store that
+	// hangs fails its job, named, instead of holding up the whole run.
+	jobTimeout time.Duration
 	log        io.Writer
 }
 
@@ -64,6 +69,7 @@ func main() {
 	csvPath := flag.String("csv", "", "write every measurement to this CSV file")
 	mdPath := flag.String("md", "", "write the summary as a markdown table to this file")
 	svgPath := flag.String("svg", "", "write the chart of ratios to this SVG file")
+	jobTimeout := flag.Duration("job-timeout", time.Hour, "kill a child process (one measurement, fill or crash) that runs longer, and record the job as failed")
 	fromCSV := flag.String("from-csv", "", "measure nothing: read the results of an earlier run from this CSV file and write the table and the chart (-svg) again")
 	flag.Parse()
 	if spec := os.Getenv(childEnv); spec != "" {
@@ -77,7 +83,7 @@ func main() {
 		return
 	}
 	cfg := config{
-		rounds: *rounds, dur: *dur, n: *n, log: os.Stderr, machineMiB: 256, crashAfter: time.Second,
+		rounds: *rounds, dur: *dur, n: *n, log: os.Stderr, machineMiB: 256, crashAfter: time.Second, jobTimeout: *jobTimeout,
 		batches: []int{1, 10, 100, 1000}, modes: []string{"sync", "interval", "none"}, appenders: []int{1, 8, 64},
 		bigStores: splitList(*bigStores), groups: map[string]bool{},
 	}
@@ -332,20 +338,39 @@ const childEnv = "ANNAL_COMPARE_CHILD"
 // measurement left unsynced (a fill without sync writes gigabytes) would
 // otherwise be written back during this one, and an fsync here would wait
 // for it.
-func (r *runner) command(spec []byte) *exec.Cmd {
+// The child is killed once Config.jobTimeout has passed (see timedOut);
+// call cancel when it has ended.
+func (r *runner) command(spec []byte) (cmd *exec.Cmd, ctx context.Context, cancel context.CancelFunc) {
 	syscall.Sync()
-	cmd := exec.Command(r.exe)
+	ctx, cancel = context.WithCancel(context.Background())
+	if r.cfg.jobTimeout > 0 {
+		ctx, cancel = context.WithTimeout(context.Background(), r.cfg.jobTimeout)
+	}
+	cmd = exec.CommandContext(ctx, r.exe)
 	cmd.Env = append(os.Environ(), childEnv+"="+string(spec))
-	return cmd
+	// Its own children (a tailed job's reader) may hold its output open
+	// after a kill: Wait returns all the same.
+	cmd.WaitDelay = 10 * time.Second
+	return cmd, ctx, cancel
+}
+
+// timedOut returns err, saying so if the child was killed at the job's
+// time limit (ctx from command).
+func (r *runner) timedOut(ctx context.Context, spec []byte, err error) error {
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("killed after %v (-job-timeout), job %s: %w", r.cfg.jobTimeout, spec, err)
+	}
+	return err
 }
 
 // child runs j in a child process and returns its outcome.
 func (r *runner) child(j job) (outcome, error) {
 	spec, _ := json.Marshal(j)
-	cmd := r.command(spec)
+	cmd, ctx, cancel := r.command(spec)
+	defer cancel()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	err := r.timedOut(ctx, spec, cmd.Run())
 	return parseOutcome(stdout.Bytes(), stderr.Bytes(), err)
 }
 
@@ -446,7 +471,8 @@ func (r *runner) openSizes() error {
 // crash runs j (kind crash) and kills it with SIGKILL once it says ready.
 func (r *runner) crash(j job) error {
 	spec, _ := json.Marshal(j)
-	cmd := r.command(spec)
+	cmd, ctx, cancel := r.command(spec)
+	defer cancel()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -472,7 +498,7 @@ func (r *runner) crash(j job) error {
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 	}
 	go io.Copy(io.Discard, stdout)
-	werr := cmd.Wait()
+	werr := r.timedOut(ctx, spec, cmd.Wait())
 	if !ready {
 		return fmt.Errorf("crash child ended before it was ready: %v: %s %s", werr, strings.Join(said, " "), bytes.TrimSpace(stderr.Bytes()))
 	}
