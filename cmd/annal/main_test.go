@@ -20,6 +20,10 @@ import (
 // and the annal processes they start, keep them in a directory of their
 // own, removed at the end.
 func TestMain(m *testing.M) {
+	// A child of runInChild runs its command and exits here, before
+	// testscript.Main copies the binary into a temporary directory that
+	// an exit from a test would leave behind (48 MB a child).
+	runChild()
 	var cache string
 	if os.Getenv("XDG_CACHE_HOME_ANNAL_TEST") == "" {
 		var err error

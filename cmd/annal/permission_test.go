@@ -22,8 +22,8 @@ const childArgs = "ANNAL_TEST_CHILD_ARGS"
 const nobody = 65534
 
 // runChild runs the command of childArgs, if this process is such a child
-// (of runAsNobody): it prints the command's output and "exit N", and ends
-// the process. Each test that uses runAsNobody calls it first.
+// (of runInChild): it prints the command's output and "exit N", and ends
+// the process. TestMain calls it first.
 func runChild() {
 	args := os.Getenv(childArgs)
 	if args == "" {
@@ -35,10 +35,9 @@ func runChild() {
 }
 
 // runAsNobody runs the command args (with --dir dir) as user nobody, in a
-// child process of a copy of the test binary running test, which must
-// call runChild first. The data directory dir is given to nobody, except
-// for the paths under it in rootOwned, which stay root's (what `sudo annal
-// …` leaves). It returns the command's exit code and output (stdout and
+// child process of a copy of the test binary (runInChild). The data
+// directory dir is given to nobody, except for the paths under it in
+// rootOwned, which stay root's (what `sudo annal …` leaves). It returns the command's exit code and output (stdout and
 // stderr together). The test runs as root.
 func runAsNobody(t *testing.T, test, dir string, rootOwned []string, args ...string) (int, string) {
 	t.Helper()
@@ -65,8 +64,8 @@ func runAsNobody(t *testing.T, test, dir string, rootOwned []string, args ...str
 }
 
 // runInChild runs the command args in a child process of a copy of the
-// test binary (made in binDir) running test, which must call runChild
-// first, with the credentials cred (nil: this process's). A command whose
+// test binary (made in binDir; its TestMain runs the command: runChild),
+// with the credentials cred (nil: this process's). A command whose
 // failure leaves something behind in the process (Pebble, after an open
 // that failed on a full disk, holds the index's files) is run so. It
 // returns the command's exit code and output (stdout and stderr
@@ -111,7 +110,6 @@ func runInChild(t *testing.T, test, binDir string, cred *syscall.Credential, arg
 // (runAsNobody); otherwise the index is made unreadable (mode 000), and
 // the message names the mode.
 func TestPermissionErrorNamesOwner(t *testing.T) {
-	runChild()
 	dir := newDir(t)
 	mustAnnal(t, `{"entity":"order","key":"o-1","event":"placed","data":{}}`, "--dir", dir, "append", "orders")
 	if os.Geteuid() != 0 {

@@ -53,7 +53,6 @@ func TestVerifyFindsRefusedLedgerByID(t *testing.T) {
 // nobody with the ledger's folder root's (runAsNobody); otherwise the
 // folder is made mode 000.
 func TestVerifyEnvironmentErrorIsExit1(t *testing.T) {
-	runChild()
 	dir := newDir(t)
 	entries, err := os.ReadDir(filepath.Join(dir, "ledgers"))
 	if err != nil || len(entries) != 1 {
