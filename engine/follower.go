@@ -111,9 +111,9 @@ type Follower struct {
 	// (followRecorded); the listing is tried again at every round until
 	// it answers. Under mu.
 	unlisted bool
-	cancel  context.CancelFunc
-	done    chan struct{}
-	closed  bool
+	cancel   context.CancelFunc
+	done     chan struct{}
+	closed   bool
 }
 
 // followed is one ledger a Follower follows. Its fields but status are
@@ -165,9 +165,11 @@ type FollowerStatus struct {
 	LastError error
 	// Stopped, if not nil, is why the ledger is no longer followed: an
 	// object that failed verification, or a bucket whose history is not an
-	// extension of the one verified (it names the object). Reads of the
-	// ledger then fail with it; nothing past what was verified before is
-	// served.
+	// extension of the one verified (it names the object); or, for a
+	// follower opened while the bucket could not be read, a ledger whose
+	// copy it served that the bucket, once read, does not hold
+	// (ErrLedgerUnavailable). Reads of the ledger then fail with it;
+	// nothing past what was verified before is served.
 	Stopped error
 
 	caughtUp time.Time // the start of the last poll that read it whole
@@ -204,6 +206,22 @@ type FollowerStatus struct {
 // and the reads of DB fail with that error; the other ledgers go on. A
 // store that cannot be reached is tried again at the next poll.
 //
+// A bucket that cannot be read at the open (unreachable, a timeout,
+// access denied: any failure but damage or an answer such as a name it
+// does not hold) does not fail it if dir holds copies to serve: the
+// ledgers whose copy follower.json records as laid by a follower of dir
+// (each copy is recorded once a poll of it succeeded), or with o.Ledger
+// the one it names (an ID; a name, found in the copies' NAME files).
+// Each is served up to its checkpoint file, as below, and its Status
+// says the store could not be read (LastError); the listing is tried
+// again at every poll until it answers, and the follower goes on as if
+// the bucket had answered at the open: new ledgers are followed, and a
+// recorded ledger the bucket does not hold (or that o.Ledger's name no
+// longer names) stops, no longer served (ErrLedgerUnavailable). A folder
+// follower.json does not record is not served meanwhile. A directory
+// with nothing to serve fails the open with the store's error, saying
+// so.
+//
 // DB returns the read-only DB that serves the copy: every read works on
 // it, and writes fail with ErrReadOnly. It shows no record of a ledger
 // after the last one the follower laid and verified, whatever the files
@@ -211,8 +229,9 @@ type FollowerStatus struct {
 // ledger at the next poll (ErrDiverged, naming the file). A copy found
 // at the open is shown only up to its checkpoint file (signed with
 // o.VerifierKey, its root that of the copy at its size) until a poll
-// checked it against the bucket, and not at all without one: the copy may
-// hold records written into it while no follower held it. Other processes
+// checked it against the bucket, and not at all without one, or if
+// follower.json does not record it: the copy may hold records written
+// into it while no follower held it. Other processes
 // read the directory with OpenReadOnly (annal's read commands), as beside
 // a writer: they follow the files. Promote a follower to writer with
 // Takeover, once it is closed.
