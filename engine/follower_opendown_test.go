@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,17 +15,7 @@ import (
 
 // unreadableStore is a store that, while down is set, answers no read:
 // every List, Get and Head fails as an unreachable store's do.
-type unreadableStore struct {
-	store.Store
-	down atomic.Bool
-}
-
-func (s *unreadableStore) Get(ctx context.Context, key string) (store.Object, error) {
-	if s.down.Load() {
-		return store.Object{}, errStoreDown
-	}
-	return s.Store.Get(ctx, key)
-}
+type unreadableStore struct{ getsDownStore }
 
 func (s *unreadableStore) Head(ctx context.Context, key string) (store.ObjectInfo, error) {
 	if s.down.Load() {
@@ -44,7 +33,7 @@ func (s *unreadableStore) List(ctx context.Context, prefix, after string, limit 
 
 // unreadable returns a view of st that answers no read.
 func unreadable(st store.Store) *unreadableStore {
-	v := &unreadableStore{Store: st}
+	v := &unreadableStore{getsDownStore{Store: st}}
 	v.down.Store(true)
 	return v
 }
@@ -122,6 +111,22 @@ func newTwoLedgers(t *testing.T) *twoLedgers {
 		}
 	}
 	return tl
+}
+
+// cashFollowed returns the directory of a follower of ledger cash alone
+// that caught up with the writer (21 events, signed), closed.
+func (tl *twoLedgers) cashFollowed(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	fw, err := openFollowerOf(dir, tl.st, tl.vkey, "cash", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFollowedSigned(t, fw, "cash", 21)
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // scanIDs returns the IDs a scan of ledger name on db gives, and its
@@ -300,15 +305,7 @@ func TestFollowerOfOneLedgerOpenedWithStoreDown(t *testing.T) {
 func TestFollowerOpenWithStoreDownAndNothingToServeFails(t *testing.T) {
 	t.Parallel()
 	tl := newTwoLedgers(t)
-	onlyCash := t.TempDir()
-	fw, err := openFollowerOf(onlyCash, tl.st, tl.vkey, "cash", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFollowedSigned(t, fw, "cash", 21)
-	if err := fw.Close(); err != nil {
-		t.Fatal(err)
-	}
+	onlyCash := tl.cashFollowed(t)
 	for _, c := range []struct{ what, dir, ledger, says string }{
 		{"every ledger, an empty directory", t.TempDir(), "", "holds no ledger copy that this follower laid"},
 		{"cash, an empty directory", t.TempDir(), "cash", `holds no copy of a ledger named "cash"`},
@@ -342,15 +339,7 @@ func TestFollowerOpenedWithStoreDownServesNoFolderItDidNotLay(t *testing.T) {
 	t.Parallel()
 	tl := newTwoLedgers(t)
 	feesID := tl.ids["fees"]
-	onlyCash := t.TempDir()
-	fw, err := openFollowerOf(onlyCash, tl.st, tl.vkey, "cash", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFollowedSigned(t, fw, "cash", 21)
-	if err := fw.Close(); err != nil {
-		t.Fatal(err)
-	}
+	onlyCash := tl.cashFollowed(t)
 	withFees := func(t *testing.T) string {
 		dir := copyDir(t, onlyCash)
 		to := filepath.Join(dir, ledgersDir, feesID.String())
