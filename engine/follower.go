@@ -653,7 +653,7 @@ func (fw *Follower) listedAgain(notHeld func(eventid.LedgerID) string) {
 			continue
 		}
 		fw.mu.Lock()
-		fl.status.Stopped = fmt.Errorf("%w: follower: ledger %s: the bucket %s, read again, %s: its copy in %s, served up to its signed checkpoint while the bucket could not be read, is no longer followed nor served", ErrLedgerUnavailable, id, fw.endpoint, how, filepath.Join(fw.dir, ledgersDir, id.String()))
+		fl.status.Stopped = fmt.Errorf("%w: follower: ledger %s (%q): %s, read again, %s: its copy in %s, served up to its signed checkpoint while the bucket could not be read, is no longer followed nor served", ErrLedgerUnavailable, id, fl.name, fw.endpoint, how, filepath.Join(fw.dir, ledgersDir, id.String()))
 		fw.mu.Unlock()
 		fw.stopReads(fl)
 	}

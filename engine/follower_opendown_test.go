@@ -226,6 +226,9 @@ func TestFollowerOpenedWithStoreDownServesSignedPrefixes(t *testing.T) {
 		t.Fatalf("OpenFollower on a directory with copies, the store down: %v", err)
 	}
 	defer fw.Close()
+	if s, err := fw.Status("cash"); err == nil {
+		t.Logf("cash, the store down: %v", s.LastError)
+	}
 	for range 10 {
 		for _, name := range []string{"cash", "fees"} {
 			storeDownStatus(t, fw, name, 11)
@@ -441,6 +444,7 @@ func TestFollowerStopsRecordedCopyTheBucketDoesNotHold(t *testing.T) {
 	view.down.Store(false)
 	for _, name := range []string{"cash", "fees"} {
 		s := waitStopped(t, fw, name)
+		t.Logf("%s stopped: %v", name, s.Stopped)
 		if !errors.Is(s.Stopped, ErrLedgerUnavailable) || !strings.Contains(s.Stopped.Error(), "does not hold it") {
 			t.Fatalf("%s, the bucket not holding it: stopped with %v; want ErrLedgerUnavailable saying the bucket does not hold it", name, s.Stopped)
 		}
