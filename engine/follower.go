@@ -138,7 +138,7 @@ type followed struct {
 	held           bool
 	// unconfirmed: followed from the directory's record while the bucket
 	// could not be listed (followRecorded): the first listing that
-	// answers must name it, else the ledger stops (confirmListed).
+	// answers must name it, else the ledger stops (listedAgain).
 	unconfirmed bool
 }
 
@@ -811,7 +811,7 @@ func (fw *Follower) first(ctx context.Context, fl *followed, dir string) error {
 	case dirExists(dir):
 		fl.name, _, _ = readNameFile(vfs.Default, dir) // for Status: a damaged one, no name
 		if fw.refusedUnfollowed(fl.id) {
-			return fw.wrap(fl, fmt.Errorf("%s: the follower's DB did not open this copy: the bucket could not be read when the follower opened, and %s does not record the copy as laid by this follower; it is followed from the next open", dir, followerFile))
+			return fw.wrap(fl, fmt.Errorf("%s: the follower's DB did not open this copy when the follower opened, as it did not follow the ledger then (the bucket did not hold it, or could not be read and %s does not record the copy as laid by this follower): it is followed from the next open", dir, followerFile))
 		}
 		return fmt.Errorf("%w: follower: %s holds a ledger that does not open read-only (annal verify says why): remove it to follow the ledger again", ErrCorruption, dir)
 	}
