@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -94,13 +95,25 @@ type Follower struct {
 	laidHead map[eventid.LedgerID]segment.Head
 	followed map[eventid.LedgerID]bool
 
+	// recorded holds the ledgers follower.json records as laid by a
+	// follower of this directory (their copy checked against the bucket
+	// by a poll): those it follows, and serves up to their signed
+	// prefix, while the bucket cannot be read at the open. Set at the
+	// open, then the poll loop's own.
+	recorded map[eventid.LedgerID]bool
+
 	mu      sync.Mutex
 	ledgers map[eventid.LedgerID]*followed
 	order   []eventid.LedgerID
 	listed  time.Time // when the bucket's ledgers were last listed; under mu
-	cancel  context.CancelFunc
-	done    chan struct{}
-	closed  bool
+	// unlisted: the bucket could not be read when the follower opened,
+	// and the ledgers followed are those the directory recorded
+	// (followRecorded); the listing is tried again at every round until
+	// it answers. Under mu.
+	unlisted bool
+	cancel   context.CancelFunc
+	done     chan struct{}
+	closed   bool
 }
 
 // followed is one ledger a Follower follows. Its fields but status are
@@ -123,6 +136,10 @@ type followed struct {
 	// reads are held all the same (checkSignedPrefixes).
 	opened, signed segment.Head
 	held           bool
+	// unconfirmed: followed from the directory's record while the bucket
+	// could not be listed (followRecorded): the first listing that
+	// answers must name it, else the ledger stops (listedAgain).
+	unconfirmed bool
 }
 
 // FollowerStatus is what a Follower knows of one ledger.
@@ -148,9 +165,11 @@ type FollowerStatus struct {
 	LastError error
 	// Stopped, if not nil, is why the ledger is no longer followed: an
 	// object that failed verification, or a bucket whose history is not an
-	// extension of the one verified (it names the object). Reads of the
-	// ledger then fail with it; nothing past what was verified before is
-	// served.
+	// extension of the one verified (it names the object); or, for a
+	// follower opened while the bucket could not be read, a ledger whose
+	// copy it served that the bucket, once read, does not hold
+	// (ErrLedgerUnavailable). Reads of the ledger then fail with it;
+	// nothing past what was verified before is served.
 	Stopped error
 
 	caughtUp time.Time // the start of the last poll that read it whole
@@ -187,6 +206,22 @@ type FollowerStatus struct {
 // and the reads of DB fail with that error; the other ledgers go on. A
 // store that cannot be reached is tried again at the next poll.
 //
+// A bucket that cannot be read at the open (unreachable, a timeout,
+// access denied: any failure but damage or an answer such as a name it
+// does not hold) does not fail it if dir holds copies to serve: the
+// ledgers whose copy follower.json records as laid by a follower of dir
+// (each copy is recorded once a poll of it succeeded), or with o.Ledger
+// the one it names (an ID; a name, found in the copies' NAME files).
+// Each is served up to its checkpoint file, as below, and its Status
+// says the store could not be read (LastError); the listing is tried
+// again at every poll until it answers, and the follower goes on as if
+// the bucket had answered at the open: new ledgers are followed, and a
+// recorded ledger the bucket does not hold (or that o.Ledger's name no
+// longer names) stops, no longer served (ErrLedgerUnavailable). A folder
+// follower.json does not record is not served meanwhile. A directory
+// with nothing to serve fails the open with the store's error, saying
+// so.
+//
 // DB returns the read-only DB that serves the copy: every read works on
 // it, and writes fail with ErrReadOnly. It shows no record of a ledger
 // after the last one the follower laid and verified, whatever the files
@@ -194,8 +229,9 @@ type FollowerStatus struct {
 // ledger at the next poll (ErrDiverged, naming the file). A copy found
 // at the open is shown only up to its checkpoint file (signed with
 // o.VerifierKey, its root that of the copy at its size) until a poll
-// checked it against the bucket, and not at all without one: the copy may
-// hold records written into it while no follower held it. Other processes
+// checked it against the bucket, and not at all without one, or if
+// follower.json does not record it: the copy may hold records written
+// into it while no follower held it. Other processes
 // read the directory with OpenReadOnly (annal's read commands), as beside
 // a writer: they follow the files. Promote a follower to writer with
 // Takeover, once it is closed.
@@ -222,7 +258,7 @@ func OpenFollower(dir string, o FollowerOptions) (*Follower, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: follower: the verifier key: %w", ErrInvalid, err)
 	}
-	fw := &Follower{dir: dir, o: o, v: v, ledgers: map[eventid.LedgerID]*followed{}, laidHead: map[eventid.LedgerID]segment.Head{}, followed: map[eventid.LedgerID]bool{}}
+	fw := &Follower{dir: dir, o: o, v: v, ledgers: map[eventid.LedgerID]*followed{}, laidHead: map[eventid.LedgerID]segment.Head{}, followed: map[eventid.LedgerID]bool{}, recorded: map[eventid.LedgerID]bool{}}
 	if err := fw.prepareDir(); err != nil {
 		return nil, err
 	}
@@ -244,7 +280,12 @@ func OpenFollower(dir string, o FollowerOptions) (*Follower, error) {
 		return nil, err
 	}
 	if err := fw.findLedgers(ctx); err != nil {
-		return nil, err
+		if bucketAnswered(err) {
+			return nil, err
+		}
+		if err := fw.followRecorded(err); err != nil {
+			return nil, err
+		}
 	}
 	// The copy as it is: the heads of the ledgers it holds.
 	ro := Options{}
@@ -255,6 +296,9 @@ func OpenFollower(dir string, o FollowerOptions) (*Follower, error) {
 	ro.laidBound = fw.laidBound
 	for _, id := range fw.order {
 		fl := fw.ledgers[id]
+		if !fw.recorded[id] {
+			continue // not laid by a follower of dir, as far as it knows: held until a poll checks it
+		}
 		if fl.opened, fl.signed = fw.signedPrefix(id, ro.MaxEventSize); fl.signed.Seq != 0 {
 			fw.setLaid(id, fl.signed)
 		}
@@ -311,13 +355,22 @@ type followerConfig struct {
 	V        int    `json:"v"`
 	Replica  string `json:"replica"`
 	Verifier string `json:"verifier"`
+	// Ledgers are the IDs (hex) of the ledgers whose copy a follower of
+	// the directory laid, or checked against the bucket, in a poll: the
+	// copies it serves while the bucket cannot be read (followRecorded).
+	// Absent in the files of followers before it was kept.
+	Ledgers []string `json:"ledgers,omitempty"`
 }
+
+// maxFollowerFile bounds follower.json: 1 MiB holds the IDs of some
+// 90,000 ledgers.
+const maxFollowerFile = 1 << 20
 
 // readFollowerFile reads dir's follower.json; ok is false if there is
 // none.
 func readFollowerFile(fs vfs.FS, dir string) (c followerConfig, ok bool, err error) {
 	path := fs.PathJoin(dir, followerFile)
-	b, err := readSmallFile(fs, path, 64<<10)
+	b, err := readSmallFile(fs, path, maxFollowerFile)
 	if errors.Is(err, os.ErrNotExist) {
 		return c, false, nil
 	}
@@ -326,6 +379,11 @@ func readFollowerFile(fs vfs.FS, dir string) (c followerConfig, ok bool, err err
 	}
 	if err := json.Unmarshal(b, &c); err != nil || c.V != 1 || c.Verifier == "" {
 		return c, false, fmt.Errorf("%w: %s: not a follower's file (JSON with v 1, replica and verifier)", ErrCorruption, path)
+	}
+	for _, s := range c.Ledgers {
+		if id, err := eventid.ParseLedgerID(s); err != nil || id.String() != s {
+			return c, false, fmt.Errorf("%w: %s: ledgers holds %q, not a ledger ID (8 hex digits)", ErrCorruption, path, s)
+		}
 	}
 	return c, true, nil
 }
@@ -357,10 +415,36 @@ func (fw *Follower) writeFollowerFile() error {
 		case have.Verifier != want.Verifier:
 			return invalid("follower of %s: its checkpoints were verified with the key %s, not %s: follow with another key in another directory", fw.dir, have.Verifier, want.Verifier)
 		}
+		for _, s := range have.Ledgers {
+			id, _ := eventid.ParseLedgerID(s) // checked by readFollowerFile
+			fw.recorded[id] = true
+		}
 		return nil
 	}
 	b, _ := json.Marshal(want)
 	return writeFileAtomic(vfs.Default, fw.dir, followerFile, append(b, '\n'), true)
+}
+
+// recordLaid records in follower.json that the directory's copy of fl's
+// ledger was laid, or checked against the bucket, by this follower (a
+// poll of it succeeded): a later open serves it while the bucket cannot
+// be read (followRecorded).
+func (fw *Follower) recordLaid(fl *followed) error {
+	if fw.recorded[fl.id] {
+		return nil
+	}
+	ids := append(slices.Collect(maps.Keys(fw.recorded)), fl.id)
+	slices.Sort(ids)
+	c := followerConfig{V: 1, Replica: fw.o.Replica, Verifier: strings.TrimSpace(fw.o.VerifierKey)}
+	for _, id := range ids {
+		c.Ledgers = append(c.Ledgers, id.String())
+	}
+	b, _ := json.Marshal(c)
+	if err := writeFileAtomic(vfs.Default, fw.dir, followerFile, append(b, '\n'), true); err != nil {
+		return fw.wrap(fl, fmt.Errorf("record the copy in %s: %w", followerFile, err))
+	}
+	fw.recorded[fl.id] = true
+	return nil
 }
 
 // openStore opens the bucket (no probe: a follower writes nothing, and
@@ -426,15 +510,32 @@ const testEndpointName = "the replica store"
 
 // findLedgers finds the ledgers to follow: the one named, or the
 // bucket's (not those without an event: a CreateLedger that failed).
+//
+// After an open that could not list the bucket (followRecorded), the
+// first listing that answers confirms the ledgers followed from the
+// directory's record, or stops them (listedAgain).
 func (fw *Follower) findLedgers(ctx context.Context) error {
 	fw.mu.Lock()
 	fw.listed = time.Now()
+	unlisted := fw.unlisted
 	fw.mu.Unlock()
 	if fw.o.Ledger != "" {
-		if fw.named == 0 {
+		if fw.named == 0 || unlisted {
 			ids, _, err := restoreLedgers(ctx, fw.st, fw.o.Ledger)
-			if err != nil {
+			if err != nil && (!unlisted || !bucketAnswered(err)) {
 				return fmt.Errorf("engine: follower: %s: %w", fw.endpoint, err)
+			}
+			if unlisted {
+				fw.listedAgain(func(id eventid.LedgerID) string {
+					switch {
+					case err != nil:
+						return fmt.Sprintf("names no ledger %q to follow (%v)", fw.o.Ledger, err)
+					case ids[0] != id:
+						return fmt.Sprintf("gives the name %q to ledger %s", fw.o.Ledger, ids[0])
+					}
+					return ""
+				})
+				return nil
 			}
 			fw.named = ids[0]
 		}
@@ -444,6 +545,14 @@ func (fw *Follower) findLedgers(ctx context.Context) error {
 	ids, err := bucketLedgers(ctx, fw.st)
 	if err != nil {
 		return fmt.Errorf("engine: follower: %s: %w", fw.endpoint, err)
+	}
+	if unlisted {
+		defer fw.listedAgain(func(id eventid.LedgerID) string {
+			if !slices.Contains(ids, id) {
+				return "does not hold it (no object under " + replica.LedgerPrefix(id) + ")"
+			}
+			return ""
+		})
 	}
 	for _, id := range ids {
 		if _, ok := fw.ledgers[id]; ok {
@@ -459,6 +568,95 @@ func (fw *Follower) findLedgers(ctx context.Context) error {
 		fw.add(id)
 	}
 	return nil
+}
+
+// bucketAnswered says whether err, a failure to find the ledgers to
+// follow, is the bucket's answer (damage; a ledger name it does not
+// hold, or holds twice; no ledger at all) rather than a bucket that
+// could not be read (unreachable, a timeout, access denied), which
+// OpenFollower does without if the directory holds copies to serve
+// (followRecorded).
+func bucketAnswered(err error) bool {
+	for _, answer := range []error{ErrCorruption, replica.ErrDiverged, ErrInvalid, ErrLedgerNotFound, replica.ErrNoReplica} {
+		if errors.Is(err, answer) {
+			return true
+		}
+	}
+	return false
+}
+
+// followRecorded follows, when the bucket could not be read to find the
+// ledgers at the open (listErr), those whose copy the directory holds
+// and follower.json records as laid by a follower of it (recordLaid):
+// each is served up to its signed prefix (signedPrefix) until a poll
+// checks it against the bucket, and the listing is tried again at every
+// round (findLedgers). With FollowerOptions.Ledger a name (an ID needs no
+// listing), the recorded copy whose NAME file gives it. A folder not
+// recorded is not followed: the DB does not open it (laidBound). With
+// nothing to follow, the open fails with listErr, saying so.
+func (fw *Follower) followRecorded(listErr error) error {
+	var ids []eventid.LedgerID
+	for id := range fw.recorded {
+		if dirExists(filepath.Join(fw.dir, ledgersDir, id.String())) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	if fw.o.Ledger != "" {
+		var named []eventid.LedgerID
+		for _, id := range ids {
+			name, ok, err := readNameFile(vfs.Default, filepath.Join(fw.dir, ledgersDir, id.String()))
+			if err == nil && ok && name == fw.o.Ledger {
+				named = append(named, id)
+			}
+		}
+		switch len(named) {
+		case 0:
+			return fmt.Errorf("%w (the bucket could not be read, and %s holds no copy of a ledger named %q that this follower laid, to serve meanwhile)", listErr, fw.dir, fw.o.Ledger)
+		case 1:
+		default:
+			return fmt.Errorf("%w (the bucket could not be read, and %s holds copies of ledgers %s, all named %q: follow one by its ID)", listErr, fw.dir, named, fw.o.Ledger)
+		}
+		ids, fw.named = named, named[0]
+	}
+	if len(ids) == 0 {
+		return fmt.Errorf("%w (the bucket could not be read, and %s holds no ledger copy that this follower laid, to serve meanwhile)", listErr, fw.dir)
+	}
+	for _, id := range ids {
+		fw.add(id)
+		fw.ledgers[id].unconfirmed = true
+	}
+	fw.mu.Lock()
+	fw.unlisted = true
+	fw.mu.Unlock()
+	return nil
+}
+
+// listedAgain ends, once the bucket answered the listing after an open
+// that could not read it (followRecorded), the wait of the ledgers
+// followed from the directory's record: one the bucket holds (notHeld
+// says "") is followed as if the bucket had answered at the open; one
+// it does not (notHeld says how) stops, and is no longer served, as it
+// would not have been followed.
+func (fw *Follower) listedAgain(notHeld func(eventid.LedgerID) string) {
+	fw.mu.Lock()
+	fw.unlisted = false
+	fw.mu.Unlock()
+	for _, id := range fw.order {
+		fl := fw.ledgers[id]
+		if !fl.unconfirmed {
+			continue
+		}
+		fl.unconfirmed = false
+		how := notHeld(id)
+		if how == "" {
+			continue
+		}
+		fw.mu.Lock()
+		fl.status.Stopped = fmt.Errorf("%w: follower: ledger %s (%q): %s, read again, %s: its copy in %s, served up to its signed checkpoint while the bucket could not be read, is no longer followed nor served", ErrLedgerUnavailable, id, fl.name, fw.endpoint, how, filepath.Join(fw.dir, ledgersDir, id.String()))
+		fw.mu.Unlock()
+		fw.stopReads(fl)
+	}
 }
 
 func (fw *Follower) add(id eventid.LedgerID) {
@@ -486,10 +684,10 @@ func (fw *Follower) loop(ctx context.Context) {
 		case <-t.C:
 		}
 		fw.mu.Lock()
-		due := fw.o.Ledger == "" && time.Since(fw.listed) >= discoverEvery
+		due := fw.unlisted || fw.o.Ledger == "" && time.Since(fw.listed) >= discoverEvery
 		fw.mu.Unlock()
 		if due {
-			fw.findLedgers(ctx) // a failure: the next minute's listing
+			fw.findLedgers(ctx) // a failure: the next round's (unlisted), or the next minute's
 		}
 		fw.round(ctx)
 	}
@@ -552,7 +750,10 @@ func (fw *Follower) round(ctx context.Context) {
 func (fw *Follower) poll(ctx context.Context, fl *followed) error {
 	dir := filepath.Join(fw.dir, ledgersDir, fl.id.String())
 	if fl.f == nil {
-		return fw.first(ctx, fl, dir)
+		if err := fw.first(ctx, fl, dir); err != nil {
+			return err
+		}
+		return fw.recordLaid(fl)
 	}
 	if err := fw.checkCopy(dir, fl.local); err != nil {
 		return fw.wrap(fl, err)
@@ -578,7 +779,7 @@ func (fw *Follower) poll(ctx context.Context, fl *followed) error {
 	if failed != nil {
 		return fw.wrap(fl, failed)
 	}
-	return nil
+	return fw.recordLaid(fl) // if the first poll's record failed
 }
 
 // first is a ledger's first poll: every object the bucket holds of it,
@@ -609,6 +810,9 @@ func (fw *Follower) first(ctx context.Context, fl *followed, dir string) error {
 		fw.holdReads(l, dir)
 	case dirExists(dir):
 		fl.name, _, _ = readNameFile(vfs.Default, dir) // for Status: a damaged one, no name
+		if fw.refusedUnfollowed(fl.id) {
+			return fw.wrap(fl, fmt.Errorf("%s: the follower's DB did not open this copy when the follower opened, as it did not follow the ledger then (the bucket did not hold it, or could not be read and %s does not record the copy as laid by this follower): it is followed from the next open", dir, followerFile))
+		}
 		return fmt.Errorf("%w: follower: %s holds a ledger that does not open read-only (annal verify says why): remove it to follow the ledger again", ErrCorruption, dir)
 	}
 	into := dir
@@ -679,6 +883,16 @@ func (fw *Follower) first(ctx context.Context, fl *followed, dir string) error {
 	}
 	releaseReads(l)
 	return nil
+}
+
+// refusedUnfollowed says whether the DB refused, at its open, ledger
+// id's folder as one the follower did not follow then (laidBound).
+func (fw *Follower) refusedUnfollowed(id eventid.LedgerID) bool {
+	fw.db.mu.RLock()
+	_, err, ok := fw.db.brokenByID(id)
+	fw.db.mu.RUnlock()
+	var nf notFollowedError
+	return ok && errors.As(err, &nf)
 }
 
 // dirExists says whether path exists.
@@ -877,11 +1091,17 @@ func (fw *Follower) laidBound(id eventid.LedgerID) (segment.Head, bool, error) {
 	fw.laidMu.Lock()
 	defer fw.laidMu.Unlock()
 	if !fw.followed[id] {
-		return segment.Head{}, false, fmt.Errorf("follower: %s holds ledger %s, which this follower does not follow (%s does not hold it, or FollowerOptions.Ledger names another): not served", filepath.Join(fw.dir, ledgersDir, id.String()), id, fw.endpoint)
+		return segment.Head{}, false, notFollowedError{fmt.Errorf("follower: %s holds ledger %s, which this follower does not follow (%s does not hold it, or FollowerOptions.Ledger names another, or could not be read at the open and follower.json does not record the copy as laid by this follower): not served", filepath.Join(fw.dir, ledgersDir, id.String()), id, fw.endpoint)}
 	}
 	h, ok := fw.laidHead[id]
 	return h, ok, nil
 }
+
+// notFollowedError is laidBound's refusal of a ledger the follower does
+// not follow.
+type notFollowedError struct{ error }
+
+func (e notFollowedError) Unwrap() error { return e.error }
 
 // checkCopy checks, before a poll lays records in dir, that the ledger's
 // files end where the records laid end (local): its last segment as

@@ -41,12 +41,17 @@ writer. Writes are refused (DIR is held, and it is a follower's: its
 follower.json). 'annal takeover URL DIR', once follow has stopped, makes DIR
 the writer.
 
+A bucket that cannot be read at the start does not stop follow if DIR holds
+copies it laid before: it serves each up to the checkpoint it verified, and
+reads the bucket again every --interval until it answers.
+
 It prints a line a ledger once its first read is done (the events copied,
 and those the signed checkpoint vouches for), then nothing while all goes
 well. Exit codes: 0 when interrupted with every ledger followed, 3 when a
 ledger stopped (at once if every ledger stopped), 2 usage (a bad argument,
 a DIR that is a writer's data directory or follows another bucket or key),
-1 another error (the bucket not reachable at the start, DIR in use).`,
+1 another error (the bucket not reachable at the start with nothing in DIR
+to serve, DIR in use).`,
 		Args: usageArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if key == "" {
