@@ -1119,6 +1119,9 @@ func (db *DB) Close() error {
 			errs = append(errs, err)
 		}
 	}
+	// Nothing more is written to the bucket as this node's: the next
+	// process of the node may take its lease at once.
+	db.releaseLease()
 	var metas []ledgerMeta
 	for _, l := range ledgers {
 		err := l.log.Close()

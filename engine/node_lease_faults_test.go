@@ -877,3 +877,111 @@ func TestCreateLedgerPastDeletedNameClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// leaseReadsStore counts the reads of the nodes' lease objects before
+// the first write of one since reset: those of a node's Open before it
+// writes its lease.
+type leaseReadsStore struct {
+	store.Store
+	reads   atomic.Int32
+	written atomic.Bool
+}
+
+func (s *leaseReadsStore) reset() {
+	s.reads.Store(0)
+	s.written.Store(false)
+}
+
+func (s *leaseReadsStore) Get(ctx context.Context, key string) (store.Object, error) {
+	if strings.HasPrefix(key, replica.NodesPrefix) && !s.written.Load() {
+		s.reads.Add(1)
+	}
+	return s.Store.Get(ctx, key)
+}
+
+func (s *leaseReadsStore) Put(ctx context.Context, key string, data []byte, cond store.Condition) (string, error) {
+	etag, err := s.Store.Put(ctx, key, data, cond)
+	if err == nil && strings.HasPrefix(key, replica.NodesPrefix) {
+		s.written.Store(true)
+	}
+	return etag, err
+}
+
+// TestNodeLeaseReleasedAtClose: a clean Close marks the node's lease
+// released once its ledgers' writers are closed, and the node's next
+// process takes it at once: it reads the lease once, without the second
+// read after a third of the lease that tells a live process from a dead
+// one (which a lease left by a crash still gets, as a lease not
+// released). A lease that another process took is not released by the
+// Close of the process that lost it.
+func TestNodeLeaseReleasedAtClose(t *testing.T) {
+	st := &leaseReadsStore{Store: store.NewMemory()}
+	key := filepath.Join(t.TempDir(), "nodes.key")
+	ctx := context.Background()
+	k := replica.NodeKey("a")
+	lease := func() replica.Lease {
+		t.Helper()
+		obj, err := st.Get(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := replica.DecodeLease(k, obj.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	dir := t.TempDir()
+	a := nodeWithOrders(t, dir, st, key)
+	mustAppendN(t, a, "orders", 3)
+	if l := lease(); l.Released {
+		t.Fatalf("a live node's lease says released: %+v", l)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if l := lease(); !l.Released || l.Writer != a.node.id {
+		t.Fatalf("lease after a clean Close: %+v, want released by %s", l, a.node.id)
+	}
+
+	st.reset()
+	a2 := openNode(t, dir, st, key, "a")
+	if n := st.reads.Load(); n != 1 {
+		t.Fatalf("the Open after a clean Close read the lease %d times before taking it, want once (no wait for a live process)", n)
+	}
+	if l := lease(); l.Released || l.Writer != a2.node.id {
+		t.Fatalf("lease after the new process's Open: %+v, want its own, not released", l)
+	}
+	waitAppendable(t, a2, "orders", "the process opened after a clean Close")
+
+	// A process that lost its lease to another of the same name does not
+	// release the other's at its Close.
+	l := lease()
+	l.Writer.Nonce += "-other"
+	obj, _ := st.Get(ctx, k)
+	if _, err := st.Put(ctx, k, l.Encode(), store.ReplaceIf(obj.ETag)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s, _ := a2.NodeStatus(); s.Err == nil; s, _ = a2.NodeStatus() {
+		if time.Now().After(deadline) {
+			t.Fatalf("node status %+v 5 s after another process took the lease", s)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	a2.Close()
+	if got := lease(); got.Released || got.Writer != l.Writer {
+		t.Fatalf("lease after the Close of the process that lost it: %+v, want the other's, not released", got)
+	}
+	st.reset()
+	a3, err := Open(t.TempDir(), nodeOptions(st, key, "a"))
+	if err != nil {
+		// The other's lease is not renewed by anyone here: after the
+		// wait, the name opens.
+		t.Fatal(err)
+	}
+	defer a3.Close()
+	if n := st.reads.Load(); n != 2 {
+		t.Fatalf("the Open over a lease not released read it %d times before taking it, want twice (the wait for a live process)", n)
+	}
+}

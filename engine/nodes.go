@@ -145,6 +145,30 @@ func (db *DB) startWatch() {
 	}
 }
 
+// releaseLease marks the lease released (Lease.Released), If-Match, at
+// a clean Close once the ledgers' writers are closed: the node's next
+// process takes it at once. The other nodes see a lease no longer
+// renewed, which lapses: they take the node's ledgers once it has. A
+// lease lost, or a write that fails, is left as it is (the next process
+// waits, as after a crash).
+func (db *DB) releaseLease() {
+	n := db.node
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	etag, r, lost := n.etag, n.renewal, n.lost
+	n.mu.Unlock()
+	if lost != nil || etag == "" {
+		return
+	}
+	l := n.leaseObject(r + 1)
+	l.Released = true
+	ctx, cancel := context.WithTimeout(context.Background(), n.lease/3)
+	defer cancel()
+	n.st.Put(ctx, replica.NodeKey(n.name), l.Encode(), store.ReplaceIf(etag))
+}
+
 // stopNode stops the renewal and the watch; the lease object stays, and
 // lapses: the other nodes take this node's ledgers once it has.
 func (db *DB) stopNode() {
@@ -175,12 +199,14 @@ func (n *node) acquire(ctx context.Context) error {
 		obj, err := n.st.Get(ctx, key)
 		switch {
 		case err == nil:
-			var gone bool
-			if obj, gone, err = n.checkLeaseIdle(ctx, key, obj); err != nil {
-				return err
-			}
-			if gone {
-				continue
+			if l, derr := replica.DecodeLease(key, obj.Data); derr != nil || !l.Released {
+				var gone bool
+				if obj, gone, err = n.checkLeaseIdle(ctx, key, obj); err != nil {
+					return err
+				}
+				if gone {
+					continue
+				}
 			}
 			cond = store.ReplaceIf(obj.ETag) // an earlier process of this node's
 			if l, err := replica.DecodeLease(key, obj.Data); err == nil {

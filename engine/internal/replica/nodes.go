@@ -93,6 +93,11 @@ type Lease struct {
 	Writer Identity `json:"writer"`
 	// Written is the writer's clock at the renewal (informational).
 	Written time.Time `json:"written"`
+	// Released is set by the process's clean Close, once its ledgers'
+	// writers are closed: the node's next process takes the lease at
+	// once, without waiting to see that no live process renews it. The
+	// other nodes judge it as any lease no longer renewed.
+	Released bool `json:"released,omitempty"`
 }
 
 // Duration is the lease's duration.
