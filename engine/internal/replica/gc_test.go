@@ -392,3 +392,78 @@ func TestWriterOpenGapAtGCBoundary(t *testing.T) {
 		t.Fatalf("the chunks from the boundary end at %d, want %d", next-1, head)
 	}
 }
+
+// TestTakeKeepsLateUploadAtGCBoundary: the next writer opens while the
+// chunk at the GC boundary is missing and later ones are stored (tail at
+// the last seg/ object, TestWriterOpenGapAtGCBoundary); then the old
+// writer's upload of that chunk lands before the fence. With it, the
+// chunks from the boundary hold the old writer's records without a gap,
+// and it acknowledged them: the chunk is the history's next, not a
+// fenced writer's late upload, whatever it names as the chunk before (a
+// chunk deleted by GC, which the next writer cannot know). Take must not
+// delete it: the bucket is ahead of what the writer read (ErrBehind), as
+// when an upload in flight lands in a gap after the first chunk.
+func TestTakeKeepsLateUploadAtGCBoundary(t *testing.T) {
+	t.Parallel()
+	tl := newTestLog(t, 4<<10, segment.Sync)
+	st := store.NewMemory()
+	ctx := context.Background()
+	a := openTake(t, testConfig(st, tl, Replicated), tl)
+	var m Manifest
+	var acked uint64
+	eventually(t, "a manifest's GC boundary with two chunks after it", func() bool {
+		acked = tl.append(1)
+		if err := a.Wait(ctx, acked); err != nil {
+			t.Fatal(err)
+		}
+		m, _ = newestManifest(t, st)
+		nums := chunkNumbers(t, st)
+		return m.GC > 1 && nums[len(nums)-1] > m.GC+1
+	})
+	tl.detach(a)
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, _ = newestManifest(t, st)
+	key := ChunkKey(testLedgerID(), m.GC)
+	late, err := st.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+
+	b, tail, err := Open(ctx, testConfig(st, tl, Replicated))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close(ctx) })
+	if tail.Seq != m.SealedSeq {
+		t.Fatalf("tail at record %d, want the last seg/ object's, %d", tail.Seq, m.SealedSeq)
+	}
+	if _, err := st.Put(ctx, key, late.Data, store.CreateOnly()); err != nil {
+		t.Fatal(err)
+	}
+	tl.attach(b)
+	if err := b.Take(ctx); !errors.Is(err, ErrBehind) {
+		t.Fatalf("Take after the old writer's chunk %s landed at the boundary: %v, want ErrBehind", key, err)
+	}
+	got, err := st.Get(ctx, key)
+	if err != nil || !bytes.Equal(got.Data, late.Data) {
+		t.Fatalf("chunk %s, acknowledged, is gone or replaced (%v)", key, err)
+	}
+	next := m.SealedSeq + 1
+	chunks, _ := bucketChunks(t, st)
+	for _, c := range chunks {
+		if c.Number >= m.GC {
+			if c.FirstSeq != next {
+				t.Fatalf("chunk %d holds records from %d, want %d", c.Number, c.FirstSeq, next)
+			}
+			next = c.LastSeq + 1
+		}
+	}
+	if next <= acked {
+		t.Fatalf("the chunks from the boundary end at record %d, record %d was acknowledged", next-1, acked)
+	}
+}
