@@ -329,6 +329,34 @@ func TestCheckpointNeverGoesBack(t *testing.T) {
 	eventually(t, "the larger checkpoint replaces the stored one", func() bool { return checkpointIn(t, st) == last })
 }
 
+// pastGCBoundary stores a ledger through a Replicated writer, record by
+// record, until the newest manifest's GC boundary has two chunks after
+// it, then closes the writer: it returns the log, the bucket, the newest
+// manifest and the last record acknowledged.
+func pastGCBoundary(t *testing.T) (*testLog, *store.Memory, Manifest, uint64) {
+	t.Helper()
+	tl := newTestLog(t, 4<<10, segment.Sync)
+	st := store.NewMemory()
+	ctx := context.Background()
+	a := openTake(t, testConfig(st, tl, Replicated), tl)
+	var acked uint64
+	eventually(t, "a manifest's GC boundary with two chunks after it", func() bool {
+		acked = tl.append(1)
+		if err := a.Wait(ctx, acked); err != nil {
+			t.Fatal(err)
+		}
+		m, _ := newestManifest(t, st)
+		nums := chunkNumbers(t, st)
+		return m.GC > 1 && nums[len(nums)-1] > m.GC+1
+	})
+	tl.detach(a)
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := newestManifest(t, st)
+	return tl, st, m, acked
+}
+
 // TestWriterOpenGapAtGCBoundary: the chunk at the newest manifest's GC
 // boundary is missing and later ones are stored (the writer was killed
 // with that upload in flight after later ones landed). The next writer
@@ -337,25 +365,8 @@ func TestCheckpointNeverGoesBack(t *testing.T) {
 // deleting the old epoch's chunks in its way.
 func TestWriterOpenGapAtGCBoundary(t *testing.T) {
 	t.Parallel()
-	tl := newTestLog(t, 4<<10, segment.Sync)
-	st := store.NewMemory()
+	tl, st, m, _ := pastGCBoundary(t)
 	ctx := context.Background()
-	a := openTake(t, testConfig(st, tl, Replicated), tl)
-	var m Manifest
-	eventually(t, "a manifest's GC boundary with two chunks after it", func() bool {
-		last := tl.append(1)
-		if err := a.Wait(ctx, last); err != nil {
-			t.Fatal(err)
-		}
-		m, _ = newestManifest(t, st)
-		nums := chunkNumbers(t, st)
-		return m.GC > 1 && nums[len(nums)-1] > m.GC+1
-	})
-	tl.detach(a)
-	if err := a.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	m, _ = newestManifest(t, st)
 	if err := st.Delete(ctx, ChunkKey(testLedgerID(), m.GC)); err != nil {
 		t.Fatal(err)
 	}
@@ -411,26 +422,8 @@ func TestWriterOpenGapAtGCBoundary(t *testing.T) {
 // when an upload in flight lands in a gap after the first chunk.
 func TestTakeKeepsLateUploadAtGCBoundary(t *testing.T) {
 	t.Parallel()
-	tl := newTestLog(t, 4<<10, segment.Sync)
-	st := store.NewMemory()
+	tl, st, m, acked := pastGCBoundary(t)
 	ctx := context.Background()
-	a := openTake(t, testConfig(st, tl, Replicated), tl)
-	var m Manifest
-	var acked uint64
-	eventually(t, "a manifest's GC boundary with two chunks after it", func() bool {
-		acked = tl.append(1)
-		if err := a.Wait(ctx, acked); err != nil {
-			t.Fatal(err)
-		}
-		m, _ = newestManifest(t, st)
-		nums := chunkNumbers(t, st)
-		return m.GC > 1 && nums[len(nums)-1] > m.GC+1
-	})
-	tl.detach(a)
-	if err := a.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	m, _ = newestManifest(t, st)
 	key := ChunkKey(testLedgerID(), m.GC)
 	late, err := st.Get(ctx, key)
 	if err != nil {
@@ -482,25 +475,8 @@ func TestTakeKeepsLateUploadAtGCBoundary(t *testing.T) {
 // would leave chunks that no reader can order.
 func TestTakeAfterGapAtGCBoundaryTakesNewEpoch(t *testing.T) {
 	t.Parallel()
-	tl := newTestLog(t, 4<<10, segment.Sync)
-	st := store.NewMemory()
+	tl, st, m, _ := pastGCBoundary(t)
 	ctx := context.Background()
-	a := openTake(t, testConfig(st, tl, Replicated), tl)
-	var m Manifest
-	eventually(t, "a manifest's GC boundary with two chunks after it", func() bool {
-		last := tl.append(1)
-		if err := a.Wait(ctx, last); err != nil {
-			t.Fatal(err)
-		}
-		m, _ = newestManifest(t, st)
-		nums := chunkNumbers(t, st)
-		return m.GC > 1 && nums[len(nums)-1] > m.GC+1
-	})
-	tl.detach(a)
-	if err := a.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	m, _ = newestManifest(t, st)
 	if err := st.Delete(ctx, ChunkKey(testLedgerID(), m.GC)); err != nil {
 		t.Fatal(err)
 	}
