@@ -462,3 +462,71 @@ func TestReadOnlyOpenBesideWriterCuttingZeros(t *testing.T) {
 		})
 	}
 }
+
+// TestReadOnlyOpenHiddenCorruptionJudgedAgain: a record changed in the
+// active segment of a closed ledger, good records after it (corruption,
+// as recovery says), and the file extended by a byte while a read-only
+// open judges it (an attacker racing the open, as a writer cutting its
+// zeros would: TestReadOnlyOpenBesideWriterCuttingZeros). That open
+// hides the tail from the changed record on, as a write in progress:
+// it reports it (HiddenTail) and never shows a record of it, not even
+// after a Follow; the next open, the file no longer changing, reports the
+// corruption.
+func TestReadOnlyOpenHiddenCorruptionJudgedAgain(t *testing.T) {
+	t.Parallel()
+	fs, dir := zeroFS(t, "disk")
+	w := newTestLog(t, fs, dir, Options{SegmentSize: 1 << 20})
+	_, locs := appendN(t, w, 0, 5, 2)
+	name, _ := w.Active()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := fs.PathJoin(dir, name)
+	f, err := fs.OpenReadWrite(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	bad := locs[1]
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, bad.Offset+20); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x10
+	if _, err := f.WriteAt(b, bad.Offset+20); err != nil {
+		t.Fatal(err)
+	}
+	extended := false
+	judge := func() {
+		if !extended {
+			extended = true
+			st, err := f.Stat()
+			if err == nil {
+				_, err = f.WriteAt([]byte{0}, st.Size())
+			}
+			if err != nil {
+				t.Errorf("extend %s: %v", path, err)
+			}
+		}
+	}
+	r, err := OpenReadOnly(dir, Options{FS: fs, Ledger: testLedger(), test: testHooks{judge: judge}})
+	if !extended {
+		t.Fatal("the read-only open judged no tail")
+	}
+	if err != nil {
+		t.Fatalf("a read-only open while the file changes: %v, want the bad record's tail hidden", err)
+	}
+	if _, err := r.Follow(); err != nil {
+		t.Fatal(err)
+	}
+	h := r.HiddenTail()
+	if r.Head().Loc != locs[0] || h.Why == "" || h.At.Offset > bad.Offset {
+		t.Fatalf("head %+v, hidden %+v: want the first batch shown (its last at %+v), the tail from the changed record (offset %d) hidden", r.Head(), h, locs[0], bad.Offset)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenReadOnly(dir, Options{FS: fs, Ledger: testLedger()}); !errors.Is(err, ErrCorruption) {
+		t.Fatalf("the next read-only open: %v, want the corruption reported", err)
+	}
+}

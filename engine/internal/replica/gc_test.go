@@ -329,6 +329,34 @@ func TestCheckpointNeverGoesBack(t *testing.T) {
 	eventually(t, "the larger checkpoint replaces the stored one", func() bool { return checkpointIn(t, st) == last })
 }
 
+// pastGCBoundary stores a ledger through a Replicated writer, record by
+// record, until the newest manifest's GC boundary has two chunks after
+// it, then closes the writer: it returns the log, the bucket, the newest
+// manifest and the last record acknowledged.
+func pastGCBoundary(t *testing.T) (*testLog, *store.Memory, Manifest, uint64) {
+	t.Helper()
+	tl := newTestLog(t, 4<<10, segment.Sync)
+	st := store.NewMemory()
+	ctx := context.Background()
+	a := openTake(t, testConfig(st, tl, Replicated), tl)
+	var acked uint64
+	eventually(t, "a manifest's GC boundary with two chunks after it", func() bool {
+		acked = tl.append(1)
+		if err := a.Wait(ctx, acked); err != nil {
+			t.Fatal(err)
+		}
+		m, _ := newestManifest(t, st)
+		nums := chunkNumbers(t, st)
+		return m.GC > 1 && nums[len(nums)-1] > m.GC+1
+	})
+	tl.detach(a)
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := newestManifest(t, st)
+	return tl, st, m, acked
+}
+
 // TestWriterOpenGapAtGCBoundary: the chunk at the newest manifest's GC
 // boundary is missing and later ones are stored (the writer was killed
 // with that upload in flight after later ones landed). The next writer
@@ -337,25 +365,8 @@ func TestCheckpointNeverGoesBack(t *testing.T) {
 // deleting the old epoch's chunks in its way.
 func TestWriterOpenGapAtGCBoundary(t *testing.T) {
 	t.Parallel()
-	tl := newTestLog(t, 4<<10, segment.Sync)
-	st := store.NewMemory()
+	tl, st, m, _ := pastGCBoundary(t)
 	ctx := context.Background()
-	a := openTake(t, testConfig(st, tl, Replicated), tl)
-	var m Manifest
-	eventually(t, "a manifest's GC boundary with two chunks after it", func() bool {
-		last := tl.append(1)
-		if err := a.Wait(ctx, last); err != nil {
-			t.Fatal(err)
-		}
-		m, _ = newestManifest(t, st)
-		nums := chunkNumbers(t, st)
-		return m.GC > 1 && nums[len(nums)-1] > m.GC+1
-	})
-	tl.detach(a)
-	if err := a.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	m, _ = newestManifest(t, st)
 	if err := st.Delete(ctx, ChunkKey(testLedgerID(), m.GC)); err != nil {
 		t.Fatal(err)
 	}
@@ -383,6 +394,12 @@ func TestWriterOpenGapAtGCBoundary(t *testing.T) {
 		if c.Number < m.GC {
 			continue
 		}
+		if next > head && c.Epoch < 2 {
+			// The old epoch's uploads past the new writer's last chunk
+			// (its backlog shipped in fewer chunks): the history ends
+			// before them, as a fenced writer's late uploads.
+			continue
+		}
 		if c.Epoch != 2 || c.FirstSeq != next || c.Number == m.GC && !c.Fence() {
 			t.Fatalf("chunk %d: epoch %d, records %d to %d (fence %v); want epoch 2 from %d, its fence at %d", c.Number, c.Epoch, c.FirstSeq, c.LastSeq, c.Fence(), next, m.GC)
 		}
@@ -390,5 +407,106 @@ func TestWriterOpenGapAtGCBoundary(t *testing.T) {
 	}
 	if next != head+1 {
 		t.Fatalf("the chunks from the boundary end at %d, want %d", next-1, head)
+	}
+}
+
+// TestTakeKeepsLateUploadAtGCBoundary: the next writer opens while the
+// chunk at the GC boundary is missing and later ones are stored (tail at
+// the last seg/ object, TestWriterOpenGapAtGCBoundary); then the old
+// writer's upload of that chunk lands before the fence. With it, the
+// chunks from the boundary hold the old writer's records without a gap,
+// and it acknowledged them: the chunk is the history's next, not a
+// fenced writer's late upload, whatever it names as the chunk before (a
+// chunk deleted by GC, which the next writer cannot know). Take must not
+// delete it: the bucket is ahead of what the writer read (ErrBehind), as
+// when an upload in flight lands in a gap after the first chunk.
+func TestTakeKeepsLateUploadAtGCBoundary(t *testing.T) {
+	t.Parallel()
+	tl, st, m, acked := pastGCBoundary(t)
+	ctx := context.Background()
+	key := ChunkKey(testLedgerID(), m.GC)
+	late, err := st.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+
+	b, tail, err := Open(ctx, testConfig(st, tl, Replicated))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close(ctx) })
+	if tail.Seq != m.SealedSeq {
+		t.Fatalf("tail at record %d, want the last seg/ object's, %d", tail.Seq, m.SealedSeq)
+	}
+	if _, err := st.Put(ctx, key, late.Data, store.CreateOnly()); err != nil {
+		t.Fatal(err)
+	}
+	tl.attach(b)
+	if err := b.Take(ctx); !errors.Is(err, ErrBehind) {
+		t.Fatalf("Take after the old writer's chunk %s landed at the boundary: %v, want ErrBehind", key, err)
+	}
+	got, err := st.Get(ctx, key)
+	if err != nil || !bytes.Equal(got.Data, late.Data) {
+		t.Fatalf("chunk %s, acknowledged, is gone or replaced (%v)", key, err)
+	}
+	next := m.SealedSeq + 1
+	chunks, _ := bucketChunks(t, st)
+	for _, c := range chunks {
+		if c.Number >= m.GC {
+			if c.FirstSeq != next {
+				t.Fatalf("chunk %d holds records from %d, want %d", c.Number, c.FirstSeq, next)
+			}
+			next = c.LastSeq + 1
+		}
+	}
+	if next <= acked {
+		t.Fatalf("the chunks from the boundary end at record %d, record %d was acknowledged", next-1, acked)
+	}
+}
+
+// TestTakeAfterGapAtGCBoundaryTakesNewEpoch: the chunk at the GC
+// boundary is missing, later ones are stored, and they are of a higher
+// epoch than the newest manifest's (the manifests of the writer that
+// stored them deleted by hand). The next writer, whose tail is the last
+// seg/ object's, takes an epoch above theirs: two writers of one epoch
+// would leave chunks that no reader can order.
+func TestTakeAfterGapAtGCBoundaryTakesNewEpoch(t *testing.T) {
+	t.Parallel()
+	tl, st, m, _ := pastGCBoundary(t)
+	ctx := context.Background()
+	if err := st.Delete(ctx, ChunkKey(testLedgerID(), m.GC)); err != nil {
+		t.Fatal(err)
+	}
+	// The chunks after the gap, as a writer of epoch m.Epoch+1 stored
+	// them.
+	chunks, _ := bucketChunks(t, st)
+	later := m.Epoch + 1
+	for _, c := range chunks {
+		if c.Number > m.GC {
+			c.Epoch = later
+			if _, err := st.Put(ctx, ChunkKey(testLedgerID(), c.Number), c.Encode(), store.Condition{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	b, _, err := Open(ctx, testConfig(st, tl, Replicated))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close(ctx) })
+	tl.attach(b)
+	if err := b.Take(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if e := b.Status().Epoch; e <= later {
+		t.Fatalf("the next writer took epoch %d; the chunks after the gap are of epoch %d", e, later)
+	}
+	head := tl.append(1)
+	if err := b.Wait(ctx, head); err != nil {
+		t.Fatal(err)
 	}
 }

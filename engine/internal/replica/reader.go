@@ -210,17 +210,20 @@ func (r *Reader) listChunks(ctx context.Context, gc uint64) (keys []string, gap 
 	return keys, gap, err
 }
 
-// gapBefore judges the first chunk listed from the GC boundary gc, data
+// gapBefore judges the first chunk listed from chunk from (the GC
+// boundary; for a Follow, the chunk after the last one read), data
 // stored under key, when the events before it end at seq (the last seg/
 // object's): if its records do not follow them (a fence: its place), the
-// chunks between the boundary and it are a gap, and gap is true: an
-// upload in flight that a later one overtook, at the boundary the last
-// seal moved, as a gap after the first chunk is (chunkRun), or damage,
-// which the checkpoint and the newest manifest tell. A chunk whose records
-// do follow them, after chunks deleted by GC (a boundary a writer copied
-// from an older manifest), is no gap.
-func gapBefore(ledger eventid.LedgerID, key string, data []byte, gc, seq uint64) (gap bool, err error) {
-	if n, _ := ParseNumber(key); n <= max(gc, 1) {
+// chunks between from and it are a gap, and gap is true: an upload in
+// flight that a later one overtook, at the boundary the last seal moved,
+// as a gap after the first chunk is (chunkRun), or damage, which the
+// checkpoint and the newest manifest tell. A chunk whose records do
+// follow them, after chunks deleted by GC (a boundary a writer copied
+// from an older manifest), is no gap. A chunk at from itself is not
+// judged here: whether it follows is the chain's and the records' check
+// (read.linked), an error naming it.
+func gapBefore(ledger eventid.LedgerID, key string, data []byte, from, seq uint64) (gap bool, err error) {
+	if n, _ := ParseNumber(key); n <= max(from, 1) {
 		return false, nil
 	}
 	c, err := DecodeChunk(key, ledger, data)
@@ -449,7 +452,7 @@ func (rd *read) chunks(ctx context.Context, keys []string) error {
 		}
 		obj, err := rd.r.cfg.Store.Get(ctx, key)
 		if i == 0 && err == nil {
-			if gap, err := gapBefore(rd.r.cfg.Ledger, key, obj.Data, rd.st.Manifest.GC, rd.head.Seq); err != nil || gap {
+			if gap, err := gapBefore(rd.r.cfg.Ledger, key, obj.Data, rd.last+1, rd.head.Seq); err != nil || gap {
 				if gap {
 					n, _ := ParseNumber(key)
 					rd.ended = ChunkKey(rd.r.cfg.Ledger, n-1) + ", missing (a gap): later chunks are stored"

@@ -384,3 +384,79 @@ func TestReaderGapAtGCBoundary(t *testing.T) {
 		}
 	})
 }
+
+// missOnceStore answers the first Get of key, once key is set, with
+// ErrNotFound: a GET that ran just before the object's PUT.
+type missOnceStore struct {
+	store.Store
+	key    string
+	missed bool
+}
+
+func (s *missOnceStore) Get(ctx context.Context, key string) (store.Object, error) {
+	if key == s.key && !s.missed {
+		s.missed = true
+		return store.Object{}, fmt.Errorf("%s: %w", key, store.ErrNotFound)
+	}
+	return s.Store.Get(ctx, key)
+}
+
+// TestFollowChunkSkippingRecordsNamed: a Follow's next chunk, not found
+// by its GET and then listed (stored in between), names the chunk
+// before it as Prev but holds records that do not follow it (events
+// skipped: forged by someone with write access to the bucket). The Poll
+// fails naming that chunk, as when the GET finds it: it is no gap, the
+// chunk before it being the last one read.
+func TestFollowChunkSkippingRecordsNamed(t *testing.T) {
+	tl := writeLog(t, 600)
+	id := readerLedger()
+	ctx := context.Background()
+	b := storeLog(t, tl)
+	n := uint64(len(b.chunks))
+	if b.chunks[n-1].Fence() || b.chunks[n-2].Fence() || b.chunks[n-3].Fence() {
+		t.Fatalf("the last three chunks are not all data chunks")
+	}
+	kept, err := b.st.Get(ctx, ChunkKey(id, n-2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []uint64{n - 1, n} {
+		if err := b.st.Delete(ctx, ChunkKey(id, k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkpoint := func(size uint64) {
+		root := tl.root(size)
+		if _, err := b.st.Put(ctx, CheckpointKey(id), fmt.Appendf(nil, "%d %x", size, root[:]), store.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	head := b.chunks[n-3].LastSeq
+	checkpoint(head)
+	st := &missOnceStore{Store: b.st}
+	f := testReader(st).Follow()
+	nop := func(Piece) error { return nil }
+	res, err := f.Poll(ctx, nop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verified.Seq != head {
+		t.Fatalf("the first Poll verified %d events, want %d", res.Verified.Seq, head)
+	}
+
+	forged := b.chunks[n-1]
+	forged.Number, forged.Prev = n-1, Sum(kept.Data)
+	if _, err := b.st.Put(ctx, ChunkKey(id, n-1), forged.Encode(), store.CreateOnly()); err != nil {
+		t.Fatal(err)
+	}
+	checkpoint(uint64(len(tl.leaves)))
+	st.key = ChunkKey(id, n-1)
+	_, err = f.Poll(ctx, nop)
+	if !st.missed {
+		t.Fatal("the second Poll did not GET the next chunk")
+	}
+	if !errors.Is(err, corruption.Err) || !strings.Contains(err.Error(), ChunkKey(id, n-1)) || strings.Contains(err.Error(), "(a gap)") {
+		t.Fatalf("a chunk after the last read holding records %d to %d, the events read ending at %d: %v; want a corruption error naming %s",
+			forged.FirstSeq, forged.LastSeq, head, err, ChunkKey(id, n-1))
+	}
+}

@@ -249,10 +249,15 @@ func (s *writerState) writeFence(ctx context.Context, root Hash, chase bool) (ui
 			return 0, Hash{}, derr
 		case got.Epoch >= s.epoch:
 			return 0, Hash{}, fmt.Errorf("%w: chunk %s holds epoch %d, this writer's is %d", ErrFenced, key, got.Epoch, s.epoch)
-		case got.Prev != prev:
+		case got.Prev != prev && !(s.tailChunk == 0 && got.FirstSeq == s.tail.Seq+1):
 			// Not the history's next chunk: a fenced writer's upload
 			// that landed after a fence. It is nobody's acknowledged
-			// record; the slot is this writer's.
+			// record; the slot is this writer's. With no chunk at the
+			// tail (the chunk before the boundary deleted by GC, whose
+			// Sum this writer cannot know), a chunk whose records
+			// follow the tail's is the history's next, as every reader
+			// takes it: the writer's upload in flight at the boundary,
+			// landed now, which it acknowledged with the chunks after.
 			if try > 20 {
 				return 0, Hash{}, fmt.Errorf("replica: Take: chunk %s (epoch %d) keeps coming back after being deleted", key, got.Epoch)
 			}

@@ -46,7 +46,7 @@ type writerState struct {
 	tailChunk   uint64 // the last chunk in the bucket at Open (0: none)
 	tailSum     Hash   // Sum of its object
 	tailRoot    Hash   // its Root
-	tailEpoch   uint64 // the highest epoch of the chunks of the history read at Open
+	tailEpoch   uint64 // the highest epoch of the chunks of the history read at Open, or of the first after a gap at the GC boundary
 	manifestNo  uint64 // the newest manifest's number at Open (0: none)
 	manifestLow uint64 // the oldest manifest's number at Open
 
@@ -321,6 +321,12 @@ func (s *writerState) readTail(ctx context.Context) error {
 		}
 		if gap {
 			nums = nil // uploads stored before the one in the gap
+			// Their writer's epoch is taken all the same: the next is
+			// above it (writeTakeManifest), even if the manifests of
+			// that epoch are gone.
+			if c, err := DecodeChunk(key, s.cfg.Ledger, o.Data); err == nil {
+				s.tailEpoch = max(s.tailEpoch, c.Epoch)
+			}
 		}
 	}
 	s.tail.Segment, s.tail.Offset = 1, segment.RecordsStart
