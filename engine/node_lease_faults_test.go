@@ -921,14 +921,7 @@ func TestNodeLeaseReleasedAtClose(t *testing.T) {
 	k := replica.NodeKey("a")
 	lease := func() replica.Lease {
 		t.Helper()
-		obj, err := st.Get(ctx, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := replica.DecodeLease(k, obj.Data)
-		if err != nil {
-			t.Fatal(err)
-		}
+		l, _ := readLease(t, st, "a")
 		return l
 	}
 	dir := t.TempDir()

@@ -83,6 +83,21 @@ func bucketKeys(t *testing.T, st store.Store, prefix string) []string {
 	return keys
 }
 
+// readLease reads and decodes node name's lease object, with its ETag.
+func readLease(t *testing.T, st store.Store, name string) (replica.Lease, string) {
+	t.Helper()
+	k := replica.NodeKey(name)
+	obj, err := st.Get(context.Background(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := replica.DecodeLease(k, obj.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, obj.ETag
+}
+
 // TestNodeLeaseRenewed: a node writes its lease under nodes/ at Open and
 // renews it (the counter goes up, the ETag changes) while it runs; the
 // lease names the node's address, its duration and the process that
@@ -92,22 +107,11 @@ func TestNodeLeaseRenewed(t *testing.T) {
 	key := filepath.Join(t.TempDir(), "nodes.key")
 	db := openNode(t, t.TempDir(), st, key, "node/a b")
 	defer db.Close()
-	ctx := context.Background()
 	k := replica.NodeKey("node/a b")
 	if k != "nodes/node%2Fa%20b" {
 		t.Fatalf("key %q", k)
 	}
-	read := func() (replica.Lease, string) {
-		obj, err := st.Get(ctx, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := replica.DecodeLease(k, obj.Data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l, obj.ETag
-	}
+	read := func() (replica.Lease, string) { return readLease(t, st, "node/a b") }
 	l0, e0 := read()
 	if l0.Address != "http://node/a b.test" || l0.Duration() != 600*time.Millisecond || l0.Writer != db.repl.identity {
 		t.Fatalf("lease %+v", l0)
