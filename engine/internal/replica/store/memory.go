@@ -110,6 +110,41 @@ func (m *Memory) List(ctx context.Context, prefix, startAfter string, limit int)
 	return p, nil
 }
 
+// Folders implements Store.
+func (m *Memory) Folders(ctx context.Context, prefix, startAfter string, limit int) (FolderPage, error) {
+	if err := ctx.Err(); err != nil {
+		return FolderPage{}, err
+	}
+	if limit <= 0 || limit > maxListPage {
+		limit = maxListPage
+	}
+	after := afterFolder(startAfter)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seen := map[string]bool{}
+	var folders []string
+	for k := range m.objects {
+		if !strings.HasPrefix(k, prefix) || k <= after {
+			continue
+		}
+		i := strings.IndexByte(k[len(prefix):], '/')
+		if i < 0 {
+			continue
+		}
+		if f := k[:len(prefix)+i+1]; !seen[f] {
+			seen[f] = true
+			folders = append(folders, f)
+		}
+	}
+	sort.Strings(folders)
+	var p FolderPage
+	if len(folders) > limit {
+		folders, p.Truncated = folders[:limit], true
+	}
+	p.Folders = folders
+	return p, nil
+}
+
 // Delete implements Store.
 func (m *Memory) Delete(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
