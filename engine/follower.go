@@ -505,6 +505,13 @@ func (s timedStore) List(ctx context.Context, prefix, startAfter string, limit i
 	return p, said(err)
 }
 
+func (s timedStore) Folders(ctx context.Context, prefix, startAfter string, limit int) (store.FolderPage, error) {
+	c, cancel, said := s.bound(ctx)
+	defer cancel()
+	p, err := s.Store.Folders(c, prefix, startAfter, limit)
+	return p, said(err)
+}
+
 // testEndpointName names a test's store in errors.
 const testEndpointName = "the replica store"
 
