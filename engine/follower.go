@@ -34,7 +34,7 @@ const (
 const followerFile = "follower.json"
 
 // discoverEvery is how often a follower of every ledger lists the
-// bucket's ledgers for new ones (one LIST per ledger).
+// bucket's ledgers for new ones (one LIST per 1,000 ledgers).
 const discoverEvery = time.Minute
 
 // FollowerOptions say what a Follower follows, and how.
