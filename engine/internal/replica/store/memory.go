@@ -87,9 +87,7 @@ func (m *Memory) List(ctx context.Context, prefix, startAfter string, limit int)
 	if err := ctx.Err(); err != nil {
 		return Page{}, err
 	}
-	if limit <= 0 || limit > maxListPage {
-		limit = maxListPage
-	}
+	limit = pageSize(limit)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var keys []string
@@ -115,9 +113,7 @@ func (m *Memory) Folders(ctx context.Context, prefix, startAfter string, limit i
 	if err := ctx.Err(); err != nil {
 		return FolderPage{}, err
 	}
-	if limit <= 0 || limit > maxListPage {
-		limit = maxListPage
-	}
+	limit = pageSize(limit)
 	after := afterFolder(startAfter)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -158,6 +154,15 @@ func (m *Memory) Delete(ctx context.Context, key string) error {
 
 // maxListPage is S3's largest page of ListObjectsV2.
 const maxListPage = 1000
+
+// pageSize is the page of a List or Folders asked for limit: S3's
+// largest when limit is <= 0 or larger.
+func pageSize(limit int) int {
+	if limit <= 0 || limit > maxListPage {
+		return maxListPage
+	}
+	return limit
+}
 
 // checkKey refuses keys that S3 would refuse or change.
 func checkKey(key string) error {

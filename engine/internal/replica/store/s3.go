@@ -227,17 +227,7 @@ func (s *S3) Head(ctx context.Context, key string) (ObjectInfo, error) {
 
 // List implements Store.
 func (s *S3) List(ctx context.Context, prefix, startAfter string, limit int) (Page, error) {
-	if limit <= 0 || limit > maxListPage {
-		limit = maxListPage
-	}
-	in := &s3.ListObjectsV2Input{
-		Bucket:  aws.String(s.loc.Bucket),
-		Prefix:  aws.String(s.loc.Prefix + prefix),
-		MaxKeys: aws.Int32(int32(limit)),
-	}
-	if startAfter != "" {
-		in.StartAfter = aws.String(s.loc.Prefix + startAfter)
-	}
+	in := s.listInput(prefix, startAfter, limit)
 	var p Page
 	err := s.do(ctx, "list "+prefix, false, func(ctx context.Context) error {
 		out, err := s.client.ListObjectsV2(ctx, in)
@@ -268,20 +258,10 @@ func (s *S3) List(ctx context.Context, prefix, startAfter string, limit int) (Pa
 // objects in a row) is followed by the next at once, from its last
 // object, so that a caller never gets an empty page to continue from.
 func (s *S3) Folders(ctx context.Context, prefix, startAfter string, limit int) (FolderPage, error) {
-	if limit <= 0 || limit > maxListPage {
-		limit = maxListPage
-	}
-	in := &s3.ListObjectsV2Input{
-		Bucket:    aws.String(s.loc.Bucket),
-		Prefix:    aws.String(s.loc.Prefix + prefix),
-		Delimiter: aws.String("/"),
-		MaxKeys:   aws.Int32(int32(limit)),
-	}
 	after := afterFolder(startAfter)
 	for {
-		if after != "" {
-			in.StartAfter = aws.String(s.loc.Prefix + after)
-		}
+		in := s.listInput(prefix, after, limit)
+		in.Delimiter = aws.String("/")
 		var p FolderPage
 		last := ""
 		err := s.do(ctx, "list folders of "+prefix, false, func(ctx context.Context) error {
@@ -311,6 +291,20 @@ func (s *S3) Folders(ctx context.Context, prefix, startAfter string, limit int) 
 		}
 		after = k
 	}
+}
+
+// listInput is a ListObjectsV2 of the keys under prefix after
+// startAfter, a page of limit (S3's largest when limit is <= 0 or larger).
+func (s *S3) listInput(prefix, startAfter string, limit int) *s3.ListObjectsV2Input {
+	in := &s3.ListObjectsV2Input{
+		Bucket:  aws.String(s.loc.Bucket),
+		Prefix:  aws.String(s.loc.Prefix + prefix),
+		MaxKeys: aws.Int32(int32(pageSize(limit))),
+	}
+	if startAfter != "" {
+		in.StartAfter = aws.String(s.loc.Prefix + startAfter)
+	}
+	return in
 }
 
 // relative takes the store's prefix off key, a key S3 listed.
