@@ -34,7 +34,7 @@ const (
 const followerFile = "follower.json"
 
 // discoverEvery is how often a follower of every ledger lists the
-// bucket's ledgers for new ones (one LIST per ledger).
+// bucket's ledgers for new ones (one LIST per 1,000 ledgers).
 const discoverEvery = time.Minute
 
 // FollowerOptions say what a Follower follows, and how.
@@ -502,6 +502,13 @@ func (s timedStore) List(ctx context.Context, prefix, startAfter string, limit i
 	c, cancel, said := s.bound(ctx)
 	defer cancel()
 	p, err := s.Store.List(c, prefix, startAfter, limit)
+	return p, said(err)
+}
+
+func (s timedStore) Folders(ctx context.Context, prefix, startAfter string, limit int) (store.FolderPage, error) {
+	c, cancel, said := s.bound(ctx)
+	defer cancel()
+	p, err := s.Store.Folders(c, prefix, startAfter, limit)
 	return p, said(err)
 }
 

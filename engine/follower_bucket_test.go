@@ -66,6 +66,14 @@ func (s *hangingStore) List(ctx context.Context, prefix, after string, limit int
 	return s.Store.List(ctx, prefix, after, limit)
 }
 
+func (s *hangingStore) Folders(ctx context.Context, prefix, after string, limit int) (store.FolderPage, error) {
+	if s.on.Load() {
+		<-ctx.Done()
+		return store.FolderPage{}, fmt.Errorf("test store: list the folders of %s: %w", prefix, ctx.Err())
+	}
+	return s.Store.Folders(ctx, prefix, after, limit)
+}
+
 // TestFollowerPollBoundedByStoreTimeout: with a store that stops
 // answering, each poll ends within FollowerOptions.StoreTimeout with an
 // error saying so (FollowerStatus.LastError), rather than waiting for

@@ -14,7 +14,7 @@ import (
 )
 
 // unreadableStore is a store that, while down is set, answers no read:
-// every List, Get and Head fails as an unreachable store's do.
+// every List, Folders, Get and Head fails as an unreachable store's do.
 type unreadableStore struct{ getsDownStore }
 
 func (s *unreadableStore) Head(ctx context.Context, key string) (store.ObjectInfo, error) {
@@ -29,6 +29,13 @@ func (s *unreadableStore) List(ctx context.Context, prefix, after string, limit 
 		return store.Page{}, errStoreDown
 	}
 	return s.Store.List(ctx, prefix, after, limit)
+}
+
+func (s *unreadableStore) Folders(ctx context.Context, prefix, after string, limit int) (store.FolderPage, error) {
+	if s.down.Load() {
+		return store.FolderPage{}, errStoreDown
+	}
+	return s.Store.Folders(ctx, prefix, after, limit)
 }
 
 // unreadable returns a view of st that answers no read.

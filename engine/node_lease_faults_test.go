@@ -326,7 +326,8 @@ func TestOpenRemovesInterruptedTakeLedger(t *testing.T) {
 	}
 }
 
-// listHookStore calls during, if set, in the middle of every List.
+// listHookStore calls during, if set, in the middle of every List and
+// Folders.
 type listHookStore struct {
 	store.Store
 	during func()
@@ -337,6 +338,13 @@ func (s *listHookStore) List(ctx context.Context, prefix, after string, limit in
 		s.during()
 	}
 	return s.Store.List(ctx, prefix, after, limit)
+}
+
+func (s *listHookStore) Folders(ctx context.Context, prefix, after string, limit int) (store.FolderPage, error) {
+	if s.during != nil {
+		s.during()
+	}
+	return s.Store.Folders(ctx, prefix, after, limit)
 }
 
 // TestLeaseWatchCountsFromAfterTheList: a renewal sent and stored while

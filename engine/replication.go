@@ -826,33 +826,29 @@ func inspectStore(ctx context.Context, s store.Store, endpoint string, ledgers [
 	return out, nil
 }
 
-// bucketLedgers lists the ledgers a bucket holds objects of: one List
-// call per ledger, each starting after the one before's objects. Objects
-// under ledgers/ outside a ledger's folder are passed over.
+// bucketLedgers lists the ledgers a bucket holds objects of, in the
+// order of their IDs: the folders under ledgers/ (store.Folders), one
+// request per 1000 of them. A folder that is no ledger's (its name not a
+// ledger ID's, LLLLLLLL) and the objects directly under ledgers/ are
+// passed over.
 func bucketLedgers(ctx context.Context, s store.Store) ([]eventid.LedgerID, error) {
 	const prefix = "ledgers/"
 	var ids []eventid.LedgerID
 	after := ""
 	for {
-		page, err := s.List(ctx, prefix, after, 1)
+		page, err := s.Folders(ctx, prefix, after, 0)
 		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", prefix, err)
+			return nil, fmt.Errorf("list the folders of %s: %w", prefix, err)
 		}
-		if len(page.Objects) == 0 {
+		for _, f := range page.Folders {
+			id, err := eventid.ParseLedgerID(strings.TrimSuffix(strings.TrimPrefix(f, prefix), "/"))
+			if err == nil && replica.LedgerPrefix(id) == f {
+				ids = append(ids, id)
+			}
+		}
+		if !page.Truncated || len(page.Folders) == 0 {
 			return ids, nil
 		}
-		key := page.Objects[0].Key
-		name, _, ok := strings.Cut(strings.TrimPrefix(key, prefix), "/")
-		id, err := eventid.ParseLedgerID(name)
-		if ok && err == nil && replica.LedgerPrefix(id) == prefix+name+"/" {
-			ids = append(ids, id)
-		}
-		// An object under no ledger's folder (LLLLLLLL/) is no ledger's:
-		// passed over, as are the folders that are no ledger's.
-		after = key
-		if ok {
-			// After every key of the folder: '0' sorts after '/'.
-			after = prefix + name + "0"
-		}
+		after = page.Folders[len(page.Folders)-1]
 	}
 }

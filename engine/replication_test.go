@@ -97,6 +97,13 @@ func (s *replStore) List(ctx context.Context, prefix, after string, limit int) (
 	return s.Store.List(ctx, prefix, after, limit)
 }
 
+func (s *replStore) Folders(ctx context.Context, prefix, after string, limit int) (store.FolderPage, error) {
+	if s.down.Load() {
+		return store.FolderPage{}, errStoreDown
+	}
+	return s.Store.Folders(ctx, prefix, after, limit)
+}
+
 func (s *replStore) Delete(ctx context.Context, key string) error {
 	if s.down.Load() {
 		return errStoreDown

@@ -98,6 +98,13 @@ func (f *faultStore) List(ctx context.Context, prefix, startAfter string, limit 
 	return f.Store.List(ctx, prefix, startAfter, limit)
 }
 
+func (f *faultStore) Folders(ctx context.Context, prefix, startAfter string, limit int) (store.FolderPage, error) {
+	if f.down.Load() {
+		return store.FolderPage{}, errDown
+	}
+	return f.Store.Folders(ctx, prefix, startAfter, limit)
+}
+
 func (f *faultStore) Delete(ctx context.Context, key string) error {
 	if f.down.Load() {
 		return errDown

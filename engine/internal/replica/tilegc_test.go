@@ -12,7 +12,8 @@ import (
 	"github.com/annal-db/annal/engine/tree"
 )
 
-// countingStore counts the Lists and Deletes made through it.
+// countingStore counts the Lists (Folders among them) and Deletes made
+// through it.
 type countingStore struct {
 	store.Store
 	mu            sync.Mutex
@@ -24,6 +25,13 @@ func (s *countingStore) List(ctx context.Context, prefix, after string, limit in
 	s.lists++
 	s.mu.Unlock()
 	return s.Store.List(ctx, prefix, after, limit)
+}
+
+func (s *countingStore) Folders(ctx context.Context, prefix, after string, limit int) (store.FolderPage, error) {
+	s.mu.Lock()
+	s.lists++
+	s.mu.Unlock()
+	return s.Store.Folders(ctx, prefix, after, limit)
 }
 
 func (s *countingStore) Delete(ctx context.Context, key string) error {

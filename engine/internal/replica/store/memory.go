@@ -87,9 +87,7 @@ func (m *Memory) List(ctx context.Context, prefix, startAfter string, limit int)
 	if err := ctx.Err(); err != nil {
 		return Page{}, err
 	}
-	if limit <= 0 || limit > maxListPage {
-		limit = maxListPage
-	}
+	limit = pageSize(limit)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var keys []string
@@ -110,6 +108,39 @@ func (m *Memory) List(ctx context.Context, prefix, startAfter string, limit int)
 	return p, nil
 }
 
+// Folders implements Store.
+func (m *Memory) Folders(ctx context.Context, prefix, startAfter string, limit int) (FolderPage, error) {
+	if err := ctx.Err(); err != nil {
+		return FolderPage{}, err
+	}
+	limit = pageSize(limit)
+	after := afterFolder(startAfter)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seen := map[string]bool{}
+	var folders []string
+	for k := range m.objects {
+		if !strings.HasPrefix(k, prefix) || k <= after {
+			continue
+		}
+		i := strings.IndexByte(k[len(prefix):], '/')
+		if i < 0 {
+			continue
+		}
+		if f := k[:len(prefix)+i+1]; !seen[f] {
+			seen[f] = true
+			folders = append(folders, f)
+		}
+	}
+	sort.Strings(folders)
+	var p FolderPage
+	if len(folders) > limit {
+		folders, p.Truncated = folders[:limit], true
+	}
+	p.Folders = folders
+	return p, nil
+}
+
 // Delete implements Store.
 func (m *Memory) Delete(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
@@ -123,6 +154,15 @@ func (m *Memory) Delete(ctx context.Context, key string) error {
 
 // maxListPage is S3's largest page of ListObjectsV2.
 const maxListPage = 1000
+
+// pageSize is the page of a List or Folders asked for limit: S3's
+// largest when limit is <= 0 or larger.
+func pageSize(limit int) int {
+	if limit <= 0 || limit > maxListPage {
+		return maxListPage
+	}
+	return limit
+}
 
 // checkKey refuses keys that S3 would refuse or change.
 func checkKey(key string) error {

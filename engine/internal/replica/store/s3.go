@@ -227,17 +227,7 @@ func (s *S3) Head(ctx context.Context, key string) (ObjectInfo, error) {
 
 // List implements Store.
 func (s *S3) List(ctx context.Context, prefix, startAfter string, limit int) (Page, error) {
-	if limit <= 0 || limit > maxListPage {
-		limit = maxListPage
-	}
-	in := &s3.ListObjectsV2Input{
-		Bucket:  aws.String(s.loc.Bucket),
-		Prefix:  aws.String(s.loc.Prefix + prefix),
-		MaxKeys: aws.Int32(int32(limit)),
-	}
-	if startAfter != "" {
-		in.StartAfter = aws.String(s.loc.Prefix + startAfter)
-	}
+	in := s.listInput(prefix, startAfter, limit)
 	var p Page
 	err := s.do(ctx, "list "+prefix, false, func(ctx context.Context) error {
 		out, err := s.client.ListObjectsV2(ctx, in)
@@ -246,12 +236,12 @@ func (s *S3) List(ctx context.Context, prefix, startAfter string, limit int) (Pa
 		}
 		p = Page{Truncated: aws.ToBool(out.IsTruncated)}
 		for _, c := range out.Contents {
-			k := aws.ToString(c.Key)
-			if !strings.HasPrefix(k, s.loc.Prefix) {
-				return fmt.Errorf("store: list %q: the store returned key %q outside the prefix %q", prefix, k, s.loc.Prefix)
+			k, err := s.relative(fmt.Sprintf("list %q", prefix), aws.ToString(c.Key))
+			if err != nil {
+				return err
 			}
 			p.Objects = append(p.Objects, ObjectInfo{
-				Key:  strings.TrimPrefix(k, s.loc.Prefix),
+				Key:  k,
 				Size: aws.ToInt64(c.Size),
 				ETag: aws.ToString(c.ETag),
 			})
@@ -259,6 +249,71 @@ func (s *S3) List(ctx context.Context, prefix, startAfter string, limit int) (Pa
 		return nil
 	})
 	return p, err
+}
+
+// Folders implements Store: ListObjectsV2 with Delimiter "/", whose
+// CommonPrefixes are the folders. S3 counts the objects directly under
+// prefix in MaxKeys with the folders, so a page may hold fewer than
+// limit folders; one that holds none but is truncated (limit such
+// objects in a row) is followed by the next at once, from its last
+// object, so that a caller never gets an empty page to continue from.
+func (s *S3) Folders(ctx context.Context, prefix, startAfter string, limit int) (FolderPage, error) {
+	after := afterFolder(startAfter)
+	for {
+		in := s.listInput(prefix, after, limit)
+		in.Delimiter = aws.String("/")
+		var p FolderPage
+		last := ""
+		err := s.do(ctx, "list folders of "+prefix, false, func(ctx context.Context) error {
+			out, err := s.client.ListObjectsV2(ctx, in)
+			if err != nil {
+				return err
+			}
+			p = FolderPage{Truncated: aws.ToBool(out.IsTruncated)}
+			for _, c := range out.CommonPrefixes {
+				f, err := s.relative("list folders of "+prefix, aws.ToString(c.Prefix))
+				if err != nil {
+					return err
+				}
+				p.Folders = append(p.Folders, f)
+			}
+			if n := len(out.Contents); n > 0 {
+				last = aws.ToString(out.Contents[n-1].Key)
+			}
+			return nil
+		})
+		if err != nil || len(p.Folders) > 0 || !p.Truncated {
+			return p, err
+		}
+		k, err := s.relative("list folders of "+prefix, last)
+		if err != nil || k <= after {
+			return FolderPage{}, fmt.Errorf("store: list folders of %q: a truncated page without a folder ends at %q, not after %q", prefix, last, after)
+		}
+		after = k
+	}
+}
+
+// listInput is a ListObjectsV2 of the keys under prefix after
+// startAfter, a page of limit (S3's largest when limit is <= 0 or larger).
+func (s *S3) listInput(prefix, startAfter string, limit int) *s3.ListObjectsV2Input {
+	in := &s3.ListObjectsV2Input{
+		Bucket:  aws.String(s.loc.Bucket),
+		Prefix:  aws.String(s.loc.Prefix + prefix),
+		MaxKeys: aws.Int32(int32(pageSize(limit))),
+	}
+	if startAfter != "" {
+		in.StartAfter = aws.String(s.loc.Prefix + startAfter)
+	}
+	return in
+}
+
+// relative takes the store's prefix off key, a key S3 listed.
+func (s *S3) relative(what, key string) (string, error) {
+	k, ok := strings.CutPrefix(key, s.loc.Prefix)
+	if !ok {
+		return "", fmt.Errorf("store: %s: the store returned key %q outside the prefix %q", what, key, s.loc.Prefix)
+	}
+	return k, nil
 }
 
 // Delete implements Store.

@@ -1,6 +1,6 @@
 // Package store is the object store a ledger is replicated to: a small
 // interface of annal's own (Put with a condition, Get, Head, List,
-// Delete), an S3 implementation on aws-sdk-go-v2, and an in-memory one
+// Folders, Delete), an S3 implementation on aws-sdk-go-v2, and an in-memory one
 // with the same semantics for unit tests.
 //
 // Keys are relative to the store's prefix: the S3 implementation puts
@@ -19,6 +19,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"strings"
 )
 
 // Store is an object store under one prefix. Implementations are safe for
@@ -43,6 +44,19 @@ type Store interface {
 	// startAfter, in byte order of their keys. When Page.Truncated is set,
 	// more follow: call again with startAfter set to the last key returned.
 	List(ctx context.Context, prefix, startAfter string, limit int) (Page, error)
+	// Folders returns the folders directly under prefix: each key's part
+	// up to and including the first "/" after prefix, once, for the keys
+	// that have one (an object directly under prefix is in no folder and
+	// is not returned). The folders are in byte order, at most limit of
+	// them (limit <= 0 means the store's page size, at most 1000), and
+	// each sorts after startAfter, which is "" or a folder an earlier
+	// call returned (every key under that folder is passed over). When
+	// FolderPage.Truncated is set, more may follow: call again with
+	// startAfter set to the last folder returned. On S3 a page is one
+	// ListObjectsV2 with Delimiter "/" (its CommonPrefixes): a bucket of
+	// n folders is listed in about n/1000 requests, whatever the number
+	// of objects in them.
+	Folders(ctx context.Context, prefix, startAfter string, limit int) (FolderPage, error)
 	// Delete removes key. Deleting a missing key is not an error (S3 answers
 	// 204 either way).
 	Delete(ctx context.Context, key string) error
@@ -107,6 +121,29 @@ type Page struct {
 	Objects []ObjectInfo
 	// Truncated is set when more objects follow the last one in Objects.
 	Truncated bool
+}
+
+// FolderPage is one page of Folders.
+type FolderPage struct {
+	// Folders are keys relative to the store's prefix, each ending in
+	// "/": "ledgers/0000002a/" for the folders under "ledgers/".
+	Folders []string
+	// Truncated is set when more folders may follow the last one in
+	// Folders.
+	Truncated bool
+}
+
+// afterFolder is the key to list from, exclusive, to pass over every key
+// under startAfter when it is a folder (it ends in "/"): the folder's
+// name followed by '0', the byte after '/'. Every key under the folder
+// sorts before it, and every other key after the folder sorts at or
+// after it; one equal to it has no "/" after the folder's parent, so is
+// in no folder. Any other startAfter is returned as it is.
+func afterFolder(startAfter string) string {
+	if name, ok := strings.CutSuffix(startAfter, "/"); ok {
+		return name + "0"
+	}
+	return startAfter
 }
 
 var (

@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -183,6 +184,73 @@ var cases = []struct {
 			t.Fatalf("List of an empty prefix = %+v, %v", p, err)
 		}
 	}},
+	{"FoldersUnderPrefix", func(t *testing.T, ctx context.Context, s store.Store) {
+		for _, k := range []string{
+			"ledgers/0000000b/manifest", "ledgers/0000000b/wal/1", // nested keys: one folder
+			"ledgers/0000000a/checkpoint", "ledgers/0000000a/wal/2",
+			"ledgers/notes/readme",                             // a folder, if no ledger's
+			"ledgers/stray", "ledgers/0000000a0", "ledgers/zz", // objects directly under: no folder
+			"ledgersX/y", "nodes/n1", "top", // outside the prefix
+		} {
+			put(t, ctx, s, k, "x", store.CreateOnly())
+		}
+		all := []string{"ledgers/0000000a/", "ledgers/0000000b/", "ledgers/notes/"}
+		p, err := s.Folders(ctx, "ledgers/", "", 0)
+		if err != nil || !slices.Equal(p.Folders, all) || p.Truncated {
+			t.Fatalf("Folders of ledgers/ = %+v, %v; want %v, not truncated", p, err, all)
+		}
+		// One folder a page: every folder once, in order, and no empty
+		// page that says more follow.
+		got := folderPages(t, ctx, s, "ledgers/", 1)
+		if !slices.Equal(got, all) {
+			t.Fatalf("Folders of ledgers/ one a page = %v, want %v", got, all)
+		}
+		// After a folder: none of its keys gives it again, and the object
+		// just after its keys (ledgers/0000000a0) is no folder.
+		p, err = s.Folders(ctx, "ledgers/", "ledgers/0000000a/", 0)
+		if err != nil || !slices.Equal(p.Folders, all[1:]) || p.Truncated {
+			t.Fatalf("Folders of ledgers/ after ledgers/0000000a/ = %+v, %v; want %v", p, err, all[1:])
+		}
+		p, err = s.Folders(ctx, "ledgers/", "ledgers/notes/", 0)
+		if err != nil || len(p.Folders) != 0 || p.Truncated {
+			t.Fatalf("Folders of ledgers/ after the last = %+v, %v; want none", p, err)
+		}
+		p, err = s.Folders(ctx, "", "", 0)
+		if want := []string{"ledgers/", "ledgersX/", "nodes/"}; err != nil || !slices.Equal(p.Folders, want) || p.Truncated {
+			t.Fatalf("Folders of the empty prefix = %+v, %v; want %v (not the object top)", p, err, want)
+		}
+		p, err = s.Folders(ctx, "nothing/", "", 0)
+		if err != nil || len(p.Folders) != 0 || p.Truncated {
+			t.Fatalf("Folders of a prefix that holds nothing = %+v, %v", p, err)
+		}
+	}},
+	{"FoldersAfterManyObjects", func(t *testing.T, ctx context.Context, s store.Store) {
+		// More objects directly under the prefix than a page holds,
+		// before the folders: S3 counts them in a page's keys, and the
+		// folders after them must still come, in pages that each hold one.
+		for _, k := range []string{"f/1", "f/2", "f/3", "f/4", "f/5", "f/6/a", "f/6/b", "f/7", "f/8/a", "f/9"} {
+			put(t, ctx, s, k, "x", store.CreateOnly())
+		}
+		if got, want := folderPages(t, ctx, s, "f/", 2), []string{"f/6/", "f/8/"}; !slices.Equal(got, want) {
+			t.Fatalf("Folders of f/ two a page = %v, want %v", got, want)
+		}
+	}},
+	{"FoldersPageOfAThousand", func(t *testing.T, ctx context.Context, s store.Store) {
+		// limit 0 is a page of 1000, S3's largest: 1001 folders are two.
+		var want []string
+		for i := range 1001 {
+			want = append(want, fmt.Sprintf("p/%04d/", i))
+		}
+		putAll(t, ctx, s, want, "o")
+		p, err := s.Folders(ctx, "p/", "", 0)
+		if err != nil || len(p.Folders) != 1000 || !p.Truncated || !slices.Equal(p.Folders, want[:1000]) {
+			t.Fatalf("Folders of 1001 folders: %d folders, truncated %v, %v; want the first 1000, truncated", len(p.Folders), p.Truncated, err)
+		}
+		p, err = s.Folders(ctx, "p/", p.Folders[999], 0)
+		if err != nil || !slices.Equal(p.Folders, want[1000:]) || p.Truncated {
+			t.Fatalf("Folders after the first 1000 = %+v, %v; want %v", p, err, want[1000:])
+		}
+	}},
 	{"RacingCreatesOneWins", func(t *testing.T, ctx context.Context, s store.Store) {
 		const n = 8
 		var wg sync.WaitGroup
@@ -230,6 +298,60 @@ var cases = []struct {
 			t.Fatalf("the probe left %+v, %v", p.Objects, err)
 		}
 	}},
+}
+
+// folderPages lists the folders under prefix limit a page to the end,
+// checking each page: no more than limit folders, in order after the
+// last, and none empty but truncated.
+func folderPages(t *testing.T, ctx context.Context, s store.Store, prefix string, limit int) []string {
+	t.Helper()
+	var got []string
+	after := ""
+	for pages := 1; ; pages++ {
+		p, err := s.Folders(ctx, prefix, after, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Folders) > limit {
+			t.Fatalf("page %d of Folders %s: %d folders, limit %d", pages, prefix, len(p.Folders), limit)
+		}
+		for _, f := range p.Folders {
+			if f <= after {
+				t.Fatalf("page %d of Folders %s after %q gives %q", pages, prefix, after, f)
+			}
+			got, after = append(got, f), f
+		}
+		if !p.Truncated {
+			return got
+		}
+		if len(p.Folders) == 0 {
+			t.Fatalf("page %d of Folders %s is empty and truncated: nothing to continue after", pages, prefix)
+		}
+		if pages > 20 {
+			t.Fatalf("Folders %s never ends: %v", prefix, got)
+		}
+	}
+}
+
+// putAll puts an object named name under each folder, 16 at a time.
+func putAll(t *testing.T, ctx context.Context, s store.Store, folders []string, name string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for _, f := range folders {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if _, err := s.Put(ctx, f+name, []byte("x"), store.Condition{}); err != nil {
+				t.Errorf("Put %s: %v", f+name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
 }
 
 func put(t *testing.T, ctx context.Context, s store.Store, key, data string, cond store.Condition) string {
