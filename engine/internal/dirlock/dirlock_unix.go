@@ -35,7 +35,7 @@ func Lock(dir string) (io.Closer, *os.File, error) {
 		return nil, nil, fmt.Errorf("engine: %w", err)
 	}
 	key := keyOf(fi)
-	if err := flock(fd); err != nil {
+	if err := flockSoon(fd, key); err != nil {
 		d.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, nil, holderError(dir, fi)
@@ -84,6 +84,35 @@ func Lock(dir string) (io.Closer, *os.File, error) {
 		err := info.Close()
 		return errors.Join(err, d.Close())
 	}), d, nil
+}
+
+// heldWait bounds how long Lock waits for a flock held by no DB of this
+// process (flockSoon).
+const heldWait = 250 * time.Millisecond
+
+// flockSoon takes an exclusive flock on fd, the descriptor of the file
+// key names, waiting up to heldWait while it is held by no DB of this
+// process. A DB's Close drops its flock when it closes its descriptor,
+// unless a child process this process is starting holds a copy of it,
+// between its fork and its exec (which closes it): for that moment the
+// directory still reads as held, and a second Open right after a Close
+// would be refused. A directory that a DB of this process holds is
+// refused at once.
+func flockSoon(fd int, key fileKey) error {
+	deadline := time.Now().Add(heldWait)
+	for {
+		err := flock(fd)
+		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
+			return err
+		}
+		heldDirs.Lock()
+		mine := heldDirs.m[key]
+		heldDirs.Unlock()
+		if mine {
+			return err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // flock takes an exclusive, non-blocking flock on fd.
