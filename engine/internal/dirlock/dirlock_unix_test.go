@@ -31,8 +31,8 @@ func TestLockWaitsForDescriptorCopyOfClosedHolder(t *testing.T) {
 		return f
 	}
 
-	f := other()
-	time.AfterFunc(30*time.Millisecond, func() { f.Close() })
+	brief := other()
+	time.AfterFunc(30*time.Millisecond, func() { brief.Close() })
 	c, _, err := Lock(dir)
 	if err != nil {
 		t.Fatalf("Lock while another descriptor holds the directory for 30 ms: %v, want it taken once let go", err)
@@ -47,8 +47,8 @@ func TestLockWaitsForDescriptorCopyOfClosedHolder(t *testing.T) {
 	}
 	c.Close()
 
-	f = other()
-	defer f.Close()
+	kept := other()
+	defer kept.Close()
 	if c3, _, err := Lock(dir); !errors.As(err, &h) {
 		if err == nil {
 			c3.Close()
