@@ -85,7 +85,9 @@ func TestBackupReadOnlyUnderRunningWriter(t *testing.T) {
 		}
 		defer ro.Close()
 		if u := ro.Unavailable(); len(u) > 0 {
-			return BackupResult{}, fmt.Errorf("the read-only open refused %v", u)
+			// What the reader hid, and the segments as they are now: a
+			// rare refusal beside the writer is then diagnosable.
+			return BackupResult{}, fmt.Errorf("the read-only open refused %v; hidden tails %+v; segments now: %s", u, ro.HiddenTails(), segmentSizes(dir))
 		}
 		res, err := ro.Backup(ctx, target)
 		if err == nil && len(res.Unavailable) > 0 {
@@ -849,4 +851,17 @@ func TestBackupReadOnlyMetaCopyUnderCommits(t *testing.T) {
 		}
 	}
 	t.Logf("single reads failing the check: %d of %d", torn, rounds)
+}
+
+// segmentSizes lists every ledger's segment files under the data
+// directory dir with their sizes, for a failure's message.
+func segmentSizes(dir string) string {
+	var b strings.Builder
+	paths, _ := filepath.Glob(filepath.Join(dir, ledgersDir, "*", "*.seg"))
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil {
+			fmt.Fprintf(&b, "%s/%s %d; ", filepath.Base(filepath.Dir(p)), filepath.Base(p), fi.Size())
+		}
+	}
+	return b.String()
 }
