@@ -403,7 +403,7 @@ func removeFollowerFile(dir string) error {
 // writeFollowerFile writes follower.json, or checks that the one there
 // names the same bucket and key.
 func (fw *Follower) writeFollowerFile() error {
-	want := followerConfig{V: 1, Replica: fw.o.Replica, Verifier: strings.TrimSpace(fw.o.VerifierKey)}
+	want := fw.config(nil)
 	have, ok, err := readFollowerFile(vfs.Default, fw.dir)
 	if err != nil {
 		return err
@@ -421,7 +421,22 @@ func (fw *Follower) writeFollowerFile() error {
 		}
 		return nil
 	}
-	b, _ := json.Marshal(want)
+	return fw.saveConfig(nil)
+}
+
+// config is follower.json's content for this follower, recording the
+// ledgers ids as laid.
+func (fw *Follower) config(ids []eventid.LedgerID) followerConfig {
+	c := followerConfig{V: 1, Replica: fw.o.Replica, Verifier: strings.TrimSpace(fw.o.VerifierKey)}
+	for _, id := range ids {
+		c.Ledgers = append(c.Ledgers, id.String())
+	}
+	return c
+}
+
+// saveConfig writes follower.json (config), replacing it atomically.
+func (fw *Follower) saveConfig(ids []eventid.LedgerID) error {
+	b, _ := json.Marshal(fw.config(ids))
 	return writeFileAtomic(vfs.Default, fw.dir, followerFile, append(b, '\n'), true)
 }
 
@@ -435,12 +450,7 @@ func (fw *Follower) recordLaid(fl *followed) error {
 	}
 	ids := append(slices.Collect(maps.Keys(fw.recorded)), fl.id)
 	slices.Sort(ids)
-	c := followerConfig{V: 1, Replica: fw.o.Replica, Verifier: strings.TrimSpace(fw.o.VerifierKey)}
-	for _, id := range ids {
-		c.Ledgers = append(c.Ledgers, id.String())
-	}
-	b, _ := json.Marshal(c)
-	if err := writeFileAtomic(vfs.Default, fw.dir, followerFile, append(b, '\n'), true); err != nil {
+	if err := fw.saveConfig(ids); err != nil {
 		return fw.wrap(fl, fmt.Errorf("record the copy in %s: %w", followerFile, err))
 	}
 	fw.recorded[fl.id] = true

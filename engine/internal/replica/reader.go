@@ -221,16 +221,15 @@ func (r *Reader) listChunks(ctx context.Context, gc uint64) (keys []string, gap 
 // follow them, after chunks deleted by GC (a boundary a writer copied
 // from an older manifest), is no gap. A chunk at from itself is not
 // judged here: whether it follows is the chain's and the records' check
-// (read.linked), an error naming it.
-func gapBefore(ledger eventid.LedgerID, key string, data []byte, from, seq uint64) (gap bool, err error) {
+// (read.linked), an error naming it. A chunk judged is returned, decoded.
+func gapBefore(ledger eventid.LedgerID, key string, data []byte, from, seq uint64) (c Chunk, gap bool, err error) {
 	if n, _ := ParseNumber(key); n <= max(from, 1) {
-		return false, nil
+		return Chunk{}, false, nil
 	}
-	c, err := DecodeChunk(key, ledger, data)
-	if err != nil {
-		return false, err
+	if c, err = DecodeChunk(key, ledger, data); err != nil {
+		return Chunk{}, false, err
 	}
-	return c.FirstSeq > seq+1, nil
+	return c, c.FirstSeq > seq+1, nil
 }
 
 // chunkRun lists wal/ after the key startAfter: the keys numbered without
@@ -452,10 +451,9 @@ func (rd *read) chunks(ctx context.Context, keys []string) error {
 		}
 		obj, err := rd.r.cfg.Store.Get(ctx, key)
 		if i == 0 && err == nil {
-			if gap, err := gapBefore(rd.r.cfg.Ledger, key, obj.Data, rd.last+1, rd.head.Seq); err != nil || gap {
+			if c, gap, err := gapBefore(rd.r.cfg.Ledger, key, obj.Data, rd.last+1, rd.head.Seq); err != nil || gap {
 				if gap {
-					n, _ := ParseNumber(key)
-					rd.ended = ChunkKey(rd.r.cfg.Ledger, n-1) + ", missing (a gap): later chunks are stored"
+					rd.ended = ChunkKey(rd.r.cfg.Ledger, c.Number-1) + ", missing (a gap): later chunks are stored"
 				}
 				return err
 			}

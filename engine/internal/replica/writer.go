@@ -315,7 +315,7 @@ func (s *writerState) readTail(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("replica: read chunk %s at %s: %w", key, s.cfg.Endpoint, err)
 		}
-		gap, err := gapBefore(s.cfg.Ledger, key, o.Data, m.GC, m.SealedSeq)
+		c, gap, err := gapBefore(s.cfg.Ledger, key, o.Data, m.GC, m.SealedSeq)
 		if err != nil {
 			return err
 		}
@@ -324,9 +324,7 @@ func (s *writerState) readTail(ctx context.Context) error {
 			// Their writer's epoch is taken all the same: the next is
 			// above it (writeTakeManifest), even if the manifests of
 			// that epoch are gone.
-			if c, err := DecodeChunk(key, s.cfg.Ledger, o.Data); err == nil {
-				s.tailEpoch = max(s.tailEpoch, c.Epoch)
-			}
+			s.tailEpoch = max(s.tailEpoch, c.Epoch)
 		}
 	}
 	s.tail.Segment, s.tail.Offset = 1, segment.RecordsStart
